@@ -1,0 +1,215 @@
+package llmhedge
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// Bounds of what one attempt reads before commit.
+const (
+	maxErrorBody    = 64 << 10 // an upstream error body kept for the client
+	maxResponseBody = 64 << 20 // a non-stream completion
+	maxGateEvents   = 1000     // events buffered before the first valid one
+)
+
+// attempt is one try of a request on one provider, from sending the
+// request (t0) to being ready to commit (t2) or failing.
+type attempt struct {
+	n      int // 1-based number within the request
+	p      *provider
+	model  string // model sent upstream (rewritten)
+	reason string // why it started: initial, hedge_triggered, retry, failover, fallback, probe
+	probe  bool   // the half-open probe of p's breaker
+	offset time.Duration
+	start  time.Time
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	// outcome, written by the attempt's goroutine before it reports
+	resp       *http.Response
+	status     int
+	class      failClass
+	err        error
+	retryAfter time.Duration
+	hasRA      bool
+	noRetry    bool   // x-should-retry: false
+	errBody    []byte // upstream error body (bounded), passed through for request-level errors
+	errHeader  http.Header
+	rd         *sseReader
+	gate       *gate
+	body       []byte // complete non-stream body
+	firstEvent time.Duration
+	elapsed    time.Duration
+	usage      usage
+	outcome    string // for the decision chain
+}
+
+func (a *attempt) ok() bool { return a.class == classNone && a.err == nil }
+
+// run performs the attempt until it is ready to commit or has failed, then
+// reports on done. It never writes to the client.
+func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.Replacer, done chan<- *attempt) {
+	defer func() { a.elapsed = time.Since(a.start); done <- a }()
+	body := req.bodyFor(a.model)
+	up, err := http.NewRequestWithContext(a.ctx, http.MethodPost, a.p.url(r.URL.Path, r.URL.RawQuery), bytes.NewReader(body))
+	if err != nil {
+		a.fail(classConnect, fmt.Errorf("provider %s: building request: %w", a.p.name, err))
+		return
+	}
+	up.Header = a.p.upstreamHeader(r.Header, req.dialect, repl)
+	up.Header.Set("Content-Type", "application/json")
+	up.ContentLength = int64(len(body))
+
+	limit, cause := a.p.firstByte, errFirstByteTimeout
+	if !req.stream {
+		limit, cause = time.Duration(h.Timeouts.Response), errResponseTimeout
+	}
+	timer := time.AfterFunc(limit, func() { a.cancel(cause) })
+	defer timer.Stop()
+
+	resp, err := a.p.transport.RoundTrip(up)
+	if err != nil {
+		a.fail(classifyTransportError(err, a.ctx, r.Context()), fmt.Errorf("provider %s: %w", a.p.name, err))
+		return
+	}
+	a.resp, a.status = resp, resp.StatusCode
+	if resp.StatusCode != http.StatusOK {
+		h.readUpstreamError(a, r.Context())
+		return
+	}
+	if req.stream && isEventStream(resp.Header) {
+		h.gateStream(a, req.dialect, r.Context())
+		return
+	}
+	h.readCompleteBody(a, req.dialect, r.Context())
+}
+
+func (a *attempt) fail(c failClass, err error) {
+	a.class, a.err = c, err
+	if a.resp != nil {
+		a.resp.Body.Close()
+	}
+}
+
+// readUpstreamError keeps a bounded copy of a non-200 body (a request-level
+// error is passed to the client as is) and the retry hints.
+func (h *Handler) readUpstreamError(a *attempt, clientCtx context.Context) {
+	resp := a.resp
+	a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	a.errHeader = resp.Header
+	a.retryAfter, a.hasRA = parseRetryAfter(resp.Header, time.Now())
+	a.noRetry = !shouldRetry(resp.Header)
+	c := classifyStatus(resp.StatusCode)
+	if clientCtx.Err() != nil {
+		c = classClientAbort
+	}
+	a.fail(c, fmt.Errorf("provider %s: status %d: %s", a.p.name, resp.StatusCode, upstreamMessage(a.errBody)))
+}
+
+// gateStream reads events until the first valid one (commit-ready) or a
+// failure. The buffered events stay in the gate; nothing is written yet.
+func (h *Handler) gateStream(a *attempt, d dialect, clientCtx context.Context) {
+	a.rd = newSSEReader(a.resp.Body, int(h.Stream.MaxBuffer))
+	a.gate = newGate(d, h.rejects, int(h.Stream.MaxBuffer), maxGateEvents)
+	for {
+		ev, err := a.rd.Next()
+		if err != nil {
+			c := classClosedEarly
+			if errors.Is(err, errEventTooLarge) {
+				c = classMalformed
+			} else if a.ctx.Err() != nil || clientCtx.Err() != nil {
+				c = classifyTransportError(err, a.ctx, clientCtx)
+			}
+			a.fail(c, fmt.Errorf("provider %s: reading first event: %w", a.p.name, err))
+			return
+		}
+		a.usage.observeEvent(d, ev)
+		switch a.gate.feed(ev) {
+		case gateCommit:
+			a.firstEvent = time.Since(a.start)
+			return
+		case gateFail:
+			c := classMalformed
+			switch a.gate.failReason() {
+			case "error_event":
+				c = classFake200
+			case "rejected_phrase":
+				c = classRejected
+			case "terminal_before_content":
+				c = classClosedEarly
+			}
+			a.fail(c, fmt.Errorf("provider %s: first event: %w", a.p.name, a.gate.err()))
+			return
+		}
+	}
+}
+
+// readCompleteBody reads a non-stream 200 whole and checks it is a real
+// completion, not an error dressed as a success.
+func (h *Handler) readCompleteBody(a *attempt, d dialect, clientCtx context.Context) {
+	body, err := io.ReadAll(io.LimitReader(a.resp.Body, maxResponseBody+1))
+	a.resp.Body.Close()
+	if err != nil {
+		a.fail(classifyTransportError(err, a.ctx, clientCtx), fmt.Errorf("provider %s: reading response: %w", a.p.name, err))
+		return
+	}
+	if len(body) > maxResponseBody {
+		a.fail(classMalformed, fmt.Errorf("provider %s: response over %d bytes", a.p.name, maxResponseBody))
+		return
+	}
+	if reason, err := checkBody(d, body, h.rejects); err != nil {
+		c := classFake200
+		switch reason {
+		case "malformed_body":
+			c = classMalformed
+		case "rejected_phrase":
+			c = classRejected
+		}
+		a.fail(c, fmt.Errorf("provider %s: %w", a.p.name, err))
+		return
+	}
+	a.body = body
+	a.firstEvent = time.Since(a.start)
+	a.usage.observeBody(d, body)
+}
+
+func isEventStream(h http.Header) bool {
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	return mt == "text/event-stream"
+}
+
+// upstreamMessage extracts the human message of an upstream error body in
+// either dialect, falling back to its first bytes.
+func upstreamMessage(body []byte) string {
+	var msg string
+	scanTopLevelSafe(body, func(key []byte, v []byte) {
+		if string(key) == "error" {
+			if len(v) > 0 && v[0] == '{' {
+				scanTopLevelSafe(v, func(k2 []byte, v2 []byte) {
+					if string(k2) == "message" && len(v2) > 1 && v2[0] == '"' {
+						msg = unquote(v2)
+					}
+				})
+			} else if len(v) > 1 && v[0] == '"' {
+				msg = unquote(v)
+			}
+		}
+	})
+	if msg == "" {
+		msg = strings.TrimSpace(string(body))
+		if len(msg) > 200 {
+			msg = msg[:200] + "..."
+		}
+	}
+	return msg
+}

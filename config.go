@@ -1,0 +1,237 @@
+package llmhedge
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+const (
+	budgetWindow     = 10 * time.Second
+	affinityCapacity = 100_000
+)
+
+// HedgeConfig configures hedge racing of streaming requests: when the
+// first attempt is slow to produce its first valid event, an alternative
+// provider is launched and the first valid event wins.
+type HedgeConfig struct {
+	// Fixed hedge delay. When zero, the delay is adaptive (Percentile).
+	Delay caddy.Duration `json:"delay,omitempty"`
+	// Adaptive hedge delay: this percentile (1-99.9) of the provider's
+	// recent time to first valid event, per request-size class. Default 90
+	// when Delay is not set.
+	Percentile float64 `json:"percentile,omitempty"`
+	// Lower clamp of the adaptive delay. Default: 500ms.
+	Min caddy.Duration `json:"min,omitempty"`
+	// Upper clamp of the adaptive delay; max/4 is the bootstrap delay until
+	// 20 samples exist. Default: 8s.
+	Max caddy.Duration `json:"max,omitempty"`
+	// Attempts racing at once, the first included (2-5). Default: 2.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Hedges as a percentage of requests over a 10 s window, with a floor
+	// of 1 hedge per second. Default: 10.
+	Budget *float64 `json:"budget,omitempty"`
+	// Disables hedging: attempts run one after another.
+	Off bool `json:"off,omitempty"`
+}
+
+func (c *HedgeConfig) setDefaults() {
+	if c.Delay == 0 && c.Percentile == 0 {
+		c.Percentile = 90
+	}
+	if c.Min == 0 {
+		c.Min = caddy.Duration(500 * time.Millisecond)
+	}
+	if c.Max == 0 {
+		c.Max = caddy.Duration(8 * time.Second)
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 2
+	}
+}
+
+func (c *HedgeConfig) enabled() bool { return !c.Off && c.MaxAttempts > 1 }
+
+func (c *HedgeConfig) budgetPercent() float64 {
+	if c.Budget == nil {
+		return 10
+	}
+	return *c.Budget
+}
+
+func (c *HedgeConfig) validate() error {
+	switch {
+	case c.Delay < 0 || c.Min < 0 || c.Max < 0:
+		return fmt.Errorf("hedge: negative duration")
+	case c.Min > c.Max:
+		return fmt.Errorf("hedge: min %s is above max %s", time.Duration(c.Min), time.Duration(c.Max))
+	case c.Percentile < 0 || c.Percentile >= 100:
+		return fmt.Errorf("hedge: percentile %v out of range (0, 100)", c.Percentile)
+	case c.MaxAttempts < 1 || c.MaxAttempts > maxHedgeAttempts:
+		return fmt.Errorf("hedge: max_attempts %d out of range 1..%d", c.MaxAttempts, maxHedgeAttempts)
+	case c.Budget != nil && (*c.Budget < 0 || *c.Budget > 100):
+		return fmt.Errorf("hedge: budget %v%% out of range 0..100", *c.Budget)
+	}
+	return nil
+}
+
+// ModelRule maps one model name (or glob) to another.
+type ModelRule struct {
+	// Requested model, a glob such as `claude-*`; `*` matches every model.
+	From string `json:"from"`
+	// Model sent upstream instead.
+	To string `json:"to"`
+}
+
+// RetryConfig is the retry policy of one request.
+type RetryConfig struct {
+	// Attempts per request, hedges and retries included. Default: 4.
+	Attempts int `json:"attempts,omitempty"`
+	// Extra tries on one provider after a transient error (500, 502, 503,
+	// 529, connection reset) before moving on. Default: 1.
+	SameProvider *int `json:"same_provider,omitempty"`
+	// First same-provider backoff; it doubles per retry, plus 0-25%
+	// jitter. Default: 500ms.
+	BackoffBase caddy.Duration `json:"backoff_base,omitempty"`
+	// Cap of the backoff. Default: 8s.
+	BackoffMax caddy.Duration `json:"backoff_max,omitempty"`
+	// A Retry-After up to this long is waited out on the same provider;
+	// a longer one moves on to the next provider. Default: 20s.
+	RetryAfterMax caddy.Duration `json:"retry_after_max,omitempty"`
+	// Retries as a percentage of requests over a 10 s window, with a floor
+	// of 3 per second. Default: 20.
+	Budget *float64 `json:"budget,omitempty"`
+	// After every provider of a model failed retryably, try another model.
+	FallbackModels []ModelRule `json:"fallback_models,omitempty"`
+}
+
+func (c *RetryConfig) setDefaults() {
+	if c.Attempts == 0 {
+		c.Attempts = defaultAttempts
+	}
+	if c.SameProvider == nil {
+		one := 1
+		c.SameProvider = &one
+	}
+	if c.BackoffBase == 0 {
+		c.BackoffBase = caddy.Duration(500 * time.Millisecond)
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = caddy.Duration(8 * time.Second)
+	}
+	if c.RetryAfterMax == 0 {
+		c.RetryAfterMax = caddy.Duration(20 * time.Second)
+	}
+}
+
+func (c *RetryConfig) budgetPercent() float64 {
+	if c.Budget == nil {
+		return 20
+	}
+	return *c.Budget
+}
+
+func (c *RetryConfig) sameProvider() int {
+	if c.SameProvider == nil {
+		return 1
+	}
+	return *c.SameProvider
+}
+
+func (c *RetryConfig) validate() error {
+	switch {
+	case c.Attempts < 1:
+		return fmt.Errorf("retry: attempts must be at least 1")
+	case c.SameProvider != nil && *c.SameProvider < 0:
+		return fmt.Errorf("retry: same_provider must not be negative")
+	case c.BackoffBase < 0 || c.BackoffMax < 0 || c.RetryAfterMax < 0:
+		return fmt.Errorf("retry: negative duration")
+	case c.BackoffBase > c.BackoffMax:
+		return fmt.Errorf("retry: backoff base %s is above max %s", time.Duration(c.BackoffBase), time.Duration(c.BackoffMax))
+	case c.Budget != nil && (*c.Budget < 0 || *c.Budget > 100):
+		return fmt.Errorf("retry: budget %v%% out of range 0..100", *c.Budget)
+	}
+	for _, f := range c.FallbackModels {
+		if f.From == "" || f.To == "" {
+			return fmt.Errorf("retry: fallback_model needs <from> and <to>")
+		}
+	}
+	return nil
+}
+
+// CooldownConfig configures the circuit breaker of each provider.
+type CooldownConfig struct {
+	// Consecutive provider-level failures that open the breaker. Default: 3.
+	Failures int `json:"failures,omitempty"`
+	// How long the breaker stays open before one probe is let through.
+	// Default: 30s.
+	Duration caddy.Duration `json:"duration,omitempty"`
+	// Growth cap of the open period while probes keep failing; it doubles
+	// per failed probe. Default: Duration (no growth).
+	Max caddy.Duration `json:"max,omitempty"`
+}
+
+func (c *CooldownConfig) config() cooldownConfig {
+	cc := cooldownConfig{Failures: c.Failures, Duration: time.Duration(c.Duration), Max: time.Duration(c.Max)}
+	if cc.Failures == 0 {
+		cc.Failures = 3
+	}
+	if cc.Duration == 0 {
+		cc.Duration = 30 * time.Second
+	}
+	if cc.Max < cc.Duration {
+		cc.Max = cc.Duration
+	}
+	return cc
+}
+
+func (c *CooldownConfig) validate() error {
+	if c.Failures < 0 || c.Duration < 0 || c.Max < 0 {
+		return fmt.Errorf("cooldown: negative value")
+	}
+	return nil
+}
+
+// StreamConfig configures first-event validation and the relay.
+type StreamConfig struct {
+	// Phrases (case-insensitive) that mark a bad provider answer when they
+	// appear in the events before commit: the attempt fails over.
+	Reject []string `json:"reject,omitempty"`
+	// Drop mid-stream events whose data is not valid JSON instead of
+	// passing them on. Default: true.
+	DropMalformed *bool `json:"drop_malformed,omitempty"`
+	// Bytes buffered before commit; overflowing fails the attempt.
+	// Default: 1 MiB.
+	MaxBuffer int64 `json:"max_buffer,omitempty"`
+}
+
+func (c *StreamConfig) setDefaults() {
+	if c.DropMalformed == nil {
+		t := true
+		c.DropMalformed = &t
+	}
+	if c.MaxBuffer == 0 {
+		c.MaxBuffer = defaultMaxBuffer
+	}
+}
+
+// AffinityConfig configures sticky routing of a conversation to the
+// provider holding its prompt cache.
+type AffinityConfig struct {
+	// Disables affinity.
+	Off bool `json:"off,omitempty"`
+	// Read the session key from this request header instead of the body's
+	// metadata.user_id (Anthropic) or user (OpenAI).
+	Header string `json:"header,omitempty"`
+	// How long a remembered winner is kept for a session. Default: 1h.
+	TTL caddy.Duration `json:"ttl,omitempty"`
+}
+
+func (c *AffinityConfig) setDefaults() {
+	if c.TTL == 0 {
+		c.TTL = caddy.Duration(time.Hour)
+	}
+}
+
+func (c *AffinityConfig) enabled() bool { return !c.Off }

@@ -1,0 +1,117 @@
+package llmhedge
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// Collectors are created once per process and registered into the
+// registry of every config that provisions the handler (a reload gets a
+// new registry). Every label value comes from configuration (provider
+// names) or a fixed set: never from client input such as the model.
+var (
+	metricsOnce sync.Once
+	collectors  *handlerMetrics
+)
+
+type handlerMetrics struct {
+	requests   *prometheus.CounterVec
+	attempts   *prometheus.CounterVec
+	hedges     *prometheus.CounterVec
+	firstEvent *prometheus.HistogramVec
+	tokens     *prometheus.CounterVec
+	retries    *prometheus.CounterVec
+	exhausted  *prometheus.CounterVec
+	state      prometheus.Collector
+}
+
+const ns, sub = "caddy", "llm_hedge"
+
+func newHandlerMetrics() *handlerMetrics {
+	return &handlerMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "requests_total",
+			Help: "Completion requests by outcome."}, []string{"outcome"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "attempts_total",
+			Help: "Upstream attempts by provider and result (won, lost, failed_<class>)."}, []string{"provider", "result"}),
+		hedges: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "hedges_total",
+			Help: "Hedge attempts launched, by the provider they went to."}, []string{"provider"}),
+		firstEvent: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "first_event_seconds",
+			Help:    "Time from sending an attempt to its first valid event (non-stream: the whole response), winners only.",
+			Buckets: []float64{0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 8, 13, 20, 30, 45, 60}}, []string{"provider"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "tokens_total",
+			Help: "Tokens reported by providers for winning attempts, by kind (input, output, cache_read, cache_write)."}, []string{"provider", "kind"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "retries_total",
+			Help: "Same-provider retries scheduled, by provider and the failure class that caused them."}, []string{"provider", "reason"}),
+		exhausted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "budget_exhausted_total",
+			Help: "Hedges or retries refused because their budget was spent."}, []string{"kind"}),
+		state: stateCollector{desc: prometheus.NewDesc(ns+"_"+sub+"_provider_state",
+			"Breaker state of each provider: 0 closed, 1 half_open, 2 open.", []string{"provider"}, nil)},
+	}
+}
+
+func provisionMetrics(ctx caddy.Context) (*handlerMetrics, error) {
+	metricsOnce.Do(func() { collectors = newHandlerMetrics() })
+	reg := ctx.GetMetricsRegistry()
+	if reg == nil {
+		return collectors, nil
+	}
+	for _, c := range []prometheus.Collector{collectors.requests, collectors.attempts, collectors.hedges,
+		collectors.firstEvent, collectors.tokens, collectors.retries, collectors.exhausted, collectors.state} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, err
+			}
+		}
+	}
+	return collectors, nil
+}
+
+func (m *handlerMetrics) request(outcome string) { m.requests.WithLabelValues(outcome).Inc() }
+func (m *handlerMetrics) attempt(provider, res string) {
+	m.attempts.WithLabelValues(provider, res).Inc()
+}
+func (m *handlerMetrics) hedgeLaunched(provider string) {
+	m.hedges.WithLabelValues(provider).Inc()
+}
+func (m *handlerMetrics) retry(provider, reason string) {
+	m.retries.WithLabelValues(provider, reason).Inc()
+}
+func (m *handlerMetrics) budgetExhausted(kind string) { m.exhausted.WithLabelValues(kind).Inc() }
+
+func (m *handlerMetrics) won(provider string, firstEventSeconds float64, u *usage) {
+	m.attempts.WithLabelValues(provider, "won").Inc()
+	m.firstEvent.WithLabelValues(provider).Observe(firstEventSeconds)
+	for _, t := range []struct {
+		kind string
+		n    int64
+	}{{"input", u.Input}, {"output", u.Output}, {"cache_read", u.CacheRead}, {"cache_write", u.CacheWrite}} {
+		if t.n > 0 {
+			m.tokens.WithLabelValues(provider, t.kind).Add(float64(t.n))
+		}
+	}
+}
+
+// stateCollector reports the breaker state of every provider in the shared
+// health pool at scrape time, so the gauge can never go stale.
+type stateCollector struct{ desc *prometheus.Desc }
+
+func (c stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	now := clock()
+	seen := map[string]bool{}
+	providerPool.Range(func(_, v any) bool {
+		ph, ok := v.(*providerHealth)
+		if !ok || seen[ph.name] {
+			return true
+		}
+		seen[ph.name] = true
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(ph.state(now)), ph.name)
+		return true
+	})
+}

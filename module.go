@@ -1,0 +1,242 @@
+// Package llmhedge is a Caddy HTTP handler that makes several unreliable
+// LLM providers (Anthropic Messages API, OpenAI Chat Completions) look like
+// one fast, reliable endpoint: it fails over before the first byte reaches
+// the client, races slow streams against alternative providers, cools down
+// providers that fail, retries with backoff and Retry-After, and never
+// hands a client a silently truncated stream.
+package llmhedge
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// Defaults, in one place so the godoc, the Caddyfile parser and Provision
+// agree.
+const (
+	defaultConnectTimeout   = 10 * time.Second
+	defaultFirstByteTimeout = 60 * time.Second
+	defaultResponseTimeout  = 10 * time.Minute
+	defaultIdleTimeout      = 90 * time.Second
+	defaultTotalTimeout     = 15 * time.Minute
+	defaultMaxBody          = 32 << 20
+	defaultMaxBuffer        = 1 << 20
+	defaultAttempts         = 4
+	maxHedgeAttempts        = 5
+)
+
+// Handler is the `llm_hedge` HTTP handler. It serves LLM completion
+// requests (`/v1/messages`, `/v1/chat/completions`) from a list of
+// providers, with failover, hedging, cooldowns and retries; other API paths
+// are forwarded to one healthy provider.
+type Handler struct {
+	// The upstream LLM providers. At least one is required; names are unique.
+	Providers []*Provider `json:"providers,omitempty"`
+
+	// Per-attempt and per-request time limits.
+	Timeouts Timeouts `json:"timeouts,omitempty"`
+
+	// Hedge racing of streaming requests.
+	Hedge HedgeConfig `json:"hedge,omitempty"`
+
+	// Retry policy: attempts per request, same-provider retries, backoff,
+	// Retry-After, the retry budget and fallback models.
+	Retry RetryConfig `json:"retry,omitempty"`
+
+	// Circuit breaking of providers that keep failing.
+	Cooldown CooldownConfig `json:"cooldown,omitempty"`
+
+	// Stream validation and relaying.
+	Stream StreamConfig `json:"stream,omitempty"`
+
+	// Sticky routing of a conversation to the provider that served it last,
+	// where its prompt cache is.
+	Affinity AffinityConfig `json:"affinity,omitempty"`
+
+	// Largest request body accepted, in bytes; larger bodies get 413 in the
+	// client's dialect. Default: 32 MiB.
+	MaxBody int64 `json:"max_body,omitempty"`
+
+	providers   []*provider
+	transport   map[string]*http.Transport
+	hedgeBudget *budget
+	retryBudget *budget
+	affinity    *affinityTable
+	rejects     [][]byte
+	cooldown    cooldownConfig
+	logger      *zap.Logger
+	metrics     *handlerMetrics
+	rand        func() float64
+}
+
+// Timeouts bound each phase of an attempt and the whole request.
+type Timeouts struct {
+	// Dial + TLS handshake of one attempt. Default: 10s.
+	Connect caddy.Duration `json:"connect,omitempty"`
+	// Streaming attempt: from sending the request to its first valid event
+	// (SPEC moment t2). Default: 60s. A provider's first_byte_timeout
+	// overrides it.
+	FirstByte caddy.Duration `json:"first_byte,omitempty"`
+	// Non-streaming attempt: from sending the request to the whole
+	// response. Default: 10m.
+	Response caddy.Duration `json:"response,omitempty"`
+	// Committed stream: the longest gap between two events (pings count).
+	// Default: 90s.
+	Idle caddy.Duration `json:"idle,omitempty"`
+	// Whole request: every attempt, wait and the relay. Default: 15m.
+	Total caddy.Duration `json:"total,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.llm_hedge",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Provision sets defaults, expands keys, builds the transports and joins
+// the shared provider health pool.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	h.setDefaults()
+	repl := caddy.NewReplacer()
+	h.transport = make(map[string]*http.Transport)
+	seen := make(map[string]bool)
+	for _, pc := range h.Providers {
+		if seen[pc.Name] {
+			return fmt.Errorf("provider %q: duplicate name", pc.Name)
+		}
+		seen[pc.Name] = true
+		p, err := newProvider(pc, repl, h)
+		if err != nil {
+			return fmt.Errorf("provider %q: %w", pc.Name, err)
+		}
+		h.providers = append(h.providers, p)
+	}
+	h.cooldown = h.Cooldown.config()
+	for _, phrase := range h.Stream.Reject {
+		h.rejects = append(h.rejects, []byte(phrase))
+	}
+	h.hedgeBudget = newBudget(h.Hedge.budgetPercent(), 1, budgetWindow)
+	h.retryBudget = newBudget(h.Retry.budgetPercent(), 3, budgetWindow)
+	if h.Affinity.enabled() {
+		h.affinity = newAffinityTable(affinityCapacity, time.Duration(h.Affinity.TTL))
+	}
+	if h.Hedge.enabled() && h.Hedge.Percentile > 0 {
+		if msg := budgetMismatch(h.Hedge.Percentile, h.Hedge.budgetPercent()); msg != "" {
+			h.logger.Warn("hedge percentile and budget disagree", zap.String("detail", msg))
+		}
+	}
+	h.rand = rand.Float64
+	m, err := provisionMetrics(ctx)
+	if err != nil {
+		return err
+	}
+	h.metrics = m
+	return nil
+}
+
+// Validate rejects configurations that cannot work.
+func (h *Handler) Validate() error {
+	if len(h.Providers) == 0 {
+		return fmt.Errorf("no provider configured")
+	}
+	for _, d := range []struct {
+		name string
+		v    caddy.Duration
+	}{
+		{"timeouts.connect", h.Timeouts.Connect}, {"timeouts.first_byte", h.Timeouts.FirstByte},
+		{"timeouts.response", h.Timeouts.Response}, {"timeouts.idle", h.Timeouts.Idle},
+		{"timeouts.total", h.Timeouts.Total},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("%s: negative duration", d.name)
+		}
+	}
+	if h.MaxBody < 0 {
+		return fmt.Errorf("max_body: negative size")
+	}
+	if err := h.Hedge.validate(); err != nil {
+		return err
+	}
+	if err := h.Retry.validate(); err != nil {
+		return err
+	}
+	return h.Cooldown.validate()
+}
+
+// Cleanup releases this handler's references to the shared provider health
+// and closes idle upstream connections. In-flight requests keep running on
+// their own contexts: a reload never cuts a stream.
+func (h *Handler) Cleanup() error {
+	for _, p := range h.providers {
+		releaseHealth(p.name, p.baseURL.String())
+		releaseLatency(p.name, p.baseURL.String())
+	}
+	for _, t := range h.transport {
+		t.CloseIdleConnections()
+	}
+	return nil
+}
+
+func (h *Handler) setDefaults() {
+	setDur := func(d *caddy.Duration, def time.Duration) {
+		if *d == 0 {
+			*d = caddy.Duration(def)
+		}
+	}
+	setDur(&h.Timeouts.Connect, defaultConnectTimeout)
+	setDur(&h.Timeouts.FirstByte, defaultFirstByteTimeout)
+	setDur(&h.Timeouts.Response, defaultResponseTimeout)
+	setDur(&h.Timeouts.Idle, defaultIdleTimeout)
+	setDur(&h.Timeouts.Total, defaultTotalTimeout)
+	if h.MaxBody == 0 {
+		h.MaxBody = defaultMaxBody
+	}
+	h.Hedge.setDefaults()
+	h.Retry.setDefaults()
+	h.Stream.setDefaults()
+	h.Affinity.setDefaults()
+}
+
+// ServeHTTP serves LLM completion requests with failover and hedging, and
+// forwards every other path to one healthy provider.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	d := dialectOfPath(r.URL.Path)
+	if d == dialectNone {
+		return h.forward(w, r)
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, d, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s: use POST", r.Method, r.URL.Path))
+		return nil
+	}
+	return h.serveCompletion(w, r, d)
+}
+
+// requestContext bounds the whole request by timeouts.total while keeping
+// it tied to the client's connection, never to the module.
+func (h *Handler) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(r.Context(), time.Duration(h.Timeouts.Total), errTotalTimeout)
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

@@ -1,0 +1,184 @@
+package llmhedge
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// chainEntry is one step of the request's decision chain in the log.
+type chainEntry struct {
+	Provider     string
+	OffsetMs     int64
+	Event        string // initial, hedge_triggered, retry, failover, fallback, probe, cooldown_skip, busy_skip
+	Outcome      string // request_success, hedge_winner, hedge_loser_cancelled, retry_failed, request_error, client_abort
+	Status       int
+	Class        string
+	FirstEventMs int64
+}
+
+func (c chainEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("provider", c.Provider)
+	enc.AddInt64("offset_ms", c.OffsetMs)
+	enc.AddString("event", c.Event)
+	if c.Outcome != "" {
+		enc.AddString("outcome", c.Outcome)
+	}
+	if c.Status != 0 {
+		enc.AddInt("status", c.Status)
+	}
+	if c.Class != "" {
+		enc.AddString("error_class", c.Class)
+	}
+	if c.FirstEventMs > 0 {
+		enc.AddInt64("first_event_ms", c.FirstEventMs)
+	}
+	return nil
+}
+
+type chain []chainEntry
+
+func (c chain) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for _, e := range c {
+		if err := enc.AppendObject(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (st *requestState) chain() chain {
+	out := make(chain, 0, len(st.attempts)+len(st.skips))
+	out = append(out, st.skips...)
+	for _, a := range st.attempts {
+		e := chainEntry{Provider: a.p.name, OffsetMs: a.offset.Milliseconds(), Event: a.reason, Outcome: a.outcome, Status: a.status}
+		if a.class != classNone && a.class != classLoser {
+			e.Class = string(a.class)
+		}
+		if a.ok() || a == st.winner {
+			e.FirstEventMs = max(a.firstEvent.Milliseconds(), 1)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// finish publishes what the request did: placeholders for the access log,
+// metrics, and one log line (debug when a single attempt simply worked, so
+// a healthy proxy is quiet).
+func (h *Handler) finish(st *requestState) {
+	if st.outcome == "" {
+		st.outcome = outcomeExhausted
+	}
+	if st.r.Context().Err() != nil && st.outcome != outcomeSuccess {
+		st.outcome = outcomeClientAbort
+	}
+	total := time.Since(st.start)
+	w := st.winner
+	var u usage
+	provider, firstMs := "", int64(0)
+	if w != nil {
+		u = w.usage
+		provider = w.p.name
+		firstMs = max(w.firstEvent.Milliseconds(), 1)
+		w.p.health.endAttempt()
+		w.p.health.addTokens(u.Input, u.Output, u.CacheRead, u.CacheWrite)
+		if st.hedged {
+			w.p.health.noteHedge(true)
+		}
+		h.metrics.won(provider, w.firstEvent.Seconds(), &u)
+	}
+	h.metrics.request(st.outcome)
+
+	model := ""
+	if st.req != nil {
+		model = st.req.model
+	}
+	served := u.Model
+	if served == "" && w != nil {
+		served = w.model
+	}
+	if repl, ok := st.r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Set("http.llm_hedge.provider", provider)
+		repl.Set("http.llm_hedge.model", served)
+		repl.Set("http.llm_hedge.attempts", len(st.attempts))
+		repl.Set("http.llm_hedge.hedged", st.hedged)
+		repl.Set("http.llm_hedge.outcome", st.outcome)
+		repl.Set("http.llm_hedge.first_byte_ms", firstMs)
+		repl.Set("http.llm_hedge.input_tokens", u.Input)
+		repl.Set("http.llm_hedge.output_tokens", u.Output)
+	}
+	if extra, ok := st.r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
+		extra.Add(zap.Object("llm_hedge", accessFields{provider, served, len(st.attempts), st.hedged, st.outcome, firstMs, u.Input, u.Output}))
+	}
+
+	fields := []zap.Field{
+		zap.String("dialect", st.dialect.String()),
+		zap.String("model", model),
+		zap.String("served_model", served),
+		zap.String("provider", provider),
+		zap.String("outcome", st.outcome),
+		zap.Int64("total_ms", total.Milliseconds()),
+		zap.Int64("first_event_ms", firstMs),
+		zap.Bool("hedged", st.hedged),
+		zap.Array("chain", st.chain()),
+		zap.Int64("input_tokens", u.Input),
+		zap.Int64("output_tokens", u.Output),
+		zap.Int64("cache_read_tokens", u.CacheRead),
+		zap.Int64("cache_write_tokens", u.CacheWrite),
+	}
+	if st.fallbackModel != "" {
+		fields = append(fields, zap.String("fallback_model", st.fallbackModel))
+	}
+	if st.relay.Reason != "" {
+		fields = append(fields, zap.String("stream_end", st.relay.Reason))
+	}
+	if st.relay.Dropped > 0 {
+		fields = append(fields, zap.Int("dropped_malformed", st.relay.Dropped))
+	}
+	if st.refused != "" {
+		fields = append(fields, zap.String("refused", st.refused))
+	}
+	msg := "llm request " + st.outcome + " in " + humanDuration(total)
+	if st.outcome == outcomeSuccess && len(st.attempts) == 1 {
+		h.logger.Debug(msg, fields...)
+	} else {
+		h.logger.Info(msg, fields...)
+	}
+}
+
+// accessFields is what the module adds to Caddy's access log entry.
+type accessFields struct {
+	provider, model string
+	attempts        int
+	hedged          bool
+	outcome         string
+	firstByteMs     int64
+	in, out         int64
+}
+
+func (f accessFields) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("provider", f.provider)
+	enc.AddString("model", f.model)
+	enc.AddInt("attempts", f.attempts)
+	enc.AddBool("hedged", f.hedged)
+	enc.AddString("outcome", f.outcome)
+	enc.AddInt64("first_byte_ms", f.firstByteMs)
+	enc.AddInt64("input_tokens", f.in)
+	enc.AddInt64("output_tokens", f.out)
+	return nil
+}
+
+// humanDuration renders a duration for a log message: "850ms", "12.4s".
+func humanDuration(d time.Duration) string {
+	if d < time.Second {
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	}
+	return humanize.FtoaWithDigits(d.Seconds(), 1) + "s"
+}

@@ -1,0 +1,264 @@
+package llmhedge
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
+)
+
+// Provider is one upstream LLM API endpoint.
+type Provider struct {
+	// Unique name of the provider, used in logs, metrics and the admin API.
+	Name string `json:"name"`
+	// Base URL, e.g. https://api.anthropic.com; the request path and query
+	// are appended to it.
+	BaseURL string `json:"base_url"`
+	// Wire dialect this provider serves: "anthropic" or "openai". Default:
+	// inferred from the request path, so the provider serves both.
+	API string `json:"api,omitempty"`
+	// API key sent to this provider; `{env.VAR}` is expanded at provision
+	// time. When set, the client's own key is removed. Default: the
+	// client's key is passed through.
+	Key string `json:"key,omitempty"`
+	// Failure domain; hedges go to another vendor first. Default: the base
+	// URL's host.
+	Vendor string `json:"vendor,omitempty"`
+	// Lower is tried first. Default: 0.
+	Priority int `json:"priority,omitempty"`
+	// Weighted random choice among providers of one priority. Default: 1.
+	Weight int `json:"weight,omitempty"`
+	// Globs of requested models this provider serves. Default: all.
+	Models []string `json:"models,omitempty"`
+	// Rewrites of the requested model for this provider, tried in order;
+	// the first match applies.
+	ModelMap []ModelRule `json:"model_map,omitempty"`
+	// Header manipulations of the upstream request.
+	HeadersUp *headers.HeaderOps `json:"headers_up,omitempty"`
+	// Attempts at once on this provider. Default: 0 (unlimited).
+	MaxInFlight int `json:"max_in_flight,omitempty"`
+	// Overrides timeouts.first_byte for this provider.
+	FirstByteTimeout caddy.Duration `json:"first_byte_timeout,omitempty"`
+	// PEM file of extra certificate authorities trusted for this provider
+	// (a private gateway with its own CA). Default: the system roots.
+	TLSTrustedCA string `json:"tls_trusted_ca,omitempty"`
+}
+
+// provider is the provisioned, immutable runtime form of a Provider.
+type provider struct {
+	cfg       *Provider
+	name      string
+	baseURL   *url.URL
+	dialect   dialect // dialectNone: serves whichever the request speaks
+	key       string
+	vendor    string
+	weight    int
+	firstByte time.Duration
+	transport *http.Transport
+	health    *providerHealth
+	latency   *latencyTracker
+}
+
+func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, error) {
+	if pc.Name == "" {
+		return nil, fmt.Errorf("missing name")
+	}
+	u, err := url.Parse(pc.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("base_url: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("base_url %q: want http(s)://host[:port][/path]", pc.BaseURL)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	d, ok := parseDialect(pc.API)
+	if !ok {
+		return nil, fmt.Errorf("api %q: want anthropic or openai", pc.API)
+	}
+	for _, g := range append(append([]string{}, pc.Models...), ruleGlobs(pc.ModelMap)...) {
+		if _, err := path.Match(g, ""); err != nil {
+			return nil, fmt.Errorf("model glob %q: %w", g, err)
+		}
+	}
+	p := &provider{
+		cfg:       pc,
+		name:      pc.Name,
+		baseURL:   u,
+		dialect:   d,
+		key:       repl.ReplaceAll(pc.Key, ""),
+		vendor:    pc.Vendor,
+		weight:    pc.Weight,
+		firstByte: time.Duration(pc.FirstByteTimeout),
+	}
+	if pc.Key != "" && p.key == "" {
+		return nil, fmt.Errorf("key: expands to an empty value (is the environment variable set?)")
+	}
+	if p.vendor == "" {
+		p.vendor = u.Hostname()
+	}
+	if p.weight <= 0 {
+		p.weight = 1
+	}
+	if p.firstByte <= 0 {
+		p.firstByte = time.Duration(h.Timeouts.FirstByte)
+	}
+	if pc.HeadersUp != nil {
+		if err := pc.HeadersUp.Provision(caddy.Context{}); err != nil {
+			return nil, fmt.Errorf("header_up: %w", err)
+		}
+	}
+	p.transport, err = newTransport(time.Duration(h.Timeouts.Connect), pc.TLSTrustedCA)
+	if err != nil {
+		return nil, err
+	}
+	h.transport[pc.Name] = p.transport
+	p.health, err = loadHealth(p.name, u.String(), p.vendor)
+	if err != nil {
+		return nil, err
+	}
+	p.latency = loadLatency(p.name, u.String())
+	return p, nil
+}
+
+func ruleGlobs(rules []ModelRule) []string {
+	out := make([]string, 0, len(rules))
+	for _, r := range rules {
+		out = append(out, r.From)
+	}
+	return out
+}
+
+// newTransport builds the HTTP client side of one provider. Compression is
+// off: the proxy must read the stream's events, and gzip on loopback or in a
+// datacenter costs more CPU than it saves.
+func newTransport(connect time.Duration, caFile string) (*http.Transport, error) {
+	dialer := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
+	t := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           dialer.DialContext,
+		TLSHandshakeTimeout:   connect,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+	}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls_trusted_ca: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls_trusted_ca %s: no PEM certificate found", caFile)
+		}
+		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return t, nil
+}
+
+// serves reports whether the provider takes requests of dialect d for the
+// (requested) model.
+func (p *provider) serves(d dialect, model string) bool {
+	if p.dialect != dialectNone && d != dialectNone && p.dialect != d {
+		return false
+	}
+	if len(p.cfg.Models) == 0 {
+		return true
+	}
+	for _, g := range p.cfg.Models {
+		if globMatch(g, model) {
+			return true
+		}
+	}
+	return false
+}
+
+// upstreamModel applies the provider's model rewrite rules: the first rule
+// whose glob matches wins; no match keeps the model.
+func (p *provider) upstreamModel(model string) string {
+	for _, r := range p.cfg.ModelMap {
+		if globMatch(r.From, model) {
+			return r.To
+		}
+	}
+	return model
+}
+
+// globMatch matches model names with shell globs; `*` alone matches all.
+func globMatch(glob, name string) bool {
+	if glob == "*" || glob == name {
+		return true
+	}
+	ok, _ := path.Match(glob, name)
+	return ok
+}
+
+// url builds the upstream URL for a client request path and query.
+func (p *provider) url(reqPath, rawQuery string) string {
+	var b strings.Builder
+	b.Grow(len(p.baseURL.Scheme) + len(p.baseURL.Host) + len(p.baseURL.Path) + len(reqPath) + len(rawQuery) + 5)
+	b.WriteString(p.baseURL.Scheme)
+	b.WriteString("://")
+	b.WriteString(p.baseURL.Host)
+	b.WriteString(p.baseURL.Path)
+	b.WriteString(reqPath)
+	if rawQuery != "" {
+		b.WriteByte('?')
+		b.WriteString(rawQuery)
+	}
+	return b.String()
+}
+
+// hopHeaders are never forwarded (RFC 9110 section 7.6.1), nor are the
+// headers the proxy sets itself.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+	"Content-Length", "Accept-Encoding", "Host",
+}
+
+// upstreamHeader builds the header of one attempt: the client's headers
+// without hop-by-hop fields, the provider's auth, and its header_up rules.
+// With a configured key, the client's own credentials are removed so they
+// never reach another party's host.
+func (p *provider) upstreamHeader(client http.Header, d dialect, repl *caddy.Replacer) http.Header {
+	out := make(http.Header, len(client)+2)
+	for k, v := range client {
+		out[k] = v
+	}
+	for _, k := range hopHeaders {
+		delete(out, k)
+	}
+	if c := client.Get("Connection"); c != "" {
+		for _, f := range strings.Split(c, ",") {
+			out.Del(strings.TrimSpace(f))
+		}
+	}
+	if p.key != "" {
+		out.Del("Authorization")
+		out.Del("X-Api-Key")
+		if d == dialectAnthropic {
+			out.Set("X-Api-Key", p.key)
+		} else {
+			out.Set("Authorization", "Bearer "+p.key)
+		}
+	}
+	if p.cfg.HeadersUp != nil {
+		p.cfg.HeadersUp.ApplyTo(out, repl)
+	}
+	return out
+}

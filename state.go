@@ -1,0 +1,233 @@
+package llmhedge
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// Request outcomes, as in the requests_total metric and the log line.
+const (
+	outcomeSuccess       = "success"
+	outcomeUpstreamError = "upstream_error"
+	outcomeClientError   = "client_error"
+	outcomeExhausted     = "exhausted"
+	outcomeTimeout       = "timeout"
+	outcomeClientAbort   = "client_abort"
+	outcomeStreamError   = "stream_error"
+)
+
+// plan is the ordered candidate list of one requested model.
+type plan struct {
+	model string
+	cands []*provider
+	used  []bool
+	tries map[*provider]int
+}
+
+func newPlan(cands []*provider, model string) *plan {
+	return &plan{model: model, cands: cands, used: make([]bool, len(cands)), tries: make(map[*provider]int, len(cands))}
+}
+
+func (p *plan) remaining() int {
+	n := 0
+	for _, u := range p.used {
+		if !u {
+			n++
+		}
+	}
+	return n
+}
+
+// requestState is everything one completion request decided and observed:
+// its attempts, the winner, the outcome. It feeds the log line, the
+// metrics and the placeholders.
+type requestState struct {
+	h       *Handler
+	r       *http.Request
+	dialect dialect
+	start   time.Time
+	ctx     context.Context
+	repl    *caddy.Replacer
+	req     *llmRequest
+
+	plan          *plan
+	done          chan *attempt
+	attempts      []*attempt
+	skips         []chainEntry
+	live          int
+	winner        *attempt
+	outcome       string
+	status        int
+	hedged        bool
+	hedgeDenied   bool
+	recoverAt     time.Time
+	fellBack      map[string]bool
+	fallbackModel string
+	relay         relayResult
+	refused       string
+
+	budgetFailoverUsed bool
+}
+
+func newRequestState(h *Handler, r *http.Request, d dialect) *requestState {
+	return &requestState{h: h, r: r, dialect: d, start: time.Now(), ctx: r.Context(), fellBack: map[string]bool{}}
+}
+
+func (st *requestState) attemptsLeft() int { return st.h.Retry.Attempts - len(st.attempts) }
+
+// prepare creates an attempt without starting it.
+func (st *requestState) prepare(p *provider, model, reason string, probe bool) *attempt {
+	return &attempt{p: p, model: model, reason: reason, probe: probe}
+}
+
+// launch starts a prepared attempt in its own goroutine.
+func (st *requestState) launch(h *Handler, r *http.Request, a *attempt) {
+	a.n = len(st.attempts) + 1
+	a.start = time.Now()
+	a.offset = a.start.Sub(st.start)
+	a.ctx, a.cancel = attemptContext(st.ctx)
+	st.attempts = append(st.attempts, a)
+	st.plan.tries[a.p]++
+	st.live++
+	a.p.health.beginAttempt()
+	go h.run(a, st.req, r, st.repl, st.done)
+}
+
+func (st *requestState) liveVendor(vendor string) bool {
+	for _, a := range st.attempts {
+		if a.outcome == "" && a.p.vendor == vendor {
+			return true
+		}
+	}
+	return false
+}
+
+func (st *requestState) skip(p *provider, event string) {
+	for _, s := range st.skips {
+		if s.Provider == p.name && s.Event == event {
+			return
+		}
+	}
+	st.skips = append(st.skips, chainEntry{Provider: p.name, OffsetMs: msSince(st.start), Event: event})
+}
+
+// win marks the winner: every other live attempt is cancelled at once, so
+// its provider sees the connection close and stops generating.
+func (st *requestState) win(a *attempt) {
+	st.winner = a
+	if len(st.attempts) == 1 {
+		a.outcome = "request_success"
+	} else {
+		a.outcome = "hedge_winner"
+	}
+	now := clock()
+	a.p.health.onSuccess(now, a.probe)
+	a.p.latency.observe(st.req.sizeClass, a.firstEvent, now)
+	st.cancelLive(errHedgeLost)
+	if st.h.affinity != nil && st.req.sessionKey != "" {
+		st.h.affinity.put(st.req.sessionKey, a.p.name, now)
+	}
+}
+
+// cancelLive cancels every attempt still running (not the winner).
+func (st *requestState) cancelLive(cause error) {
+	for _, a := range st.attempts {
+		if a != st.winner && a.outcome == "" && a.cancel != nil {
+			a.cancel(cause)
+		}
+	}
+}
+
+// drain waits for every cancelled attempt to report and settles it. They
+// were cancelled, so this is quick; it guarantees no attempt goroutine
+// outlives the request.
+func (st *requestState) drain() {
+	for st.live > 0 {
+		a := <-st.done
+		st.live--
+		if a.ok() { // ready at the same moment as the winner: a loser all the same
+			a.class = classLoser
+			if a.resp != nil {
+				a.resp.Body.Close()
+			}
+		}
+		st.h.settle(st, a)
+	}
+}
+
+// settle records a finished, non-winning attempt against its provider:
+// provider-level failures count toward cooldown; losers, aborts and
+// request-level errors only release the probe slot.
+func (h *Handler) settle(st *requestState, a *attempt) {
+	now := clock()
+	p := a.p
+	p.health.endAttempt()
+	a.cancel(nil)
+	switch {
+	case a.class == classLoser:
+		a.outcome = "hedge_loser_cancelled"
+		p.health.release(a.probe)
+		p.health.noteHedge(false)
+		p.latency.observe(st.req.sizeClass, a.elapsed, now) // the tail must not hide behind cancellations
+		h.metrics.attempt(p.name, "lost")
+	case a.class == classClientAbort || a.class == classTotalTimeout:
+		a.outcome = "client_abort"
+		if a.class == classTotalTimeout {
+			a.outcome = "total_timeout"
+		}
+		p.health.release(a.probe)
+		h.metrics.attempt(p.name, "failed_"+string(a.class))
+	case a.class.providerLevel():
+		a.outcome = "retry_failed"
+		p.health.onFailure(now, h.cooldown, string(a.class), a.status, a.retryAfter, st.plan.model, a.probe)
+		h.metrics.attempt(p.name, "failed_"+string(a.class))
+	default:
+		a.outcome = "request_error"
+		p.health.release(a.probe)
+		h.metrics.attempt(p.name, "failed_"+string(a.class))
+	}
+}
+
+// lastFailure is the most recent attempt that failed for a reason worth
+// telling the client (not a cancelled loser).
+func (st *requestState) lastFailure() *attempt {
+	for i := len(st.attempts) - 1; i >= 0; i-- {
+		a := st.attempts[i]
+		if a.err != nil && a.class != classLoser {
+			return a
+		}
+	}
+	return nil
+}
+
+// agreedStatus returns the 4xx every failed attempt answered with (the
+// truth: e.g. every provider rate-limited the request), else 0.
+func (st *requestState) agreedStatus() int {
+	status := 0
+	for _, a := range st.attempts {
+		if a.class == classLoser || a.class == classClientAbort {
+			continue
+		}
+		if a.status < 400 || a.status >= 500 || (status != 0 && a.status != status) {
+			return 0
+		}
+		status = a.status
+	}
+	return status
+}
+
+func (st *requestState) timedOut() bool {
+	return errors.Is(context.Cause(st.ctx), errTotalTimeout)
+}
+
+// refuse answers a request the proxy rejects itself (bad body, too large).
+func (st *requestState) refuse(w http.ResponseWriter, status int, msg string) {
+	st.outcome, st.status, st.refused = outcomeClientError, status, msg
+	writeError(w, st.dialect, status, msg)
+}
+
+func msSince(t time.Time) int64 { return time.Since(t).Milliseconds() }
