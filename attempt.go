@@ -167,15 +167,16 @@ func (h *Handler) readCompleteBody(a *attempt, d dialect, clientCtx context.Cont
 		a.fail(classMalformed, fmt.Errorf("provider %s: response over %d bytes", a.p.name, maxResponseBody))
 		return
 	}
-	if reason, err := checkBody(d, body, h.rejects); err != nil {
+	if reason, err := checkBody(d, body); err != nil {
 		c := classFake200
-		switch reason {
-		case "malformed_body":
+		if reason == "malformed_body" {
 			c = classMalformed
-		case "rejected_phrase":
-			c = classRejected
 		}
 		a.fail(c, fmt.Errorf("provider %s: %w", a.p.name, err))
+		return
+	}
+	if err := checkBodyReject(d, body, h.rejects); err != nil {
+		a.fail(classRejected, fmt.Errorf("provider %s: %w", a.p.name, err))
 		return
 	}
 	a.body = body

@@ -1,0 +1,221 @@
+package llmhedge
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+func init() {
+	caddy.RegisterModule(adminProviders{})
+}
+
+// adminProviders is the admin API module that shows the health of every
+// llm_hedge provider and resets a provider's breaker:
+//
+//	GET  /llm_hedge/providers[?format=text]
+//	POST /llm_hedge/providers/<name>/reset
+type adminProviders struct{}
+
+// CaddyModule returns the Caddy module information.
+func (adminProviders) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "admin.api.llm_hedge",
+		New: func() caddy.Module { return new(adminProviders) },
+	}
+}
+
+// Routes returns one route for the /llm_hedge/ subtree: Caddy's admin mux
+// matches by prefix, so serveAdmin dispatches the rest itself.
+func (a adminProviders) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{
+		{
+			Pattern: "/llm_hedge/",
+			Handler: caddy.AdminHandlerFunc(a.serveAdmin),
+		},
+	}
+}
+
+const (
+	adminProvidersPath = "/llm_hedge/providers"
+	adminResetSuffix   = "/reset"
+)
+
+func (a adminProviders) serveAdmin(w http.ResponseWriter, r *http.Request) error {
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	if path == adminProvidersPath {
+		return a.handleList(w, r)
+	}
+	rest, ok := strings.CutPrefix(path, adminProvidersPath+"/")
+	if name, isReset := strings.CutSuffix(rest, adminResetSuffix); ok && isReset && name != "" {
+		return a.handleReset(w, r, name)
+	}
+	return caddy.APIError{
+		HTTPStatus: http.StatusNotFound,
+		Err:        fmt.Errorf("no llm_hedge admin endpoint at %s", r.URL.Path),
+	}
+}
+
+// handleList serves GET /llm_hedge/providers: JSON by default, a table for a
+// terminal with ?format=text.
+func (adminProviders) handleList(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return adminMethodNotAllowed(w, r, http.MethodGet)
+	}
+	now := clock()
+	views := providerViews(now, func(*providerHealth) bool { return true })
+	if r.URL.Query().Get("format") == "text" {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := writeProviderTable(w, now, views); err != nil {
+			return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: fmt.Errorf("writing provider table: %w", err)}
+		}
+		return nil
+	}
+	return writeAdminJSON(w, views)
+}
+
+// handleReset serves POST /llm_hedge/providers/<name>/reset: every entry of
+// that name (one per base URL) is closed, and the new views are returned.
+func (adminProviders) handleReset(w http.ResponseWriter, r *http.Request, name string) error {
+	if r.Method != http.MethodPost {
+		return adminMethodNotAllowed(w, r, http.MethodPost)
+	}
+	matches := func(ph *providerHealth) bool { return ph.name == name }
+	found := false
+	providerPool.Range(func(_, val any) bool {
+		if ph, ok := val.(*providerHealth); ok && matches(ph) {
+			ph.reset()
+			found = true
+		}
+		return true
+	})
+	if !found {
+		return caddy.APIError{
+			HTTPStatus: http.StatusNotFound,
+			Err:        fmt.Errorf("no llm_hedge provider named %q", name),
+		}
+	}
+	return writeAdminJSON(w, providerViews(clock(), matches))
+}
+
+func adminMethodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) error {
+	w.Header().Set("Allow", allow)
+	return caddy.APIError{
+		HTTPStatus: http.StatusMethodNotAllowed,
+		Err:        fmt.Errorf("method %s not allowed on %s", r.Method, r.URL.Path),
+	}
+}
+
+// providerViews snapshots the providers that keep selects, sorted by name
+// then the URL as shown. The snapshots are taken outside the pool's lock.
+func providerViews(now time.Time, keep func(*providerHealth) bool) []providerView {
+	var hs []*providerHealth
+	providerPool.Range(func(_, val any) bool {
+		if ph, ok := val.(*providerHealth); ok && keep(ph) {
+			hs = append(hs, ph)
+		}
+		return true
+	})
+	views := make([]providerView, 0, len(hs))
+	for _, ph := range hs {
+		views = append(views, ph.snapshot(now))
+	}
+	sort.Slice(views, func(i, j int) bool {
+		if views[i].Name != views[j].Name {
+			return views[i].Name < views[j].Name
+		}
+		return views[i].URL < views[j].URL
+	})
+	return views
+}
+
+func writeAdminJSON(w http.ResponseWriter, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: fmt.Errorf("encoding response: %w", err)}
+	}
+	return nil
+}
+
+// writeProviderTable writes views as an aligned table for a terminal.
+func writeProviderTable(w io.Writer, now time.Time, views []providerView) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tURL\tVENDOR\tSTATE\tFAILS IN A ROW\tIN FLIGHT\tREQUESTS\tFAILURES\tHEDGES WON/LOST\tTOKENS IN/OUT\tFIRST EVENT p50/p95\tLAST ERROR")
+	for _, v := range views {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\n",
+			v.Name, v.URL, dashIfEmpty(v.Vendor), breakerText(now, v),
+			v.ConsecutiveFailures, v.InFlight,
+			shortCount(v.Requests), shortCount(v.Failures),
+			shortCount(v.HedgesWon), shortCount(v.HedgesLost),
+			shortCount(v.Tokens.Input), shortCount(v.Tokens.Output),
+			firstEventCell(v), lastFailureCell(now, v.LastError))
+		for _, mc := range v.ModelCooldowns {
+			until, _ := time.Parse(time.RFC3339, mc.Until)
+			fmt.Fprintf(tw, "  model %s\t\t\tcooling for %s\t\t\t\t\t\t\t\t\n", mc.Model, shortSpan(now, until))
+		}
+	}
+	return tw.Flush()
+}
+
+func breakerText(now time.Time, v providerView) string {
+	switch v.State {
+	case stateOpen.String():
+		return "open for " + shortSpan(now, v.openUntil)
+	case stateHalfOpen.String():
+		return "half_open (probing)"
+	}
+	return v.State
+}
+
+func firstEventCell(v providerView) string {
+	if v.FirstEventP50Ms == nil || v.FirstEventP95Ms == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s/%s ms", humanize.FtoaWithDigits(*v.FirstEventP50Ms, 0), humanize.FtoaWithDigits(*v.FirstEventP95Ms, 0))
+}
+
+func lastFailureCell(now time.Time, le *lastErrorView) string {
+	if le == nil {
+		return "-"
+	}
+	at, err := time.Parse(time.RFC3339, le.At)
+	if err != nil {
+		return le.Class
+	}
+	return le.Class + " " + shortSpan(at, now) + " ago"
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// shortCount is n in short SI form: 950, 1.2k, 3.5M.
+func shortCount(n int64) string {
+	return strings.ReplaceAll(humanize.SIWithDigits(float64(n), 1, ""), " ", "")
+}
+
+// shortSpanUnits makes humanize print "25s", "4m", "2h" rather than "25 seconds".
+var shortSpanUnits = []humanize.RelTimeMagnitude{
+	{D: time.Minute, Format: "%ds", DivBy: time.Second},
+	{D: time.Hour, Format: "%dm", DivBy: time.Minute},
+	{D: humanize.Day, Format: "%dh", DivBy: time.Hour},
+	{D: math.MaxInt64, Format: "%dd", DivBy: humanize.Day},
+}
+
+// shortSpan is the time from a to b, shortly.
+func shortSpan(a, b time.Time) string {
+	return humanize.CustomRelTime(a, b, "", "", shortSpanUnits)
+}

@@ -1,0 +1,136 @@
+package llmhedge
+
+import (
+	"sync"
+	"time"
+)
+
+// budgetBuckets is how many slices the window is cut into; the window slides
+// one slice at a time, so it always covers between 9/10 and all of its length.
+const budgetBuckets = 10
+
+// budget bounds extra attempts (hedges or retries) as a share of the requests
+// seen recently, plus a floor so a quiet site can still hedge:
+//
+//	extras in the window ≤ percent/100 × requests in the window + floorPerSecond × window
+//
+// An extra is granted only if it still fits, so over any storm upstream
+// attempts stay within
+// (1 + percent/100) × requests + floor × seconds.
+//
+// Why a window counter and not golang.org/x/time/rate: rate.Limiter is a
+// token bucket refilled at a fixed rate, so it can express the floor but not
+// "a share of the traffic we actually observed"; its rate would have to be
+// re-tuned on every request. Counting requests and extras in the same sliding
+// window makes the share exact and costs one short critical section.
+type budget struct {
+	percent float64
+	floor   float64 // extras allowed per window regardless of traffic
+	width   time.Duration
+
+	mu      sync.Mutex
+	started bool
+	origin  time.Time // first time seen; bucket indexes count widths from it
+	head    int64     // index of the newest bucket
+	buckets [budgetBuckets]budgetBucket
+}
+
+type budgetBucket struct {
+	index    int64
+	requests int64
+	extras   int64
+}
+
+// newBudget returns a budget allowing percent% extra attempts plus
+// floorPerSecond per second, measured over window (10s when window <= 0).
+func newBudget(percent, floorPerSecond float64, window time.Duration) *budget {
+	if window <= 0 {
+		window = 10 * time.Second
+	}
+	width := window / budgetBuckets
+	if width <= 0 {
+		width = 1
+	}
+	if percent < 0 {
+		percent = 0
+	}
+	if floorPerSecond < 0 {
+		floorPerSecond = 0
+	}
+	return &budget{
+		percent: percent,
+		floor:   floorPerSecond * window.Seconds(),
+		width:   width,
+	}
+}
+
+// recordRequest counts one incoming request; call it once per request,
+// before any tryAcquire for that request.
+func (b *budget) recordRequest(now time.Time) {
+	b.mu.Lock()
+	b.bucket(now).requests++
+	b.mu.Unlock()
+}
+
+// tryAcquire takes one extra attempt from the budget if the window allows it.
+func (b *budget) tryAcquire(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cur := b.bucket(now)
+	requests, extras := b.sumLocked()
+	// percent×requests/100 is exact for whole percents; the epsilon absorbs
+	// rounding of fractional ones so 10% of 100 always allows 10.
+	if float64(extras+1) > b.percent*float64(requests)/100+b.floor+1e-9 {
+		return false
+	}
+	cur.extras++
+	return true
+}
+
+// snapshot returns the requests and extras counted in the current window.
+func (b *budget) snapshot(now time.Time) (requests, extras int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.bucket(now)
+	return b.sumLocked()
+}
+
+// bucket advances the window to now and returns the bucket now falls in.
+// Time comes from the caller; time.Now values carry a monotonic reading, so
+// wall-clock jumps do not disturb the window. A time slightly in the past is
+// counted in the newest bucket; a large jump back restarts the window.
+func (b *budget) bucket(now time.Time) *budgetBucket {
+	if !b.started {
+		b.started, b.origin = true, now
+	}
+	idx := int64(now.Sub(b.origin) / b.width)
+	switch {
+	case idx < b.head-budgetBuckets:
+		b.buckets = [budgetBuckets]budgetBucket{}
+		b.head = idx
+	case idx < b.head:
+		idx = b.head
+	default:
+		b.head = idx
+	}
+	slot := idx % budgetBuckets
+	if slot < 0 {
+		slot += budgetBuckets
+	}
+	bk := &b.buckets[slot]
+	if bk.index != idx {
+		*bk = budgetBucket{index: idx}
+	}
+	return bk
+}
+
+func (b *budget) sumLocked() (requests, extras int64) {
+	for i := range b.buckets {
+		bk := &b.buckets[i]
+		if bk.index > b.head-budgetBuckets && bk.index <= b.head {
+			requests += bk.requests
+			extras += bk.extras
+		}
+	}
+	return requests, extras
+}

@@ -1,0 +1,542 @@
+package llmhedge
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// sse renders events as a stream: each argument is one event's lines.
+func sseStream(events ...string) string {
+	var b strings.Builder
+	for _, e := range events {
+		b.WriteString(e)
+		b.WriteString("\n\n")
+	}
+	return b.String()
+}
+
+// events parses a stream into copied events.
+func parseEvents(t testing.TB, stream string) []sseEvent {
+	t.Helper()
+	rd := newSSEReader(strings.NewReader(stream), 1<<20)
+	var out []sseEvent
+	for {
+		e, err := rd.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("parsing test stream: %v", err)
+		}
+		c := sseEvent{Raw: bytes.Clone(e.Raw)}
+		if e.Name != nil {
+			c.Name = append([]byte{}, e.Name...)
+		}
+		if e.Data != nil {
+			c.Data = append([]byte{}, e.Data...)
+		}
+		out = append(out, c)
+	}
+}
+
+func anthropicEvent(name, data string) string { return "event: " + name + "\ndata: " + data }
+func openAIChunk(data string) string          { return "data: " + data }
+
+const (
+	aMessageStart = `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":25,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"output_tokens":1}}}`
+	aBlockStart   = `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`
+	aPing         = `{"type": "ping"}`
+	aTextDelta    = `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}`
+	aBlockStop    = `{"type":"content_block_stop","index":0}`
+	aMessageDelta = `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}`
+	aMessageStop  = `{"type":"message_stop"}`
+	aError        = `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
+
+	oRole     = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]}`
+	oContent  = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"Hello"},"logprobs":null,"finish_reason":null}]}`
+	oFinish   = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}`
+	oUsage    = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[],"usage":{"prompt_tokens":30,"completion_tokens":12,"total_tokens":42,"prompt_tokens_details":{"cached_tokens":20}}}`
+	oTool     = `{"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}]},"finish_reason":null}]}`
+	oToolNone = `{"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[]},"finish_reason":null}]}`
+)
+
+func TestClassifyEvent(t *testing.T) {
+	tests := []struct {
+		name  string
+		d     dialect
+		event string
+		want  eventClass
+	}{
+		{"message_start", dialectAnthropic, anthropicEvent("message_start", aMessageStart), evPrelude},
+		{"content_block_start", dialectAnthropic, anthropicEvent("content_block_start", aBlockStart), evPrelude},
+		{"ping", dialectAnthropic, anthropicEvent("ping", aPing), evPrelude},
+		{"comment", dialectAnthropic, ": keepalive", evPrelude},
+		{"text delta", dialectAnthropic, anthropicEvent("content_block_delta", aTextDelta), evOutput},
+		{"thinking delta", dialectAnthropic, anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Let me"}}`), evOutput},
+		{"input_json delta", dialectAnthropic, anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"loc"}}`), evOutput},
+		{"unnamed delta", dialectAnthropic, "data: " + aTextDelta, evOutput},
+		{"content_block_stop", dialectAnthropic, anthropicEvent("content_block_stop", aBlockStop), evPrelude},
+		{"message_delta", dialectAnthropic, anthropicEvent("message_delta", aMessageDelta), evPrelude},
+		{"message_stop", dialectAnthropic, anthropicEvent("message_stop", aMessageStop), evTerminal},
+		{"unnamed stop", dialectAnthropic, "data: " + aMessageStop, evTerminal},
+		{"error event", dialectAnthropic, anthropicEvent("error", aError), evError},
+		{"error event, garbage data", dialectAnthropic, anthropicEvent("error", "upstream broke"), evError},
+		{"error type unnamed", dialectAnthropic, "data: " + aError, evError},
+		{"error key in a delta", dialectAnthropic, anthropicEvent("content_block_delta", `{"error":{"message":"quota"}}`), evError},
+		{"null error is no error", dialectAnthropic, anthropicEvent("ping", `{"type":"ping","error":null}`), evPrelude},
+		{"not JSON", dialectAnthropic, anthropicEvent("content_block_delta", `{"type":"content_block_delta"`), evMalformed},
+		{"JSON but not an object", dialectAnthropic, anthropicEvent("content_block_delta", `"text"`), evMalformed},
+		{"trailing garbage", dialectAnthropic, anthropicEvent("ping", `{"type":"ping"} x`), evMalformed},
+		{"unknown event", dialectAnthropic, anthropicEvent("new_thing", `{"type":"new_thing"}`), evPrelude},
+
+		{"role chunk", dialectOpenAI, openAIChunk(oRole), evPrelude},
+		{"content chunk", dialectOpenAI, openAIChunk(oContent), evOutput},
+		{"empty content", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"content":""}}]}`), evPrelude},
+		{"null content", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"content":null}}]}`), evPrelude},
+		{"content word in a string", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"role":"\"content\":\"x\""}}],"x":"content"}`), evPrelude},
+		{"escaped key", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"con\u0074ent":"x"}}]}`), evOutput},
+		{"content is one space", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"content":" "}}]}`), evOutput},
+		{"reasoning_content", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"content":null,"reasoning_content":"hmm"}}]}`), evOutput},
+		{"refusal", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"refusal":"I can't"}}]}`), evOutput},
+		{"tool_calls", dialectOpenAI, openAIChunk(oTool), evOutput},
+		{"empty tool_calls", dialectOpenAI, openAIChunk(oToolNone), evPrelude},
+		{"finish_reason", dialectOpenAI, openAIChunk(oFinish), evFinish},
+		{"finish_reason null", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{},"finish_reason":null}]}`), evPrelude},
+		{"finish_reason empty string", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{},"finish_reason":""}]}`), evPrelude},
+		{"content and finish", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"content":"!"},"finish_reason":"stop"}]}`), evFinish},
+		{"second choice has content", dialectOpenAI, openAIChunk(`{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{"content":"x"}}]}`), evOutput},
+		{"usage chunk", dialectOpenAI, openAIChunk(oUsage), evPrelude},
+		{"done", dialectOpenAI, "data: [DONE]", evTerminal},
+		{"done without space", dialectOpenAI, "data:[DONE]", evTerminal},
+		{"error object", dialectOpenAI, openAIChunk(`{"error":{"message":"Rate limit","type":"rate_limit_error","code":"429"}}`), evError},
+		{"error next to choices", dialectOpenAI, openAIChunk(`{"id":"x","choices":[{"delta":{"content":"partial"},"finish_reason":"error"}],"error":{"message":"boom"}}`), evError},
+		{"error event name", dialectOpenAI, "event: error\ndata: {\"message\":\"x\"}", evError},
+		{"not JSON", dialectOpenAI, openAIChunk(`Internal Server Error`), evMalformed},
+		{"truncated JSON", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"content":"x"}`), evMalformed},
+		{"done with junk", dialectOpenAI, "data: [DONE] now", evMalformed},
+		{"comment", dialectOpenAI, ": OPENROUTER PROCESSING", evPrelude},
+		{"empty data", dialectOpenAI, "data:", evPrelude},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%s", tt.d, tt.name), func(t *testing.T) {
+			evs := parseEvents(t, sseStream(tt.event))
+			if len(evs) != 1 {
+				t.Fatalf("%d events", len(evs))
+			}
+			if got := classifyEvent(tt.d, evs[0]); got != tt.want {
+				t.Errorf("classifyEvent = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestGate(t *testing.T) {
+	type want struct {
+		decision gateDecision
+		at       int    // index of the deciding event; -1 for hold to the end
+		reason   string // failReason, or committedBy on commit
+		errHas   string
+	}
+	tests := []struct {
+		name   string
+		d      dialect
+		stream []string
+		reject []string
+		maxBuf int
+		maxEvs int
+		want   want
+	}{
+		{
+			name: "anthropic prelude then delta commits at the delta",
+			d:    dialectAnthropic,
+			stream: []string{
+				anthropicEvent("message_start", aMessageStart),
+				anthropicEvent("content_block_start", aBlockStart),
+				anthropicEvent("ping", aPing),
+				anthropicEvent("content_block_delta", aTextDelta),
+				anthropicEvent("content_block_delta", aTextDelta),
+			},
+			want: want{gateCommit, 3, "content_block_delta", ""},
+		},
+		{
+			name:   "anthropic prelude only holds",
+			d:      dialectAnthropic,
+			stream: []string{anthropicEvent("message_start", aMessageStart), ": keepalive", anthropicEvent("ping", aPing)},
+			want:   want{gateHold, -1, "", ""},
+		},
+		{
+			name:   "anthropic error event first",
+			d:      dialectAnthropic,
+			stream: []string{anthropicEvent("error", aError)},
+			want:   want{gateFail, 0, "error_event", "overloaded_error: Overloaded"},
+		},
+		{
+			name:   "anthropic error after message_start",
+			d:      dialectAnthropic,
+			stream: []string{anthropicEvent("message_start", aMessageStart), anthropicEvent("error", aError)},
+			want:   want{gateFail, 1, "error_event", "Overloaded"},
+		},
+		{
+			name:   "anthropic message_stop before content",
+			d:      dialectAnthropic,
+			stream: []string{anthropicEvent("message_start", aMessageStart), anthropicEvent("message_delta", aMessageDelta), anthropicEvent("message_stop", aMessageStop)},
+			want:   want{gateFail, 2, "terminal_before_content", "message_stop"},
+		},
+		{
+			name:   "anthropic non-JSON data",
+			d:      dialectAnthropic,
+			stream: []string{anthropicEvent("message_start", "<html>502 Bad Gateway</html>")},
+			want:   want{gateFail, 0, "malformed_first_event", "502 Bad Gateway"},
+		},
+		{
+			name:   "anthropic rejected phrase in the first delta",
+			d:      dialectAnthropic,
+			stream: []string{anthropicEvent("message_start", aMessageStart), anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Sorry, I CANNOT help\u0020with that"}}`)},
+			reject: []string{"nope", "i cannot help with"},
+			want:   want{gateFail, 1, "rejected_phrase", "i cannot help with"},
+		},
+		{
+			name:   "anthropic phrase not present commits",
+			d:      dialectAnthropic,
+			stream: []string{anthropicEvent("content_block_delta", aTextDelta)},
+			reject: []string{"i cannot help", ""},
+			want:   want{gateCommit, 0, "content_block_delta", ""},
+		},
+		{
+			name:   "anthropic buffer overflow by bytes",
+			d:      dialectAnthropic,
+			stream: []string{anthropicEvent("message_start", aMessageStart), anthropicEvent("ping", aPing), anthropicEvent("ping", aPing)},
+			maxBuf: len(anthropicEvent("message_start", aMessageStart)) + 10,
+			want:   want{gateFail, 1, "buffer_overflow", "first-event buffer"},
+		},
+		{
+			name:   "anthropic buffer overflow by count",
+			d:      dialectAnthropic,
+			stream: []string{": a", ": b", ": c", ": d"},
+			maxEvs: 3,
+			want:   want{gateFail, 3, "buffer_overflow", "4 events"},
+		},
+		{
+			name:   "openai role-only chunk holds, content commits",
+			d:      dialectOpenAI,
+			stream: []string{openAIChunk(oRole), openAIChunk(oContent)},
+			want:   want{gateCommit, 1, "content", ""},
+		},
+		{
+			name:   "openai tool_calls commit",
+			d:      dialectOpenAI,
+			stream: []string{openAIChunk(oRole), openAIChunk(oToolNone), openAIChunk(oTool)},
+			want:   want{gateCommit, 2, "tool_calls", ""},
+		},
+		{
+			name:   "openai finish_reason-only chunk commits",
+			d:      dialectOpenAI,
+			stream: []string{openAIChunk(oRole), openAIChunk(oFinish), "data: [DONE]"},
+			want:   want{gateCommit, 1, "finish_reason", ""},
+		},
+		{
+			name:   "openai error data",
+			d:      dialectOpenAI,
+			stream: []string{openAIChunk(`{"error":{"message":"You exceeded your current quota","type":"insufficient_quota"}}`)},
+			want:   want{gateFail, 0, "error_event", "You exceeded your current quota"},
+		},
+		{
+			name:   "openai non-JSON",
+			d:      dialectOpenAI,
+			stream: []string{openAIChunk(oRole), "data: upstream connect error"},
+			want:   want{gateFail, 1, "malformed_first_event", "upstream connect error"},
+		},
+		{
+			name:   "openai [DONE] before content",
+			d:      dialectOpenAI,
+			stream: []string{openAIChunk(oRole), openAIChunk(oUsage), "data: [DONE]"},
+			want:   want{gateFail, 2, "terminal_before_content", "[DONE]"},
+		},
+		{
+			name:   "openai rejected phrase",
+			d:      dialectOpenAI,
+			stream: []string{openAIChunk(oRole), openAIChunk(`{"choices":[{"delta":{"content":"Ошибка: Quota Exceeded"}}]}`)},
+			reject: []string{"ОШИБКА"},
+			want:   want{gateFail, 1, "rejected_phrase", "ОШИБКА"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var reject [][]byte
+			for _, p := range tt.reject {
+				reject = append(reject, []byte(p))
+			}
+			g := newGate(tt.d, reject, tt.maxBuf, tt.maxEvs)
+			evs := parseEvents(t, sseStream(tt.stream...))
+			at, decision := -1, gateHold
+			var fed []byte
+			for i, e := range evs {
+				decision = g.feed(e)
+				fed = append(fed, e.Raw...)
+				if decision != gateHold {
+					at = i
+					break
+				}
+			}
+			if decision != tt.want.decision || at != tt.want.at {
+				t.Fatalf("decision %v at event %d, want %v at %d (reason %q, err %v)", decision, at, tt.want.decision, tt.want.at, g.failReason(), g.err())
+			}
+			// The decision sticks.
+			if decision != gateHold && g.feed(evs[0]) != decision {
+				t.Errorf("a later feed changed the decision")
+			}
+			switch decision {
+			case gateCommit:
+				if g.committedBy() != tt.want.reason {
+					t.Errorf("committedBy = %q, want %q", g.committedBy(), tt.want.reason)
+				}
+				if !bytes.Equal(g.buffered(), fed) {
+					t.Errorf("buffered = %q, want every event up to the commit %q", g.buffered(), fed)
+				}
+				if g.err() != nil || g.failReason() != "" {
+					t.Errorf("committed gate reports failure %q %v", g.failReason(), g.err())
+				}
+			case gateFail:
+				if g.failReason() != tt.want.reason {
+					t.Errorf("failReason = %q, want %q", g.failReason(), tt.want.reason)
+				}
+				if g.err() == nil || !strings.Contains(g.err().Error(), tt.want.errHas) {
+					t.Errorf("err = %v, want it to mention %q", g.err(), tt.want.errHas)
+				}
+			case gateHold:
+				if !bytes.Equal(g.buffered(), fed) {
+					t.Errorf("buffered = %q, want %q", g.buffered(), fed)
+				}
+			}
+		})
+	}
+}
+
+// A pooled gate starts clean after Reset.
+func TestGateReset(t *testing.T) {
+	g := newGate(dialectAnthropic, [][]byte{[]byte("Hello")}, 0, 0)
+	if g.feed(parseEvents(t, sseStream(anthropicEvent("content_block_delta", aTextDelta)))[0]) != gateFail {
+		t.Fatal("phrase not rejected")
+	}
+	g.Reset(dialectOpenAI, nil, 0, 0)
+	if g.failReason() != "" || g.err() != nil || len(g.buffered()) != 0 {
+		t.Fatal("Reset kept state")
+	}
+	if d := g.feed(parseEvents(t, sseStream(openAIChunk(oContent)))[0]); d != gateCommit || g.committedBy() != "content" {
+		t.Fatalf("after Reset: %v by %q", d, g.committedBy())
+	}
+}
+
+func TestCheckBody(t *testing.T) {
+	tests := []struct {
+		name   string
+		d      dialect
+		body   string
+		reason string
+		errHas string
+	}{
+		{"anthropic ok", dialectAnthropic, `{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}`, "", ""},
+		{"anthropic error body", dialectAnthropic, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, "error_body", "Overloaded"},
+		{"anthropic empty content", dialectAnthropic, `{"type":"message","content":[],"stop_reason":"end_turn"}`, "empty_content", "no content"},
+		{"anthropic missing content", dialectAnthropic, `{"ok":true}`, "empty_content", ""},
+		{"anthropic html", dialectAnthropic, `<html>Bad Gateway</html>`, "malformed_body", "Bad Gateway"},
+		{"anthropic truncated", dialectAnthropic, `{"type":"message","content":[{"type":"text"`, "malformed_body", ""},
+		{"openai ok", dialectOpenAI, `{"id":"c","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}`, "", ""},
+		{"openai error", dialectOpenAI, `{"error":{"message":"Invalid API key","type":"invalid_request_error","code":"invalid_api_key"}}`, "error_body", "Invalid API key"},
+		{"openai string error", dialectOpenAI, `{"error":"upstream timeout"}`, "error_body", "upstream timeout"},
+		{"openai null error is fine", dialectOpenAI, `{"error":null,"choices":[{"message":{"content":"x"}}]}`, "", ""},
+		{"openai empty choices", dialectOpenAI, `{"id":"c","choices":[]}`, "empty_choices", ""},
+		{"openai null choices", dialectOpenAI, `{"id":"c","choices":null}`, "empty_choices", ""},
+		{"openai missing choices", dialectOpenAI, `{"id":"c"}`, "empty_choices", ""},
+		{"openai not JSON", dialectOpenAI, ``, "malformed_body", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reason, err := checkBody(tt.d, []byte(tt.body))
+			if reason != tt.reason {
+				t.Fatalf("reason = %q (%v), want %q", reason, err, tt.reason)
+			}
+			if (err != nil) != (reason != "") || err != nil && !strings.Contains(err.Error(), tt.errHas) {
+				t.Errorf("err = %v, want it to mention %q", err, tt.errHas)
+			}
+		})
+	}
+}
+
+func TestCheckBodyReject(t *testing.T) {
+	reject := [][]byte{[]byte("I cannot help"), []byte("")}
+	tests := []struct {
+		name string
+		d    dialect
+		body string
+		fail bool
+	}{
+		{"anthropic text", dialectAnthropic, `{"content":[{"type":"thinking","thinking":"I cannot help? maybe"},{"type":"text","text":"Sorry, i CANNOT help."}]}`, true},
+		{"anthropic clean", dialectAnthropic, `{"content":[{"type":"thinking","thinking":"I cannot help"},{"type":"text","text":"Sure."}]}`, false},
+		{"openai content", dialectOpenAI, `{"choices":[{"message":{"role":"assistant","content":"I cannot\u0020help you"}}]}`, true},
+		{"openai clean", dialectOpenAI, `{"choices":[{"message":{"role":"assistant","content":"Of course"}}]}`, false},
+		{"openai phrase only in a key", dialectOpenAI, `{"I cannot help":1,"choices":[{"message":{"content":"ok"}}]}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkBodyReject(tt.d, []byte(tt.body), reject)
+			if (err != nil) != tt.fail {
+				t.Errorf("checkBodyReject = %v, want failure %v", err, tt.fail)
+			}
+		})
+	}
+	if err := checkBodyReject(dialectOpenAI, []byte(`{"choices":[{"message":{"content":"I cannot help"}}]}`), nil); err != nil {
+		t.Errorf("no phrases: %v", err)
+	}
+}
+
+// The scanner's idea of valid JSON is encoding/json's, and it decodes
+// strings the same way.
+func TestJSONScanner(t *testing.T) {
+	for _, s := range []string{
+		`{}`, `[]`, ` {"a" : [1, -2.5e+3, true, false, null, "x\u00e9\n"] } `, `0`, `-0`, `1.`, `01`, `.5`, `1e`, `"\x"`, `"a`,
+		`{"a":1,}`, `[1,]`, `{"a"}`, `nul`, `"\ud83d\ude00"`, `"\ud83d"`, `"\ud83dx"`, `"` + "\x01" + `"`, "\"\xff\"", `[1 2]`, `{"a":1 "b":2}`,
+		strings.Repeat("[", 10000) + strings.Repeat("]", 10000), strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
+	} {
+		if got, want := jsonValid([]byte(s)), json.Valid([]byte(s)); got != want {
+			t.Errorf("jsonValid(%.40q) = %v, want %v", s, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{{"12", 12, true}, {"-3", -3, true}, {"1.9", 1, true}, {"2e3", 2000, true}, {"x", 0, false}, {"99999999999999999999", 0, false}} {
+		if got, ok := jsonInt([]byte(tc.in)); got != tc.want || ok != tc.ok {
+			t.Errorf("jsonInt(%q) = %d %v, want %d %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func FuzzJSONScanner(f *testing.F) {
+	for _, s := range []string{oRole, oContent, oUsage, aMessageStart, `"\ud83d\ude00 \u00e9 \ud800"`, `[1,{"a":null}]`, `{"a":1e5}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		valid := jsonValid(b)
+		if valid != json.Valid(b) {
+			t.Fatalf("jsonValid(%q) = %v, encoding/json says %v", b, valid, !valid)
+		}
+		if !valid {
+			return
+		}
+		i := jsonWS(b, 0)
+		if b[i] == '"' {
+			var want string
+			if err := json.Unmarshal(b, &want); err != nil {
+				t.Fatal(err)
+			}
+			got := jsonAppendString(nil, bytes.TrimSpace(b))
+			if string(got) != want && !(!utf8.Valid(got) || !utf8.ValidString(want)) {
+				t.Fatalf("decoded %q, encoding/json %q", got, want)
+			}
+		}
+	})
+}
+
+// FuzzGate feeds arbitrary streams: the gate never panics, its decision
+// never changes once made, and what it reports agrees with the decision.
+func FuzzGate(f *testing.F) {
+	f.Add([]byte(sseStream(anthropicEvent("message_start", aMessageStart), anthropicEvent("ping", aPing), anthropicEvent("content_block_delta", aTextDelta))), false, []byte("hello"))
+	f.Add([]byte(sseStream(anthropicEvent("error", aError))), false, []byte(""))
+	f.Add([]byte(sseStream(openAIChunk(oRole), openAIChunk(oTool), "data: [DONE]")), true, []byte("x"))
+	f.Add([]byte(sseStream(openAIChunk(oRole), "data: [DONE]")), true, []byte(""))
+	f.Add([]byte(sseStream(openAIChunk(`{"choices":[{"delta":{"content":"nope"}}]}`))), true, []byte("NOPE"))
+	f.Fuzz(func(t *testing.T, stream []byte, openai bool, phrase []byte) {
+		d := dialectAnthropic
+		if openai {
+			d = dialectOpenAI
+		}
+		g := newGate(d, [][]byte{phrase}, 4096, 8)
+		rd := newSSEReader(bytes.NewReader(stream), 1<<16)
+		decision := gateHold
+		var fed []byte
+		for {
+			e, err := rd.Next()
+			if err != nil {
+				break
+			}
+			got := g.feed(e)
+			if decision != gateHold {
+				if got != decision {
+					t.Fatalf("decision changed from %v to %v", decision, got)
+				}
+				continue
+			}
+			fed = append(fed, e.Raw...)
+			decision = got
+			class := classifyEvent(d, e)
+			switch got {
+			case gateCommit:
+				if class != evOutput && class != evFinish {
+					t.Fatalf("committed on a %v event", class)
+				}
+				if g.committedBy() == "" || g.err() != nil {
+					t.Fatalf("commit by %q, err %v", g.committedBy(), g.err())
+				}
+			case gateFail:
+				switch g.failReason() {
+				case "error_event", "malformed_first_event", "terminal_before_content", "rejected_phrase", "buffer_overflow":
+				default:
+					t.Fatalf("failReason %q", g.failReason())
+				}
+				if g.err() == nil {
+					t.Fatal("failed without an error")
+				}
+			}
+			if !bytes.Equal(g.buffered(), fed) {
+				t.Fatalf("buffered %q, fed %q", g.buffered(), fed)
+			}
+		}
+	})
+}
+
+func BenchmarkClassifyOpenAI(b *testing.B) {
+	e := parseEvents(b, sseStream(openAIChunk(oContent)))[0]
+	b.ReportAllocs()
+	b.SetBytes(int64(len(e.Raw)))
+	for range b.N {
+		if classifyEvent(dialectOpenAI, e) != evOutput {
+			b.Fatal("misclassified")
+		}
+	}
+}
+
+// BenchmarkGate runs a pooled gate over a typical Anthropic first second
+// (message_start, content_block_start, ping, first delta) per op, with a
+// reject phrase configured.
+func BenchmarkGate(b *testing.B) {
+	evs := parseEvents(b, sseStream(
+		anthropicEvent("message_start", aMessageStart),
+		anthropicEvent("content_block_start", aBlockStart),
+		anthropicEvent("ping", aPing),
+		anthropicEvent("content_block_delta", aTextDelta),
+	))
+	var n int64
+	for _, e := range evs {
+		n += int64(len(e.Raw))
+	}
+	reject := [][]byte{[]byte("I cannot help")}
+	g := newGate(dialectAnthropic, reject, 0, 0)
+	b.ReportAllocs()
+	b.SetBytes(n)
+	for range b.N {
+		g.Reset(dialectAnthropic, reject, 0, 0)
+		for _, e := range evs {
+			g.feed(e)
+		}
+		if g.feed(evs[0]) != gateCommit {
+			b.Fatal("no commit")
+		}
+	}
+}

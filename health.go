@@ -1,0 +1,537 @@
+package llmhedge
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// providerPool holds the health of every provider, keyed by healthKey. It is
+// package-level so that a config reload, which provisions new handlers before
+// cleaning up the old ones, finds the same entries and keeps what was learned.
+var providerPool = caddy.NewUsagePool()
+
+// clock is the time source of this file and admin.go; tests swap it.
+var clock = time.Now
+
+// firstEventQuantiles reports a provider's first-event latency quantiles for
+// the admin view. The file that keeps the latency samples sets it once, from
+// init(); while it is nil, or returns !ok, the view omits the fields.
+var firstEventQuantiles func(ph *providerHealth) (p50, p95 time.Duration, ok bool)
+
+const (
+	breakerDefaultFailures = 3
+	breakerDefaultDuration = 30 * time.Second
+
+	// retryAfterDefaultMax bounds an upstream's Retry-After when no max is
+	// configured, so that a buggy or hostile "Retry-After: 86400" cannot
+	// take a provider out for a day.
+	retryAfterDefaultMax = 5 * time.Minute
+
+	// modelCooldownLimit bounds the per-provider map of cooled-down models:
+	// model names come from clients, and a client cycling through invented
+	// names must not grow it without limit.
+	modelCooldownLimit = 256
+)
+
+// cooldownConfig is the cooldown part of a provider's configuration.
+type cooldownConfig struct {
+	// Consecutive provider-level failures that open the breaker. Default 3.
+	Failures int
+	// How long the breaker stays open, and how long a model that a provider
+	// answered 404 for is skipped on it. Default 30s.
+	Duration time.Duration
+	// Longest open period: each failed probe doubles the previous period up
+	// to Max. When Max > Duration it also bounds an upstream's Retry-After;
+	// otherwise (the default, Max = Duration: no growth) Retry-After is
+	// bounded by 5 minutes, since a provider's own word beats our default.
+	Max time.Duration
+}
+
+func (c cooldownConfig) failures() int64 {
+	if c.Failures <= 0 {
+		return breakerDefaultFailures
+	}
+	return int64(c.Failures)
+}
+
+func (c cooldownConfig) duration() time.Duration {
+	if c.Duration <= 0 {
+		return breakerDefaultDuration
+	}
+	return c.Duration
+}
+
+// growthCap is the longest period a failed probe can grow the open period to.
+func (c cooldownConfig) growthCap() time.Duration {
+	return max(c.Max, c.duration())
+}
+
+func (c cooldownConfig) retryAfterCap() time.Duration {
+	if c.Max > c.duration() {
+		return c.Max
+	}
+	return retryAfterDefaultMax
+}
+
+// breakerState is the circuit breaker state of a provider. Its numeric value
+// is the provider state gauge (0 closed, 1 half_open, 2 open): keep the order.
+type breakerState uint8
+
+const (
+	stateClosed breakerState = iota
+	stateHalfOpen
+	stateOpen
+)
+
+func (s breakerState) String() string {
+	switch s {
+	case stateClosed:
+		return "closed"
+	case stateHalfOpen:
+		return "half_open"
+	case stateOpen:
+		return "open"
+	}
+	return fmt.Sprintf("breakerState(%d)", uint8(s))
+}
+
+// lastFailure is swapped in whole so that the class and the time always match.
+type lastFailure struct {
+	class string
+	at    int64
+}
+
+// providerHealth is the shared health of one upstream provider. It is only
+// atomics and timestamps (unix nanoseconds): no lock on the request path, no
+// timer or goroutine, so it costs nothing while idle and survives reloads.
+//
+// The breaker state is derived from openUntil: zero means closed, a time in
+// the future means open, a time in the past means half-open (one probe may
+// go). probeSince holds the start of the probe in flight, zero when none.
+type providerHealth struct {
+	name    string
+	baseURL string
+	vendor  atomic.Pointer[string]
+
+	consecutive atomic.Int64
+	openUntilNs atomic.Int64
+	// period is the length of the current (or last) open period; a failed
+	// probe doubles it. Zero after the breaker closes.
+	period     atomic.Int64
+	probeSince atomic.Int64
+	// models maps a model name to the unix nanos its cooldown ends. The map
+	// is copied on write (404s are rare) so admit reads it without a lock.
+	models atomic.Pointer[map[string]int64]
+
+	inFlight         atomic.Int64
+	requests         atomic.Int64
+	failures         atomic.Int64
+	hedgesWon        atomic.Int64
+	hedgesLost       atomic.Int64
+	tokensIn         atomic.Int64
+	tokensOut        atomic.Int64
+	tokensCacheRead  atomic.Int64
+	tokensCacheWrite atomic.Int64
+	lastErr          atomic.Pointer[lastFailure]
+}
+
+// Destruct implements caddy.Destructor; there is nothing to stop.
+func (*providerHealth) Destruct() error { return nil }
+
+// healthKey identifies a provider across handlers: two llm_hedge handlers
+// naming the same upstream share its health.
+func healthKey(name, baseURL string) string {
+	return name + "|" + baseURL
+}
+
+// loadHealth returns the shared health of a provider, creating it on first
+// use, and records vendor (the latest Provision wins). Every call must be
+// paired with releaseHealth in Cleanup.
+func loadHealth(name, baseURL, vendor string) (*providerHealth, error) {
+	val, _, err := providerPool.LoadOrNew(healthKey(name, baseURL), func() (caddy.Destructor, error) {
+		return &providerHealth{name: name, baseURL: baseURL}, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provider %s: loading health: %w", name, err)
+	}
+	ph, ok := val.(*providerHealth)
+	if !ok {
+		return nil, fmt.Errorf("provider %s: loading health: unexpected %T in pool", name, val)
+	}
+	ph.vendor.Store(&vendor)
+	return ph, nil
+}
+
+// releaseHealth drops one reference taken by loadHealth. The state is
+// forgotten only when no handler of the running config names the provider.
+func releaseHealth(name, baseURL string) {
+	// Destruct never fails, and Delete on a missing key is a no-op.
+	_, _ = providerPool.Delete(healthKey(name, baseURL))
+}
+
+// admit decides whether a new attempt may go to this provider now. probe is
+// true when this attempt is the single half-open probe: the caller must then
+// report exactly one of onSuccess, onFailure or release with probe set.
+func (ph *providerHealth) admit(now time.Time, model string) (ok bool, probe bool) {
+	if ph.modelCooling(now, model) {
+		return false, false
+	}
+	until := ph.openUntilNs.Load()
+	if until == 0 {
+		return true, false
+	}
+	if now.UnixNano() < until {
+		return false, false
+	}
+	if ph.takeProbe(now) {
+		return true, true
+	}
+	return false, false
+}
+
+// forceProbe takes the probe slot even though the breaker is still open; the
+// caller uses it when every candidate is open. It returns false when a probe
+// is already in flight.
+func (ph *providerHealth) forceProbe(now time.Time) bool {
+	return ph.takeProbe(now)
+}
+
+// takeProbe claims the probe slot. A slot held for longer than the open
+// period belongs to an attempt that will never report (its caller crashed or
+// leaked it), so it is taken over rather than blocking the provider forever.
+func (ph *providerHealth) takeProbe(now time.Time) bool {
+	t := now.UnixNano()
+	if t == 0 {
+		t = 1 // zero means "no probe"
+	}
+	stale := ph.period.Load()
+	if stale <= 0 {
+		stale = int64(breakerDefaultDuration)
+	}
+	for {
+		since := ph.probeSince.Load()
+		if since != 0 && t-since < stale {
+			return false
+		}
+		if ph.probeSince.CompareAndSwap(since, t) {
+			return true
+		}
+	}
+}
+
+// onSuccess records a provider-level success: the consecutive count starts
+// over, and a successful probe closes the breaker.
+func (ph *providerHealth) onSuccess(now time.Time, probe bool) {
+	ph.consecutive.Store(0)
+	if !probe {
+		return
+	}
+	ph.openUntilNs.Store(0)
+	ph.period.Store(0)
+	ph.probeSince.Store(0)
+}
+
+// onFailure records a failed attempt. class is the failure class (e.g.
+// "status_5xx", "rate_limited", "model_not_found"), status the HTTP status or
+// zero, retryAfter the upstream's Retry-After or zero, model the requested
+// model.
+func (ph *providerHealth) onFailure(now time.Time, cfg cooldownConfig, class string, status int, retryAfter time.Duration, model string, probe bool) {
+	ph.failures.Add(1)
+	ph.lastErr.Store(&lastFailure{class: class, at: now.UnixNano()})
+
+	if class == "model_not_found" {
+		// The provider answered, so this says nothing about its health:
+		// only that model is skipped there for a while.
+		ph.coolModel(now, model, cfg.duration())
+		ph.release(probe)
+		return
+	}
+
+	n := ph.consecutive.Add(1)
+	switch {
+	case retryAfter > 0 && (status == 429 || status == 503 || status == 529):
+		// The provider said when to come back: believe it, whatever the count.
+		d := min(retryAfter, cfg.retryAfterCap())
+		ph.period.Store(int64(max(d, cfg.duration())))
+		ph.openAtLeast(now.Add(d))
+	case probe:
+		next := min(2*time.Duration(ph.period.Load()), cfg.growthCap())
+		next = max(next, cfg.duration())
+		ph.period.Store(int64(next))
+		ph.openAtLeast(now.Add(next))
+	case n >= cfg.failures() && ph.openUntilNs.Load() == 0:
+		d := cfg.duration()
+		if ph.openUntilNs.CompareAndSwap(0, now.Add(d).UnixNano()) {
+			ph.period.Store(int64(d))
+		}
+	}
+	// Cleared only after openUntil moved, so no one sees the old half-open
+	// window with a free slot.
+	ph.release(probe)
+}
+
+// openAtLeast opens the breaker until at least until: a later, shorter
+// verdict never shortens an open period that is already longer.
+func (ph *providerHealth) openAtLeast(until time.Time) {
+	u := until.UnixNano()
+	for {
+		cur := ph.openUntilNs.Load()
+		if cur >= u {
+			return
+		}
+		if ph.openUntilNs.CompareAndSwap(cur, u) {
+			return
+		}
+	}
+}
+
+// release frees the probe slot of an attempt that ended without a verdict
+// (a hedge loser, a client abort, a request-level 4xx).
+func (ph *providerHealth) release(probe bool) {
+	if probe {
+		ph.probeSince.Store(0)
+	}
+}
+
+func (ph *providerHealth) state(now time.Time) breakerState {
+	until := ph.openUntilNs.Load()
+	switch {
+	case until == 0:
+		return stateClosed
+	case now.UnixNano() < until:
+		return stateOpen
+	}
+	return stateHalfOpen
+}
+
+// openUntil is when the open period ends (or ended, when half-open); zero
+// when closed.
+func (ph *providerHealth) openUntil() time.Time {
+	until := ph.openUntilNs.Load()
+	if until == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, until)
+}
+
+// reset closes the breaker and forgets consecutive failures and model
+// cooldowns; the lifetime counters stay.
+func (ph *providerHealth) reset() {
+	ph.openUntilNs.Store(0)
+	ph.period.Store(0)
+	ph.consecutive.Store(0)
+	ph.probeSince.Store(0)
+	ph.models.Store(nil)
+}
+
+func (ph *providerHealth) modelCooling(now time.Time, model string) bool {
+	m := ph.models.Load()
+	if m == nil || model == "" {
+		return false
+	}
+	until, ok := (*m)[model]
+	return ok && now.UnixNano() < until
+}
+
+// coolModel skips model on this provider until now+d. The copy drops expired
+// entries and, when still full, the entry that ends first.
+func (ph *providerHealth) coolModel(now time.Time, model string, d time.Duration) {
+	if model == "" {
+		return
+	}
+	t, until := now.UnixNano(), now.Add(d).UnixNano()
+	for {
+		old := ph.models.Load()
+		next := make(map[string]int64)
+		if old != nil {
+			for k, v := range *old {
+				if v > t {
+					next[k] = v
+				}
+			}
+		}
+		if _, ok := next[model]; !ok && len(next) >= modelCooldownLimit {
+			var first string
+			for k, v := range next {
+				if first == "" || v < next[first] {
+					first = k
+				}
+			}
+			delete(next, first)
+		}
+		next[model] = max(next[model], until)
+		if ph.models.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// beginAttempt and endAttempt bracket every attempt sent to the provider.
+func (ph *providerHealth) beginAttempt() {
+	ph.requests.Add(1)
+	ph.inFlight.Add(1)
+}
+
+func (ph *providerHealth) endAttempt() {
+	ph.inFlight.Add(-1)
+}
+
+// inFlightNow is the number of attempts to this provider in flight, across
+// every handler that names it.
+func (ph *providerHealth) inFlightNow() int64 {
+	return ph.inFlight.Load()
+}
+
+func (ph *providerHealth) addTokens(in, out, cacheRead, cacheWrite int64) {
+	ph.tokensIn.Add(in)
+	ph.tokensOut.Add(out)
+	ph.tokensCacheRead.Add(cacheRead)
+	ph.tokensCacheWrite.Add(cacheWrite)
+}
+
+// noteHedge records the outcome of a raced attempt.
+func (ph *providerHealth) noteHedge(won bool) {
+	if won {
+		ph.hedgesWon.Add(1)
+	} else {
+		ph.hedgesLost.Add(1)
+	}
+}
+
+// earliestRecovery picks, among providers that are all cooling down, the one
+// whose open period ends first (ties go to the earlier in hs, which is in
+// priority order). A closed provider recovers "now" and returns a zero time.
+func earliestRecovery(hs []*providerHealth) (*providerHealth, time.Time) {
+	var best *providerHealth
+	var bestUntil int64
+	for _, ph := range hs {
+		if ph == nil {
+			continue
+		}
+		until := ph.openUntilNs.Load()
+		if best == nil || until < bestUntil {
+			best, bestUntil = ph, until
+		}
+	}
+	if best == nil || bestUntil == 0 {
+		return best, time.Time{}
+	}
+	return best, time.Unix(0, bestUntil)
+}
+
+// providerView is a provider as the admin API shows it. It carries no key
+// and no header value: nothing here could hold one.
+type providerView struct {
+	Name                string              `json:"name"`
+	URL                 string              `json:"url"`
+	Vendor              string              `json:"vendor"`
+	State               string              `json:"state"`
+	ConsecutiveFailures int64               `json:"consecutive_failures"`
+	OpenUntil           string              `json:"open_until,omitempty"`
+	InFlight            int64               `json:"in_flight"`
+	Requests            int64               `json:"requests"`
+	Failures            int64               `json:"failures"`
+	HedgesWon           int64               `json:"hedges_won"`
+	HedgesLost          int64               `json:"hedges_lost"`
+	Tokens              tokensView          `json:"tokens"`
+	LastError           *lastErrorView      `json:"last_error,omitempty"`
+	ModelCooldowns      []modelCooldownView `json:"model_cooldowns,omitempty"`
+	FirstEventP50Ms     *float64            `json:"first_event_p50_ms,omitempty"`
+	FirstEventP95Ms     *float64            `json:"first_event_p95_ms,omitempty"`
+
+	// openUntil is kept for the text view, which shows it relative to now.
+	openUntil time.Time
+}
+
+type tokensView struct {
+	Input      int64 `json:"input"`
+	Output     int64 `json:"output"`
+	CacheRead  int64 `json:"cache_read"`
+	CacheWrite int64 `json:"cache_write"`
+}
+
+type lastErrorView struct {
+	Class string `json:"class"`
+	At    string `json:"at"`
+}
+
+type modelCooldownView struct {
+	Model string `json:"model"`
+	Until string `json:"until"`
+}
+
+// snapshot reads the provider's state for the admin view. Fields are read
+// one by one, so a snapshot taken under load may mix adjacent moments.
+func (ph *providerHealth) snapshot(now time.Time) providerView {
+	v := providerView{
+		Name:                ph.name,
+		URL:                 redactedBaseURL(ph.baseURL),
+		State:               ph.state(now).String(),
+		ConsecutiveFailures: ph.consecutive.Load(),
+		InFlight:            ph.inFlight.Load(),
+		Requests:            ph.requests.Load(),
+		Failures:            ph.failures.Load(),
+		HedgesWon:           ph.hedgesWon.Load(),
+		HedgesLost:          ph.hedgesLost.Load(),
+		Tokens: tokensView{
+			Input:      ph.tokensIn.Load(),
+			Output:     ph.tokensOut.Load(),
+			CacheRead:  ph.tokensCacheRead.Load(),
+			CacheWrite: ph.tokensCacheWrite.Load(),
+		},
+		openUntil: ph.openUntil(),
+	}
+	if vendor := ph.vendor.Load(); vendor != nil {
+		v.Vendor = *vendor
+	}
+	if !v.openUntil.IsZero() {
+		v.OpenUntil = viewTime(v.openUntil)
+	}
+	if le := ph.lastErr.Load(); le != nil {
+		v.LastError = &lastErrorView{Class: le.class, At: viewTime(time.Unix(0, le.at))}
+	}
+	if m := ph.models.Load(); m != nil {
+		t := now.UnixNano()
+		for model, until := range *m {
+			if until > t {
+				v.ModelCooldowns = append(v.ModelCooldowns, modelCooldownView{Model: model, Until: viewTime(time.Unix(0, until))})
+			}
+		}
+		sort.Slice(v.ModelCooldowns, func(i, j int) bool { return v.ModelCooldowns[i].Model < v.ModelCooldowns[j].Model })
+	}
+	if firstEventQuantiles != nil {
+		if p50, p95, ok := firstEventQuantiles(ph); ok {
+			p50ms, p95ms := viewMs(p50), viewMs(p95)
+			v.FirstEventP50Ms, v.FirstEventP95Ms = &p50ms, &p95ms
+		}
+	}
+	return v
+}
+
+func viewTime(t time.Time) string {
+	return t.UTC().Format(time.RFC3339)
+}
+
+// viewMs is d in milliseconds with one decimal.
+func viewMs(d time.Duration) float64 {
+	return float64(d.Round(100*time.Microsecond)) / float64(time.Millisecond)
+}
+
+// redactedBaseURL drops the parts of a base URL that may carry a credential
+// (user:password@, ?key=...) before it is shown.
+func redactedBaseURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable)"
+	}
+	if u.User == nil && u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" {
+		return raw
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	return u.String()
+}

@@ -1,0 +1,635 @@
+package llmhedge
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// healthT0 is the start of every scripted timeline; steps give offsets from it.
+var healthT0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func newTestHealth(name string) *providerHealth {
+	return &providerHealth{name: name, baseURL: "https://" + name + ".test/v1"}
+}
+
+// breakerStep is one event on a provider's timeline and what must hold after it.
+type breakerStep struct {
+	at   time.Duration // since healthT0
+	do   string        // admit, force, fail, succeed, release
+	note string
+
+	// fail
+	class      string
+	status     int
+	retryAfter time.Duration
+	// admit and fail
+	model string
+	// fail, succeed, release: report as the probe
+	probe bool
+
+	// admit and force
+	wantOK, wantProbe bool
+
+	wantState breakerState
+	// wantUntil is openUntil as an offset from healthT0; zero means closed.
+	wantUntil time.Duration
+}
+
+func fail5xx(at time.Duration) breakerStep {
+	return breakerStep{at: at, do: "fail", class: "status_5xx", status: 500}
+}
+
+func TestBreakerTransitions(t *testing.T) {
+	defaults := cooldownConfig{Failures: 3, Duration: 30 * time.Second, Max: 30 * time.Second}
+	growing := cooldownConfig{Failures: 1, Duration: 10 * time.Second, Max: 35 * time.Second}
+	sec := time.Second
+
+	// with sets the expectations of a step built by fail5xx.
+	with := func(s breakerStep, state breakerState, until time.Duration) breakerStep {
+		s.wantState, s.wantUntil = state, until
+		return s
+	}
+
+	tests := []struct {
+		name  string
+		cfg   cooldownConfig
+		steps []breakerStep
+	}{
+		{
+			name: "three consecutive failures open it for duration",
+			cfg:  defaults,
+			steps: []breakerStep{
+				with(fail5xx(0), stateClosed, 0),
+				with(fail5xx(1*sec), stateClosed, 0),
+				with(fail5xx(2*sec), stateOpen, 32*sec),
+				{at: 10 * sec, do: "admit", wantOK: false, wantState: stateOpen, wantUntil: 32 * sec},
+				{at: 31 * sec, do: "admit", wantOK: false, wantState: stateOpen, wantUntil: 32 * sec},
+			},
+		},
+		{
+			name: "a success resets the consecutive count",
+			cfg:  defaults,
+			steps: []breakerStep{
+				with(fail5xx(0), stateClosed, 0),
+				with(fail5xx(1*sec), stateClosed, 0),
+				{at: 2 * sec, do: "succeed", wantState: stateClosed},
+				with(fail5xx(3*sec), stateClosed, 0),
+				with(fail5xx(4*sec), stateClosed, 0),
+				{at: 5 * sec, do: "admit", wantOK: true, wantState: stateClosed},
+			},
+		},
+		{
+			name: "after duration exactly one probe goes, and its success closes",
+			cfg:  defaults,
+			steps: []breakerStep{
+				with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateClosed, 0),
+				with(fail5xx(0), stateOpen, 30*sec),
+				{at: 30 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
+				{at: 31 * sec, do: "admit", note: "others still skip it", wantOK: false, wantState: stateHalfOpen, wantUntil: 30 * sec},
+				{at: 32 * sec, do: "succeed", probe: true, wantState: stateClosed},
+				{at: 33 * sec, do: "admit", wantOK: true, wantState: stateClosed},
+			},
+		},
+		{
+			name: "failed probes re-open it, doubling up to max",
+			cfg:  growing,
+			steps: []breakerStep{
+				with(fail5xx(0), stateOpen, 10*sec),
+				{at: 10 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 10 * sec},
+				{at: 11 * sec, do: "fail", class: "connect", probe: true, wantState: stateOpen, wantUntil: 31 * sec},
+				{at: 31 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 31 * sec},
+				{at: 31 * sec, do: "fail", class: "first_byte_timeout", probe: true, note: "40s capped at 35s", wantState: stateOpen, wantUntil: 66 * sec},
+				{at: 66 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 66 * sec},
+				{at: 66 * sec, do: "fail", class: "fake200", probe: true, wantState: stateOpen, wantUntil: 101 * sec},
+				{at: 101 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 101 * sec},
+				{at: 102 * sec, do: "succeed", probe: true, wantState: stateClosed},
+				{at: 103 * sec, do: "fail", class: "connect", note: "growth starts over", wantState: stateOpen, wantUntil: 113 * sec},
+			},
+		},
+		{
+			name: "without max above duration a failed probe re-opens for duration",
+			cfg:  cooldownConfig{Failures: 1, Duration: 10 * time.Second},
+			steps: []breakerStep{
+				with(fail5xx(0), stateOpen, 10*sec),
+				{at: 10 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 10 * sec},
+				{at: 10 * sec, do: "fail", class: "status_5xx", status: 502, probe: true, wantState: stateOpen, wantUntil: 20 * sec},
+			},
+		},
+		{
+			name: "429 with Retry-After opens it at once for that long",
+			cfg:  defaults,
+			steps: []breakerStep{
+				{at: 0, do: "fail", class: "rate_limited", status: 429, retryAfter: 30 * sec, wantState: stateOpen, wantUntil: 30 * sec},
+				{at: 29 * sec, do: "admit", wantOK: false, wantState: stateOpen, wantUntil: 30 * sec},
+				{at: 30 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
+			},
+		},
+		{
+			name: "503 and 529 with Retry-After open it too",
+			cfg:  defaults,
+			steps: []breakerStep{
+				{at: 0, do: "fail", class: "overloaded", status: 503, retryAfter: 20 * sec, wantState: stateOpen, wantUntil: 20 * sec},
+				{at: 5 * sec, do: "fail", class: "overloaded", status: 529, retryAfter: 40 * sec, note: "a longer one extends", wantState: stateOpen, wantUntil: 45 * sec},
+			},
+		},
+		{
+			name: "a shorter Retry-After never shortens the open period",
+			cfg:  defaults,
+			steps: []breakerStep{
+				{at: 0, do: "fail", class: "rate_limited", status: 429, retryAfter: 60 * sec, wantState: stateOpen, wantUntil: 60 * sec},
+				{at: 5 * sec, do: "fail", class: "rate_limited", status: 429, retryAfter: 10 * sec, wantState: stateOpen, wantUntil: 60 * sec},
+			},
+		},
+		{
+			name: "Retry-After is bounded by 5 minutes by default",
+			cfg:  defaults,
+			steps: []breakerStep{
+				{at: 0, do: "fail", class: "rate_limited", status: 429, retryAfter: time.Hour, wantState: stateOpen, wantUntil: 5 * time.Minute},
+			},
+		},
+		{
+			name: "Retry-After is bounded by max when max grows past duration",
+			cfg:  cooldownConfig{Failures: 3, Duration: 30 * time.Second, Max: 2 * time.Minute},
+			steps: []breakerStep{
+				{at: 0, do: "fail", class: "rate_limited", status: 429, retryAfter: time.Hour, wantState: stateOpen, wantUntil: 2 * time.Minute},
+			},
+		},
+		{
+			name: "429 without Retry-After is an ordinary failure",
+			cfg:  defaults,
+			steps: []breakerStep{
+				{at: 0, do: "fail", class: "rate_limited", status: 429, wantState: stateClosed},
+				{at: 0, do: "fail", class: "rate_limited", status: 429, wantState: stateClosed},
+				{at: 0, do: "fail", class: "rate_limited", status: 429, wantState: stateOpen, wantUntil: 30 * sec},
+			},
+		},
+		{
+			name: "Retry-After on a 500 is an ordinary failure",
+			cfg:  defaults,
+			steps: []breakerStep{
+				{at: 0, do: "fail", class: "status_5xx", status: 500, retryAfter: time.Minute, wantState: stateClosed},
+			},
+		},
+		{
+			name: "attempts that end without a verdict never open it",
+			cfg:  defaults,
+			steps: []breakerStep{
+				{at: 0, do: "admit", wantOK: true, wantState: stateClosed},
+				{at: 0, do: "release", wantState: stateClosed},
+				{at: 0, do: "release", wantState: stateClosed},
+				{at: 0, do: "release", wantState: stateClosed},
+				{at: 0, do: "release", wantState: stateClosed},
+				{at: 1 * sec, do: "admit", wantOK: true, wantState: stateClosed},
+			},
+		},
+		{
+			name: "a released probe frees the slot for the next request",
+			cfg:  defaults,
+			steps: []breakerStep{
+				with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateOpen, 30*sec),
+				{at: 30 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
+				{at: 31 * sec, do: "release", probe: true, note: "client aborted the probe", wantState: stateHalfOpen, wantUntil: 30 * sec},
+				{at: 32 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
+			},
+		},
+		{
+			name: "model_not_found cools only that model on that provider",
+			cfg:  defaults,
+			steps: []breakerStep{
+				{at: 0, do: "fail", class: "model_not_found", status: 404, model: "m-gone", wantState: stateClosed},
+				{at: 0, do: "fail", class: "model_not_found", status: 404, model: "m-gone", wantState: stateClosed},
+				{at: 0, do: "fail", class: "model_not_found", status: 404, model: "m-gone", wantState: stateClosed},
+				{at: 0, do: "fail", class: "model_not_found", status: 404, model: "m-gone", wantState: stateClosed},
+				{at: 1 * sec, do: "admit", model: "m-gone", wantOK: false, wantState: stateClosed},
+				{at: 1 * sec, do: "admit", model: "m-here", wantOK: true, wantState: stateClosed},
+				{at: 29 * sec, do: "admit", model: "m-gone", wantOK: false, wantState: stateClosed},
+				{at: 30 * sec, do: "admit", model: "m-gone", wantOK: true, wantState: stateClosed},
+			},
+		},
+		{
+			name: "model_not_found on the probe frees the slot without a verdict",
+			cfg:  defaults,
+			steps: []breakerStep{
+				with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateOpen, 30*sec),
+				{at: 30 * sec, do: "admit", model: "m-gone", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
+				{at: 31 * sec, do: "fail", class: "model_not_found", status: 404, model: "m-gone", probe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
+				{at: 31 * sec, do: "admit", model: "m-gone", wantOK: false, wantState: stateHalfOpen, wantUntil: 30 * sec},
+				{at: 31 * sec, do: "admit", model: "m-here", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
+			},
+		},
+		{
+			name: "forceProbe takes the slot while open, only once",
+			cfg:  defaults,
+			steps: []breakerStep{
+				with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateOpen, 30*sec),
+				{at: 5 * sec, do: "force", wantOK: true, wantState: stateOpen, wantUntil: 30 * sec},
+				{at: 6 * sec, do: "force", wantOK: false, wantState: stateOpen, wantUntil: 30 * sec},
+				{at: 30 * sec, do: "admit", note: "the forced probe holds the slot", wantOK: false, wantState: stateHalfOpen, wantUntil: 30 * sec},
+				{at: 31 * sec, do: "succeed", probe: true, wantState: stateClosed},
+			},
+		},
+		{
+			name: "a probe slot held past the open period is taken over",
+			cfg:  defaults,
+			steps: []breakerStep{
+				with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateOpen, 30*sec),
+				{at: 30 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
+				{at: 59 * sec, do: "admit", wantOK: false, wantState: stateHalfOpen, wantUntil: 30 * sec},
+				{at: 60 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
+			},
+		},
+		{
+			name: "late verdicts of attempts started before the open neither extend nor close it",
+			cfg:  defaults,
+			steps: []breakerStep{
+				with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateOpen, 30*sec),
+				with(fail5xx(10*sec), stateOpen, 30*sec),
+				{at: 11 * sec, do: "succeed", wantState: stateOpen, wantUntil: 30 * sec},
+			},
+		},
+		{
+			name: "zero config falls back to 3 failures and 30s",
+			cfg:  cooldownConfig{},
+			steps: []breakerStep{
+				with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateClosed, 0),
+				with(fail5xx(0), stateOpen, 30*sec),
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ph := newTestHealth("breaker")
+			for i, s := range tt.steps {
+				now := healthT0.Add(s.at)
+				where := fmt.Sprintf("step %d (%s at %s%s)", i, s.do, s.at, noteSuffix(s.note))
+				switch s.do {
+				case "admit":
+					ok, probe := ph.admit(now, s.model)
+					if ok != s.wantOK || probe != s.wantProbe {
+						t.Fatalf("%s: admit = (%v, %v), want (%v, %v)", where, ok, probe, s.wantOK, s.wantProbe)
+					}
+				case "force":
+					if got := ph.forceProbe(now); got != s.wantOK {
+						t.Fatalf("%s: forceProbe = %v, want %v", where, got, s.wantOK)
+					}
+				case "fail":
+					ph.onFailure(now, tt.cfg, s.class, s.status, s.retryAfter, s.model, s.probe)
+				case "succeed":
+					ph.onSuccess(now, s.probe)
+				case "release":
+					ph.release(s.probe)
+				default:
+					t.Fatalf("%s: unknown step", where)
+				}
+				if got := ph.state(now); got != s.wantState {
+					t.Fatalf("%s: state = %s, want %s", where, got, s.wantState)
+				}
+				var wantUntil time.Time
+				if s.wantUntil != 0 {
+					wantUntil = healthT0.Add(s.wantUntil)
+				}
+				if got := ph.openUntil(); !got.Equal(wantUntil) {
+					t.Fatalf("%s: openUntil = %s, want %s", where, got, wantUntil)
+				}
+			}
+		})
+	}
+}
+
+func noteSuffix(note string) string {
+	if note == "" {
+		return ""
+	}
+	return ": " + note
+}
+
+func TestHalfOpenAdmitsExactlyOneProbe(t *testing.T) {
+	defer goleak.VerifyNone(t)
+
+	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
+	const callers = 50
+	// Many rounds, because one round rarely interleaves the callers closely.
+	for round := range 100 {
+		ph := newTestHealth("race")
+		ph.onFailure(healthT0, cfg, "connect", 0, 0, "", false)
+		now := healthT0.Add(cfg.Duration)
+
+		var (
+			start       = make(chan struct{})
+			wg          sync.WaitGroup
+			oks, probes atomic.Int64
+		)
+		for range callers {
+			wg.Go(func() {
+				<-start
+				ok, probe := ph.admit(now, "m")
+				if ok {
+					oks.Add(1)
+				}
+				if probe {
+					probes.Add(1)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if oks.Load() != 1 || probes.Load() != 1 {
+			t.Fatalf("round %d: %d concurrent admits in half_open: %d admitted, %d probes; want exactly 1 and 1",
+				round, callers, oks.Load(), probes.Load())
+		}
+	}
+}
+
+func TestForceProbeIsExclusiveUnderConcurrency(t *testing.T) {
+	defer goleak.VerifyNone(t)
+
+	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
+	ph := newTestHealth("race-force")
+	ph.onFailure(healthT0, cfg, "connect", 0, 0, "", false)
+
+	var (
+		start = make(chan struct{})
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		won   int
+	)
+	for range 50 {
+		wg.Go(func() {
+			<-start
+			if ph.forceProbe(healthT0.Add(time.Second)) {
+				mu.Lock()
+				won++
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if won != 1 {
+		t.Fatalf("forceProbe succeeded %d times, want 1", won)
+	}
+}
+
+func TestEarliestRecovery(t *testing.T) {
+	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
+	openAt := func(name string, retryAfter time.Duration) *providerHealth {
+		ph := newTestHealth(name)
+		ph.onFailure(healthT0, cfg, "rate_limited", 429, retryAfter, "", false)
+		return ph
+	}
+	a := openAt("a", 90*time.Second)
+	b := openAt("b", 40*time.Second)
+	c := openAt("c", 60*time.Second)
+	b2 := openAt("b2", 40*time.Second)
+	closed := newTestHealth("closed")
+
+	tests := []struct {
+		name      string
+		hs        []*providerHealth
+		want      *providerHealth
+		wantUntil time.Time
+	}{
+		{"none", nil, nil, time.Time{}},
+		{"one", []*providerHealth{a}, a, healthT0.Add(90 * time.Second)},
+		{"the one ending first", []*providerHealth{a, b, c}, b, healthT0.Add(40 * time.Second)},
+		{"ties go to the earlier candidate", []*providerHealth{a, b2, b}, b2, healthT0.Add(40 * time.Second)},
+		{"nil entries are skipped", []*providerHealth{nil, c, nil}, c, healthT0.Add(60 * time.Second)},
+		{"a closed provider recovers now", []*providerHealth{a, closed}, closed, time.Time{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, until := earliestRecovery(tt.hs)
+			if got != tt.want || !until.Equal(tt.wantUntil) {
+				t.Fatalf("earliestRecovery = (%v, %s), want (%v, %s)", nameOf(got), until, nameOf(tt.want), tt.wantUntil)
+			}
+		})
+	}
+}
+
+func nameOf(ph *providerHealth) string {
+	if ph == nil {
+		return "<nil>"
+	}
+	return ph.name
+}
+
+func TestResetClosesAndForgets(t *testing.T) {
+	cfg := cooldownConfig{Failures: 3, Duration: 30 * time.Second, Max: 5 * time.Minute}
+	ph := newTestHealth("reset")
+	ph.beginAttempt()
+	ph.onFailure(healthT0, cfg, "model_not_found", 404, 0, "m-gone", false)
+	for range 3 {
+		ph.onFailure(healthT0, cfg, "status_5xx", 500, 0, "", false)
+	}
+	if !ph.forceProbe(healthT0) {
+		t.Fatal("forceProbe refused on a fresh open breaker")
+	}
+
+	ph.reset()
+
+	now := healthT0.Add(time.Second)
+	if got := ph.state(now); got != stateClosed {
+		t.Errorf("state after reset = %s, want closed", got)
+	}
+	if got := ph.consecutive.Load(); got != 0 {
+		t.Errorf("consecutive failures after reset = %d, want 0", got)
+	}
+	if ok, probe := ph.admit(now, "m-gone"); !ok || probe {
+		t.Errorf("admit of the cooled model after reset = (%v, %v), want (true, false)", ok, probe)
+	}
+	if got := ph.failures.Load(); got != 4 {
+		t.Errorf("lifetime failures after reset = %d, want 4 (reset keeps counters)", got)
+	}
+	// Closing after reset must start from duration again, not the grown period.
+	for range 3 {
+		ph.onFailure(now, cfg, "status_5xx", 500, 0, "", false)
+	}
+	if got, want := ph.openUntil(), now.Add(30*time.Second); !got.Equal(want) {
+		t.Errorf("re-opened until %s, want %s", got, want)
+	}
+}
+
+func TestModelCooldownsAreBounded(t *testing.T) {
+	d := 30 * time.Second
+	ph := newTestHealth("models")
+	ph.coolModel(healthT0, "expires-soon", time.Second)
+	later := healthT0.Add(2 * time.Second)
+	for i := range modelCooldownLimit {
+		ph.coolModel(later.Add(time.Duration(i)*time.Millisecond), fmt.Sprintf("m%03d", i), d)
+	}
+	m := *ph.models.Load()
+	if len(m) != modelCooldownLimit {
+		t.Fatalf("%d cooled models, want %d", len(m), modelCooldownLimit)
+	}
+	if _, ok := m["expires-soon"]; ok {
+		t.Fatal("an expired cooldown survived while the map was full")
+	}
+
+	// Full of live entries: the one ending first makes room.
+	ph.coolModel(later.Add(time.Second), "newcomer", d)
+	m = *ph.models.Load()
+	if len(m) != modelCooldownLimit {
+		t.Fatalf("%d cooled models after overflow, want %d", len(m), modelCooldownLimit)
+	}
+	if _, ok := m["m000"]; ok {
+		t.Error("the cooldown ending first was not evicted")
+	}
+	if ok, _ := ph.admit(later.Add(time.Second), "newcomer"); ok {
+		t.Error("the newest cooled model was admitted")
+	}
+}
+
+func TestLoadHealthIsSharedAndSurvivesReload(t *testing.T) {
+	const name, url = "healthtest-shared", "https://shared.test/v1"
+	old, err := loadHealth(name, url, "anthropic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
+	old.onFailure(healthT0, cfg, "connect", 0, 0, "", false)
+
+	// A reload provisions the new handler before the old one is cleaned up.
+	fresh, err := loadHealth(name, url, "openai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	releaseHealth(name, url)
+	if fresh != old {
+		t.Fatal("a second handler naming the same provider got a different health entry")
+	}
+	if got := fresh.state(healthT0.Add(time.Second)); got != stateOpen {
+		t.Errorf("state after reload = %s, want open", got)
+	}
+	if got := *fresh.vendor.Load(); got != "openai" {
+		t.Errorf("vendor = %q, want the latest provision's %q", got, "openai")
+	}
+
+	other, err := loadHealth(name, "https://other.test/v1", "openai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other == fresh {
+		t.Error("the same name with another base URL shares health")
+	}
+	releaseHealth(name, "https://other.test/v1")
+
+	releaseHealth(name, url)
+	if _, ok := providerPool.References(healthKey(name, url)); ok {
+		t.Fatal("entry still pooled after its last handler was cleaned up")
+	}
+	again, err := loadHealth(name, url, "anthropic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseHealth(name, url)
+	if got := again.state(healthT0.Add(time.Second)); got != stateClosed {
+		t.Errorf("state of a provider no config named any more = %s, want a fresh closed breaker", got)
+	}
+}
+
+func TestAttemptCounters(t *testing.T) {
+	ph := newTestHealth("counters")
+	ph.beginAttempt()
+	ph.beginAttempt()
+	ph.endAttempt()
+	ph.noteHedge(true)
+	ph.noteHedge(false)
+	ph.noteHedge(false)
+	ph.addTokens(10, 20, 30, 40)
+	ph.addTokens(1, 2, 3, 4)
+
+	if got := ph.inFlightNow(); got != 1 {
+		t.Errorf("inFlightNow = %d, want 1", got)
+	}
+	v := ph.snapshot(healthT0)
+	want := providerView{
+		Name: "counters", URL: "https://counters.test/v1", State: "closed",
+		InFlight: 1, Requests: 2, HedgesWon: 1, HedgesLost: 2,
+		Tokens: tokensView{Input: 11, Output: 22, CacheRead: 33, CacheWrite: 44},
+	}
+	if v.InFlight != want.InFlight || v.Requests != want.Requests || v.HedgesWon != want.HedgesWon ||
+		v.HedgesLost != want.HedgesLost || v.Tokens != want.Tokens || v.State != want.State ||
+		v.Name != want.Name || v.URL != want.URL {
+		t.Fatalf("snapshot = %+v, want %+v", v, want)
+	}
+}
+
+func TestSnapshot(t *testing.T) {
+	saved := firstEventQuantiles
+	t.Cleanup(func() { firstEventQuantiles = saved })
+
+	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
+	ph := newTestHealth("snap")
+	vendor := "anthropic"
+	ph.vendor.Store(&vendor)
+	ph.onFailure(healthT0, cfg, "model_not_found", 404, 0, "m-b", false)
+	ph.onFailure(healthT0, cfg, "model_not_found", 404, 0, "m-a", false)
+	ph.onFailure(healthT0.Add(time.Second), cfg, "overloaded", 529, 0, "", false)
+
+	firstEventQuantiles = nil
+	v := ph.snapshot(healthT0.Add(5 * time.Second))
+	if v.FirstEventP50Ms != nil || v.FirstEventP95Ms != nil {
+		t.Error("first-event quantiles shown without a source")
+	}
+	if v.State != "open" || v.OpenUntil != "2025-03-01T12:00:31Z" || v.ConsecutiveFailures != 1 || v.Failures != 3 {
+		t.Errorf("breaker view = state %s, open_until %s, consecutive %d, failures %d", v.State, v.OpenUntil, v.ConsecutiveFailures, v.Failures)
+	}
+	if v.LastError == nil || *v.LastError != (lastErrorView{Class: "overloaded", At: "2025-03-01T12:00:01Z"}) {
+		t.Errorf("last error = %+v", v.LastError)
+	}
+	wantModels := []modelCooldownView{{"m-a", "2025-03-01T12:00:30Z"}, {"m-b", "2025-03-01T12:00:30Z"}}
+	if fmt.Sprint(v.ModelCooldowns) != fmt.Sprint(wantModels) {
+		t.Errorf("model cooldowns = %v, want %v", v.ModelCooldowns, wantModels)
+	}
+	if v.Vendor != "anthropic" {
+		t.Errorf("vendor = %q", v.Vendor)
+	}
+
+	firstEventQuantiles = func(*providerHealth) (time.Duration, time.Duration, bool) {
+		return 412345 * time.Microsecond, 1500 * time.Millisecond, true
+	}
+	v = ph.snapshot(healthT0.Add(40 * time.Second))
+	if v.FirstEventP50Ms == nil || *v.FirstEventP50Ms != 412.3 || v.FirstEventP95Ms == nil || *v.FirstEventP95Ms != 1500 {
+		t.Errorf("first-event quantiles = %v, %v; want 412.3, 1500", v.FirstEventP50Ms, v.FirstEventP95Ms)
+	}
+	if len(v.ModelCooldowns) != 0 {
+		t.Errorf("expired model cooldowns shown: %v", v.ModelCooldowns)
+	}
+	if v.State != "half_open" {
+		t.Errorf("state = %s, want half_open", v.State)
+	}
+
+	firstEventQuantiles = func(*providerHealth) (time.Duration, time.Duration, bool) { return 0, 0, false }
+	if v := ph.snapshot(healthT0); v.FirstEventP50Ms != nil {
+		t.Error("first-event quantiles shown when the source has no samples")
+	}
+}
+
+func TestRedactedBaseURL(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"https://api.anthropic.com", "https://api.anthropic.com"},
+		{"http://127.0.0.1:9001/v1", "http://127.0.0.1:9001/v1"},
+		{"https://user:sk-secret@gw.test/v1", "https://gw.test/v1"},
+		{"https://gw.test/v1?key=sk-secret#frag", "https://gw.test/v1"},
+		{"https://gw.test/v1?", "https://gw.test/v1"},
+		{"://bad", "(unparsable)"},
+	}
+	for _, tt := range tests {
+		if got := redactedBaseURL(tt.in); got != tt.want {
+			t.Errorf("redactedBaseURL(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestBreakerStateString(t *testing.T) {
+	for s, want := range map[breakerState]string{stateClosed: "closed", stateHalfOpen: "half_open", stateOpen: "open", 9: "breakerState(9)"} {
+		if got := s.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", s, got, want)
+		}
+	}
+}

@@ -1,0 +1,294 @@
+package llmhedge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// relayOptions tune relayStream.
+type relayOptions struct {
+	// Idle is the longest wait for the next complete upstream event after
+	// commit (pings and comments count as events); 0 means no limit. The
+	// wait is measured from when the relay asks for the next event, so a
+	// slow client does not count against the upstream.
+	Idle time.Duration
+	// FinishGrace is, for OpenAI, how long to wait for [DONE] after a
+	// finish_reason chunk before ending as a success (the answer is
+	// complete; a usage chunk may still come). 0 means 1s.
+	FinishGrace time.Duration
+	// DropMalformed drops (and counts) events whose data is not valid JSON
+	// instead of forwarding them.
+	DropMalformed bool
+	// OnStall, if set, is called once, from the relayWatchdog goroutine, when no
+	// event arrived for Idle/2.
+	OnStall func(gap time.Duration)
+}
+
+const defaultFinishGrace = time.Second
+
+// relayResult is how a committed stream ended.
+type relayResult struct {
+	Complete bool   // the terminal event (or finish_reason then end/grace for OpenAI) was relayed
+	Reason   string // "" when complete; else idle_timeout, total_timeout, upstream_cut, upstream_error_event, event_too_large, read_error, client_gone
+	Err      error
+	Events   int // events written after commit
+	Dropped  int // malformed events dropped
+	Bytes    int64
+}
+
+var doneEvent = []byte("data: [DONE]\n\n")
+
+// relayStream copies a committed stream to the client (SPEC section 2,
+// t3..t4): each complete event is written unchanged and flushed at once,
+// until the terminal event. A stream that ends any other way, except by
+// the client leaving, gets one error event in the client's dialect
+// (section 6), never a silent end.
+//
+// ctx is the request context: its deadline is the total timeout, its
+// cancellation the client leaving. abort must unblock a pending read of rd
+// (cancel the attempt or close the upstream body); it is called when ctx
+// ends or the idle limit passes, possibly more than once. u, flush and
+// abort may be nil.
+func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseReader, d dialect, u *usage, opts relayOptions, abort func()) relayResult {
+	if abort == nil {
+		abort = func() {}
+	}
+	var res relayResult
+
+	wd := newRelayWatchdog(opts, abort)
+	defer wd.stop()
+	aborted := make(chan struct{})
+	stopAbort := context.AfterFunc(ctx, func() {
+		defer close(aborted)
+		abort()
+	})
+	defer func() {
+		if !stopAbort() {
+			<-aborted // abort runs in its own goroutine: do not outlive it
+		}
+	}()
+
+	finishing := false // OpenAI: a finish_reason was relayed
+	for {
+		wd.waitStart()
+		ev, err := rd.Next()
+		wd.waitEnd()
+		if err != nil {
+			return endRelay(ctx, w, flush, d, opts, wd, finishing, err, res)
+		}
+		class := classifyEvent(d, ev)
+		if class == evMalformed && opts.DropMalformed {
+			res.Dropped++
+			continue
+		}
+		if err := writeClientEvent(w, flush, ev.Raw); err != nil {
+			res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", err)
+			return res
+		}
+		res.Events++
+		res.Bytes += int64(len(ev.Raw))
+		u.observeEvent(d, ev)
+		switch class {
+		case evTerminal:
+			res.Complete = true
+			return res
+		case evError:
+			info := inspectEvent(d, ev, false)
+			res.Reason = "upstream_error_event"
+			res.Err = fmt.Errorf("upstream sent an error event after commit: %s", upstreamErrorMessage(info.errVal, ev.Data))
+			return res
+		case evFinish:
+			if d == dialectOpenAI && !finishing {
+				finishing = true
+				grace := opts.FinishGrace
+				if grace <= 0 {
+					grace = defaultFinishGrace
+				}
+				wd.setLimit(grace)
+			}
+		}
+	}
+}
+
+func writeClientEvent(w io.Writer, flush func() error, b []byte) error {
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	if flush != nil {
+		return flush()
+	}
+	return nil
+}
+
+// endRelay decides why the upstream stopped and ends the client's stream
+// accordingly: a synthesized [DONE] after an OpenAI finish_reason, an
+// error event otherwise, nothing when the client is gone.
+func endRelay(ctx context.Context, w io.Writer, flush func() error, d dialect, opts relayOptions, wd *relayWatchdog, finishing bool, readErr error, res relayResult) relayResult {
+	var status int
+	var message string
+	switch ctxErr := ctx.Err(); {
+	case ctxErr == context.Canceled:
+		res.Reason, res.Err = "client_gone", fmt.Errorf("client left the stream: %w", context.Cause(ctx))
+		return res
+	case finishing:
+		// The answer is complete: whatever ended the upstream (EOF, the
+		// grace passing, a cut), finish it the way the client expects.
+		if err := writeClientEvent(w, flush, doneEvent); err != nil {
+			res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", err)
+			return res
+		}
+		res.Complete = true
+		res.Events++
+		res.Bytes += int64(len(doneEvent))
+		return res
+	case ctxErr != nil:
+		res.Reason, status = "total_timeout", 504
+		res.Err = fmt.Errorf("request timed out while streaming: %w", ctxErr)
+		message = "the response exceeded its total time limit"
+	case wd.expired.Load():
+		res.Reason, status = "idle_timeout", 504
+		res.Err = fmt.Errorf("no upstream event for %s: %w", opts.Idle, readErr)
+		message = fmt.Sprintf("the upstream sent nothing for %s", opts.Idle)
+	case errors.Is(readErr, errEventTooLarge):
+		res.Reason, status = "event_too_large", 502
+		res.Err = readErr
+		message = "the upstream sent an event over the size limit"
+	case errors.Is(readErr, io.EOF), errors.Is(readErr, io.ErrUnexpectedEOF):
+		res.Reason, status = "upstream_cut", 502
+		res.Err = fmt.Errorf("upstream ended the stream before its terminal event: %w", readErr)
+		message = "the upstream ended the stream before it was complete"
+	default:
+		res.Reason, status = "read_error", 502
+		res.Err = readErr
+		message = "reading the upstream stream failed"
+	}
+	// The client is told; if it cannot be, it is gone anyway.
+	_ = writeClientEvent(w, flush, errorEvent(d, status, message))
+	return res
+}
+
+// relayWatchdog ends a stalled stream. The relay only stores the time it
+// started waiting in an atomic; one AfterFunc timer checks that time when
+// it fires and re-arms itself for the remainder, so nothing is allocated
+// or reset per event.
+type relayWatchdog struct {
+	base    time.Time
+	waiting atomic.Int64 // nanoseconds since base when the relay began waiting for an event, or watchdogNotWaiting
+	expired atomic.Bool  // the limit passed and abort was called
+
+	idle    time.Duration
+	onStall func(time.Duration)
+	abort   func()
+
+	mu      sync.Mutex
+	cond    sync.Cond // signalled when a callback finds the relayWatchdog stopped
+	timer   *time.Timer
+	limit   time.Duration // current limit: Idle, or the finish grace
+	pending int           // callbacks scheduled or running
+	stalled bool          // OnStall was called (or will not be)
+	stopped bool
+}
+
+func newRelayWatchdog(opts relayOptions, abort func()) *relayWatchdog {
+	w := &relayWatchdog{base: time.Now(), idle: opts.Idle, onStall: opts.OnStall, abort: abort}
+	w.cond.L = &w.mu
+	w.waiting.Store(watchdogNotWaiting)
+	if opts.Idle > 0 {
+		w.setLimit(opts.Idle)
+	}
+	return w
+}
+
+// watchdogNotWaiting marks the relay busy writing to the client: a slow client is
+// not an idle upstream.
+const watchdogNotWaiting = -1
+
+func (w *relayWatchdog) waitStart() { w.waiting.Store(int64(time.Since(w.base))) }
+
+func (w *relayWatchdog) waitEnd() { w.waiting.Store(watchdogNotWaiting) }
+
+// gap is how long the relay has been waiting for the current event.
+func (w *relayWatchdog) gap() time.Duration {
+	since := w.waiting.Load()
+	if since == watchdogNotWaiting {
+		return 0
+	}
+	return time.Since(w.base) - time.Duration(since)
+}
+
+// setLimit changes the longest wait and (re)arms the timer for it.
+func (w *relayWatchdog) setLimit(limit time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	if limit != w.idle {
+		w.stalled = true // OnStall is about Idle
+	}
+	w.limit = limit
+	w.arm(w.untilNext(w.gap()))
+}
+
+// untilNext is how long after a wait of gap the timer must look again.
+func (w *relayWatchdog) untilNext(gap time.Duration) time.Duration {
+	next := w.limit - gap
+	if !w.stalled && w.onStall != nil {
+		next = min(next, w.idle/2-gap)
+	}
+	return max(next, time.Millisecond)
+}
+
+// arm schedules fire after d; w.mu is held.
+func (w *relayWatchdog) arm(d time.Duration) {
+	switch {
+	case w.timer == nil:
+		w.timer = time.AfterFunc(d, w.fire)
+		w.pending++
+	case !w.timer.Reset(d):
+		w.pending++ // the previous run had already started
+	}
+}
+
+func (w *relayWatchdog) fire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending--
+	if w.stopped {
+		w.cond.Broadcast()
+		return
+	}
+	if w.expired.Load() {
+		return
+	}
+	gap := w.gap()
+	if gap >= w.limit {
+		w.expired.Store(true)
+		w.abort()
+		return
+	}
+	if !w.stalled && w.onStall != nil && gap >= w.idle/2 {
+		w.stalled = true
+		w.onStall(gap)
+	}
+	w.arm(w.untilNext(gap))
+}
+
+// stop disarms the relayWatchdog and waits for a callback in flight, so none
+// runs after the relay returns.
+func (w *relayWatchdog) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	if w.timer != nil && w.timer.Stop() {
+		w.pending--
+	}
+	for w.pending > 0 {
+		w.cond.Wait()
+	}
+}

@@ -1,0 +1,233 @@
+package sim
+
+import (
+	"fmt"
+	"path"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// Defaults applied to a zero Config.
+const (
+	DefaultText   = "The quick brown fox jumps over the lazy dog."
+	DefaultTokens = 12
+	DefaultPings  = 1
+)
+
+// maxTokens bounds the deltas of one response so a typo cannot make the
+// simulator build a gigabyte of events.
+const maxTokens = 1 << 20
+
+// Config is how the simulator behaves. The zero value is a healthy, instant
+// provider; the same struct is the JSON config of the Caddy module.
+type Config struct {
+	// Delay before the first content delta of a stream (message_start,
+	// content_block_start and pings are sent at once, as real providers do).
+	// A non-streaming response is delayed by first_token + tokens × token_delay.
+	// Default 0.
+	FirstToken caddy.Duration `json:"first_token,omitempty"`
+
+	// Share of requests, in percent (0-100), that wait SlowFirstToken instead
+	// of FirstToken: together they make a bimodal first-token distribution.
+	// Default 0.
+	SlowPercent float64 `json:"slow_percent,omitempty"`
+
+	// The first-token delay of the slow share of requests. Default 0.
+	SlowFirstToken caddy.Duration `json:"slow_first_token,omitempty"`
+
+	// Delay between two content deltas. Default 0 (no think time, for load
+	// benchmarks).
+	TokenDelay caddy.Duration `json:"token_delay,omitempty"`
+
+	// Number of content deltas (and output tokens) per response. Default 12.
+	Tokens int `json:"tokens,omitempty"`
+
+	// Text of every response, split by words into Tokens deltas and repeated
+	// when it has fewer words than that. Default "The quick brown fox jumps
+	// over the lazy dog."
+	Text string `json:"text,omitempty"`
+
+	// Model reported in responses. Default: the model of the request.
+	Model string `json:"model,omitempty"`
+
+	// Number of Anthropic ping events sent before the first delta. Default 1.
+	Pings *int `json:"pings,omitempty"`
+
+	// Reported cache_read_input_tokens (OpenAI: cached_tokens). Default 0.
+	CacheRead int `json:"cache_read,omitempty"`
+
+	// API key the requests must carry (Anthropic x-api-key, OpenAI
+	// Authorization: Bearer); others get 401. Default: any key is accepted.
+	Key string `json:"key,omitempty"`
+
+	// Seed of the random choices (slow share, fault percent). Default 0:
+	// seeded from the clock.
+	Seed int64 `json:"seed,omitempty"`
+
+	// Injected faults; the first one that matches a request applies to it.
+	// Default none.
+	Faults []Fault `json:"faults,omitempty"`
+}
+
+// FaultKind names what goes wrong.
+type FaultKind string
+
+// The fault kinds.
+const (
+	// FaultStatus answers with Fault.Status and an error body in the
+	// request's dialect.
+	FaultStatus FaultKind = "status"
+	// FaultFake200 answers 200 with an error as the body or first event.
+	FaultFake200 FaultKind = "fake200"
+	// FaultCut ends the stream after Fault.After deltas without its terminal
+	// event; a non-streaming body is cut in half and the connection dropped.
+	FaultCut FaultKind = "cut"
+	// FaultStall sends nothing more after Fault.After deltas until the client
+	// goes away; a non-streaming request gets no response at all.
+	FaultStall FaultKind = "stall"
+	// FaultMalformed sends one event whose data is not JSON after Fault.After
+	// deltas, then goes on normally; a non-streaming body is truncated JSON.
+	FaultMalformed FaultKind = "malformed"
+	// FaultReset closes the connection without any response, like a crash.
+	FaultReset FaultKind = "reset"
+)
+
+var faultKinds = []FaultKind{FaultStatus, FaultFake200, FaultCut, FaultStall, FaultMalformed, FaultReset}
+
+// midStream reports whether the fault strikes after the response started.
+func (k FaultKind) midStream() bool {
+	return k == FaultCut || k == FaultStall || k == FaultMalformed
+}
+
+// Fault is one injected failure.
+type Fault struct {
+	// What goes wrong: status, fake200, cut, stall, malformed or reset.
+	Kind FaultKind `json:"kind"`
+
+	// HTTP status of a status fault (default 500); for fake200 it picks the
+	// error type of the body (default 529, overloaded_error).
+	Status int `json:"status,omitempty"`
+
+	// Probability in percent (0-100) that a matching request gets the fault.
+	// Default 0, meaning 100.
+	Percent float64 `json:"percent,omitempty"`
+
+	// The fault applies to the first Count requests it strikes, then it is
+	// spent. Default 0: unlimited.
+	Count int `json:"count,omitempty"`
+
+	// For cut, stall and malformed: the number of content deltas sent before
+	// the fault. Default 0.
+	After int `json:"after,omitempty"`
+
+	// Retry-After header value sent with the fault, verbatim (seconds or an
+	// HTTP date). Default none.
+	RetryAfter string `json:"retry_after,omitempty"`
+
+	// Send x-should-retry: false with the fault. Default false.
+	NoRetry bool `json:"no_retry,omitempty"`
+
+	// Glob (path.Match syntax) of the request models the fault applies to.
+	// Default: every model.
+	Model string `json:"model,omitempty"`
+
+	// Wait before the fault strikes. Default 0.
+	Delay caddy.Duration `json:"delay,omitempty"`
+}
+
+// withDefaults returns c with every unset field at its default.
+func (c Config) withDefaults() Config {
+	if c.Tokens == 0 {
+		c.Tokens = DefaultTokens
+	}
+	if c.Text == "" {
+		c.Text = DefaultText
+	}
+	if c.Pings == nil {
+		c.Pings = new(DefaultPings)
+	}
+	return c
+}
+
+// Validate reports the first nonsense value in c.
+func (c Config) Validate() error {
+	for _, d := range []struct {
+		name string
+		d    caddy.Duration
+	}{{"first_token", c.FirstToken}, {"slow", c.SlowFirstToken}, {"token_delay", c.TokenDelay}} {
+		if d.d < 0 {
+			return fmt.Errorf("%s %v: must not be negative", d.name, time.Duration(d.d))
+		}
+	}
+	if err := validPercent(c.SlowPercent); err != nil {
+		return fmt.Errorf("slow: %w", err)
+	}
+	if c.Tokens < 0 || c.Tokens > maxTokens {
+		return fmt.Errorf("tokens %d: must be between 1 and %d", c.Tokens, maxTokens)
+	}
+	if c.Pings != nil && *c.Pings < 0 {
+		return fmt.Errorf("pings %d: must not be negative", *c.Pings)
+	}
+	if c.CacheRead < 0 {
+		return fmt.Errorf("cache_read %d: must not be negative", c.CacheRead)
+	}
+	for i, f := range c.Faults {
+		if err := f.Validate(); err != nil {
+			return fmt.Errorf("fault %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// Validate reports the first nonsense value in f.
+func (f Fault) Validate() error {
+	if !validKind(f.Kind) {
+		return fmt.Errorf("unknown kind %q (want one of %v)", f.Kind, faultKinds)
+	}
+	if err := validStatus(f.Status); err != nil {
+		return err
+	}
+	if f.Kind == FaultStatus && f.Status != 0 && f.Status < 200 {
+		return fmt.Errorf("status %d: a status fault needs a final status (200-599)", f.Status)
+	}
+	if err := validPercent(f.Percent); err != nil {
+		return err
+	}
+	if f.Count < 0 {
+		return fmt.Errorf("count %d: must not be negative", f.Count)
+	}
+	if f.After < 0 {
+		return fmt.Errorf("after %d: must not be negative", f.After)
+	}
+	if f.Delay < 0 {
+		return fmt.Errorf("delay %v: must not be negative", time.Duration(f.Delay))
+	}
+	if _, err := path.Match(f.Model, ""); err != nil {
+		return fmt.Errorf("model %q: %w", f.Model, err)
+	}
+	return nil
+}
+
+func validKind(k FaultKind) bool {
+	for _, known := range faultKinds {
+		if k == known {
+			return true
+		}
+	}
+	return false
+}
+
+func validStatus(code int) error {
+	if code != 0 && (code < 100 || code > 599) {
+		return fmt.Errorf("status %d: must be between 100 and 599", code)
+	}
+	return nil
+}
+
+func validPercent(p float64) error {
+	if p < 0 || p > 100 || p != p {
+		return fmt.Errorf("percent %v: must be between 0 and 100", p)
+	}
+	return nil
+}

@@ -1,0 +1,96 @@
+package sim
+
+import (
+	"cmp"
+	"net"
+	"net/http"
+	"path"
+	"sync/atomic"
+	"time"
+)
+
+// faultRule is a configured fault with the count of requests it struck.
+type faultRule struct {
+	Fault
+	struck atomic.Int64
+}
+
+func compileFaults(faults []Fault) []*faultRule {
+	rules := make([]*faultRule, len(faults))
+	for i, f := range faults {
+		rules[i] = &faultRule{Fault: f}
+	}
+	return rules
+}
+
+// pickFault returns the first fault that applies to a request for model,
+// or nil. A fault with a count is spent once it struck that many requests.
+func (p *plan) pickFault(model string) *faultRule {
+	for _, f := range p.faults {
+		if f.Model != "" {
+			if ok, _ := path.Match(f.Model, model); !ok {
+				continue
+			}
+		}
+		percent := f.Percent
+		if percent == 0 {
+			percent = 100
+		}
+		if !p.rng.chance(percent) {
+			continue
+		}
+		if f.Count > 0 && f.struck.Add(1) > int64(f.Count) {
+			continue
+		}
+		return f
+	}
+	return nil
+}
+
+// strikeNow applies a fault that replaces the whole response: status,
+// fake200 and reset. Its headers go out with it.
+func (ex *exchange) strikeNow() {
+	f := ex.fault
+	if !ex.wait(time.Duration(f.Delay)) {
+		return
+	}
+	if f.Kind == FaultReset {
+		ex.reset()
+		return
+	}
+	h := ex.w.Header()
+	if f.RetryAfter != "" {
+		h.Set("Retry-After", f.RetryAfter)
+	}
+	if f.NoRetry {
+		h.Set("X-Should-Retry", "false")
+	}
+	switch f.Kind {
+	case FaultStatus:
+		ex.fail(cmp.Or(f.Status, http.StatusInternalServerError), "")
+	case FaultFake200:
+		status := cmp.Or(f.Status, statusOverloaded)
+		message := ex.wire.defaultMessage(status, ex.req.Model)
+		if ex.req.Stream {
+			ex.startSSE()
+			ex.emit(ex.wire.streamError(status, message))
+			return
+		}
+		ex.writeHeader(http.StatusOK, "application/json")
+		ex.w.Write(ex.wire.errorBody(status, message))
+	}
+}
+
+// reset drops the connection without a response, as a crashed provider
+// does. HTTP/2 cannot hijack: the stream is reset instead.
+func (ex *exchange) reset() {
+	conn, _, err := ex.rc.Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	if tcp, ok := conn.(*net.TCPConn); ok {
+		// A reset, not an orderly close: nothing about it looks like an answer.
+		tcp.SetLinger(0)
+	}
+	conn.Close()
+}

@@ -1,0 +1,181 @@
+// Package sim is a fake LLM provider speaking the Anthropic Messages API and
+// OpenAI Chat Completions, with configurable latency and injected faults. It
+// is the embedded default upstream of llm_hedge (the Caddy module
+// http.handlers.llm_sim) and the upstream of its tests: New returns an
+// http.Handler to run under httptest, with runtime control and a request log.
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// now is the clock of the records.
+var now = time.Now
+
+// Simulator is a fake LLM provider. It is an http.Handler, and its methods
+// are safe for concurrent use.
+type Simulator struct {
+	plan  atomic.Pointer[plan]
+	setMu sync.Mutex // serializes SetConfig and SetFaults
+	rec   recorder
+	ids   atomic.Uint64
+
+	// unloaded ends stalls when the Caddy module is unloaded; nil otherwise.
+	unloaded <-chan struct{}
+}
+
+// plan is one immutable configuration, compiled for serving.
+type plan struct {
+	cfg                               Config // defaults applied
+	firstToken, slowToken, tokenDelay time.Duration
+	deltas                            []string
+	text                              string   // the deltas joined
+	anthropicDeltas                   [][]byte // complete SSE events
+	openaiDeltas                      [][]byte // the "delta" objects
+	faults                            []*faultRule
+	rng                               *lockedRand
+}
+
+// New returns a simulator configured by cfg. It panics if cfg is invalid
+// (see Config.Validate): configs in tests are literals.
+func New(cfg Config) *Simulator {
+	s, err := newSimulator(cfg, nil)
+	if err != nil {
+		panic(fmt.Sprintf("sim.New: %v", err))
+	}
+	return s
+}
+
+func newSimulator(cfg Config, unloaded <-chan struct{}) (*Simulator, error) {
+	s := &Simulator{unloaded: unloaded}
+	s.ids.Store(rand.Uint64() >> 16)
+	return s, s.SetConfig(cfg)
+}
+
+// SetConfig replaces the whole configuration, faults included (their counts
+// start over). Requests in flight finish with the configuration they began
+// with.
+func (s *Simulator) SetConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	p := compile(cfg.withDefaults())
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
+	s.plan.Store(p)
+	return nil
+}
+
+// SetFaults replaces the faults and keeps the rest of the configuration;
+// the counts of the new faults start at zero. SetFaults(nil) makes the
+// simulator healthy.
+func (s *Simulator) SetFaults(faults []Fault) error {
+	for i, f := range faults {
+		if err := f.Validate(); err != nil {
+			return fmt.Errorf("sim: fault %d: %w", i, err)
+		}
+	}
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
+	p := *s.plan.Load()
+	p.cfg.Faults = slices.Clone(faults)
+	p.faults = compileFaults(p.cfg.Faults)
+	s.plan.Store(&p)
+	return nil
+}
+
+// Config returns the configuration in use, with defaults applied.
+func (s *Simulator) Config() Config {
+	cfg := s.plan.Load().cfg
+	cfg.Faults = slices.Clone(cfg.Faults)
+	return cfg
+}
+
+func compile(cfg Config) *plan {
+	seed := uint64(cfg.Seed)
+	if cfg.Seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	p := &plan{
+		cfg:        cfg,
+		firstToken: time.Duration(cfg.FirstToken),
+		slowToken:  time.Duration(cfg.SlowFirstToken),
+		tokenDelay: time.Duration(cfg.TokenDelay),
+		deltas:     splitText(cfg.Text, cfg.Tokens),
+		faults:     compileFaults(cfg.Faults),
+		rng:        &lockedRand{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))},
+	}
+	for _, d := range p.deltas {
+		p.text += d
+		p.anthropicDeltas = append(p.anthropicDeltas, anthropicDeltaEvent(d))
+		p.openaiDeltas = append(p.openaiDeltas, openaiContentDelta(d))
+	}
+	return p
+}
+
+// firstTokenDelay draws the wait before the first delta of one request.
+func (p *plan) firstTokenDelay() time.Duration {
+	if p.cfg.SlowPercent > 0 && p.rng.chance(p.cfg.SlowPercent) {
+		return p.slowToken
+	}
+	return p.firstToken
+}
+
+// lockedRand is a seeded source shared by the requests.
+type lockedRand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+// chance reports true with probability percent/100.
+func (l *lockedRand) chance(percent float64) bool {
+	if percent >= 100 {
+		return true
+	}
+	if percent <= 0 {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Float64()*100 < percent
+}
+
+// ServeHTTP serves one request as the configured provider would.
+func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := s.rec.begin(r, now())
+	defer func() { s.rec.end(rec, now()) }()
+	defer s.watchCancel(r.Context(), rec)()
+
+	ex := &exchange{
+		s:   s,
+		p:   s.plan.Load(),
+		w:   w,
+		r:   r,
+		rc:  http.NewResponseController(w),
+		rec: rec,
+	}
+	ex.serve()
+}
+
+// watchCancel records the moment the client goes away, even while the
+// request is busy writing. The returned stop must run before the request
+// ends, so no goroutine outlives it.
+func (s *Simulator) watchCancel(ctx context.Context, rec *RequestRecord) (stop func()) {
+	done := make(chan struct{})
+	stopWatch := context.AfterFunc(ctx, func() {
+		defer close(done)
+		s.rec.canceled(rec, now())
+	})
+	return func() {
+		if !stopWatch() {
+			<-done
+		}
+	}
+}

@@ -1,0 +1,43 @@
+# Build, run and test Caddy with the llm_hedge module.
+#   make -f xcaddy.mk run     build ./caddy and serve Caddyfile.example (simulated providers)
+#   make -f xcaddy.mk test    vet, race tests, fuzz seed corpora, and the smoke test of the built binary
+#   make -f xcaddy.mk bench   side-by-side load comparison against reverse_proxy
+
+CADDY_VERSION  ?= v2.11.9
+XCADDY_VERSION ?= v0.4.5
+MODULE         := github.com/llmhedge/caddy-llm-hedge
+# The module is not published: pin a zero pseudo-version and replace it with this checkout.
+MODULE_PIN     := $(MODULE)@v0.0.0-00010101000000-000000000000=.
+GOBIN          ?= $(shell go env GOPATH)/bin
+XCADDY         := $(GOBIN)/xcaddy
+
+.PHONY: build run test unit smoke bench fuzz clean
+
+$(XCADDY):
+	go install github.com/caddyserver/xcaddy/cmd/xcaddy@$(XCADDY_VERSION)
+
+caddy: $(XCADDY) $(wildcard *.go) $(wildcard sim/*.go) go.mod go.sum
+	XCADDY_SKIP_CLEANUP=0 $(XCADDY) build $(CADDY_VERSION) --output ./caddy --with $(MODULE_PIN)
+
+build: caddy
+
+run: caddy
+	./caddy run --config Caddyfile.example --adapter caddyfile
+
+unit:
+	go vet ./...
+	go test -race -count=1 ./...
+
+smoke: caddy
+	bash scripts/smoke.sh ./caddy
+
+test: unit smoke
+
+bench: caddy
+	go run ./bench -caddy ./caddy
+
+fuzz:
+	go test -run '^$$' -fuzz FuzzSSEReader -fuzztime 5m .
+
+clean:
+	rm -f caddy
