@@ -15,7 +15,8 @@ type sseEvent struct {
 	// part of it, so the Raw of successive events concatenate to the stream
 	// byte for byte. Valid until the next Next call.
 	Raw []byte
-	// Name is the value of the last "event:" field, nil if absent.
+	// Name is the value of the last "event:" field, nil if absent. Valid
+	// until the next Next call.
 	Name []byte
 	// Data is the data lines joined with '\n' (no trailing newline), nil if
 	// the event has no data line. Valid until the next Next call.
@@ -27,8 +28,9 @@ type sseEvent struct {
 var errEventTooLarge = errors.New("server-sent event exceeds the size limit")
 
 const (
-	sseInitialBuffer = 16 << 10 // holds many typical events; one read fills it
-	sseMinRead       = 2 << 10  // compact rather than issue reads smaller than this
+	sseDefaultMaxEvent = 1 << 20
+	sseInitialBuffer   = 16 << 10 // holds many typical events; one read fills it
+	sseMinRead         = 2 << 10  // compact rather than issue reads smaller than this
 )
 
 // sseReader splits a text/event-stream into events incrementally, following
@@ -58,8 +60,12 @@ type sseReader struct {
 	scratch []byte // the joined data when there is more than one data line
 }
 
-// newSSEReader reads events from r; maxEvent bounds one event's bytes.
+// newSSEReader reads events from r; maxEvent bounds one event's bytes
+// (non-positive means 1 MiB).
 func newSSEReader(r io.Reader, maxEvent int) *sseReader {
+	if maxEvent <= 0 {
+		maxEvent = sseDefaultMaxEvent
+	}
 	s := &sseReader{maxEvent: maxEvent}
 	s.Reset(r)
 	return s

@@ -7,7 +7,8 @@ import (
 
 // splitText cuts text into n deltas by words. Their concatenation is the
 // response text: text itself when it has at least n words, otherwise text
-// repeated (joined by a space) and cut after the n-th word.
+// repeated (joined by a space) and cut after the n-th word, with no
+// whitespace after it.
 func splitText(text string, n int) []string {
 	words := words(text)
 	out := make([]string, n)
@@ -24,6 +25,7 @@ func splitText(text string, n int) []string {
 		}
 		out[i] = w
 	}
+	out[n-1] = strings.TrimRightFunc(out[n-1], unicode.IsSpace)
 	return out
 }
 
