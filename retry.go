@@ -81,4 +81,3 @@ func (h *Handler) fallback(st *requestState) bool {
 	}
 	return false
 }
-
