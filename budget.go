@@ -74,17 +74,64 @@ func (b *budget) recordRequest(now time.Time) {
 
 // tryAcquire takes one extra attempt from the budget if the window allows it.
 func (b *budget) tryAcquire(now time.Time) bool {
+	_, ok := b.take(now)
+	return ok
+}
+
+// budgetToken names the bucket an extra was charged to, so that an extra
+// taken for an attempt that then could not start is given back exactly.
+type budgetToken int64
+
+// take is tryAcquire that also returns what refund needs.
+func (b *budget) take(now time.Time) (budgetToken, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	cur := b.bucket(now)
+	if !b.fitsLocked() {
+		return 0, false
+	}
+	cur.extras++
+	return budgetToken(cur.index), true
+}
+
+// allows reports whether an extra would be granted now, without taking it:
+// for a decision whose attempt starts later (a retry after its backoff).
+func (b *budget) allows(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.bucket(now)
+	return b.fitsLocked()
+}
+
+// charge counts an extra that was granted outside the budget (a request's
+// one failover once the budget is spent), so the window stays truthful and
+// the traffic that follows repays it before it gets extras of its own.
+func (b *budget) charge(now time.Time) {
+	b.mu.Lock()
+	b.bucket(now).extras++
+	b.mu.Unlock()
+}
+
+// refund gives back an extra taken with take whose attempt never started.
+// If its bucket already left the window there is nothing to give back.
+func (b *budget) refund(t budgetToken) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	slot := int64(t) % budgetBuckets
+	if slot < 0 {
+		slot += budgetBuckets
+	}
+	if bk := &b.buckets[slot]; bk.index == int64(t) && bk.extras > 0 {
+		bk.extras--
+	}
+}
+
+// fitsLocked reports whether one more extra fits in the window.
+func (b *budget) fitsLocked() bool {
 	requests, extras := b.sumLocked()
 	// percent×requests/100 is exact for whole percents; the epsilon absorbs
 	// rounding of fractional ones so 10% of 100 always allows 10.
-	if float64(extras+1) > b.percent*float64(requests)/100+b.floor+1e-9 {
-		return false
-	}
-	cur.extras++
-	return true
+	return float64(extras+1) <= b.percent*float64(requests)/100+b.floor+1e-9
 }
 
 // snapshot returns the requests and extras counted in the current window.

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/caddyserver/caddy/v2"
 )
 
@@ -134,7 +132,7 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 	case st.outcome == outcomeClientAbort:
 		return
 	case last != nil && last.class == classRequest:
-		st.outcome = outcomeClientError
+		st.outcome, st.status = outcomeClientError, last.status
 		passThrough(w, last)
 		return
 	}
@@ -160,7 +158,7 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 			st.outcome = outcomeUpstreamError
 		}
 	}
-	h.logger.Debug("request failed", zap.String("model", st.req.model), zap.Int("status", status))
+	st.status = status // finish logs it: one line per request, not a second one here
 	writeError(w, st.dialect, status, msg)
 }
 

@@ -589,17 +589,61 @@ func jsonSkip(b []byte, i, depth int) int {
 	switch c := b[i]; c {
 	case '"':
 		return jsonSkipString(b, i)
-	case '{', '[':
-		it, ok := jsonOpen(b, i, depth)
-		if !ok {
+	case '{':
+		if depth >= jsonMaxDepth {
 			return -1
 		}
-		for it.next() {
+		if i = jsonWS(b, i+1); i < len(b) && b[i] == '}' {
+			return i + 1
 		}
-		if it.bad {
+		for {
+			if i >= len(b) || b[i] != '"' {
+				return -1
+			}
+			if i = jsonSkipString(b, i); i < 0 {
+				return -1
+			}
+			if i = jsonWS(b, i); i >= len(b) || b[i] != ':' {
+				return -1
+			}
+			if i = jsonSkip(b, i+1, depth+1); i < 0 {
+				return -1
+			}
+			if i = jsonWS(b, i); i >= len(b) {
+				return -1
+			}
+			switch b[i] {
+			case ',':
+				i = jsonWS(b, i+1)
+			case '}':
+				return i + 1
+			default:
+				return -1
+			}
+		}
+	case '[':
+		if depth >= jsonMaxDepth {
 			return -1
 		}
-		return it.i
+		if i = jsonWS(b, i+1); i < len(b) && b[i] == ']' {
+			return i + 1
+		}
+		for {
+			if i = jsonSkip(b, i, depth+1); i < 0 {
+				return -1
+			}
+			if i = jsonWS(b, i); i >= len(b) {
+				return -1
+			}
+			switch b[i] {
+			case ',':
+				i++
+			case ']':
+				return i + 1
+			default:
+				return -1
+			}
+		}
 	case 't':
 		return jsonSkipLiteral(b, i, "true")
 	case 'f':
@@ -628,10 +672,18 @@ const (
 )
 
 // jsonSkipString returns the index past the string whose opening quote is
-// at b[i], or -1. Eight bytes are checked at a time for a quote, a
-// backslash or a control character (the lowest flagged byte of each test
-// is exact, so the lowest of the three is the first special byte).
+// at b[i], or -1.
 func jsonSkipString(b []byte, i int) int {
+	end, _ := jsonScanString(b, i)
+	return end
+}
+
+// jsonScanString returns the index past the string whose opening quote is
+// at b[i] (or -1) and whether it holds an escape. Eight bytes are checked
+// at a time for a quote, a backslash or a control character (the lowest
+// flagged byte of each test is exact, so the lowest of the three is the
+// first special byte).
+func jsonScanString(b []byte, i int) (end int, escaped bool) {
 	i++
 	for i < len(b) {
 		for len(b)-i >= 8 {
@@ -646,33 +698,34 @@ func jsonSkipString(b []byte, i int) int {
 			i += 8
 		}
 		if i >= len(b) {
-			return -1
+			return -1, false
 		}
 		switch c := b[i]; {
 		case c == '"':
-			return i + 1
+			return i + 1, escaped
 		case c < 0x20:
-			return -1
+			return -1, false
 		case c != '\\':
 			i++
 			continue
 		}
+		escaped = true
 		if i+1 >= len(b) {
-			return -1
+			return -1, false
 		}
 		switch b[i+1] {
 		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			i += 2
 		case 'u':
 			if jsonHex4(b[i+2:]) < 0 {
-				return -1
+				return -1, false
 			}
 			i += 6
 		default:
-			return -1
+			return -1, false
 		}
 	}
-	return -1
+	return -1, false
 }
 
 func jsonUnhex(c byte) rune {
@@ -808,13 +861,12 @@ func (it *jsonIter) next() bool {
 			it.bad = true
 			return false
 		}
-		ke := jsonSkipString(b, i)
+		ke, esc := jsonScanString(b, i)
 		if ke < 0 {
 			it.bad = true
 			return false
 		}
-		it.key = b[i+1 : ke-1]
-		it.keyEsc = bytes.IndexByte(it.key, '\\') >= 0
+		it.key, it.keyEsc = b[i+1:ke-1], esc
 		i = jsonWS(b, ke)
 		if i >= len(b) || b[i] != ':' {
 			it.bad = true

@@ -466,6 +466,13 @@ func FuzzGate(f *testing.F) {
 			if err != nil {
 				break
 			}
+			// Malformed means exactly: a payload that is not a JSON object.
+			if payload := bytes.Trim(e.Data, " \t\r\n"); len(payload) > 0 && string(e.Name) != "error" && !(openai && string(payload) == "[DONE]") {
+				object := json.Valid(payload) && payload[0] == '{'
+				if malformed := classifyEvent(d, e) == evMalformed; malformed == object {
+					t.Fatalf("classified %q as malformed=%v; encoding/json says object=%v", e.Data, malformed, object)
+				}
+			}
 			got := g.feed(e)
 			if decision != gateHold {
 				if got != decision {

@@ -71,19 +71,44 @@ func provisionMetrics(ctx caddy.Context) (*handlerMetrics, error) {
 	return collectors, nil
 }
 
-func (m *handlerMetrics) request(outcome string) { m.requests.WithLabelValues(outcome).Inc() }
+// The recording methods do nothing on a nil *handlerMetrics, so a handler
+// built without Provision (a benchmark of the bare request path) runs
+// without metrics rather than panicking.
+
+func (m *handlerMetrics) request(outcome string) {
+	if m != nil {
+		m.requests.WithLabelValues(outcome).Inc()
+	}
+}
+
 func (m *handlerMetrics) attempt(provider, res string) {
-	m.attempts.WithLabelValues(provider, res).Inc()
+	if m != nil {
+		m.attempts.WithLabelValues(provider, res).Inc()
+	}
 }
+
 func (m *handlerMetrics) hedgeLaunched(provider string) {
-	m.hedges.WithLabelValues(provider).Inc()
+	if m != nil {
+		m.hedges.WithLabelValues(provider).Inc()
+	}
 }
+
 func (m *handlerMetrics) retry(provider, reason string) {
-	m.retries.WithLabelValues(provider, reason).Inc()
+	if m != nil {
+		m.retries.WithLabelValues(provider, reason).Inc()
+	}
 }
-func (m *handlerMetrics) budgetExhausted(kind string) { m.exhausted.WithLabelValues(kind).Inc() }
+
+func (m *handlerMetrics) budgetExhausted(kind string) {
+	if m != nil {
+		m.exhausted.WithLabelValues(kind).Inc()
+	}
+}
 
 func (m *handlerMetrics) won(provider string, firstEventSeconds float64, u *usage) {
+	if m == nil {
+		return
+	}
 	m.attempts.WithLabelValues(provider, "won").Inc()
 	m.firstEvent.WithLabelValues(provider).Observe(firstEventSeconds)
 	for _, t := range []struct {
@@ -97,21 +122,24 @@ func (m *handlerMetrics) won(provider string, firstEventSeconds float64, u *usag
 }
 
 // stateCollector reports the breaker state of every provider in the shared
-// health pool at scrape time, so the gauge can never go stale.
+// health pool at scrape time, so the gauge can never go stale. Two handlers
+// may name different upstreams with one provider name (two health
+// entries): the name is reported once, with the worst state, so a scrape
+// never holds a duplicate series and does not depend on map order.
 type stateCollector struct{ desc *prometheus.Desc }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	now := clock()
-	seen := map[string]bool{}
+	worst := map[string]breakerState{}
 	providerPool.Range(func(_, v any) bool {
-		ph, ok := v.(*providerHealth)
-		if !ok || seen[ph.name] {
-			return true
+		if ph, ok := v.(*providerHealth); ok {
+			worst[ph.name] = max(worst[ph.name], ph.state(now)) // a missing name reads as closed, the least
 		}
-		seen[ph.name] = true
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(ph.state(now)), ph.name)
 		return true
 	})
+	for name, s := range worst {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(s), name)
+	}
 }

@@ -17,6 +17,10 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	// The simulated provider is compiled into every build: the embedded
+	// default (Caddyfile.example) and rehearsals of failures need it.
+	_ "github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
 func init() {

@@ -1,6 +1,8 @@
 package llmhedge
 
 import (
+	"cmp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -53,6 +55,8 @@ func (c chain) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 	return nil
 }
 
+// chain is the decision chain in time order: attempts and the candidates
+// skipped (cooling down, busy) where they happened.
 func (st *requestState) chain() chain {
 	out := make(chain, 0, len(st.attempts)+len(st.skips))
 	out = append(out, st.skips...)
@@ -61,10 +65,13 @@ func (st *requestState) chain() chain {
 		if a.class != classNone && a.class != classLoser {
 			e.Class = string(a.class)
 		}
-		if a.ok() || a == st.winner {
+		if a.firstEvent > 0 { // reached its first valid event: the winner, or a loser that tied
 			e.FirstEventMs = max(a.firstEvent.Milliseconds(), 1)
 		}
 		out = append(out, e)
+	}
+	if len(st.skips) > 0 {
+		slices.SortStableFunc(out, func(a, b chainEntry) int { return cmp.Compare(a.OffsetMs, b.OffsetMs) })
 	}
 	return out
 }
@@ -89,7 +96,7 @@ func (h *Handler) finish(st *requestState) {
 		firstMs = max(w.firstEvent.Milliseconds(), 1)
 		w.p.health.endAttempt()
 		w.p.health.addTokens(u.Input, u.Output, u.CacheRead, u.CacheWrite)
-		if st.hedged {
+		if w.outcome == "hedge_winner" {
 			w.p.health.noteHedge(true)
 		}
 		h.metrics.won(provider, w.firstEvent.Seconds(), &u)
@@ -115,15 +122,27 @@ func (h *Handler) finish(st *requestState) {
 		repl.Set("http.llm_hedge.output_tokens", u.Output)
 	}
 	if extra, ok := st.r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
-		extra.Add(zap.Object("llm_hedge", accessFields{provider, served, len(st.attempts), st.hedged, st.outcome, firstMs, u.Input, u.Output}))
+		// Set, not Add: a request that passes through the handler twice
+		// (an internal rewrite) must not log two llm_hedge objects.
+		extra.Set(zap.Object("llm_hedge", accessFields{provider, served, len(st.attempts), st.hedged, st.outcome, firstMs, u.Input, u.Output}))
 	}
 
+	// A healthy proxy is quiet: a single attempt that simply worked logs at
+	// debug. The fields are built only when the line will be written.
+	lvl := zapcore.InfoLevel
+	if st.outcome == outcomeSuccess && len(st.attempts) == 1 {
+		lvl = zapcore.DebugLevel
+	}
+	if !h.logger.Core().Enabled(lvl) {
+		return
+	}
 	fields := []zap.Field{
 		zap.String("dialect", st.dialect.String()),
 		zap.String("model", model),
 		zap.String("served_model", served),
 		zap.String("provider", provider),
 		zap.String("outcome", st.outcome),
+		zap.Int("status", st.status),
 		zap.Int64("total_ms", total.Milliseconds()),
 		zap.Int64("first_event_ms", firstMs),
 		zap.Bool("hedged", st.hedged),
@@ -145,12 +164,7 @@ func (h *Handler) finish(st *requestState) {
 	if st.refused != "" {
 		fields = append(fields, zap.String("refused", st.refused))
 	}
-	msg := "llm request " + st.outcome + " in " + humanDuration(total)
-	if st.outcome == outcomeSuccess && len(st.attempts) == 1 {
-		h.logger.Debug(msg, fields...)
-	} else {
-		h.logger.Info(msg, fields...)
-	}
+	h.logger.Log(lvl, "llm request "+st.outcome+" in "+humanDuration(total), fields...)
 }
 
 // accessFields is what the module adds to Caddy's access log entry.

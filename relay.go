@@ -24,8 +24,8 @@ type relayOptions struct {
 	// DropMalformed drops (and counts) events whose data is not valid JSON
 	// instead of forwarding them.
 	DropMalformed bool
-	// OnStall, if set, is called once, from the relayWatchdog goroutine, when no
-	// event arrived for Idle/2.
+	// OnStall, if set, is called once, from the watchdog goroutine, when no
+	// event arrived for Idle/2. It must return promptly (log, count).
 	OnStall func(gap time.Duration)
 }
 
@@ -36,7 +36,7 @@ type relayResult struct {
 	Complete bool   // the terminal event (or finish_reason then end/grace for OpenAI) was relayed
 	Reason   string // "" when complete; else idle_timeout, total_timeout, upstream_cut, upstream_error_event, event_too_large, read_error, client_gone
 	Err      error
-	Events   int // events written after commit
+	Events   int // events written after commit (a synthesized [DONE] included)
 	Dropped  int // malformed events dropped
 	Bytes    int64
 }
@@ -186,7 +186,7 @@ type relayWatchdog struct {
 	abort   func()
 
 	mu      sync.Mutex
-	cond    sync.Cond // signalled when a callback finds the relayWatchdog stopped
+	cond    sync.Cond // signalled when a callback finds the watchdog stopped
 	timer   *time.Timer
 	limit   time.Duration // current limit: Idle, or the finish grace
 	pending int           // callbacks scheduled or running
@@ -204,8 +204,8 @@ func newRelayWatchdog(opts relayOptions, abort func()) *relayWatchdog {
 	return w
 }
 
-// watchdogNotWaiting marks the relay busy writing to the client: a slow client is
-// not an idle upstream.
+// watchdogNotWaiting marks the relay busy writing to the client: a slow
+// client is not an idle upstream.
 const watchdogNotWaiting = -1
 
 func (w *relayWatchdog) waitStart() { w.waiting.Store(int64(time.Since(w.base))) }
@@ -279,7 +279,7 @@ func (w *relayWatchdog) fire() {
 	w.arm(w.untilNext(gap))
 }
 
-// stop disarms the relayWatchdog and waits for a callback in flight, so none
+// stop disarms the watchdog and waits for a callback in flight, so none
 // runs after the relay returns.
 func (w *relayWatchdog) stop() {
 	w.mu.Lock()

@@ -5,37 +5,80 @@ import (
 	"time"
 )
 
-// failover launches the next candidate after a failure, within the retry
-// budget: when it is spent, a request fails over once more and then ends
-// with its error, so an outage is not multiplied by retries.
+// failover launches the next candidate after a failure, charging the retry
+// budget: every attempt after the first that is not a hedge is a retry.
+//
+// When the budget is spent, the request fails over once more and then ends
+// with its error. That one failover past the budget only goes to a provider
+// that is not failing now (no consecutive failures: its last verdict was a
+// success, or it was never tried), and it is charged to the budget as debt.
+// It exists to hide one provider's outage behind a healthy one; when every
+// provider is failing it would only double the load the budget is there to
+// bound, so upstream attempts stay within the budget in any storm.
 func (h *Handler) failover(st *requestState, r *http.Request) {
 	if st.attemptsLeft() == 0 {
 		return
 	}
-	if !h.retryBudget.tryAcquire(clock()) {
-		if st.budgetFailoverUsed {
-			h.metrics.budgetExhausted("retry")
-			return
+	if tok, ok := h.retryBudget.take(clock()); ok {
+		if h.launchFailover(st, r, false) == nil {
+			h.retryBudget.refund(tok) // nothing left to try: no retry happened
 		}
-		st.budgetFailoverUsed = true
-	}
-	if h.launchNext(st, r, "failover", false) != nil {
 		return
 	}
-	if st.plan.remaining() == 0 && st.live == 0 && h.fallback(st) {
-		h.launchNext(st, r, "fallback", false)
+	if !st.budgetFailoverUsed && h.launchFailover(st, r, true) != nil {
+		st.budgetFailoverUsed = true
+		h.retryBudget.charge(clock())
+		return
 	}
+	h.metrics.budgetExhausted("retry")
+}
+
+// launchFailover starts the next candidate of the plan, or, once every
+// provider of the model failed with provider-level errors, the first of its
+// fallback model. healthyOnly restricts the choice to providers without
+// consecutive failures.
+func (h *Handler) launchFailover(st *requestState, r *http.Request, healthyOnly bool) *attempt {
+	if a := h.launchFrom(st, r, "failover", healthyOnly); a != nil {
+		return a
+	}
+	if st.plan.remaining() == 0 && st.live == 0 && h.fallback(st) {
+		return h.launchFrom(st, r, "fallback", healthyOnly)
+	}
+	return nil
+}
+
+// launchFrom is launchNext, optionally over the healthy candidates only:
+// the others are set aside for this one choice and stay in the plan.
+func (h *Handler) launchFrom(st *requestState, r *http.Request, reason string, healthyOnly bool) *attempt {
+	if !healthyOnly {
+		return h.launchNext(st, r, reason, false)
+	}
+	pl := st.plan
+	var aside []int
+	for i, p := range pl.cands {
+		if !pl.used[i] && p.health.consecutive.Load() > 0 {
+			pl.used[i] = true
+			aside = append(aside, i)
+		}
+	}
+	a := h.launchNext(st, r, reason, false)
+	for _, i := range aside {
+		pl.used[i] = false
+	}
+	return a
 }
 
 // retryWait decides whether a failed attempt is retried on the same
 // provider, and after how long: transient errors only, at most
 // retry.same_provider extra tries, Retry-After up to retry_after_max (a
 // 429 without it moves on), never past the total timeout, never closer
-// than the backoff base, and only within the retry budget.
+// than the backoff base, and only while the retry budget has room. The
+// budget is charged when the retry starts (launchRetry), not here.
 func (h *Handler) retryWait(st *requestState, a *attempt) (time.Duration, bool) {
 	if !a.class.transient() || a.noRetry || st.attemptsLeft() == 0 {
 		return 0, false
 	}
+	// tries counts the attempts made on this provider, the first included.
 	if st.plan.tries[a.p] > h.Retry.sameProvider() {
 		return 0, false
 	}
@@ -54,12 +97,35 @@ func (h *Handler) retryWait(st *requestState, a *attempt) (time.Duration, bool) 
 	if dl, ok := st.ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
 		return 0, false
 	}
-	if !h.retryBudget.tryAcquire(clock()) {
+	if !h.retryBudget.allows(clock()) {
 		h.metrics.budgetExhausted("retry")
 		return 0, false
 	}
 	h.metrics.retry(a.p.name, string(a.class))
 	return wait, true
+}
+
+// launchRetry starts a same-provider retry whose wait is over, charging the
+// retry budget now. It returns false, having started nothing, when the
+// attempts or the budget ran out meanwhile or the provider's breaker does
+// not admit it; the caller then fails over.
+func (h *Handler) launchRetry(st *requestState, r *http.Request, a *attempt) bool {
+	if st.attemptsLeft() == 0 {
+		return false
+	}
+	now := clock()
+	tok, ok := h.retryBudget.take(now)
+	if !ok {
+		return false
+	}
+	ok, probe := a.p.health.admit(now, st.plan.model)
+	if !ok {
+		h.retryBudget.refund(tok)
+		return false
+	}
+	a.probe = probe
+	st.launch(h, r, a)
+	return true
 }
 
 // fallback switches the plan to the fallback model of the current one,

@@ -119,14 +119,20 @@ func (st *requestState) skip(p *provider, event string) {
 // its provider sees the connection close and stops generating.
 func (st *requestState) win(a *attempt) {
 	st.winner = a
-	if len(st.attempts) == 1 {
-		a.outcome = "request_success"
-	} else {
+	// A winner of a race (a hedge, or another attempt still running) is
+	// the hedge_winner; a failover that simply worked is a request_success.
+	if st.hedged || st.live > 0 {
 		a.outcome = "hedge_winner"
+	} else {
+		a.outcome = "request_success"
 	}
 	now := clock()
 	a.p.health.onSuccess(now, a.probe)
-	a.p.latency.observe(st.req.sizeClass, a.firstEvent, now)
+	if st.req.stream {
+		// Only streams are hedged, and a non-stream's time is the whole
+		// generation, not a first event: it would inflate the hedge delay.
+		a.p.latency.observe(st.req.sizeClass, a.firstEvent, now)
+	}
 	st.cancelLive(errHedgeLost)
 	if st.h.affinity != nil && st.req.sessionKey != "" {
 		st.h.affinity.put(st.req.sessionKey, a.p.name, now)

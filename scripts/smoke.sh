@@ -13,9 +13,9 @@ grep -q '"handler":"llm_hedge"' /tmp/llm_hedge_adapted.json || fail "adapted JSO
 
 # A typo must fail with the line named.
 bad=$(mktemp)
-printf ':8080 {\n\tllm_hedge {\n\t\tprovider a http://127.0.0.1:9001\n\t\tretyr { attempts 2 }\n\t}\n}\n' >"$bad"
+printf ':8080 {\n\tllm_hedge {\n\t\tprovider a http://127.0.0.1:9001\n\t\tretyr 2\n\t}\n}\n' >"$bad"
 if out=$($CADDY adapt --config "$bad" --adapter caddyfile 2>&1); then fail "typo accepted"; fi
-echo "$out" | grep -q "line 4" || fail "typo error does not name line 4: $out"
+echo "$out" | grep -Eq "retyr.*:4\b" || fail "typo error does not name line 4: $out"
 
 $CADDY start --config Caddyfile.example --adapter caddyfile >/tmp/llm_hedge_smoke.log 2>&1 || { cat /tmp/llm_hedge_smoke.log; fail "start"; }
 trap '$CADDY stop >/dev/null 2>&1 || true' EXIT

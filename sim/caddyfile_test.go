@@ -147,11 +147,7 @@ func TestCaddyfileAdapt(t *testing.T) {
 			HTTP struct {
 				Servers map[string]struct {
 					Routes []struct {
-						Handle []struct {
-							Routes []struct {
-								Handle []json.RawMessage `json:"handle"`
-							} `json:"routes"`
-						} `json:"handle"`
+						Handle []json.RawMessage `json:"handle"`
 					} `json:"routes"`
 				} `json:"servers"`
 			} `json:"http"`
@@ -161,15 +157,9 @@ func TestCaddyfileAdapt(t *testing.T) {
 		t.Fatal(err)
 	}
 	var handlers []string
-	for _, srv := range cfg.Apps.HTTP.Servers {
-		for _, r := range srv.Routes {
-			for _, h := range r.Handle {
-				for _, sub := range h.Routes {
-					for _, raw := range sub.Handle {
-						handlers = append(handlers, string(raw))
-					}
-				}
-			}
+	for _, r := range cfg.Apps.HTTP.Servers["srv0"].Routes {
+		for _, raw := range r.Handle {
+			handlers = append(handlers, string(raw))
 		}
 	}
 	want := `{"faults":[{"count":2,"kind":"status","status":529}],"first_token":50000000,"handler":"llm_sim"}`

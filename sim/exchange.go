@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// maxBody bounds a request body; larger ones get 413.
-const maxBody = 64 << 20
+// maxBody bounds a request body; larger ones get 413. A variable for tests.
+var maxBody int64 = 64 << 20
 
 // endpoint is what a request asks for.
 type endpoint uint8
@@ -179,6 +179,7 @@ func (ex *exchange) readBody(ep endpoint) bool {
 // generate answers a completion request, streaming or not.
 func (ex *exchange) generate() {
 	ex.id = ex.wire.idPrefix() + strconv.FormatUint(ex.s.ids.Add(1), 16)
+	ex.s.rec.update(ex.rec, func(rec *RequestRecord) { rec.ID = ex.id })
 	ex.created = now().Unix()
 	first := ex.p.firstTokenDelay()
 	if ex.req.Stream {
@@ -252,11 +253,13 @@ func (ex *exchange) wait(d time.Duration) bool {
 	}
 }
 
-// stall sends nothing until the client goes away (or the module unloads).
+// stall sends nothing until the client goes away, or the module unloads:
+// then the connection drops, for a stall never ends in a response.
 func (ex *exchange) stall() {
 	select {
 	case <-ex.r.Context().Done():
 	case <-ex.s.unloaded:
+		panic(http.ErrAbortHandler)
 	}
 }
 
@@ -274,14 +277,14 @@ func (ex *exchange) startSSE() {
 }
 
 // emit writes one or more complete events and flushes them, reporting false
-// if the client is gone.
+// if they could not be sent.
 func (ex *exchange) emit(events ...[]byte) bool {
 	for _, e := range events {
 		if _, err := ex.w.Write(e); err != nil {
 			return false
 		}
 	}
-	return ex.rc.Flush() == nil && ex.r.Context().Err() == nil
+	return ex.rc.Flush() == nil
 }
 
 // sendJSON sends a complete 200 JSON body carrying deltas content deltas,

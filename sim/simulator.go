@@ -176,6 +176,11 @@ func (s *Simulator) watchCancel(ctx context.Context, rec *RequestRecord) (stop f
 	return func() {
 		if !stopWatch() {
 			<-done
+			return
+		}
+		// The request may have seen Done before the watch was told.
+		if ctx.Err() != nil {
+			s.rec.canceled(rec, now())
 		}
 	}
 }
