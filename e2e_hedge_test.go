@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
+	"go.uber.org/goleak"
+
+	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
@@ -649,4 +652,21 @@ func TestHedgeAttemptLimits(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestHedgeZZLeakProbe(t *testing.T) {
+	primary := newUpstream(t, sim.Config{FirstToken: caddyDur(5 * time.Second)})
+	alt := newUpstream(t, sim.Config{})
+	base := goleak.IgnoreCurrent()
+	p := startProxy(t, provider("primary", primary, "priority 0")+provider("alternative", alt, "priority 1")+
+		"hedge {\n after 200ms\n }\n")
+	m, err := streamAnthropic(ctxTimeout(t, 10*time.Second), anthropicClient(p, "k"), anthropicParams("claude-test"))
+	if err != nil || messageText(m) != wantText {
+		t.Fatal(err)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	if err := caddy.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	goleak.VerifyNone(t, base)
 }

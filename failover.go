@@ -178,6 +178,19 @@ func passThrough(w http.ResponseWriter, a *attempt) {
 	_, _ = w.Write(a.errBody)
 }
 
+// auxCandidates orders the providers of dialect d for a non-completion
+// call: any model, by priority then weight.
+func (h *Handler) auxCandidates(d dialect) []*provider {
+	out := make([]*provider, 0, len(h.providers))
+	for _, p := range h.providers {
+		if p.dialect == dialectNone || p.dialect == d {
+			out = append(out, p)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *provider) int { return cmp.Compare(a.cfg.Priority, b.cfg.Priority) })
+	return out
+}
+
 // forward sends a non-completion request (GET /v1/models, count_tokens,
 // ...) to one provider, failing over on connection errors only: these
 // calls are cheap and idempotent enough to move, but never hedged.
@@ -199,13 +212,14 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	var lastErr error
-	for _, p := range h.candidates(d, "", "") {
+	cands := h.auxCandidates(d)
+	for i, p := range cands {
 		now := clock()
-		if ok, probe := p.health.admit(now, ""); !ok {
-			continue
-		} else if probe {
+		if ok, probe := p.health.admit(now, ""); probe {
 			// a forwarded call is not a fair probe of a completion path
 			p.health.release(true)
+		} else if !ok && (i < len(cands)-1 || lastErr != nil) {
+			continue // open: skip it, unless it is the last hope
 		}
 		resp, err := h.forwardOnce(ctx, r, p, d, body, repl)
 		if err != nil {

@@ -45,9 +45,23 @@ func (latencyEntry) Destruct() error { return nil }
 // race runs the attempts of one request until one is ready to commit and
 // returns it, or returns nil when none can be (the state says why). Without
 // hedging it is plain sequential failover; with hedging a slow streaming
-// attempt is raced by an alternative after the hedge delay. Every attempt
-// reports once on st.done, so nothing blocks and nothing leaks.
+// attempt is raced by an alternative after the hedge delay, and a failed
+// racer is replaced at once. Every attempt reports once on st.done, so
+// nothing blocks and nothing leaks.
+//
+// When it returns nil every attempt has reported and been settled (the
+// ones still running were cancelled first), so the caller may read their
+// outcomes to answer the client; the losers of a winner are reaped by
+// st.drain after the commit.
 func (h *Handler) race(st *requestState, r *http.Request) *attempt {
+	if a := h.runRace(st, r); a != nil {
+		return a
+	}
+	st.drain()
+	return nil
+}
+
+func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 	req := st.req
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if repl == nil {
@@ -55,16 +69,31 @@ func (h *Handler) race(st *requestState, r *http.Request) *attempt {
 	}
 	st.repl = repl
 	st.plan = newPlan(h.candidates(req.dialect, req.model, req.sessionKey), req.model)
-	st.done = make(chan *attempt, h.Retry.Attempts+1)
+	// Every launch path checks attemptsLeft, the forced probe included, so
+	// at most Retry.Attempts attempts ever report: none blocks on its
+	// report, even after race returned (drain reaps them).
+	st.done = make(chan *attempt, h.Retry.Attempts)
 
 	hedging := req.stream && h.Hedge.enabled()
 	var hedgeC, retryC <-chan time.Time
-	var hedgeDelayFor time.Duration
 	hedgeTimer := stoppedTimer()
 	retryTimer := stoppedTimer()
 	defer hedgeTimer.Stop()
 	defer retryTimer.Stop()
 	var pending *attempt // a same-provider retry waiting for its backoff
+
+	// rearm restarts the hedge delay for the attempt just launched when it
+	// runs alone (the delay measures how long the current attempt takes,
+	// not the one that failed before it), and arms it when it is idle and
+	// another racer would fit.
+	rearm := func(launched bool) {
+		if !hedging || !h.hedgeRoom(st) || (hedgeC != nil && !(launched && st.live == 1)) {
+			return
+		}
+		newest := st.attempts[len(st.attempts)-1]
+		hedgeTimer.Reset(h.hedgeDelay(newest.p, req.sizeClass))
+		hedgeC = hedgeTimer.C
+	}
 
 	first := h.launchNext(st, r, "initial", false)
 	if first == nil {
@@ -73,11 +102,7 @@ func (h *Handler) race(st *requestState, r *http.Request) *attempt {
 	if first == nil {
 		return nil
 	}
-	if hedging && st.plan.remaining() > 0 {
-		hedgeDelayFor = h.hedgeDelay(first.p, req.sizeClass)
-		hedgeTimer.Reset(hedgeDelayFor)
-		hedgeC = hedgeTimer.C
-	}
+	rearm(true)
 
 	for st.live > 0 || pending != nil {
 		select {
@@ -89,28 +114,42 @@ func (h *Handler) race(st *requestState, r *http.Request) *attempt {
 			}
 			h.settle(st, a)
 			switch a.class {
-			case classRequest, classClientAbort, classTotalTimeout:
+			case classRequest:
+				// The request itself is wrong: every other racer would say
+				// so too. They lose the race, they did not fail.
+				st.cancelLive(errHedgeLost)
+				return nil
+			case classClientAbort, classTotalTimeout:
 				st.cancelLive(nil)
+				noteClientGone(st, r)
 				return nil
 			}
 			if st.ctx.Err() != nil {
 				continue
 			}
-			if wait, ok := h.retryWait(st, a); ok && pending == nil {
-				pending = st.prepare(a.p, a.model, "retry", false)
-				retryTimer.Reset(wait)
-				retryC = retryTimer.C
-				continue
-			}
-			if st.live == 0 || hedging {
+			n := len(st.attempts)
+			if hedging {
+				// A racer failed: the next candidate starts at once, without
+				// waiting for a backoff or the hedge delay.
 				h.failover(st, r)
 			}
+			if len(st.attempts) == n && pending == nil {
+				if wait, ok := h.retryWait(st, a); ok {
+					pending = st.prepare(a.p, a.model, "retry", false)
+					retryTimer.Reset(wait)
+					retryC = retryTimer.C
+				} else if !hedging {
+					h.failover(st, r)
+				}
+			}
+			rearm(len(st.attempts) > n)
 		case <-hedgeC:
 			hedgeC = nil
-			if st.live == 0 || st.live >= h.Hedge.MaxAttempts || st.attemptsLeft() == 0 || st.plan.remaining() == 0 {
+			if !h.hedgeRoom(st) {
 				continue
 			}
 			if !h.hedgeBudget.tryAcquire(clock()) {
+				// The request waits on what is running (up to first_byte).
 				st.hedgeDenied = true
 				h.metrics.budgetExhausted("hedge")
 				continue
@@ -118,27 +157,43 @@ func (h *Handler) race(st *requestState, r *http.Request) *attempt {
 			if a := h.launchNext(st, r, "hedge_triggered", true); a != nil {
 				st.hedged = true
 				h.metrics.hedgeLaunched(a.p.name)
-				if st.live < h.Hedge.MaxAttempts && st.plan.remaining() > 0 {
-					hedgeTimer.Reset(hedgeDelayFor)
-					hedgeC = hedgeTimer.C
-				}
+				rearm(false)
 			}
 		case <-retryC:
 			retryC = nil
 			a := pending
 			pending = nil
-			if ok, probe := a.p.health.admit(clock(), st.plan.model); ok && st.attemptsLeft() > 0 {
-				a.probe = probe
-				st.launch(h, r, a)
-			} else if st.live == 0 || hedging {
+			if st.ctx.Err() != nil {
+				continue
+			}
+			n := len(st.attempts)
+			h.launchRetry(st, r, a) // charges the retry budget as it starts
+			if len(st.attempts) == n && (st.live == 0 || hedging) {
 				h.failover(st, r)
 			}
+			rearm(len(st.attempts) > n)
 		case <-st.ctx.Done():
 			st.cancelLive(nil)
+			noteClientGone(st, r)
 			return nil
 		}
 	}
 	return nil
+}
+
+// hedgeRoom reports whether one more racer may start now: something is
+// running to race against, fewer than max_attempts race, the request has
+// attempts left and a candidate is unused.
+func (h *Handler) hedgeRoom(st *requestState) bool {
+	return st.live > 0 && st.live < h.Hedge.MaxAttempts && st.attemptsLeft() > 0 && st.plan.remaining() > 0
+}
+
+// noteClientGone marks a request whose client went away, so no error
+// response is written to a closed connection.
+func noteClientGone(st *requestState, r *http.Request) {
+	if r.Context().Err() != nil {
+		st.outcome = outcomeClientAbort
+	}
 }
 
 // hedgeDelay is how long the first attempt on p may take to its first

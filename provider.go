@@ -228,7 +228,7 @@ func (p *provider) url(reqPath, rawQuery string) string {
 var hopHeaders = []string{
 	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-	"Content-Length", "Accept-Encoding", "Host",
+	"Content-Length", "Accept-Encoding", "Host", "Expect",
 }
 
 // upstreamHeader builds the header of one attempt: the client's headers
