@@ -174,6 +174,69 @@ func TestBudgetConcurrent(t *testing.T) {
 	}
 }
 
+func TestBudgetAllowsRefundCharge(t *testing.T) {
+	t0 := budgetEpoch
+	t.Run("allows does not take", func(t *testing.T) {
+		b := newBudget(0, 0.1, 10*time.Second) // one extra per window
+		for range 3 {
+			if !b.allows(t0) {
+				t.Fatal("allows = false on an unused budget")
+			}
+		}
+		if _, ok := b.take(t0); !ok {
+			t.Fatal("take refused the one extra")
+		}
+		if b.allows(t0) {
+			t.Fatal("allows = true once the extra is taken")
+		}
+	})
+	t.Run("refund gives the extra back", func(t *testing.T) {
+		b := newBudget(0, 0.1, 10*time.Second)
+		tok, _ := b.take(t0)
+		b.refund(tok)
+		if _, ext := b.snapshot(t0); ext != 0 {
+			t.Fatalf("extras after refund = %d, want 0", ext)
+		}
+		if _, ok := b.take(t0.Add(time.Second)); !ok {
+			t.Fatal("the refunded extra cannot be taken again")
+		}
+	})
+	t.Run("refund of a bucket that left the window is a no-op", func(t *testing.T) {
+		b := newBudget(0, 0.1, 10*time.Second)
+		old, _ := b.take(t0)
+		later := t0.Add(10 * time.Second)
+		if _, ok := b.take(later); !ok {
+			t.Fatal("the window slid but the extra was refused")
+		}
+		b.refund(old) // its bucket was reused by the window: must not touch it
+		if _, ext := b.snapshot(later); ext != 1 {
+			t.Fatalf("extras = %d, want 1: a stale refund freed a current extra", ext)
+		}
+	})
+	t.Run("charge is debt repaid by later traffic", func(t *testing.T) {
+		b := newBudget(10, 0, 10*time.Second)
+		for range 10 {
+			b.recordRequest(t0)
+		}
+		if _, ok := b.take(t0); !ok {
+			t.Fatal("10% of 10 requests refused")
+		}
+		b.charge(t0) // granted outside the budget
+		for range 10 {
+			b.recordRequest(t0)
+		}
+		if b.allows(t0) {
+			t.Fatal("20 requests at 10% allow 2 extras, 2 are counted: no room")
+		}
+		for range 10 {
+			b.recordRequest(t0)
+		}
+		if !b.allows(t0) {
+			t.Fatal("30 requests at 10% allow 3 extras, 2 are counted: room for one")
+		}
+	})
+}
+
 func BenchmarkBudget(b *testing.B) {
 	bg := newBudget(10, 1, 10*time.Second)
 	now := budgetEpoch

@@ -62,7 +62,10 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	switch {
 	case st.relay.Complete:
 		st.outcome = outcomeSuccess
-	case st.relay.Reason == "client_gone" || r.Context().Err() != nil:
+		a.p.health.onSuccess(clock(), false)
+	// Only the relay can tell a client that left from one that hung up
+	// after reading the error event: that is no abort.
+	case st.relay.Reason == "client_gone":
 		st.outcome = outcomeClientAbort
 	default:
 		st.outcome = outcomeStreamError

@@ -418,7 +418,10 @@ func TestHealthAdminEndpoints(t *testing.T) {
 	primary := newUpstream(t, sim.Config{Model: healthByPrimary, Key: keys["primary"]})
 	secondary := newUpstream(t, sim.Config{Model: healthBySecondary, Key: keys["secondary"]})
 	tertiary := newUpstream(t, sim.Config{Key: keys["tertiary"]})
-	base := provider("primary", primary, "priority 0", "key "+keys["primary"], "vendor acme") +
+	// The primary's key comes from the environment, the way the README
+	// recommends; the others are written in the Caddyfile.
+	t.Setenv("LLMHEDGE_HEALTH_TEST_KEY", keys["primary"])
+	base := provider("primary", primary, "priority 0", "key {env.LLMHEDGE_HEALTH_TEST_KEY}", "vendor acme") +
 		provider("secondary", secondary, "priority 1", "key "+keys["secondary"]) +
 		healthIsolated + healthCooldown(2, "30s")
 	p := startProxy(t, base+provider("tertiary", tertiary, "priority 2", "key "+keys["tertiary"]))
@@ -573,10 +576,18 @@ func TestHealthAdminEndpoints(t *testing.T) {
 			}
 		}
 		for _, line := range strings.Split(logs, "\n") {
-			if strings.Contains(line, key) {
-				t.Errorf("%s's key in the Caddy log: %.300s", name, line)
-				break
+			if !strings.Contains(line, key) {
+				continue
 			}
+			// At debug level Caddy itself logs the whole HTTP app config,
+			// a key written in the Caddyfile included (not one from
+			// {env.*}): that line is Caddy's, and the README says so.
+			var entry struct{ Logger, Msg string }
+			_ = json.Unmarshal([]byte(line), &entry)
+			if name != "primary" && entry.Logger == "http.auto_https" && entry.Msg == "adjusted config" {
+				continue
+			}
+			t.Errorf("%s's key in the Caddy log: %.300s", name, line)
 		}
 	}
 }
@@ -685,6 +696,31 @@ func TestHealthAllOpenProbesEarliest(t *testing.T) {
 	}
 	if pv := healthMustProvider(t, p, "primary", primary); pv.State != "open" || completions(primary) != 0 {
 		t.Fatalf("primary: %+v, %d requests; want open and untouched", *pv, completions(primary))
+	}
+}
+
+// A provider that cuts every stream after its first tokens fails the
+// clients it was committed to: those failures count like any other, so its
+// breaker opens and the next streams go elsewhere whole.
+func TestHealthCutStreamsOpenTheBreaker(t *testing.T) {
+	primary := newUpstream(t, sim.Config{Model: healthByPrimary, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 3}}})
+	secondary := newUpstream(t, sim.Config{Model: healthBySecondary})
+	p := startProxy(t, provider("primary", primary, "priority 0")+provider("secondary", secondary, "priority 1")+
+		healthIsolated+healthCooldown(2, "30s"))
+	for i := range 2 {
+		if _, _, err := healthAsk(ctxTimeout(t, 10*time.Second), p, 2+i%2); err == nil {
+			t.Fatalf("cut stream %d finished cleanly", i)
+		}
+	}
+	// The client may see the error event before the proxy's relay returns.
+	v := healthWaitAdmin(t, p, "primary", primary, "the cut streams to settle", func(v *healthView) bool { return v != nil && v.InFlight == 0 })
+	if v.State != "open" || v.LastError == nil || !strings.HasPrefix(v.LastError.Class, "stream_") {
+		t.Fatalf("after 2 cut streams with failures 2: %+v, want open with a stream_ error", *v)
+	}
+	healthAskOK(t, p, 2, healthBySecondary)
+	healthAskOK(t, p, 3, healthBySecondary)
+	if n := completions(primary); n != 2 {
+		t.Fatalf("primary got %d requests, want only the 2 it cut", n)
 	}
 }
 
@@ -808,7 +844,6 @@ func TestHealthRequestErrorsAndAbortsNeverOpen(t *testing.T) {
 			t.Fatalf("the hedge reached the slow provider %d times, want 3", n)
 		}
 		v := healthWaitAdmin(t, p, "slow", slow, "the cancelled attempts to settle", func(v *healthView) bool { return v != nil && v.InFlight == 0 })
-		t.Log(p.logs(t))
 		if v.State != "closed" || v.ConsecutiveFailures != 0 || v.Failures != 0 {
 			t.Fatalf("the provider whose attempts were cut short by a 400: %+v, want closed", *v)
 		}

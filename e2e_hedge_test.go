@@ -654,19 +654,147 @@ func TestHedgeAttemptLimits(t *testing.T) {
 	}
 }
 
-func TestHedgeZZLeakProbe(t *testing.T) {
-	primary := newUpstream(t, sim.Config{FirstToken: caddyDur(5 * time.Second)})
-	alt := newUpstream(t, sim.Config{})
-	base := goleak.IgnoreCurrent()
-	p := startProxy(t, provider("primary", primary, "priority 0")+provider("alternative", alt, "priority 1")+
-		"hedge {\n after 200ms\n }\n")
+// When the first attempt fails and its replacement runs alone, the hedge
+// delay starts over for the replacement: a hedge 50ms into an attempt that
+// just started would race nothing slow.
+func TestHedgeDelayRestartsForReplacement(t *testing.T) {
+	primary := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503, Delay: caddyDur(250 * time.Millisecond)}}})
+	slow := newUpstream(t, sim.Config{FirstToken: caddyDur(5 * time.Second)})
+	third := newUpstream(t, sim.Config{})
+	p := startProxy(t, provider("primary", primary, "priority 0")+provider("slow", slow, "priority 1")+
+		provider("third", third, "priority 2")+"hedge {\n after 300ms\n }\n")
+
 	m, err := streamAnthropic(ctxTimeout(t, 10*time.Second), anthropicClient(p, "k"), anthropicParams("claude-test"))
 	if err != nil || messageText(m) != wantText {
+		t.Fatalf("text %q, err %v", messageText(m), err)
+	}
+	pr, sr, tr := hedgeOnly(t, "primary", primary), hedgeOnly(t, "slow", slow), hedgeOnly(t, "third", third)
+	if m.ID != tr.ID {
+		t.Fatalf("answer %q, want the hedge's %q", m.ID, tr.ID)
+	}
+	if d := sr.Start.Sub(pr.End); d > 400*time.Millisecond {
+		t.Fatalf("replacement started %v after the primary failed, want at once", d)
+	}
+	// Counted from the primary's start the delay would end ~50ms after the
+	// replacement started; restarted, it ends 300ms after.
+	if d := tr.Start.Sub(sr.Start); d < 200*time.Millisecond {
+		t.Fatalf("hedge started %v after the replacement, want the full 300ms delay", d)
+	}
+	hedgeClosed(t, "slow", slow, 3*time.Second)
+}
+
+// Non-streaming requests are not hedged, and their times (a whole
+// generation) do not feed the first-event estimate that sets the delay.
+func TestHedgeNotForNonStreaming(t *testing.T) {
+	primary := newUpstream(t, sim.Config{FirstToken: caddyDur(1200 * time.Millisecond)})
+	alt := newUpstream(t, sim.Config{})
+	p := startProxy(t, provider("primary", primary, "priority 0")+provider("alternative", alt, "priority 1")+
+		"hedge {\n after 200ms\n }\n")
+
+	m, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-test"))
+	if err != nil || messageText(*m) != wantText {
+		t.Fatalf("non-stream: %v", err)
+	}
+	if n := len(hedgeRecs(alt)); n != 0 {
+		t.Fatalf("a non-streaming request was hedged (%d requests to the alternative)", n)
+	}
+	if v := hedgeProviderView(t, p, primary); v["first_event_p50_ms"] != nil {
+		t.Fatalf("admin view %v: a non-stream response time fed the first-event estimate", v)
+	}
+	if err := primary.SetConfig(sim.Config{Tokens: 9}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := streamAnthropic(ctxTimeout(t, 10*time.Second), anthropicClient(p, "k"), anthropicParams("claude-test")); err != nil {
+		t.Fatal(err)
+	}
+	if v := hedgeProviderView(t, p, primary); v["first_event_p50_ms"] == nil {
+		t.Fatalf("admin view %v: a stream's first event should feed the estimate", v)
+	}
+}
+
+// Caddy's own process-wide goroutines outlive caddy.Stop by design: the
+// admin server (kept across configs), the storage lock refresher of
+// certmagic and the log file's rotation worker. They are not request work,
+// so the leak check ignores exactly those, by function anywhere in their
+// stack.
+var hedgeCaddyGoroutines = []goleak.Option{
+	goleak.IgnoreAnyFunction("github.com/caddyserver/caddy/v2.replaceLocalAdminServer.func2"),
+	goleak.IgnoreAnyFunction("github.com/caddyserver/certmagic.keepLockfileFresh"),
+	goleak.IgnoreTopFunction("github.com/DeRuina/timberjack.(*Logger).millRun"),
+}
+
+// No goroutine of a request outlives it: after hedge wins, failovers, a
+// client leaving mid-race, a request error ending a race and plain
+// requests, once Caddy is stopped (which closes the pooled upstream
+// connections) nothing started since the baseline is left, except
+// Caddy's own process-wide workers.
+func TestHedgeLeavesNoGoroutine(t *testing.T) {
+	slow := sim.Config{Tokens: 9, FirstToken: caddyDur(3 * time.Second)}
+	fast := sim.Config{Tokens: 9}
+	primary, alt := newUpstream(t, slow), newUpstream(t, fast)
+	base := goleak.IgnoreCurrent()
+	p := startProxy(t, provider("primary", primary, "priority 0")+provider("alternative", alt, "priority 1")+
+		"hedge {\n after 200ms\n }\n cooldown {\n failures 100\n }\n")
+	client := &http.Client{Transport: &http.Transport{}}
+	idle := func() {
+		for _, u := range []*upstream{primary, alt} {
+			if err := u.WaitIdle(ctxTimeout(t, 5*time.Second)); err != nil {
+				t.Fatalf("upstream still busy: %v", err)
+			}
+		}
+	}
+	set := func(pc, ac sim.Config) {
+		idle()
+		if err := primary.SetConfig(pc); err != nil {
+			t.Fatal(err)
+		}
+		if err := alt.SetConfig(ac); err != nil {
+			t.Fatal(err)
+		}
+	}
+	post := func(ctx context.Context, path, body string) (int, string, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), err
+	}
+	expect := func(what string, wantStatus int, path, body string) {
+		t.Helper()
+		status, got, err := post(ctxTimeout(t, 10*time.Second), path, body)
+		if err != nil || status != wantStatus {
+			t.Fatalf("%s: status %d, err %v: %s", what, status, err, got)
+		}
+	}
+
+	set(slow, fast)
+	expect("hedge win", 200, "/v1/messages", hedgeAnthropicBody)
+	set(sim.Config{Tokens: 9, Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503}}}, fast)
+	expect("failover", 200, "/v1/chat/completions", hedgeOpenAIBody)
+	set(slow, sim.Config{Tokens: 9, Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 400}}})
+	expect("request error mid-race", 400, "/v1/messages", hedgeAnthropicBody)
+	set(slow, slow)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, _, err := post(ctx, "/v1/messages", hedgeAnthropicBody); done <- err }()
+	hedgeWait(t, 5*time.Second, "both attempts to be racing", func() bool {
+		return len(hedgeRecs(primary)) > 0 && primary.Stats().InFlight == 1 && alt.Stats().InFlight == 1
+	})
+	cancel()
+	<-done
+	set(fast, fast)
+	expect("plain stream", 200, "/v1/messages", hedgeAnthropicBody)
+	expect("non-stream", 200, "/v1/messages", `{"model":"claude-test","max_tokens":64,"messages":[{"role":"user","content":"hello"}]}`)
+	idle()
+
+	client.CloseIdleConnections()
 	http.DefaultClient.CloseIdleConnections()
 	if err := caddy.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	goleak.VerifyNone(t, base)
+	goleak.VerifyNone(t, append([]goleak.Option{base}, hedgeCaddyGoroutines...)...)
 }

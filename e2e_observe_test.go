@@ -2,6 +2,7 @@ package llmhedge_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -160,7 +161,7 @@ func TestObserveRequestLog(t *testing.T) {
 	fast := newUpstream(t, sim.Config{})
 	down := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503}}})
 	p := startProxy(t,
-		provider("log-slow", slow, "vendor v-slow", "models claude-hedge", "priority 0")+
+		provider("log-slow", slow, "vendor v-slow", "models claude-hedge claude-abort", "priority 0")+
 			provider("log-fast", fast, "vendor v-fast", "models claude-hedge claude-quick claude-fo", "priority 1")+
 			provider("log-down", down, "vendor v-down", "models claude-fo", "priority 0")+
 			"hedge {\n after 100ms\n }\nretry {\n backoff 10ms 20ms\n }\ncooldown {\n failures 100\n }")
@@ -181,7 +182,27 @@ func TestObserveRequestLog(t *testing.T) {
 	if _, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 10*time.Second), params("claude-fo")); err != nil {
 		t.Fatalf("failover: %v", err)
 	}
-	lines := observeRequestLines(t, p.LogFile, 3)
+	// A client that leaves before its first token: the only candidate is
+	// slow, so nothing was committed when it went.
+	abortCtx, abort := context.WithCancel(context.Background())
+	aborted := make(chan error, 1)
+	go func() {
+		_, err := streamAnthropic(abortCtx, anthropicClient(p, "k"), params("claude-abort"))
+		aborted <- err
+	}()
+	observeEventually(t, func() bool {
+		for _, r := range slow.Requests() {
+			if r.Model == "claude-abort" {
+				return true
+			}
+		}
+		return false
+	}, func() string { return "the slow provider never saw the request the client aborts" })
+	abort()
+	if err := <-aborted; err == nil {
+		t.Fatal("aborted stream finished cleanly")
+	}
+	lines := observeRequestLines(t, p.LogFile, 4)
 
 	byModel := map[string]map[string]any{}
 	for _, l := range lines {
@@ -248,6 +269,13 @@ func TestObserveRequestLog(t *testing.T) {
 	}
 	if strings.Join(steps, " ") != strings.Join(wantSteps, " ") {
 		t.Errorf("failover chain:\n got %v\nwant %v", steps, wantSteps)
+	}
+
+	ab := byModel["claude-abort"]
+	if ab == nil || ab["level"] != "info" || ab["outcome"] != "client_abort" || ab["status"] != 499.0 || ab["provider"] != "" {
+		t.Errorf("aborted request: want an info line, outcome client_abort, status 499, no provider; got %v", ab)
+	} else if c := observeChain(t, ab); len(c) != 1 || c[0]["outcome"] != "client_abort" || c[0]["error_class"] != "client_abort" {
+		t.Errorf("aborted request chain: %v; want one attempt ended by client_abort", c)
 	}
 
 	all := p.logs(t)

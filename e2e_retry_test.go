@@ -257,6 +257,54 @@ func TestRetryAfterNeverPastTotal(t *testing.T) {
 	})
 }
 
+// Once the retry budget is spent, a request makes no same-provider retry
+// but still fails over once to a provider that is not failing, so one
+// provider's outage stays invisible; that failover is its last chance.
+func TestRetryBudgetSpent(t *testing.T) {
+	down := sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503}}}
+	primary, secondary := newUpstream(t, down), newUpstream(t, sim.Config{})
+	// budget 0 leaves the floor, 30 retries per 10 s window; the whole test
+	// runs well within one window, so once spent the budget stays spent.
+	p := startProxy(t, provider("primary", primary, "priority 0")+provider("secondary", secondary, "priority 1")+
+		"hedge off\n cooldown {\n failures 1000000\n }\n retry {\n budget 0\n backoff 10ms 20ms\n }\n")
+
+	spentAt := 0
+	for n := 1; n <= 60 && spentAt == 0; n++ {
+		retryAsk(t, p, anthropicParams("claude-test"))
+		l := retryLastLog(t, p, n)
+		if l.Provider != "secondary" {
+			t.Fatalf("request %d answered by %q, want secondary", n, l.Provider)
+		}
+		if len(l.Chain) == 2 && l.Chain[0].Event == "initial" && l.Chain[1].Event == "failover" {
+			spentAt = n // no same-provider retry: the budget is spent
+		} else if len(l.Chain) != 3 || l.Chain[1].Event != "retry" {
+			t.Fatalf("request %d: chain %+v, want initial, retry, failover while the budget lasts", n, l.Chain)
+		}
+	}
+	// 30 extras at 2 per request (retry + failover): the 16th finds it spent.
+	if spentAt != 16 {
+		t.Fatalf("the budget was first spent at request %d, want 16 (30 extras, 2 per request)", spentAt)
+	}
+
+	// Now the secondary fails too. It had no failure yet, so the next
+	// request still fails over to it once, then ends with the error.
+	secondary.SetFaults(down.Faults)
+	for i, want := range []int{2, 1, 1} {
+		primary.ResetStats()
+		secondary.ResetStats()
+		_, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-test"))
+		var apiErr *anthropic.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 503 {
+			t.Fatalf("request %d with both down: want 503, got %v", i+1, err)
+		}
+		// After its failure the secondary is failing too: no more free
+		// failovers, one attempt per request.
+		if got := completions(primary) + completions(secondary); got != want {
+			t.Fatalf("request %d with both down: %d upstream attempts, want %d", i+1, got, want)
+		}
+	}
+}
+
 // affinityParams is a request of one conversation.
 func affinityParams(user string) anthropic.MessageNewParams {
 	params := anthropicParams("claude-test")

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 )
@@ -149,8 +148,12 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 	if st.timedOut() {
 		status, msg = http.StatusGatewayTimeout, "request exceeded the total timeout; "+msg
 		st.outcome = outcomeTimeout
-	} else if st.recoverAt.After(st.start) {
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(time.Until(st.recoverAt).Seconds()))))
+	} else if !st.recoverAt.IsZero() {
+		// The recovery as it stands now, not as it was when the candidates
+		// were skipped: a failed probe has re-opened its provider since.
+		if secs := recoverySeconds(clock(), st.plan.cands); secs > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+		}
 	}
 	if st.outcome == "" {
 		st.outcome = outcomeExhausted

@@ -359,6 +359,11 @@ func (g *gate) feed(ev sseEvent) gateDecision {
 					return g.fail("rejected_phrase", fmt.Errorf("upstream output contains the rejected phrase %q", g.phrases[i]))
 				}
 			}
+			// Providers stream a refusal a word at a time: while the answer
+			// so far could still grow into a phrase, keep holding.
+			if info.class == evOutput && g.mayBecomeRejected() {
+				break
+			}
 		}
 		g.by = info.by
 		g.decision = gateCommit
@@ -369,6 +374,18 @@ func (g *gate) feed(ev sseEvent) gateDecision {
 			g.events, len(g.buf), g.maxEvents, g.maxBuffer))
 	}
 	return gateHold
+}
+
+// mayBecomeRejected reports whether the output text so far, leading
+// whitespace aside, is the beginning of a reject phrase.
+func (g *gate) mayBecomeRejected() bool {
+	text := bytes.TrimLeft(g.text, " \t\r\n")
+	for _, p := range g.reject {
+		if p = bytes.TrimLeft(p, " \t\r\n"); len(text) < len(p) && bytes.HasPrefix(p, text) {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *gate) fail(reason string, err error) gateDecision {

@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"fmt"
+	"math"
 	"net/url"
 	"sort"
 	"sync/atomic"
@@ -228,6 +229,15 @@ func (ph *providerHealth) takeProbe(now time.Time) bool {
 // over, and a successful probe closes the breaker.
 func (ph *providerHealth) onSuccess(now time.Time, probe bool) {
 	ph.consecutive.Store(0)
+	ph.onCommit(now, probe)
+}
+
+// onCommit records a stream committed to the client at its first valid
+// event. That proves a probe right, so the breaker closes now rather than
+// when a stream of minutes ends; but the consecutive count waits for the
+// stream's end (onSuccess or onFailure), or a provider that cuts every
+// stream after its first tokens would never open.
+func (ph *providerHealth) onCommit(now time.Time, probe bool) {
 	if !probe {
 		return
 	}
@@ -422,6 +432,28 @@ func earliestRecovery(hs []*providerHealth) (*providerHealth, time.Time) {
 		return best, time.Time{}
 	}
 	return best, time.Unix(0, bestUntil)
+}
+
+// busy reports whether the provider has max_in_flight attempts running.
+func (p *provider) busy() bool {
+	return p.cfg.MaxInFlight > 0 && p.health.inFlightNow() >= int64(p.cfg.MaxInFlight)
+}
+
+// recoverySeconds is the Retry-After, in whole seconds rounded up, for a
+// client turned away while candidates cool down: the time until the first
+// open period among cands ends, or 1 when one has ended already (its probe
+// decides soon). Zero when none of them is open.
+func recoverySeconds(now time.Time, cands []*provider) int {
+	var first int64
+	for _, p := range cands {
+		if until := p.health.openUntilNs.Load(); until != 0 && (first == 0 || until < first) {
+			first = until
+		}
+	}
+	if first == 0 {
+		return 0
+	}
+	return max(1, int(math.Ceil(float64(first-now.UnixNano())/float64(time.Second))))
 }
 
 // providerView is a provider as the admin API shows it. It carries no key

@@ -249,21 +249,30 @@ func (h *Handler) launchNext(st *requestState, r *http.Request, reason string, o
 
 // launchProbe handles every candidate being open: rather than failing
 // outright, one probe goes to the provider whose open period ends first.
+// Only a provider skipped for its breaker is probed: one that is busy or
+// lacks the model has a closed breaker, and forcing it would break its
+// max_in_flight and let a single failure open it.
 func (h *Handler) launchProbe(st *requestState, r *http.Request) *attempt {
 	if len(st.plan.cands) == 0 || st.attemptsLeft() == 0 {
 		return nil
 	}
-	healths := make([]*providerHealth, len(st.plan.cands))
-	for i, p := range st.plan.cands {
-		healths[i] = p.health
+	now := clock()
+	var open []*provider
+	var healths []*providerHealth
+	for _, p := range st.plan.cands {
+		if p.health.state(now) == stateClosed || p.health.modelCooling(now, st.plan.model) || p.busy() {
+			continue
+		}
+		open = append(open, p)
+		healths = append(healths, p.health)
 	}
 	ph, until := earliestRecovery(healths)
 	if ph == nil {
 		return nil
 	}
 	st.recoverAt = until
-	for _, p := range st.plan.cands {
-		if p.health == ph && ph.forceProbe(clock()) {
+	for _, p := range open {
+		if p.health == ph && ph.forceProbe(now) {
 			a := st.prepare(p, p.upstreamModel(st.plan.model), "probe", true)
 			st.launch(h, r, a)
 			return a

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -127,6 +128,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		p, err := newProvider(pc, repl, h)
 		if err != nil {
 			return fmt.Errorf("provider %q: %w", pc.Name, err)
+		}
+		if pc.Key != "" && !strings.Contains(pc.Key, "{") {
+			// The module never logs a key, but Caddy serves its whole config at
+			// GET /config/ and logs it at debug level: keep keys out of it.
+			h.logger.Warn("provider key is written literally in the config, where Caddy's admin API and debug log can show it; use {env.VAR}",
+				zap.String("provider", pc.Name))
 		}
 		h.providers = append(h.providers, p)
 	}

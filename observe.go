@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"cmp"
+	"net/http"
 	"slices"
 	"strconv"
 	"time"
@@ -83,8 +84,13 @@ func (h *Handler) finish(st *requestState) {
 	if st.outcome == "" {
 		st.outcome = outcomeExhausted
 	}
-	if st.r.Context().Err() != nil && st.outcome != outcomeSuccess {
+	// A committed request's outcome is commit's, from the relay: a client
+	// that hung up after reading an error event did not abort.
+	if st.winner == nil && st.r.Context().Err() != nil && st.outcome != outcomeSuccess {
 		st.outcome = outcomeClientAbort
+		if st.status != http.StatusOK {
+			st.status = statusClientClosed // nothing reached the client
+		}
 	}
 	total := time.Since(st.start)
 	w := st.winner
@@ -166,6 +172,10 @@ func (h *Handler) finish(st *requestState) {
 	}
 	h.logger.Log(lvl, "llm request "+st.outcome+" in "+humanDuration(total), fields...)
 }
+
+// statusClientClosed is nginx's "client closed request", logged for a
+// request whose client left before anything was committed.
+const statusClientClosed = 499
 
 // accessFields is what the module adds to Caddy's access log entry.
 type accessFields struct {

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
+	"unicode/utf8"
 )
 
 // llmRequest is a completion request read once from the client: the body
@@ -48,30 +48,36 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 }
 
 // parseCompletion validates the body and reads the fields the proxy needs
-// (model, stream) with one top-level scan: a 1 MiB prompt is never decoded
-// into Go values.
+// (model, stream) in one pass of the validating scanner the stream gate
+// uses: a 1 MiB prompt is never decoded into Go values, and validation
+// costs no second pass. Keys are compared decoded ("mod\u0065l" is model)
+// and a repeated key counts by its last value, as encoding/json and the
+// providers' own parsers read it, so the proxy routes by the model the
+// provider will see.
 func parseCompletion(d dialect, body []byte) (*llmRequest, error) {
-	if !json.Valid(body) {
-		return nil, errors.New("request body is not valid JSON")
-	}
 	req := &llmRequest{dialect: d, body: body, modelStart: -1}
-	err := scanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
-		v := body[vStart:vEnd]
-		switch string(key) {
-		case "model":
-			if len(v) > 0 && v[0] == '"' {
-				var s string
-				if json.Unmarshal(v, &s) == nil {
-					req.model, req.modelStart, req.modelEnd = s, vStart, vEnd
-				}
-			}
-		case "stream":
-			req.stream = string(v) == "true"
+	it, ok := jsonOpen(body, 0, 0)
+	if !ok || !it.isObject() {
+		if !jsonValid(body) {
+			return nil, errInvalidJSON
 		}
-		return true
-	})
-	if err != nil {
-		return nil, err
+		return nil, errScan
+	}
+	for it.next() {
+		switch {
+		case it.keyIs("model"):
+			start := it.i
+			v := it.value()
+			req.model, req.modelStart = "", -1
+			if jsonIsString(v) {
+				req.model, req.modelStart, req.modelEnd = jsonStringValue(v), start, start+len(v)
+			}
+		case it.keyIs("stream"):
+			req.stream = string(it.value()) == "true"
+		}
+	}
+	if !it.end() {
+		return nil, errInvalidJSON
 	}
 	if req.modelStart < 0 || req.model == "" {
 		return nil, errors.New("model: field required (a non-empty string)")
@@ -79,14 +85,25 @@ func parseCompletion(d dialect, body []byte) (*llmRequest, error) {
 	return req, nil
 }
 
+var errInvalidJSON = errors.New("request body is not valid JSON")
+
+// jsonStringValue decodes a validated raw JSON string as encoding/json
+// does; one without escapes (nearly every model name) is a small copy.
+func jsonStringValue(v []byte) string {
+	if bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
+		return string(v[1 : len(v)-1])
+	}
+	return unquote(v)
+}
+
 // bodyFor returns the request body for an upstream model: the original
 // bytes when the model is unchanged, else one copy with the new name
-// spliced into the model field.
+// spliced into the model field; the rest of the JSON is not re-encoded.
 func (req *llmRequest) bodyFor(model string) []byte {
 	if model == req.model {
 		return req.body
 	}
-	q := strconv.Quote(model)
+	q, _ := json.Marshal(model) // a JSON string, never Go syntax: cannot fail
 	out := make([]byte, 0, len(req.body)-(req.modelEnd-req.modelStart)+len(q))
 	out = append(out, req.body[:req.modelStart]...)
 	out = append(out, q...)
@@ -96,101 +113,34 @@ func (req *llmRequest) bodyFor(model string) []byte {
 
 var errScan = errors.New("request body: expected a JSON object")
 
-// scanTopLevel calls fn with each top-level key of a JSON object and the
-// byte range of its value. It assumes body is valid JSON (json.Valid).
+// scanTopLevel calls fn with each top-level key of a JSON object (raw, as
+// written) and the byte range of its value, validating as it goes.
 // Returning false from fn stops the scan.
 func scanTopLevel(body []byte, fn func(key []byte, vStart, vEnd int) bool) error {
-	i := skipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
+	it, ok := jsonOpen(body, 0, 0)
+	if !ok || !it.isObject() {
 		return errScan
 	}
-	i++
-	for {
-		i = skipSpace(body, i)
-		if i >= len(body) {
-			return errScan
+	for it.next() {
+		start := it.i
+		v := it.value()
+		if v == nil {
+			break
 		}
-		if body[i] == '}' {
+		if !fn(it.key, start, start+len(v)) {
 			return nil
 		}
-		if body[i] == ',' {
-			i++
-			continue
-		}
-		if body[i] != '"' {
-			return errScan
-		}
-		kEnd := skipString(body, i)
-		key := body[i+1 : kEnd-1]
-		i = skipSpace(body, kEnd)
-		if i >= len(body) || body[i] != ':' {
-			return errScan
-		}
-		vStart := skipSpace(body, i+1)
-		vEnd := skipValue(body, vStart)
-		if !fn(key, vStart, vEnd) {
-			return nil
-		}
-		i = vEnd
 	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
-		i++
+	if !it.end() {
+		return errScan
 	}
-	return i
-}
-
-// skipString returns the index just past the string starting at b[i] == '"'.
-func skipString(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return len(b)
-}
-
-// skipValue returns the index just past the JSON value starting at i.
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return i
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				j = skipString(b, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return len(b)
-	}
-	j := i
-	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\n' && b[j] != '\r' && b[j] != '\t' {
-		j++
-	}
-	return j
+	return nil
 }
 
 // scanTopLevelSafe is scanTopLevel for bodies of unknown validity (an
 // upstream's error body): invalid JSON yields no keys.
 func scanTopLevelSafe(body []byte, fn func(key, value []byte)) {
-	if !json.Valid(body) {
+	if !jsonValid(body) {
 		return
 	}
 	_ = scanTopLevel(body, func(k []byte, s, e int) bool { fn(k, body[s:e]); return true })

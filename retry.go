@@ -142,7 +142,9 @@ func (h *Handler) fallback(st *requestState) bool {
 		}
 		st.fellBack[f.To] = true
 		st.fallbackModel = f.To
-		st.plan = newPlan(h.candidates(st.dialect, f.To, ""), f.To)
+		// The session key keeps a conversation on one provider of the
+		// fallback model too, where its prompt cache will build up.
+		st.plan = newPlan(h.candidates(st.dialect, f.To, st.req.sessionKey), f.To)
 		return st.plan.remaining() > 0
 	}
 	return false

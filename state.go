@@ -127,7 +127,11 @@ func (st *requestState) win(a *attempt) {
 		a.outcome = "request_success"
 	}
 	now := clock()
-	a.p.health.onSuccess(now, a.probe)
+	if a.body != nil {
+		a.p.health.onSuccess(now, a.probe)
+	} else {
+		a.p.health.onCommit(now, a.probe) // commit records the stream's end
+	}
 	if st.req.stream {
 		// Only streams are hedged, and a non-stream's time is the whole
 		// generation, not a first event: it would inflate the hedge delay.

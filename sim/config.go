@@ -54,7 +54,8 @@ type Config struct {
 	// Number of Anthropic ping events sent before the first delta. Default 1.
 	Pings *int `json:"pings,omitempty"`
 
-	// Reported cache_read_input_tokens (OpenAI: cached_tokens). Default 0.
+	// Reported cache_read_input_tokens. OpenAI reports it as cached_tokens,
+	// included in prompt_tokens as OpenAI does. Default 0.
 	CacheRead int `json:"cache_read,omitempty"`
 
 	// API key the requests must carry (Anthropic x-api-key, OpenAI

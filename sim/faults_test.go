@@ -374,6 +374,7 @@ func TestStallAndCancel(t *testing.T) {
 					done <- err
 				}()
 				defer func() {
+					cancel()
 					if err := <-done; !errors.Is(err, context.Canceled) {
 						t.Errorf("request error = %v, want context.Canceled", err)
 					}

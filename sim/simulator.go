@@ -66,7 +66,9 @@ func (s *Simulator) SetConfig(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
-	p := compile(cfg.withDefaults())
+	cfg = cfg.withDefaults()
+	cfg.Pings, cfg.Faults = new(*cfg.Pings), slices.Clone(cfg.Faults) // the caller's copies stay theirs
+	p := compile(cfg)
 	s.setMu.Lock()
 	defer s.setMu.Unlock()
 	s.plan.Store(p)
@@ -94,7 +96,7 @@ func (s *Simulator) SetFaults(faults []Fault) error {
 // Config returns the configuration in use, with defaults applied.
 func (s *Simulator) Config() Config {
 	cfg := s.plan.Load().cfg
-	cfg.Faults = slices.Clone(cfg.Faults)
+	cfg.Pings, cfg.Faults = new(*cfg.Pings), slices.Clone(cfg.Faults)
 	return cfg
 }
 

@@ -83,12 +83,14 @@ func (rc *recorder) update(rec *RequestRecord, change func(*RequestRecord)) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	change(rec)
+	rc.notify()
 }
 
 func (rc *recorder) status(rec *RequestRecord, code int) {
 	rc.mu.Lock()
+	defer rc.mu.Unlock()
 	rec.Status = code
-	rc.mu.Unlock()
+	rc.notify()
 }
 
 // deltas counts n content deltas sent; the first ones are a change worth
@@ -116,6 +118,7 @@ func (rc *recorder) faulted(rec *RequestRecord, f *Fault) {
 	defer rc.mu.Unlock()
 	rec.Fault = f
 	rc.stats.Faulted++
+	rc.notify()
 }
 
 func (rc *recorder) end(rec *RequestRecord, now time.Time) {
@@ -166,7 +169,8 @@ func (s *Simulator) ResetStats() {
 }
 
 // Changed returns a channel closed at the next change of the records: a
-// request starts, sends its first delta, sees its client go away, or ends.
+// request starts, is read, gets a fault, sends its status or its first
+// delta, sees its client go away, or ends.
 // Take it before checking Requests or Stats so no change is missed.
 func (s *Simulator) Changed() <-chan struct{} {
 	rc := &s.rec

@@ -1,0 +1,506 @@
+// Command bench measures llm_hedge against Caddy's own reverse_proxy on
+// loopback, with the simulated provider at zero think time, and prints the
+// side-by-side table of the README:
+//
+//	go run ./bench -caddy ./caddy                    # the comparison, < 2 minutes
+//	go run ./bench -caddy ./caddy -idle-streams 2000 # memory of idle committed streams
+//	go run ./bench -caddy ./caddy -soak 10m          # steady load with 5% provider faults
+//
+// The simulated providers run in this process, not in the Caddy under
+// test: the CPU time and memory read from /proc/<pid> of the Caddy process
+// are then the proxy's alone, for every configuration alike (inside Caddy,
+// the simulator's own work would dilute the difference being measured).
+// Each configuration runs in a fresh Caddy process, so its peak RSS is its
+// own. Without -caddy, a Caddy with the module is built from this checkout.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/bench/load"
+	"github.com/llmhedge/caddy-llm-hedge/sim"
+)
+
+var (
+	caddyBin    = flag.String("caddy", "", "caddy binary with the llm_hedge module (default: build one from this checkout)")
+	duration    = flag.Duration("duration", 3*time.Second, "measured time of each cell")
+	warmup      = flag.Duration("warmup", 500*time.Millisecond, "unmeasured load before each cell")
+	concList    = flag.String("conc", "16,64", "concurrencies (comma-separated)")
+	modeList    = flag.String("modes", "non-stream,stream", "response shapes: non-stream, stream")
+	configList  = flag.String("configs", "direct,reverse_proxy,llm_hedge,llm_hedge_3", "configurations to compare")
+	rounds      = flag.Int("rounds", 1, "runs of every cell; the table shows the median of each figure")
+	profileDir  = flag.String("profile", "", "save a CPU profile of Caddy for every proxied cell into this directory")
+	rpIdle      = flag.Int("rp-idle", 256, "reverse_proxy keepalive_idle_conns_per_host (llm_hedge's pool holds 256; 0 = Caddy's default of 32)")
+	idleStreams = flag.Int("idle-streams", 0, "instead of the comparison: hold this many committed, idle streams open and report the memory per stream")
+	soakFor     = flag.Duration("soak", 0, "instead of the comparison: run a steady mixed load with 5% injected provider faults for this long")
+	soakRate    = flag.Float64("soak-rate", 150, "soak: requests started per second")
+)
+
+// Response shapes of the comparison: a non-streaming answer of about 1 KB
+// and a stream of 60 events (Anthropic: message_start, content_block_start,
+// ping, 54 deltas, content_block_stop, message_delta, message_stop).
+const (
+	nonStreamTokens = 153 // 17 repetitions of the 9-word default text: ~1 KiB body
+	streamTokens    = 54
+)
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	dir, err := os.MkdirTemp("", "llm-hedge-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin, err := resolveCaddy(dir)
+	if err != nil {
+		return err
+	}
+	fmt.Println(machine(bin))
+	switch {
+	case *soakFor > 0:
+		return runSoak(bin, dir)
+	case *idleStreams > 0:
+		return runIdleStreams(bin, dir, *idleStreams)
+	}
+	return runCompare(bin, dir)
+}
+
+// resolveCaddy returns -caddy, or builds bench/cmd/caddy from this
+// checkout (the same module set as the xcaddy build).
+func resolveCaddy(dir string) (string, error) {
+	if *caddyBin != "" {
+		return filepath.Abs(*caddyBin)
+	}
+	out := filepath.Join(dir, "caddy")
+	fmt.Fprintln(os.Stderr, "bench: building caddy from ./bench/cmd/caddy (pass -caddy to use a built one)")
+	cmd := exec.Command("go", "build", "-o", out, "./bench/cmd/caddy")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building caddy: %w", err)
+	}
+	return out, nil
+}
+
+func machine(bin string) string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	load := ""
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		load = ", load average " + strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	ver, _ := exec.Command(bin, "version").Output()
+	return fmt.Sprintf("machine: %d × %s (nproc %d%s), %s, caddy %s",
+		runtime.NumCPU(), model, runtime.NumCPU(), load, runtime.Version(), strings.TrimSpace(string(ver)))
+}
+
+// simServer is a simulated provider on a loopback port of this process.
+type simServer struct {
+	*sim.Simulator
+	srv *http.Server
+	URL string
+}
+
+func startSim(cfg sim.Config) (*simServer, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := sim.New(cfg)
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(l)
+	return &simServer{Simulator: s, srv: srv, URL: "http://" + l.Addr().String()}, nil
+}
+
+// closeIdle drops the idle keep-alive connections into the simulator, so
+// the proxy's pooled upstream connections (and their goroutines) go away.
+func (s *simServer) closeIdle() {
+	s.srv.SetKeepAlivesEnabled(false)
+	s.srv.SetKeepAlivesEnabled(true)
+}
+
+func startSims(n int, cfg sim.Config) ([]*simServer, error) {
+	var out []*simServer
+	for i := range n {
+		c := cfg
+		c.Seed = int64(i + 1)
+		s, err := startSim(c)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func stopSims(sims []*simServer) {
+	for _, s := range sims {
+		_ = s.srv.Close()
+	}
+}
+
+// site is the Caddyfile site body of a proxied configuration.
+func site(config string, sims []*simServer, extra string) string {
+	host := func(i int) string { return strings.TrimPrefix(sims[i].URL, "http://") }
+	switch config {
+	case "reverse_proxy":
+		tr := ""
+		if *rpIdle > 0 {
+			tr = fmt.Sprintf(" {\n\t\ttransport http {\n\t\t\tkeepalive_idle_conns_per_host %d\n\t\t}\n\t}", *rpIdle)
+		}
+		return fmt.Sprintf("\treverse_proxy %s%s", host(0), tr)
+	case "llm_hedge":
+		return fmt.Sprintf("\tllm_hedge {\n\t\tprovider sim-a %s\n%s\t}", sims[0].URL, extra)
+	case "llm_hedge_3":
+		return fmt.Sprintf("\tllm_hedge {\n\t\tprovider sim-a %s {\n\t\t\tvendor a\n\t\t}\n\t\tprovider sim-b %s {\n\t\t\tvendor b\n\t\t}\n\t\tprovider sim-c %s {\n\t\t\tvendor c\n\t\t}\n\t\thedge {\n\t\t\tafter 10s\n\t\t}\n%s\t}",
+			sims[0].URL, sims[1].URL, sims[2].URL, extra)
+	}
+	panic("unknown configuration " + config)
+}
+
+// cellResult is one configuration under one load.
+type cellResult struct {
+	mode, config string
+	conc         int
+	rps          float64
+	p50, p99     time.Duration
+	cpuPer1k     float64 // CPU seconds of the Caddy process per 1,000 requests; -1 direct
+	hwmKB        int64   // peak RSS of the Caddy process; -1 direct
+	requests     int
+	failed       int
+	failSample   string
+	respBytes    int
+}
+
+func runCompare(bin, dir string) error {
+	concs, err := parseInts(*concList)
+	if err != nil {
+		return err
+	}
+	modes := strings.Split(*modeList, ",")
+	configs := strings.Split(*configList, ",")
+	sims, err := startSims(3, sim.Config{})
+	if err != nil {
+		return err
+	}
+	defer stopSims(sims)
+
+	var results []cellResult
+	for _, mode := range modes {
+		k := load.Kind{Stream: mode == "stream"}
+		cfg := sim.Config{Tokens: nonStreamTokens}
+		if k.Stream {
+			cfg.Tokens = streamTokens
+		}
+		for _, s := range sims {
+			if err := s.SetConfig(cfg); err != nil {
+				return err
+			}
+		}
+		for _, conc := range concs {
+			for round := 0; round < *rounds; round++ {
+				for _, config := range configs {
+					r, err := runCell(bin, dir, sims, mode, config, k, conc, round)
+					if err != nil {
+						return fmt.Errorf("%s c=%d %s: %w", mode, conc, config, err)
+					}
+					fmt.Fprintf(os.Stderr, "bench: %-10s c=%-3d %-13s %8.0f req/s  p50 %-9v p99 %-9v failed %d\n",
+						mode, conc, config, r.rps, r.p50, r.p99, r.failed)
+					results = append(results, r)
+				}
+			}
+		}
+	}
+	printTable(os.Stdout, medians(results), modes, concs, configs)
+	return nil
+}
+
+func runCell(bin, dir string, sims []*simServer, mode, config string, k load.Kind, conc, round int) (cellResult, error) {
+	res := cellResult{mode: mode, config: config, conc: conc, cpuPer1k: -1, hwmKB: -1}
+	target := sims[0].URL
+	var proc *caddyProc
+	if config != "direct" {
+		var err error
+		proc, err = startCaddy(bin, dir, fmt.Sprintf("%s-%s-%d-%d", config, mode, conc, round), "", site(config, sims, ""))
+		if err != nil {
+			return res, err
+		}
+		defer proc.Stop()
+		target = proc.URL
+	}
+	tr := load.NewTransport(conc)
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	body := load.Body(k, "claude-bench")
+
+	// phase: 0 warm-up, 1 measured, 2 stop.
+	var phase atomic.Int32
+	type worker struct {
+		lat    []time.Duration
+		failed int
+		sample string
+		bytes  int
+	}
+	workers := make([]worker, conc)
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range workers {
+		w := &workers[i]
+		w.lat = make([]time.Duration, 0, 1<<14)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf bytes.Buffer
+			for phase.Load() != 2 {
+				lat, err := timedRequest(ctx, client, target, k, body, &buf)
+				if phase.Load() != 1 {
+					continue
+				}
+				if err != nil {
+					w.failed++
+					if w.sample == "" {
+						w.sample = err.Error()
+					}
+					continue
+				}
+				w.lat = append(w.lat, lat)
+				w.bytes = buf.Len()
+			}
+		}()
+	}
+	time.Sleep(*warmup)
+	var cpu0 float64
+	if proc != nil {
+		cpu0 = proc.cpuSeconds()
+	}
+	var prof chan error
+	if proc != nil && *profileDir != "" {
+		_ = os.MkdirAll(*profileDir, 0o755)
+		prof = proc.profile(*duration, filepath.Join(*profileDir, fmt.Sprintf("%s-%s-c%d-%d.pprof", config, mode, conc, round)))
+	}
+	t0 := time.Now()
+	phase.Store(1)
+	time.Sleep(*duration)
+	phase.Store(2)
+	elapsed := time.Since(t0)
+	var cpu1 float64
+	if proc != nil {
+		cpu1 = proc.cpuSeconds()
+	}
+	wg.Wait()
+	if prof != nil {
+		if err := <-prof; err != nil {
+			fmt.Fprintln(os.Stderr, "bench: profile:", err)
+		}
+	}
+
+	var all []time.Duration
+	for _, w := range workers {
+		all = append(all, w.lat...)
+		res.failed += w.failed
+		if res.failSample == "" {
+			res.failSample = w.sample
+		}
+		res.respBytes = max(res.respBytes, w.bytes)
+	}
+	if res.failed > 0 {
+		fmt.Fprintf(os.Stderr, "bench: %s %s c=%d: %d failed requests, e.g. %s\n", mode, config, conc, res.failed, res.failSample)
+	}
+	if len(all) == 0 {
+		return res, errors.New("no request succeeded: " + res.failSample)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	res.requests = len(all)
+	res.rps = float64(len(all)) / elapsed.Seconds()
+	res.p50 = all[len(all)/2]
+	res.p99 = all[len(all)*99/100]
+	if proc != nil {
+		res.cpuPer1k = (cpu1 - cpu0) / float64(len(all)) * 1000
+		res.hwmKB = proc.memKB("VmHWM")
+	}
+	return res, nil
+}
+
+// timedRequest sends one request and checks the response cheaply (the
+// load generator must not be the bottleneck): status 200 and the end of a
+// complete answer.
+func timedRequest(ctx context.Context, c *http.Client, url string, k load.Kind, body []byte, buf *bytes.Buffer) (time.Duration, error) {
+	start := time.Now()
+	resp, err := c.Do(load.NewRequest(ctx, url, k, body))
+	if err != nil {
+		return 0, err
+	}
+	buf.Reset()
+	_, err = buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	lat := time.Since(start)
+	switch b := buf.Bytes(); {
+	case err != nil:
+		return 0, err
+	case resp.StatusCode != http.StatusOK:
+		return 0, fmt.Errorf("status %d: %.200s", resp.StatusCode, b)
+	case k.Stream && !bytes.HasSuffix(b, []byte("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")):
+		return 0, fmt.Errorf("stream without message_stop: %.200s", b[max(0, len(b)-200):])
+	case !k.Stream && !bytes.Contains(b, []byte(`"stop_reason":"end_turn"`)):
+		return 0, fmt.Errorf("incomplete body: %.200s", b)
+	}
+	return lat, nil
+}
+
+// medians folds the rounds of each cell into one result of medians.
+func medians(rs []cellResult) []cellResult {
+	type key struct {
+		mode, config string
+		conc         int
+	}
+	groups := map[key][]cellResult{}
+	var order []key
+	for _, r := range rs {
+		k := key{r.mode, r.config, r.conc}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	var out []cellResult
+	for _, k := range order {
+		g := groups[k]
+		m := g[0]
+		m.rps = medianF(g, func(r cellResult) float64 { return r.rps })
+		m.p50 = time.Duration(medianF(g, func(r cellResult) float64 { return float64(r.p50) }))
+		m.p99 = time.Duration(medianF(g, func(r cellResult) float64 { return float64(r.p99) }))
+		m.cpuPer1k = medianF(g, func(r cellResult) float64 { return r.cpuPer1k })
+		m.hwmKB = int64(medianF(g, func(r cellResult) float64 { return float64(r.hwmKB) }))
+		out = append(out, m)
+	}
+	return out
+}
+
+func medianF(g []cellResult, f func(cellResult) float64) float64 {
+	v := make([]float64, len(g))
+	for i, r := range g {
+		v[i] = f(r)
+	}
+	sort.Float64s(v)
+	return v[len(v)/2]
+}
+
+func printTable(w *os.File, rs []cellResult, modes []string, concs []int, configs []string) {
+	find := func(mode string, conc int, config string) *cellResult {
+		for i := range rs {
+			if rs[i].mode == mode && rs[i].conc == conc && rs[i].config == config {
+				return &rs[i]
+			}
+		}
+		return nil
+	}
+	sizes := map[string]int{}
+	for _, r := range rs {
+		sizes[r.mode] = max(sizes[r.mode], r.respBytes)
+	}
+	fmt.Fprintf(w, "\nnon-stream: %d-byte responses; stream: 60 events, %d bytes; %v measured per cell after %v warm-up; %d round(s), medians\n",
+		sizes["non-stream"], sizes["stream"], *duration, *warmup, *rounds)
+	fmt.Fprintln(w, "ratios (×) and Δp50 are against reverse_proxy in the same row group; CPU and RSS are the Caddy process's")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tconc\tconfig\treq/s\tp50\tp99\tCPU s/1k req\tpeak RSS MiB\treq/s ×\tCPU ×\tRSS ×\tΔp50\t")
+	var verdicts []string
+	for _, mode := range modes {
+		for _, conc := range concs {
+			base := find(mode, conc, "reverse_proxy")
+			for _, config := range configs {
+				r := find(mode, conc, config)
+				if r == nil {
+					continue
+				}
+				cpu, rss := "-", "-"
+				if r.cpuPer1k >= 0 {
+					cpu = fmt.Sprintf("%.3f", r.cpuPer1k)
+					rss = fmt.Sprintf("%.1f", float64(r.hwmKB)/1024)
+				}
+				ratios := "\t\t\t\t"
+				if base != nil && r.cpuPer1k >= 0 {
+					ratios = fmt.Sprintf("%.2f\t%.2f\t%.2f\t%+dµs\t", r.rps/base.rps, r.cpuPer1k/base.cpuPer1k,
+						float64(r.hwmKB)/float64(base.hwmKB), (r.p50 - base.p50).Microseconds())
+					if strings.HasPrefix(config, "llm_hedge") {
+						verdicts = append(verdicts, verdict(r, base))
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\n", mode, conc, config, r.rps, fmtDur(r.p50), fmtDur(r.p99), cpu, rss, ratios)
+			}
+		}
+	}
+	tw.Flush()
+	if len(verdicts) > 0 {
+		fmt.Fprintln(w, "\ntargets: throughput ≥ 0.90×, CPU/request ≤ 1.20×, added p50 < 100µs (against reverse_proxy)")
+		for _, v := range verdicts {
+			fmt.Fprintln(w, v)
+		}
+	}
+}
+
+func verdict(r, base *cellResult) string {
+	mark := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	rps := r.rps / base.rps
+	cpu := r.cpuPer1k / base.cpuPer1k
+	dp := r.p50 - base.p50
+	return fmt.Sprintf("  %-10s c=%-3d %-12s throughput %.2f× %s, CPU %.2f× %s, Δp50 %+dµs %s",
+		r.mode, r.conc, r.config, rps, mark(rps >= 0.9), cpu, mark(cpu <= 1.2), dp.Microseconds(), mark(dp < 100*time.Microsecond))
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= 10*time.Millisecond:
+		return fmt.Sprintf("%.1fms", float64(d)/1e6)
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%dµs", d.Microseconds())
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("bad number %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -1,0 +1,195 @@
+package llmhedge
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+// FuzzCaddyfile feeds arbitrary text to the llm_hedge Caddyfile parser: it
+// never panics, and whatever it accepts survives the JSON round trip that
+// `caddy adapt` makes of it and goes through defaults and validation
+// without panicking either.
+func FuzzCaddyfile(f *testing.F) {
+	if example, err := os.ReadFile("Caddyfile.example"); err == nil {
+		if i := bytes.Index(example, []byte("\tllm_hedge {")); i >= 0 {
+			f.Add(string(example[i:bytes.LastIndexByte(example, '}')]))
+		}
+	}
+	for _, s := range []string{
+		"llm_hedge {\n\tprovider a http://127.0.0.1:9001\n}",
+		"llm_hedge {\n\tprovider a https://api.anthropic.com/v1 {\n\t\tapi anthropic\n\t\tkey {env.K}\n\t\tmodels claude-* gpt-?\n\t\tmodel * claude-x\n\t\theader_up -X-Drop\n\t\theader_up +X-Add v\n\t\tmax_in_flight 3\n\t\tfirst_byte_timeout 2s\n\t\ttls_trusted_ca /tmp/ca.pem\n\t\tpriority -1\n\t\tweight 2\n\t\tvendor v\n\t}\n}",
+		"llm_hedge {\n\tprovider a http://a\n\thedge off\n\tretry {\n\t\tattempts 2\n\t\tsame_provider 0\n\t\tbackoff 1ms 2ms\n\t\tretry_after_max 1s\n\t\tbudget 5%\n\t\tfallback_model a b\n\t}\n}",
+		"llm_hedge {\n\tprovider a http://a\n\thedge {\n\t\tafter p99.9\n\t\tmin 1ms\n\t\tmax 1h\n\t\tmax_attempts 5\n\t\tbudget 100\n\t}\n\tcooldown {\n\t\tfailures 1\n\t\tduration 1s\n\t\tmax 1m\n\t}\n}",
+		"llm_hedge {\n\tprovider a http://a\n\tstream {\n\t\treject \"I cannot\" nope\n\t\tdrop_malformed off\n\t\tmax_buffer 64KiB\n\t}\n\taffinity header X-Session ttl 1h\n\tmax_body 1MB\n\ttimeouts {\n\t\tconnect 1s\n\t\tfirst_byte 2s\n\t\tresponse 3s\n\t\tidle 4s\n\t\ttotal 5s\n\t}\n}",
+		"llm_hedge {\n\tprovider a http://a {\n\t}\n\tprovider a http://b\n}",
+		"llm_hedge {\n\thedge {\n\t\tafter p\n\t}\n}",
+		"llm_hedge {\n\tprovider a http://a\n\taffinity ttl -1s\n\tmax_body 0\n}",
+		"llm_hedge {\n\tprovider a http://a {\n\t\tmodel\n\t\tpriority 99999999999999999999\n\t}\n}",
+		"llm_hedge",
+		"llm_hedge x {",
+		"llm_hedge {\n\tprovider a http://a\n\thedge {\n\t\tafter 1s\n\t\tmin 5s\n\t\tmax 1s\n\t}\n}",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, input string) {
+		// caddyfile.NewTestDispenser exits the process on a tokenizer
+		// error; the real adapter reports it, so do the same here.
+		tokens, err := caddyfile.Tokenize([]byte(input), "Caddyfile")
+		if err != nil {
+			return
+		}
+		var h Handler
+		if err := h.UnmarshalCaddyfile(caddyfile.NewDispenser(tokens)); err != nil {
+			return
+		}
+		js, err := json.Marshal(&h)
+		if err != nil {
+			t.Fatalf("accepted config does not marshal: %v", err)
+		}
+		var back Handler
+		if err := json.Unmarshal(js, &back); err != nil {
+			t.Fatalf("adapted JSON does not load back: %v\n%s", err, js)
+		}
+		if js2, _ := json.Marshal(&back); !bytes.Equal(js, js2) {
+			t.Fatalf("JSON round trip changed the config:\n%s\n%s", js, js2)
+		}
+		back.setDefaults()
+		_ = back.Validate()
+	})
+}
+
+// FuzzParseCompletion feeds arbitrary bodies and model names to the request
+// body scan and the model rewrite: they never panic; a body accepted is
+// valid JSON whose model is what encoding/json reads (the last "model"
+// key, as providers read it); the rewritten body is valid JSON whose
+// "model" is the new name and whose every other top-level member is
+// unchanged byte for byte.
+func FuzzParseCompletion(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hello"}]}`,
+		`{"messages":[{"role":"user","content":"say \"model\": \"x\""}],"model":"gpt-4o"}`,
+		` { "model" : "a\u00e9\"b" , "stream" : false } `,
+		`{"model":"a","model":"b"}`,
+		`{"model":"a","model":1}`,
+		`{"mod\u0065l":"escaped-key","stream":true}`,
+		`{"model":"","x":1}`,
+		`{"model":null}`,
+		`{"metadata":{"model":"inner"},"model":"outer"}`,
+		`{"model":"x",}`,
+		`{"model":"x"} trailing`,
+		`["model","x"]`,
+		`{"model":"\ud83d\ude00","a":[1,2,{"b":"}"}],"c":"\\"}`,
+		"{\"model\":\"x\"\n,\"t\":\"\t\"}",
+	} {
+		f.Add([]byte(s), "claude-haiku-4-5")
+	}
+	f.Add([]byte(`{"model":"x","stream":true}`), "we\"ird\\model\x00\u2028<>&")
+	f.Fuzz(func(t *testing.T, body []byte, newModel string) {
+		req, err := parseCompletion(dialectAnthropic, body)
+		var top map[string]json.RawMessage
+		var want string
+		jsonErr := json.Unmarshal(body, &top)
+		if jsonErr == nil {
+			jsonErr = json.Unmarshal(top["model"], &want)
+		}
+		if err != nil {
+			if jsonErr == nil && want != "" {
+				t.Fatalf("rejected a body with model %q: %v", want, err)
+			}
+			return
+		}
+		if jsonErr != nil || want == "" {
+			t.Fatalf("accepted model %q, encoding/json reads %s (%v)", req.model, top["model"], jsonErr)
+		}
+		if req.model != want {
+			t.Fatalf("model %q, encoding/json reads %q", req.model, want)
+		}
+		wantStream := string(top["stream"]) == "true"
+		if req.stream != wantStream {
+			t.Fatalf("stream %v, encoding/json reads %s", req.stream, top["stream"])
+		}
+		if same := req.bodyFor(req.model); !bytes.Equal(same, body) {
+			t.Fatalf("unchanged model rewrote the body:\n%s\n%s", body, same)
+		}
+		if newModel == "" || !utf8.ValidString(newModel) {
+			return
+		}
+		out := req.bodyFor(newModel)
+		var got map[string]json.RawMessage
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("rewritten body is not valid JSON: %v\n%s", err, out)
+		}
+		var gotModel string
+		if err := json.Unmarshal(got["model"], &gotModel); err != nil || gotModel != newModel {
+			t.Fatalf("rewritten model %s, want %q", got["model"], newModel)
+		}
+		if len(got) != len(top) {
+			t.Fatalf("rewrite changed the keys: %d -> %d", len(top), len(got))
+		}
+		for k, v := range top {
+			if k != "model" && !bytes.Equal(got[k], v) {
+				t.Fatalf("rewrite changed %q: %s -> %s", k, v, got[k])
+			}
+		}
+	})
+}
+
+// bigCompletionBody is a realistic 1 MiB request: a long conversation
+// with escapes, nested content blocks and tools, the model last.
+func bigCompletionBody(size int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"max_tokens":1024,"stream":true,"system":"You are terse.","tools":[{"name":"get","input_schema":{"type":"object","properties":{"q":{"type":"string"}}}}],"messages":[`)
+	turn := `{"role":"user","content":[{"type":"text","text":"` + strings.Repeat(`Lorem ipsum dolor sit amet, \"consectetur\" adipiscing elit.\n`, 40) + `"}]},` +
+		`{"role":"assistant","content":"` + strings.Repeat(`Sed do eiusmod tempor incididunt ut labore et dolore magna aliqua. `, 30) + `"},`
+	for b.Len() < size-200 {
+		b.WriteString(turn)
+	}
+	b.WriteString(`{"role":"user","content":"and the model field comes last"}],"metadata":{"user_id":"u-123"},"model":"claude-sonnet-4-5"}`)
+	return b.Bytes()
+}
+
+// BenchmarkProxyBodyRewrite measures what a 1 MiB request body costs the
+// proxy per request and per attempt: the validating scan for model and
+// stream (no copy), and the model rewrite of one attempt (one copy, the
+// rest of the JSON spliced unchanged). B/op of "rewrite" must stay at
+// about one body size.
+func BenchmarkProxyBodyRewrite(b *testing.B) {
+	body := bigCompletionBody(1 << 20)
+	b.Run("parse", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := parseCompletion(dialectAnthropic, body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parse+rewrite", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			req, err := parseCompletion(dialectAnthropic, body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if out := req.bodyFor("claude-haiku-4-5"); len(out) < len(body)-8 {
+				b.Fatal("short body")
+			}
+		}
+	})
+	b.Run("json.Valid", func(b *testing.B) { // the reference cost of one validation pass
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if !json.Valid(body) {
+				b.Fatal("invalid")
+			}
+		}
+	})
+}
