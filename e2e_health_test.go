@@ -810,12 +810,13 @@ func TestHealthRequestErrorsAndAbortsNeverOpen(t *testing.T) {
 		for i := range 4 {
 			abort(i, i%2 == 0, func(recs []sim.RequestRecord) bool { return len(recs) == i+1 })
 		}
-		// After commit, mid-stream.
-		if err := up.SetConfig(sim.Config{Tokens: 9, TokenDelay: caddyDur(300 * time.Millisecond)}); err != nil {
+		// After commit, mid-stream: the first delta is the first valid
+		// event, and the rest take seconds.
+		if err := up.SetConfig(sim.Config{Tokens: 9, TokenDelay: caddyDur(time.Second)}); err != nil {
 			t.Fatal(err)
 		}
 		for i := 4; i < 6; i++ {
-			abort(i, true, func(recs []sim.RequestRecord) bool { return len(recs) == i+1 && recs[i].Deltas >= 2 })
+			abort(i, true, func(recs []sim.RequestRecord) bool { return len(recs) == i+1 && !recs[i].FirstDelta.IsZero() })
 		}
 		v := healthWaitAdmin(t, p, "primary", up, "the aborted attempts to settle", func(v *healthView) bool { return v != nil && v.InFlight == 0 })
 		if v.State != "closed" || v.ConsecutiveFailures != 0 || v.Failures != 0 {
@@ -823,6 +824,11 @@ func TestHealthRequestErrorsAndAbortsNeverOpen(t *testing.T) {
 		}
 		if n := completions(other); n != 0 {
 			t.Fatalf("an aborted request failed over %d times", n)
+		}
+		for i, r := range up.Requests() {
+			if !r.Canceled || r.Deltas == 9 {
+				t.Fatalf("request %d was not cut short by its client: %+v", i, r)
+			}
 		}
 	})
 

@@ -20,7 +20,7 @@ func newTestHealth(name string) *providerHealth {
 // breakerStep is one event on a provider's timeline and what must hold after it.
 type breakerStep struct {
 	at   time.Duration // since healthT0
-	do   string        // admit, force, fail, succeed, release
+	do   string        // admit, force, fail, succeed, commit, release
 	note string
 
 	// fail
@@ -29,7 +29,7 @@ type breakerStep struct {
 	retryAfter time.Duration
 	// admit and fail
 	model string
-	// fail, succeed, release: report as the probe
+	// fail, succeed, commit, release: report as the probe
 	probe bool
 
 	// admit and force
@@ -253,6 +253,41 @@ func TestBreakerTransitions(t *testing.T) {
 			},
 		},
 		{
+			name: "streams that commit then break keep counting toward the open",
+			cfg:  defaults,
+			steps: []breakerStep{
+				{at: 0, do: "commit", wantState: stateClosed},
+				with(fail5xx(1*sec), stateClosed, 0),
+				{at: 2 * sec, do: "commit", wantState: stateClosed},
+				with(fail5xx(3*sec), stateClosed, 0),
+				{at: 4 * sec, do: "commit", wantState: stateClosed},
+				with(fail5xx(5*sec), stateOpen, 35*sec),
+			},
+		},
+		{
+			name: "a probe's stream closes it at commit; a break after that re-opens it",
+			cfg:  defaults,
+			steps: []breakerStep{
+				with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateOpen, 30*sec),
+				{at: 30 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
+				{at: 31 * sec, do: "commit", probe: true, wantState: stateClosed},
+				{at: 32 * sec, do: "admit", note: "traffic returns while the probe streams", wantOK: true, wantState: stateClosed},
+				with(fail5xx(40*sec), stateOpen, 70*sec),
+			},
+		},
+		{
+			name: "a probe's stream that ends well starts the count over",
+			cfg:  defaults,
+			steps: []breakerStep{
+				with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateOpen, 30*sec),
+				{at: 30 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
+				{at: 31 * sec, do: "commit", probe: true, wantState: stateClosed},
+				{at: 40 * sec, do: "succeed", wantState: stateClosed},
+				with(fail5xx(41*sec), stateClosed, 0),
+				with(fail5xx(42*sec), stateClosed, 0),
+			},
+		},
+		{
 			name: "zero config falls back to 3 failures and 30s",
 			cfg:  cooldownConfig{},
 			steps: []breakerStep{
@@ -281,6 +316,8 @@ func TestBreakerTransitions(t *testing.T) {
 					ph.onFailure(now, tt.cfg, s.class, s.status, s.retryAfter, s.model, s.probe)
 				case "succeed":
 					ph.onSuccess(now, s.probe)
+				case "commit":
+					ph.onCommit(now, s.probe)
 				case "release":
 					ph.release(s.probe)
 				default:
@@ -416,6 +453,36 @@ func nameOf(ph *providerHealth) string {
 		return "<nil>"
 	}
 	return ph.name
+}
+
+func TestRecoverySeconds(t *testing.T) {
+	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
+	openFor := func(name string, retryAfter time.Duration) *provider {
+		ph := newTestHealth(name)
+		ph.onFailure(healthT0, cfg, "rate_limited", 429, retryAfter, "", false)
+		return &provider{name: name, health: ph}
+	}
+	closed := &provider{name: "closed", health: newTestHealth("closed")}
+	a, b := openFor("a", 90*time.Second), openFor("b", 40*time.Second)
+
+	tests := []struct {
+		name  string
+		now   time.Duration
+		cands []*provider
+		want  int
+	}{
+		{"none open", 0, []*provider{closed}, 0},
+		{"the first to recover", 0, []*provider{a, closed, b}, 40},
+		{"rounded up", 500 * time.Millisecond, []*provider{a, b}, 40},
+		{"an ended open period: its probe decides soon", 41 * time.Second, []*provider{a, b}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := recoverySeconds(healthT0.Add(tt.now), tt.cands); got != tt.want {
+				t.Fatalf("recoverySeconds = %d, want %d", got, tt.want)
+			}
+		})
+	}
 }
 
 func TestResetClosesAndForgets(t *testing.T) {

@@ -135,3 +135,32 @@ func TestHedgeCannedUpstreamServes(t *testing.T) {
 		t.Fatalf("calls %v, want the primary once", up.calls)
 	}
 }
+
+// BenchmarkHedgeArm is all that hedging adds to a request that never
+// hedges: computing the delay (fixed, or the adaptive percentile of a
+// warm tracker) and arming and stopping the hedge timer.
+func BenchmarkHedgeArm(b *testing.B) {
+	up := &cannedUpstream{calls: map[string]int{}}
+	for _, tc := range []struct {
+		name  string
+		hedge HedgeConfig
+	}{
+		{"fixed", HedgeConfig{Delay: caddy.Duration(time.Minute)}},
+		{"p90", HedgeConfig{}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			h := cannedHandler(b, tc.hedge, up)
+			p := h.providers[0]
+			now := clock()
+			for i := range 100 {
+				p.latency.observe(0, time.Duration(100+i)*time.Millisecond, now)
+			}
+			timer := stoppedTimer()
+			b.ReportAllocs()
+			for b.Loop() {
+				timer.Reset(h.hedgeDelay(p, 0))
+				timer.Stop()
+			}
+		})
+	}
+}
