@@ -87,7 +87,14 @@ func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.
 		h.readUpstreamError(a, r.Context())
 		return
 	}
-	if req.stream && isEventStream(resp.Header) {
+	if isEventStream(resp.Header) {
+		if !req.stream {
+			// Nothing streams a request that did not ask for it; read as a
+			// body, an endless stream would hold the attempt for
+			// timeouts.response.
+			a.fail(classMalformed, fmt.Errorf("provider %s: answered a non-streaming request with an event stream", a.p.name))
+			return
+		}
 		h.gateStream(a, req.dialect, r.Context())
 		return
 	}

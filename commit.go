@@ -53,6 +53,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 		Idle:          time.Duration(h.Timeouts.Idle),
 		FinishGrace:   finishGrace,
 		DropMalformed: *h.Stream.DropMalformed,
+		Coalesce:      true,
 		OnStall: func(gap time.Duration) {
 			h.logger.Warn("upstream stream stalled", zap.String("provider", a.p.name),
 				zap.Duration("gap", gap), zap.Duration("idle_timeout", time.Duration(h.Timeouts.Idle)))

@@ -53,7 +53,14 @@ func faultNoLeaks(t *testing.T) {
 		if t.Failed() {
 			return
 		}
-		goleak.VerifyNone(t, append([]goleak.Option{base}, faultCaddyGoroutines...)...)
+		opts := append([]goleak.Option{base}, faultCaddyGoroutines...)
+		// goleak retries for about a second; a server shutting down waits
+		// longer for a connection it refused (net/http lingers 500ms before
+		// closing it, then polls).
+		for deadline := time.Now().Add(10 * time.Second); goleak.Find(opts...) != nil && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
+		}
+		goleak.VerifyNone(t, opts...)
 	})
 }
 
@@ -183,7 +190,7 @@ func TestFaultHugeHeader(t *testing.T) {
 		// The server answers before reading it all; the rest of the write
 		// may fail, which is fine.
 		w := bufio.NewWriter(conn)
-		fmt.Fprintf(w, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n")
+		fmt.Fprintf(w, "POST /v1/messages HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 2\r\n", conn.RemoteAddr())
 		for i := range 2048 {
 			fmt.Fprintf(w, "X-Pad-%d: %s\r\n", i, strings.Repeat("p", 1000))
 		}
@@ -258,7 +265,9 @@ func TestFaultSlowRequestBody(t *testing.T) {
 			defer conn.Close()
 			// Generous: the timeouts are 1-2s; a loaded machine is slow.
 			_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
-			fmt.Fprintf(conn, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"model\":")
+			// The Host must match the site, or Caddy answers an empty 200
+			// without reading the body.
+			fmt.Fprintf(conn, "POST /v1/messages HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"model\":", conn.RemoteAddr())
 			stop := make(chan struct{})
 			defer close(stop)
 			if tc.trickle {
@@ -361,23 +370,26 @@ func (f *faultFlood) waitHandler(t *testing.T, limit int64) {
 
 // A provider whose first event never ends (no blank line) or that sends
 // 10 MB of pings and comments before any content fails its attempt on the
-// pre-commit bounds (stream max_buffer, the event count), not by memory:
-// alone, the client gets a 503 saying so; with a second provider, the
-// answer.
+// pre-commit bounds (stream max_buffer, the event count), not by memory;
+// one that answers a non-streaming request with an endless event stream
+// fails at once. Alone, such a provider gets the client a 503 saying what
+// went wrong; with a second provider, the client gets the answer.
 func TestFaultUpstreamFloods(t *testing.T) {
 	faultNoLeaks(t)
 	const limit = 10 << 20
 	aStart := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"x\",\"content\":[],\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n"
+	pings := strings.Repeat("event: ping\ndata: {\"type\": \"ping\"}\n\n", 64)
 	cases := []struct {
 		name        string
 		k           load.Kind
 		head, chunk string
 		want        string
 	}{
-		{"unbounded first event", faultAnthropic, aStart + "event: content_block_delta\ndata: ", strings.Repeat("x", 32<<10), "size limit"},
-		{"unbounded data lines", faultOpenAI, "", "data: {\"choices\":[]}\n", "size limit"},
-		{"10 MB of pings", faultAnthropic, aStart, "event: ping\ndata: {\"type\": \"ping\"}\n\n", "no output after"},
-		{"10 MB of comments", faultOpenAI, "", ": keep-alive\n\n", "no output after"},
+		{"unbounded first event", load.Kind{Stream: true}, aStart + "event: content_block_delta\ndata: ", strings.Repeat("x", 32<<10), "size limit"},
+		{"unbounded data lines", load.Kind{OpenAI: true, Stream: true}, "", "data: {\"choices\":[]}\n", "size limit"},
+		{"10 MB of pings", load.Kind{Stream: true}, aStart, pings, "no output after"},
+		{"10 MB of comments", load.Kind{OpenAI: true, Stream: true}, "", strings.Repeat(": keep-alive\n\n", 64), "no output after"},
+		{"event stream for a non-stream request", load.Kind{}, aStart, pings, "event stream"},
 	}
 	good := newUpstream(t, sim.Config{})
 	for _, tc := range cases {
@@ -386,22 +398,29 @@ func TestFaultUpstreamFloods(t *testing.T) {
 			bad := &upstream{URL: flood.URL}
 			block := "\t\tstream {\n\t\t\tmax_buffer 64KiB\n\t\t}\n\t\tretry {\n\t\t\tsame_provider 0\n\t\t}\n"
 			p := startProxy(t, provider("flood", bad)+block)
-			req := faultRequest("POST", p.URL, tc.k, strings.NewReader(string(load.Body(load.Kind{OpenAI: tc.k.OpenAI, Stream: true}, "m"))))
+			req := faultRequest("POST", p.URL, tc.k, strings.NewReader(string(load.Body(tc.k, "m"))))
 			faultExpectError(t, faultClient(t), req, tc.k, http.StatusServiceUnavailable, tc.want)
 			flood.waitHandler(t, limit)
 
 			p = startProxy(t, provider("flood", bad, "priority 0")+provider("good", good, "priority 1")+block)
+			ctx := ctxTimeout(t, 20*time.Second)
 			var err error
 			var text string
-			if tc.k.OpenAI {
+			switch {
+			case tc.k.OpenAI:
 				var acc openai.ChatCompletionAccumulator
-				acc, err = streamOpenAI(ctxTimeout(t, 20*time.Second), openaiClient(p, "k"), openaiParams("gpt-test"))
+				acc, err = streamOpenAI(ctx, openaiClient(p, "k"), openaiParams("gpt-test"))
 				if len(acc.Choices) > 0 {
 					text = acc.Choices[0].Message.Content
 				}
-			} else {
-				m, e := streamAnthropic(ctxTimeout(t, 20*time.Second), anthropicClient(p, "k"), anthropicParams("claude-test"))
+			case tc.k.Stream:
+				m, e := streamAnthropic(ctx, anthropicClient(p, "k"), anthropicParams("claude-test"))
 				err, text = e, messageText(m)
+			default:
+				m, e := anthropicClient(p, "k").Messages.New(ctx, anthropicParams("claude-test"))
+				if err = e; m != nil {
+					text = messageText(*m)
+				}
 			}
 			if err != nil || text != wantText {
 				t.Fatalf("no failover past the flood: %v (text %q)", err, text)
@@ -410,6 +429,66 @@ func TestFaultUpstreamFloods(t *testing.T) {
 			faultOK(t, p)
 		})
 	}
+}
+
+// An upstream that stalls mid-stream must not stall what it already sent:
+// the relay coalesces a burst of events into one write, but every event
+// reaches the client before the proxy waits on the upstream again.
+func TestFaultStalledUpstreamFlushed(t *testing.T) {
+	faultNoLeaks(t)
+	release := make(chan struct{})
+	ev := func(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
+	delta := func(s string) string {
+		return ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`+s+`"}}`)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		io.WriteString(w, ev("message_start", `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"x","content":[],"usage":{"input_tokens":1,"output_tokens":1}}}`)+
+			ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)+delta("one"))
+		rc.Flush()
+		io.WriteString(w, delta(" two")+delta(" three")) // relayed after the commit
+		rc.Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		io.WriteString(w, delta(" four")+ev("content_block_stop", `{"type":"content_block_stop","index":0}`)+
+			ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":4}}`)+
+			ev("message_stop", `{"type":"message_stop"}`))
+	}))
+	t.Cleanup(srv.Close)
+	p := startProxy(t, provider("stalling", &upstream{URL: srv.URL}))
+	k := load.Kind{Stream: true}
+	req := faultRequest("POST", p.URL, k, strings.NewReader(string(load.Body(k, "claude-test"))))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := faultClient(t).Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got strings.Builder
+	buf := make([]byte, 4096)
+	for !strings.Contains(got.String(), `"text":" three"`) {
+		n, err := resp.Body.Read(buf)
+		got.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("the events before the stall did not reach the client (%v): %q", err, got.String())
+		}
+	}
+	close(release)
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Write(rest)
+	if v, why := load.Check(k, resp.StatusCode, resp.Header.Get("Content-Type"), []byte(got.String()), "one two three four"); v != load.Complete {
+		t.Fatalf("%v: %s", v, why)
+	}
+	faultOK(t, startProxy(t, provider("good", newUpstream(t, sim.Config{}))))
 }
 
 // faultPEM writes the certificate of a TLS test server to a PEM file.
@@ -506,6 +585,11 @@ func TestFaultSoakShort(t *testing.T) {
 	}
 	if tally.Complete == 0 || faulted == 0 {
 		t.Fatalf("the soak proved nothing: %d complete, %d faults", tally.Complete, faulted)
+	}
+	for _, u := range ups {
+		if err := u.SetConfig(sim.Config{Tokens: 9}); err != nil { // healthy again
+			t.Fatal(err)
+		}
 	}
 	faultOK(t, p)
 }

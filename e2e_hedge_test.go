@@ -515,6 +515,54 @@ func TestHedgeBudgetExhausted(t *testing.T) {
 	}
 }
 
+// A hedge that finds no candidate to start (the alternative is cooling
+// down) is not charged to the budget: with only the floor of 10 hedges,
+// a dozen such requests still leave room for a real hedge afterwards.
+func TestHedgeBudgetNotSpentWithoutHedge(t *testing.T) {
+	primary := newUpstream(t, sim.Config{FirstToken: caddyDur(time.Second)})
+	alt := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503, Count: 1}}})
+	p := startProxy(t, provider("primary", primary, "priority 0")+provider("alternative", alt, "priority 1")+
+		"hedge {\n after 100ms\n budget 0\n }\n cooldown {\n failures 1\n }\n")
+	c := anthropicClient(p, "k")
+	stream := func() (anthropic.Message, error) {
+		return streamAnthropic(ctxTimeout(t, 10*time.Second), c, anthropicParams("claude-test"))
+	}
+
+	// One real hedge, which fails and opens the alternative's breaker.
+	if _, err := stream(); err != nil {
+		t.Fatal(err)
+	}
+	if v := hedgeProviderView(t, p, alt); v["state"] != "open" {
+		t.Fatalf("alternative %v, want its breaker open", v)
+	}
+	var wg sync.WaitGroup
+	for range 12 {
+		wg.Go(func() {
+			if _, err := stream(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := len(hedgeRecs(alt)); n != 1 {
+		t.Fatalf("the cooling alternative got %d requests, want only the first", n)
+	}
+
+	resp, err := http.Post(p.AdminURL+"/llm_hedge/providers/alternative/reset", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	m, err := stream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := hedgeRecs(alt)
+	if len(recs) != 2 || m.ID != recs[1].ID {
+		t.Fatalf("after the reset the request was not hedged to the alternative (%d requests there): hedges that never started used up the budget", len(recs))
+	}
+}
+
 // (e) The client hangs up mid-race: every upstream connection is closed
 // within 1 s, and nothing is counted against the providers.
 func TestHedgeClientCancelClosesEveryAttempt(t *testing.T) {
@@ -655,14 +703,14 @@ func TestHedgeAttemptLimits(t *testing.T) {
 }
 
 // When the first attempt fails and its replacement runs alone, the hedge
-// delay starts over for the replacement: a hedge 50ms into an attempt that
-// just started would race nothing slow.
+// delay starts over for the replacement: a hedge 600ms into an attempt
+// with a 1s delay would cut its delay short by the time the first took.
 func TestHedgeDelayRestartsForReplacement(t *testing.T) {
-	primary := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503, Delay: caddyDur(250 * time.Millisecond)}}})
+	primary := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503, Delay: caddyDur(400 * time.Millisecond)}}})
 	slow := newUpstream(t, sim.Config{FirstToken: caddyDur(5 * time.Second)})
 	third := newUpstream(t, sim.Config{})
 	p := startProxy(t, provider("primary", primary, "priority 0")+provider("slow", slow, "priority 1")+
-		provider("third", third, "priority 2")+"hedge {\n after 300ms\n }\n")
+		provider("third", third, "priority 2")+"hedge {\n after 1s\n }\n")
 
 	m, err := streamAnthropic(ctxTimeout(t, 10*time.Second), anthropicClient(p, "k"), anthropicParams("claude-test"))
 	if err != nil || messageText(m) != wantText {
@@ -675,10 +723,12 @@ func TestHedgeDelayRestartsForReplacement(t *testing.T) {
 	if d := sr.Start.Sub(pr.End); d > 400*time.Millisecond {
 		t.Fatalf("replacement started %v after the primary failed, want at once", d)
 	}
-	// Counted from the primary's start the delay would end ~50ms after the
-	// replacement started; restarted, it ends 300ms after.
-	if d := tr.Start.Sub(sr.Start); d < 200*time.Millisecond {
-		t.Fatalf("hedge started %v after the replacement, want the full 300ms delay", d)
+	// Counted from the primary's start the delay would end ~600ms after
+	// the replacement started; restarted, it ends 1s after. The primary
+	// fails 600ms before its delay would, so a loaded machine does not
+	// turn the failover into a hedge.
+	if d := tr.Start.Sub(sr.Start); d < 800*time.Millisecond {
+		t.Fatalf("hedge started %v after the replacement, want the full 1s delay", d)
 	}
 	hedgeClosed(t, "slow", slow, 3*time.Second)
 }

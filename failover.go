@@ -25,7 +25,7 @@ func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, d dial
 			st.refuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the %d-byte limit (max_body)", h.MaxBody))
 			return nil
 		}
-		st.refuse(w, http.StatusBadRequest, err.Error())
+		st.refuse(w, bodyStatus(err), err.Error())
 		return nil
 	}
 	req, err := parseCompletion(d, body)
@@ -201,11 +201,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 	d := dialectOfAuxPath(r.URL.Path, r.Header)
 	body, err := readBody(r, h.MaxBody)
 	if err != nil {
-		status := http.StatusBadRequest
-		if errors.Is(err, errBodyTooLarge) {
-			status = http.StatusRequestEntityTooLarge
-		}
-		writeError(w, d, status, err.Error())
+		writeError(w, d, bodyStatus(err), err.Error())
 		return nil
 	}
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)

@@ -120,12 +120,12 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 				st.cancelLive(errHedgeLost)
 				return nil
 			case classClientAbort, classTotalTimeout:
-				st.cancelLive(nil)
-				noteClientGone(st, r)
+				abandon(st, r)
 				return nil
 			}
 			if st.ctx.Err() != nil {
-				continue
+				abandon(st, r)
+				return nil
 			}
 			n := len(st.attempts)
 			if hedging {
@@ -148,23 +148,30 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 			if !h.hedgeRoom(st) {
 				continue
 			}
-			if !h.hedgeBudget.tryAcquire(clock()) {
+			tok, ok := h.hedgeBudget.take(clock())
+			if !ok {
 				// The request waits on what is running (up to first_byte).
 				st.hedgeDenied = true
 				h.metrics.budgetExhausted("hedge")
 				continue
 			}
-			if a := h.launchNext(st, r, "hedge_triggered", true); a != nil {
-				st.hedged = true
-				h.metrics.hedgeLaunched(a.p.name)
-				rearm(false)
+			a := h.launchNext(st, r, "hedge_triggered", true)
+			if a == nil {
+				// Every candidate left is cooling down or busy: no hedge
+				// started, so none is charged.
+				h.hedgeBudget.refund(tok)
+				continue
 			}
+			st.hedged = true
+			h.metrics.hedgeLaunched(a.p.name)
+			rearm(false)
 		case <-retryC:
 			retryC = nil
 			a := pending
 			pending = nil
 			if st.ctx.Err() != nil {
-				continue
+				abandon(st, r)
+				return nil
 			}
 			n := len(st.attempts)
 			h.launchRetry(st, r, a) // charges the retry budget as it starts
@@ -173,8 +180,7 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 			}
 			rearm(len(st.attempts) > n)
 		case <-st.ctx.Done():
-			st.cancelLive(nil)
-			noteClientGone(st, r)
+			abandon(st, r)
 			return nil
 		}
 	}
@@ -188,9 +194,11 @@ func (h *Handler) hedgeRoom(st *requestState) bool {
 	return st.live > 0 && st.live < h.Hedge.MaxAttempts && st.attemptsLeft() > 0 && st.plan.remaining() > 0
 }
 
-// noteClientGone marks a request whose client went away, so no error
-// response is written to a closed connection.
-func noteClientGone(st *requestState, r *http.Request) {
+// abandon ends a race whose request is over (client gone, total timeout):
+// every attempt is cancelled, and a client that left is marked so, so no
+// error response is written to a closed connection.
+func abandon(st *requestState, r *http.Request) {
+	st.cancelLive(nil)
 	if r.Context().Err() != nil {
 		st.outcome = outcomeClientAbort
 	}

@@ -27,6 +27,12 @@ type relayOptions struct {
 	// OnStall, if set, is called once, from the watchdog goroutine, when no
 	// event arrived for Idle/2. It must return promptly (log, count).
 	OnStall func(gap time.Duration)
+	// Coalesce flushes once the upstream has no complete event buffered
+	// (just before the relay would wait on it) instead of after every
+	// event, as reverse_proxy flushes once per upstream read: a burst of
+	// events costs one write to the client, not one each, and no event
+	// waits in the buffer while the upstream is quiet.
+	Coalesce bool
 }
 
 const defaultFinishGrace = time.Second
@@ -73,11 +79,32 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 		}
 	}()
 
+	write := flush // flush after each event, unless coalescing
+	var flushErr error
+	if opts.Coalesce && flush != nil {
+		write = nil
+		pending := false
+		rd.beforeFill = func() {
+			if pending && flushErr == nil {
+				wd.waitEnd() // a slow client is not an idle upstream
+				flushErr = flush()
+				wd.waitStart()
+			}
+			pending = false
+		}
+		defer func() { rd.beforeFill = nil }()
+		w = pendingWriter{w, &pending}
+	}
+
 	finishing := false // OpenAI: a finish_reason was relayed
 	for {
 		wd.waitStart()
 		ev, err := rd.Next()
 		wd.waitEnd()
+		if flushErr != nil {
+			res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", flushErr)
+			return res
+		}
 		if err != nil {
 			return endRelay(ctx, w, flush, d, opts, wd, finishing, err, res)
 		}
@@ -86,7 +113,7 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 			res.Dropped++
 			continue
 		}
-		if err := writeClientEvent(w, flush, ev.Raw); err != nil {
+		if err := writeClientEvent(w, write, ev.Raw); err != nil {
 			res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", err)
 			return res
 		}
@@ -95,6 +122,12 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 		u.observeEvent(d, ev)
 		switch class {
 		case evTerminal:
+			if write == nil && flush != nil {
+				if err := flush(); err != nil {
+					res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", err)
+					return res
+				}
+			}
 			res.Complete = true
 			return res
 		case evError:
@@ -113,6 +146,17 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 			}
 		}
 	}
+}
+
+// pendingWriter notes that a coalesced event awaits its flush.
+type pendingWriter struct {
+	io.Writer
+	pending *bool
+}
+
+func (p pendingWriter) Write(b []byte) (int, error) {
+	*p.pending = true
+	return p.Writer.Write(b)
 }
 
 func writeClientEvent(w io.Writer, flush func() error, b []byte) error {

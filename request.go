@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"unicode/utf8"
 )
 
@@ -25,26 +26,49 @@ type llmRequest struct {
 	sizeClass            int
 }
 
-var errBodyTooLarge = errors.New("request body too large")
+var (
+	errBodyTooLarge = errors.New("request body too large")
+	// The server's read timeouts (read_body, read_body_idle) cut a client
+	// that sends its body too slowly.
+	errBodyTimeout = errors.New("timed out reading the request body")
+)
 
 // readBody reads the body once, bounded by max; over it is errBodyTooLarge.
+// A body of known length is read into one buffer of its size: no copy
+// beyond the read itself.
 func readBody(r *http.Request, max int64) ([]byte, error) {
 	if r.ContentLength > max {
 		return nil, errBodyTooLarge
 	}
-	size := 512
+	size := bytes.MinRead
 	if r.ContentLength > 0 {
-		size = int(r.ContentLength) + 1
+		// Room for the read that sees EOF too: bytes.Buffer grows (and
+		// copies) when less than MinRead bytes are free.
+		size = int(r.ContentLength) + bytes.MinRead
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, size))
 	n, err := buf.ReadFrom(io.LimitReader(r.Body, max+1))
 	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, errBodyTimeout
+		}
 		return nil, fmt.Errorf("reading request body: %w", err)
 	}
 	if n > max {
 		return nil, errBodyTooLarge
 	}
 	return buf.Bytes(), nil
+}
+
+// bodyStatus is the status of the answer to a body readBody refused.
+func bodyStatus(err error) int {
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, errBodyTimeout):
+		return http.StatusRequestTimeout
+	}
+	return http.StatusBadRequest
 }
 
 // parseCompletion validates the body and reads the fields the proxy needs

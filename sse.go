@@ -29,8 +29,8 @@ var errEventTooLarge = errors.New("server-sent event exceeds the size limit")
 
 const (
 	sseDefaultMaxEvent = 1 << 20
-	sseInitialBuffer   = 16 << 10 // holds many typical events; one read fills it
-	sseMinRead         = 2 << 10  // compact rather than issue reads smaller than this
+	sseInitialBuffer   = 4 << 10 // holds many typical events, and little per idle stream
+	sseMinRead         = 2 << 10 // compact rather than issue reads smaller than this
 )
 
 // sseReader splits a text/event-stream into events incrementally, following
@@ -58,6 +58,11 @@ type sseReader struct {
 	dataOff int // the first data line's value, used as is when it is the only one
 	dataLen int
 	scratch []byte // the joined data when there is more than one data line
+
+	// beforeFill, if set, runs before each read of r: the moment the
+	// reader has no complete event left and may wait (the relay flushes
+	// its coalesced writes there).
+	beforeFill func()
 }
 
 // newSSEReader reads events from r; maxEvent bounds one event's bytes
@@ -144,6 +149,9 @@ func onlyWhitespace(b []byte) bool {
 
 // fill reads more bytes into buf, making room first.
 func (s *sseReader) fill() {
+	if s.beforeFill != nil {
+		s.beforeFill()
+	}
 	if s.start == s.end {
 		s.start, s.scan, s.end, s.seen = 0, 0, 0, 0
 	} else if s.start > 0 && len(s.buf)-s.end < sseMinRead {
