@@ -49,6 +49,7 @@ type attempt struct {
 	gate       *gate
 	body       []byte // complete non-stream body
 	firstEvent time.Duration
+	commitBy   string // the payload of the event that committed a stream (gate.committedBy)
 	elapsed    time.Duration
 	usage      usage
 	outcome    string // for the decision chain
@@ -144,6 +145,7 @@ func (h *Handler) gateStream(a *attempt, d dialect, clientCtx context.Context) {
 		switch a.gate.feed(ev) {
 		case gateCommit:
 			a.firstEvent = time.Since(a.start)
+			a.commitBy = a.gate.committedBy()
 			return
 		case gateFail:
 			c := classMalformed

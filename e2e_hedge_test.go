@@ -160,15 +160,15 @@ func hedgeProviderView(t *testing.T, p *proxy, u *upstream) map[string]any {
 	return nil
 }
 
-// sseEvent is one raw server-sent event.
-type sseEvent struct {
+// hedgeSSEEvent is one raw server-sent event.
+type hedgeSSEEvent struct {
 	Event string
 	Data  string
 }
 
 // hedgeRawStream posts a streaming completion with net/http and returns
 // the raw events, so the test sees exactly the bytes a client gets.
-func hedgeRawStream(ctx context.Context, p *proxy, path, body string) (int, []sseEvent, error) {
+func hedgeRawStream(ctx context.Context, p *proxy, path, body string) (int, []hedgeSSEEvent, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+path, strings.NewReader(body))
 	if err != nil {
 		return 0, nil, err
@@ -184,26 +184,26 @@ func hedgeRawStream(ctx context.Context, p *proxy, path, body string) (int, []ss
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, []sseEvent{{Data: string(b)}}, nil
+		return resp.StatusCode, []hedgeSSEEvent{{Data: string(b)}}, nil
 	}
-	var events []sseEvent
-	var cur sseEvent
+	var events []hedgeSSEEvent
+	var cur hedgeSSEEvent
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
 		case line == "":
-			if cur != (sseEvent{}) {
+			if cur != (hedgeSSEEvent{}) {
 				events = append(events, cur)
 			}
-			cur = sseEvent{}
+			cur = hedgeSSEEvent{}
 		case strings.HasPrefix(line, "event:"):
 			cur.Event = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
 		case strings.HasPrefix(line, "data:"):
 			cur.Data += strings.TrimSpace(strings.TrimPrefix(line, "data:"))
 		}
 	}
-	if cur != (sseEvent{}) {
+	if cur != (hedgeSSEEvent{}) {
 		events = append(events, cur)
 	}
 	return resp.StatusCode, events, sc.Err()
@@ -214,9 +214,9 @@ const (
 	hedgeOpenAIBody    = `{"model":"gpt-test","stream":true,"messages":[{"role":"user","content":"hello"}]}`
 )
 
-// checkAnthropicEvents checks the events are one well-formed message with
+// hedgeCheckAnthropic checks the events are one well-formed message with
 // the given id and text: one message_start, content, one message_stop last.
-func checkAnthropicEvents(events []sseEvent, wantID string) error {
+func hedgeCheckAnthropic(events []hedgeSSEEvent, wantID string) error {
 	var text strings.Builder
 	starts, stops := 0, 0
 	for i, ev := range events {
@@ -261,9 +261,9 @@ func checkAnthropicEvents(events []sseEvent, wantID string) error {
 	return nil
 }
 
-// checkOpenAIEvents checks every chunk is of the completion wantID, the
+// hedgeCheckOpenAI checks every chunk is of the completion wantID, the
 // text is whole and [DONE] comes once, last.
-func checkOpenAIEvents(events []sseEvent, wantID string) error {
+func hedgeCheckOpenAI(events []hedgeSSEEvent, wantID string) error {
 	var text strings.Builder
 	for i, ev := range events {
 		if ev.Data == "[DONE]" {
@@ -365,10 +365,10 @@ func TestHedgeSlowPrimaryLosesToAlternative(t *testing.T) {
 func TestHedgeOneUninterleavedStream(t *testing.T) {
 	for _, tc := range []struct {
 		name, path, body string
-		check            func([]sseEvent, string) error
+		check            func([]hedgeSSEEvent, string) error
 	}{
-		{"anthropic", "/v1/messages", hedgeAnthropicBody, checkAnthropicEvents},
-		{"openai", "/v1/chat/completions", hedgeOpenAIBody, checkOpenAIEvents},
+		{"anthropic", "/v1/messages", hedgeAnthropicBody, hedgeCheckAnthropic},
+		{"openai", "/v1/chat/completions", hedgeOpenAIBody, hedgeCheckOpenAI},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The alternative's first token comes ~800ms in, the primary's

@@ -330,10 +330,14 @@ func TestStreamGateHoldsUntilFirstDelta(t *testing.T) {
 			} else if len(evs) < 2 || !strings.Contains(evs[0].Data, `"role":"assistant"`) || !strings.Contains(evs[1].Data, `"content":"The `) {
 				t.Fatalf("the client's stream starts %v; want the role chunk, then the first content", evs[:min(2, len(evs))])
 			}
-			// The log records how long the gate waited.
+			// The log records what committed and how long the gate waited.
 			line := streamLogLine(t, p, i+1)
 			if ms := streamNum(line, "first_event_ms"); ms < firstToken.Milliseconds() {
 				t.Fatalf("first_event_ms %d, want at least %d: the gate waited for the delta", ms, firstToken.Milliseconds())
+			}
+			wantBy := map[string]string{"anthropic": "content_block_delta", "openai": "content"}[d]
+			if line["committed_by"] != wantBy {
+				t.Fatalf("committed_by %v, want %s", line["committed_by"], wantBy)
 			}
 		})
 	}

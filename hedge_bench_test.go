@@ -79,10 +79,10 @@ func BenchmarkHedgeTail(b *testing.B) {
 			}
 			slices.Sort(ttfe)
 			p50, p95, p99 := hedgeRank(ttfe, 0.50), hedgeRank(ttfe, 0.95), hedgeRank(ttfe, 0.99)
-			slow := len(ttfe) - sortSearch(ttfe, time.Second)
-			b.ReportMetric(ms(p50), "p50_ms")
-			b.ReportMetric(ms(p95), "p95_ms")
-			b.ReportMetric(ms(p99), "p99_ms")
+			slow := len(ttfe) - hedgeCountBelow(ttfe, time.Second)
+			b.ReportMetric(hedgeMs(p50), "p50_ms")
+			b.ReportMetric(hedgeMs(p95), "p95_ms")
+			b.ReportMetric(hedgeMs(p99), "p99_ms")
 			b.ReportMetric(float64(attempts)/float64(requests), "attempts/req")
 			b.ReportMetric(float64(slow), "over1s_reqs")
 			b.Logf("%s: %d requests: p50 %v p95 %v p99 %v max %v; %d upstream attempts (%.1f%% extra); %d requests over 1s",
@@ -92,7 +92,7 @@ func BenchmarkHedgeTail(b *testing.B) {
 	}
 }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func hedgeMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // hedgeRank is the nearest-rank q-quantile of sorted durations.
 func hedgeRank(sorted []time.Duration, q float64) time.Duration {
@@ -100,8 +100,8 @@ func hedgeRank(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-// sortSearch is the index of the first duration >= d in sorted.
-func sortSearch(sorted []time.Duration, d time.Duration) int {
+// hedgeCountBelow counts the durations below d in sorted.
+func hedgeCountBelow(sorted []time.Duration, d time.Duration) int {
 	i, _ := slices.BinarySearch(sorted, d)
 	return i
 }

@@ -19,14 +19,14 @@ import (
 
 const hedgeStreamBody = `{"model":"claude-test","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hello"}]}`
 
-// cannedUpstream answers every request with the same recorded stream, in
+// hedgeCannedUpstream answers every request with the same recorded stream, in
 // memory: the request path is measured without loopback network noise.
-type cannedUpstream struct {
+type hedgeCannedUpstream struct {
 	stream []byte
 	calls  map[string]int
 }
 
-func (c *cannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
+func (c *hedgeCannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Body != nil {
 		_, _ = io.Copy(io.Discard, r.Body)
 		r.Body.Close()
@@ -41,8 +41,8 @@ func (c *cannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 	}, nil
 }
 
-// recordedStream is one real Anthropic stream of the simulator.
-func recordedStream(tb testing.TB) []byte {
+// hedgeRecordedStream is one real Anthropic stream of the simulator.
+func hedgeRecordedStream(tb testing.TB) []byte {
 	tb.Helper()
 	srv := httptest.NewServer(sim.New(sim.Config{Tokens: 9}))
 	defer srv.Close()
@@ -58,9 +58,9 @@ func recordedStream(tb testing.TB) []byte {
 	return b
 }
 
-// cannedHandler provisions a handler with a primary and a spare provider
+// hedgeCannedHandler provisions a handler with a primary and a spare provider
 // whose transports answer from up.
-func cannedHandler(tb testing.TB, hedge HedgeConfig, up *cannedUpstream) *Handler {
+func hedgeCannedHandler(tb testing.TB, hedge HedgeConfig, up *hedgeCannedUpstream) *Handler {
 	tb.Helper()
 	h := &Handler{
 		Providers: []*Provider{
@@ -91,7 +91,7 @@ func cannedHandler(tb testing.TB, hedge HedgeConfig, up *cannedUpstream) *Handle
 // race loop; the hedged one also computes the delay and arms and stops a
 // timer. Compare ns/op and allocs/op.
 func BenchmarkHedgeRaceNoFire(b *testing.B) {
-	stream := recordedStream(b)
+	stream := hedgeRecordedStream(b)
 	for _, tc := range []struct {
 		name  string
 		hedge HedgeConfig
@@ -100,8 +100,8 @@ func BenchmarkHedgeRaceNoFire(b *testing.B) {
 		{"hedge=off", HedgeConfig{Off: true}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			up := &cannedUpstream{stream: stream, calls: map[string]int{}}
-			h := cannedHandler(b, tc.hedge, up)
+			up := &hedgeCannedUpstream{stream: stream, calls: map[string]int{}}
+			h := hedgeCannedHandler(b, tc.hedge, up)
 			b.ReportAllocs()
 			for b.Loop() {
 				r := httptest.NewRequest(http.MethodPost, "/v1/messages", strings.NewReader(hedgeStreamBody))
@@ -121,8 +121,8 @@ func BenchmarkHedgeRaceNoFire(b *testing.B) {
 // The canned path is a faithful request: the client gets the recorded
 // stream's text through the real commit and relay, from the primary alone.
 func TestHedgeCannedUpstreamServes(t *testing.T) {
-	up := &cannedUpstream{stream: recordedStream(t), calls: map[string]int{}}
-	h := cannedHandler(t, HedgeConfig{Delay: caddy.Duration(time.Minute)}, up)
+	up := &hedgeCannedUpstream{stream: hedgeRecordedStream(t), calls: map[string]int{}}
+	h := hedgeCannedHandler(t, HedgeConfig{Delay: caddy.Duration(time.Minute)}, up)
 	r := httptest.NewRequest(http.MethodPost, "/v1/messages", strings.NewReader(hedgeStreamBody))
 	w := httptest.NewRecorder()
 	if err := h.ServeHTTP(w, r, nil); err != nil || w.Code != http.StatusOK {
@@ -140,7 +140,7 @@ func TestHedgeCannedUpstreamServes(t *testing.T) {
 // hedges: computing the delay (fixed, or the adaptive percentile of a
 // warm tracker) and arming and stopping the hedge timer.
 func BenchmarkHedgeArm(b *testing.B) {
-	up := &cannedUpstream{calls: map[string]int{}}
+	up := &hedgeCannedUpstream{calls: map[string]int{}}
 	for _, tc := range []struct {
 		name  string
 		hedge HedgeConfig
@@ -149,7 +149,7 @@ func BenchmarkHedgeArm(b *testing.B) {
 		{"p90", HedgeConfig{}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			h := cannedHandler(b, tc.hedge, up)
+			h := hedgeCannedHandler(b, tc.hedge, up)
 			p := h.providers[0]
 			now := clock()
 			for i := range 100 {

@@ -164,6 +164,9 @@ func (h *Handler) finish(st *requestState) {
 	if st.relay.Reason != "" {
 		fields = append(fields, zap.String("stream_end", st.relay.Reason))
 	}
+	if w != nil && w.commitBy != "" {
+		fields = append(fields, zap.String("committed_by", w.commitBy))
+	}
 	if st.relay.Dropped > 0 {
 		fields = append(fields, zap.Int("dropped_malformed", st.relay.Dropped))
 	}

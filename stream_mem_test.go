@@ -67,7 +67,7 @@ func streamMemFootprint(t testing.TB, n int) streamMemResult {
 	per := func(v int64) float64 { return float64(v) / float64(n) }
 	return streamMemResult{
 		n:              n,
-		proxyBytes:     per(proxied.heap+proxied.stack-direct.heap-direct.stack),
+		proxyBytes:     per(proxied.heap + proxied.stack - direct.heap - direct.stack),
 		proxyHeap:      per(proxied.heap - direct.heap),
 		proxyStack:     per(proxied.stack - direct.stack),
 		proxyGoroutine: per(int64(proxied.goroutines - direct.goroutines)),
@@ -224,4 +224,3 @@ func BenchmarkStreamIdleMemory(b *testing.B) {
 	b.ReportMetric(r.proxyGoroutine, "goroutines/stream")
 	b.ReportMetric(0, "ns/op")
 }
-

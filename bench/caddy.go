@@ -173,6 +173,47 @@ func (p *caddyProc) profile(d time.Duration, path string) chan error {
 	return done
 }
 
+// liveMemory collects garbage in the process (pprof's gc=1) and returns
+// the Go heap and goroutine stacks in use after it, in bytes: the memory
+// the process holds, without the GC's headroom that RSS also counts.
+func (p *caddyProc) liveMemory() (heap, stack int64) {
+	resp, err := http.Get(p.Admin + "/debug/pprof/heap?debug=1&gc=1")
+	if err != nil {
+		return -1, -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "# HeapInuse = "); ok {
+			heap, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(sc.Text(), "# Stack = "); ok { // "inuse / sys"
+			stack, _ = strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+		}
+	}
+	return heap, stack
+}
+
+// save writes what the admin endpoint serves at path (a heap profile, the
+// goroutine dump) to file.
+func (p *caddyProc) save(path, file string) error {
+	resp, err := http.Get(p.Admin + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // metrics returns the lines of the Prometheus exposition that start with
 // prefix.
 func (p *caddyProc) metrics(prefix string) []string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -30,6 +31,8 @@ func runIdleStreams(bin, dir string, n int) error {
 	type row struct {
 		config                string
 		baseKB, heldKB, hwmKB int64
+		baseHeap, baseStack   int64
+		heldHeap, heldStack   int64
 		baseG, heldG          int
 		open                  time.Duration
 	}
@@ -52,6 +55,7 @@ func runIdleStreams(bin, dir string, n int) error {
 		sims[0].closeIdle()
 		settle(proc)
 		r := row{config: config, baseKB: proc.memKB("VmRSS"), baseG: proc.goroutines()}
+		r.baseHeap, r.baseStack = proc.liveMemory()
 		t0 := time.Now()
 		release, err := holdStreams(proc.URL, tr, n)
 		if err != nil {
@@ -61,6 +65,13 @@ func runIdleStreams(bin, dir string, n int) error {
 		r.open = time.Since(t0)
 		settle(proc)
 		r.heldKB, r.hwmKB, r.heldG = proc.memKB("VmRSS"), proc.memKB("VmHWM"), proc.goroutines()
+		r.heldHeap, r.heldStack = proc.liveMemory() // after the RSS reading: it collects garbage
+		if *profileDir != "" {
+			_ = os.MkdirAll(*profileDir, 0o755)
+			if err := proc.save("/debug/pprof/heap", filepath.Join(*profileDir, "idle-"+config+".heap")); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: heap profile:", err)
+			}
+		}
 		release()
 		tr.CloseIdleConnections()
 		proc.Stop()
@@ -69,11 +80,14 @@ func runIdleStreams(bin, dir string, n int) error {
 	}
 	fmt.Printf("\n%d concurrent committed streams, idle after their first delta (RSS of the Caddy process)\n", n)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "config\tRSS before MiB\tRSS held MiB\tpeak MiB\tKiB per stream\tgoroutines per stream\t")
+	fmt.Fprintln(tw, "config\tRSS before MiB\tRSS held MiB\tpeak MiB\tRSS KiB/stream\tlive heap KiB/stream\tstacks KiB/stream\tgoroutines/stream\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", r.config, float64(r.baseKB)/1024, float64(r.heldKB)/1024,
-			float64(r.hwmKB)/1024, float64(r.heldKB-r.baseKB)/float64(n), float64(r.heldG-r.baseG)/float64(n))
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", r.config, float64(r.baseKB)/1024, float64(r.heldKB)/1024,
+			float64(r.hwmKB)/1024, float64(r.heldKB-r.baseKB)/float64(n),
+			float64(r.heldHeap-r.baseHeap)/1024/float64(n), float64(r.heldStack-r.baseStack)/1024/float64(n),
+			float64(r.heldG-r.baseG)/float64(n))
 	}
+	fmt.Println("(RSS counts the garbage collector's headroom too; live heap and stacks are read after a forced collection)")
 	tw.Flush()
 	for _, r := range rows {
 		if r.config == "llm_hedge" {
