@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -288,6 +287,3 @@ func clip(s string) string {
 	}
 	return s
 }
-
-// Drain reads and discards a body; for callers that only time requests.
-func Drain(r io.Reader) { _, _ = io.Copy(io.Discard, r) }
