@@ -1,0 +1,184 @@
+package llmhedge
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+func parseHandler(input string) (*Handler, error) {
+	h := new(Handler)
+	err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))
+	return h, err
+}
+
+func TestCaddyfileGood(t *testing.T) {
+	h, err := parseHandler(`llm_hedge {
+		provider anthropic https://api.anthropic.com {
+			api anthropic
+			key {env.ANTHROPIC_API_KEY}
+			vendor anthropic
+			priority 0
+			weight 3
+			models claude-* 
+			model claude-opus-* claude-opus-4-1
+			model * claude-sonnet-4-5
+			header_up +X-Team ai
+			header_up -X-Debug
+			max_in_flight 64
+			first_byte_timeout 20s
+		}
+		provider openai https://api.openai.com/ {
+			api openai
+			priority 1
+		}
+		timeouts {
+			connect 3s
+			first_byte 30s
+			response 5m
+			idle 45s
+			total 10m
+		}
+		hedge {
+			after p95
+			min 200ms
+			max 4s
+			max_attempts 3
+			budget 5
+		}
+		retry {
+			attempts 5
+			same_provider 0
+			backoff 250ms 4s
+			retry_after_max 10s
+			budget 15%
+			fallback_model claude-opus-* claude-sonnet-4-5
+		}
+		cooldown {
+			failures 5
+			duration 10s
+			max 2m
+		}
+		stream {
+			reject "I cannot help" "As an AI"
+			drop_malformed off
+			max_buffer 512KiB
+		}
+		affinity header X-Session ttl 30m
+		max_body 8MiB
+	}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Providers) != 2 {
+		t.Fatalf("providers = %d", len(h.Providers))
+	}
+	a := h.Providers[0]
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"api", a.API, "anthropic"},
+		{"key", a.Key, "{env.ANTHROPIC_API_KEY}"},
+		{"weight", a.Weight, 3},
+		{"models", strings.Join(a.Models, ","), "claude-*"},
+		{"model rules", len(a.ModelMap), 2},
+		{"catch-all last", a.ModelMap[1], ModelRule{From: "*", To: "claude-sonnet-4-5"}},
+		{"header_up add", a.HeadersUp.Add.Get("X-Team"), "ai"},
+		{"header_up delete", strings.Join(a.HeadersUp.Delete, ","), "X-Debug"},
+		{"max_in_flight", a.MaxInFlight, 64},
+		{"first_byte_timeout", a.FirstByteTimeout, caddy.Duration(20 * time.Second)},
+		{"priority", h.Providers[1].Priority, 1},
+		{"connect", h.Timeouts.Connect, caddy.Duration(3 * time.Second)},
+		{"idle", h.Timeouts.Idle, caddy.Duration(45 * time.Second)},
+		{"hedge percentile", h.Hedge.Percentile, 95.0},
+		{"hedge max_attempts", h.Hedge.MaxAttempts, 3},
+		{"hedge budget", *h.Hedge.Budget, 5.0},
+		{"retry attempts", h.Retry.Attempts, 5},
+		{"same_provider", *h.Retry.SameProvider, 0},
+		{"backoff base", h.Retry.BackoffBase, caddy.Duration(250 * time.Millisecond)},
+		{"retry budget", *h.Retry.Budget, 15.0},
+		{"fallback", h.Retry.FallbackModels[0].To, "claude-sonnet-4-5"},
+		{"cooldown failures", h.Cooldown.Failures, 5},
+		{"cooldown max", h.Cooldown.Max, caddy.Duration(2 * time.Minute)},
+		{"reject", strings.Join(h.Stream.Reject, "|"), "I cannot help|As an AI"},
+		{"drop_malformed", *h.Stream.DropMalformed, false},
+		{"max_buffer", h.Stream.MaxBuffer, int64(512 << 10)},
+		{"affinity header", h.Affinity.Header, "X-Session"},
+		{"affinity ttl", h.Affinity.TTL, caddy.Duration(30 * time.Minute)},
+		{"max_body", h.MaxBody, int64(8 << 20)},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if err := h.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+
+	h, err = parseHandler("llm_hedge {\n provider a http://127.0.0.1:1\n hedge off\n affinity off\n}")
+	if err != nil || !h.Hedge.Off || !h.Affinity.Off {
+		t.Fatalf("one-line forms: %v %+v %+v", err, h.Hedge, h.Affinity)
+	}
+	h, err = parseHandler("llm_hedge {\n provider a http://127.0.0.1:1\n hedge {\n after 300ms\n }\n}")
+	if err != nil || h.Hedge.Delay != caddy.Duration(300*time.Millisecond) || h.Hedge.Percentile != 0 {
+		t.Fatalf("fixed hedge delay: %v %+v", err, h.Hedge)
+	}
+}
+
+// Every mistake names its line and says what is wrong.
+func TestCaddyfileBad(t *testing.T) {
+	const p = "provider a http://127.0.0.1:1\n"
+	cases := []struct {
+		name, body string
+		line       int
+		want       string
+	}{
+		{"no provider", "", 2, "at least one provider"},
+		{"unknown subdirective", p + "retyr 2\n", 3, `unknown subdirective "retyr"`},
+		{"duplicate provider", p + p, 3, "duplicate name"},
+		{"provider args", "provider a\n", 2, "want <name> <base_url>"},
+		{"bad scheme", "provider a ftp://x\n", 2, "http:// or https://"},
+		{"unknown provider option", "provider a http://x {\n wieght 2\n}\n", 3, `unknown option "wieght"`},
+		{"bad api", "provider a http://x {\n api gemini\n}\n", 3, "not anthropic or openai"},
+		{"weight zero", "provider a http://x {\n weight 0\n}\n", 3, "below the minimum"},
+		{"model one arg", "provider a http://x {\n model gpt-4\n}\n", 3, "want <from|*> <to>"},
+		{"bad duration", p + "timeouts {\n idle soon\n}\n", 4, "not a duration"},
+		{"negative duration", p + "timeouts {\n idle -5s\n}\n", 4, "must be positive"},
+		{"unknown timeout", p + "timeouts {\n read 5s\n}\n", 4, `unknown option "read"`},
+		{"max_attempts 0", p + "hedge {\n max_attempts 0\n}\n", 4, "below the minimum"},
+		{"max_attempts 6", p + "hedge {\n max_attempts 6\n}\n", 4, "above 5"},
+		{"hedge after", p + "hedge {\n after p100\n}\n", 4, "percentile"},
+		{"budget > 100", p + "hedge {\n budget 150\n}\n", 4, "between 0 and 100"},
+		{"retry budget", p + "retry {\n budget -1\n}\n", 4, "between 0 and 100"},
+		{"backoff", p + "retry {\n backoff 5s 1s\n}\n", 4, "base <= max"},
+		{"fallback args", p + "retry {\n fallback_model a\n}\n", 4, "want <from> <to>"},
+		{"cooldown", p + "cooldown {\n failures x\n}\n", 4, "not an integer"},
+		{"stream", p + "stream {\n drop_malformed maybe\n}\n", 4, "want on or off"},
+		{"size", p + "max_body lots\n", 3, "not a size"},
+		{"affinity", p + "affinity sticky\n", 3, "affinity: want"},
+		{"extra args", p + "max_body 1MiB 2MiB\n", 3, "exactly one argument"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseHandler("llm_hedge {\n" + tc.body + "}")
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.want) {
+				t.Errorf("error %q does not say %q", msg, tc.want)
+			}
+			if !strings.Contains(msg, "Testfile:"+itoa(tc.line)) {
+				t.Errorf("error %q does not name line %d", msg, tc.line)
+			}
+		})
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
