@@ -100,6 +100,12 @@ func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.
 		return
 	}
 	h.readCompleteBody(a, req.dialect, r.Context())
+	if req.stream && a.ok() {
+		// The client asked for a stream and its SDK would choke on a JSON
+		// body: a provider that ignores `stream` is as broken as a fake-200.
+		a.fail(classMalformed, fmt.Errorf("provider %s: answered a streaming request with %q, not an event stream",
+			a.p.name, resp.Header.Get("Content-Type")))
+	}
 }
 
 func (a *attempt) fail(c failClass, err error) {
