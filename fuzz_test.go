@@ -14,6 +14,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
@@ -248,6 +251,9 @@ func BenchmarkProxyRequest(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = h.Cleanup() })
+			// Caddy's default log level: a healthy request's line (debug)
+			// is not written.
+			h.logger = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.InfoLevel))
 			body := fmt.Appendf(nil, `{"model":"claude-bench","max_tokens":1024,"stream":%t,"messages":[{"role":"user","content":"Write a short paragraph about the sea."}]}`, bc.stream)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -257,5 +263,48 @@ func BenchmarkProxyRequest(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// faultFlushCounter is a client that counts writes and flushes.
+type faultFlushCounter struct {
+	bytes.Buffer
+	writes, flushes int
+}
+
+func (c *faultFlushCounter) Write(b []byte) (int, error) { c.writes++; return c.Buffer.Write(b) }
+func (c *faultFlushCounter) flush() error                { c.flushes++; return nil }
+
+// A coalescing relay hands the client exactly the upstream's bytes with
+// one write and one flush per read of the upstream, not one of each per
+// event (here ~4 events per read of a 145 KB stream, one event of 40 KiB).
+func TestFaultRelayCoalescedBurst(t *testing.T) {
+	var in strings.Builder
+	for i := range 200 {
+		pad := 400
+		if i == 100 {
+			pad = 40 << 10 // one event over what a burst holds back
+		}
+		fmt.Fprintf(&in, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"%04d %s\"}}\n\n", i, strings.Repeat("x", pad))
+	}
+	in.WriteString("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	for _, coalesce := range []bool{false, true} {
+		c := &faultFlushCounter{}
+		rd := newSSEReader(strings.NewReader(in.String()), 1<<20)
+		res := relayStream(context.Background(), c, c.flush, rd, dialectAnthropic, nil, relayOptions{Idle: time.Minute, Coalesce: coalesce}, nil)
+		if !res.Complete || res.Events != 201 {
+			t.Fatalf("coalesce=%v: %+v", coalesce, res)
+		}
+		if c.String() != in.String() {
+			t.Fatalf("coalesce=%v: the client got other bytes than the upstream sent", coalesce)
+		}
+		// One flush per read of the upstream (each at least sseMinRead
+		// bytes), at most one write more per 32 KiB held back.
+		if coalesce && (c.flushes > 1+in.Len()/sseMinRead || c.writes > c.flushes+in.Len()/coalesceMax+1) {
+			t.Fatalf("coalesced: %d writes, %d flushes for %d bytes", c.writes, c.flushes, in.Len())
+		}
+		if !coalesce && (c.writes != 201 || c.flushes != 201) {
+			t.Fatalf("per event: %d writes, %d flushes, want 201 each", c.writes, c.flushes)
+		}
 	}
 }

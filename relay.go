@@ -82,18 +82,22 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 	write := flush // flush after each event, unless coalescing
 	var flushErr error
 	if opts.Coalesce && flush != nil {
-		write = nil
-		pending := false
+		cw := &coalescer{w: w, flush: flush}
 		rd.beforeFill = func() {
-			if pending && flushErr == nil {
+			if cw.pending && flushErr == nil {
 				wd.waitEnd() // a slow client is not an idle upstream
-				flushErr = flush()
+				flushErr = cw.flushOut()
 				wd.waitStart()
 			}
-			pending = false
 		}
-		defer func() { rd.beforeFill = nil }()
-		w = pendingWriter{w, &pending}
+		defer func() {
+			rd.beforeFill = nil
+			if cw.pending && flushErr == nil {
+				_ = cw.flushOut() // an upstream error event, relayed as is
+			}
+			cw.release()
+		}()
+		w, flush, write = cw, cw.flushOut, nil
 	}
 
 	finishing := false // OpenAI: a finish_reason was relayed
@@ -148,15 +152,64 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 	}
 }
 
-// pendingWriter notes that a coalesced event awaits its flush.
-type pendingWriter struct {
-	io.Writer
-	pending *bool
+// coalescer gathers the events of one burst and hands them to the client
+// in one write at the flush: every Write of a response passes Caddy's
+// writer wrappers (a deadline reset each), so sixty events one by one cost
+// sixty of those. Its buffer comes from a pool while events are pending,
+// so an idle stream holds none.
+type coalescer struct {
+	w       io.Writer
+	flush   func() error
+	buf     *[]byte
+	pending bool // events written since the last flush
 }
 
-func (p pendingWriter) Write(b []byte) (int, error) {
-	*p.pending = true
-	return p.Writer.Write(b)
+var coalescePool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// coalesceMax bounds a burst held back: past it, the events are written
+// (not flushed) at once.
+const coalesceMax = 32 << 10
+
+func (c *coalescer) Write(b []byte) (int, error) {
+	c.pending = true
+	if c.buf == nil {
+		c.buf = coalescePool.Get().(*[]byte)
+	}
+	*c.buf = append(*c.buf, b...)
+	if len(*c.buf) >= coalesceMax {
+		return len(b), c.writeOut()
+	}
+	return len(b), nil
+}
+
+func (c *coalescer) writeOut() error {
+	if c.buf == nil || len(*c.buf) == 0 {
+		return nil
+	}
+	_, err := c.w.Write(*c.buf)
+	*c.buf = (*c.buf)[:0]
+	return err
+}
+
+// flushOut writes what is pending and flushes it to the client.
+func (c *coalescer) flushOut() error {
+	c.pending = false
+	err := c.writeOut()
+	c.release()
+	if err != nil {
+		return err
+	}
+	return c.flush()
+}
+
+func (c *coalescer) release() {
+	if c.buf != nil {
+		if cap(*c.buf) <= 2*coalesceMax {
+			*c.buf = (*c.buf)[:0]
+			coalescePool.Put(c.buf)
+		}
+		c.buf = nil
+	}
 }
 
 func writeClientEvent(w io.Writer, flush func() error, b []byte) error {

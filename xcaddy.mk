@@ -37,7 +37,7 @@ bench: caddy
 	go run ./bench -caddy ./caddy
 
 fuzz:
-	go test -run '^$$' -fuzz FuzzSSEReader -fuzztime 5m .
+	for f in FuzzSSEReader FuzzGate FuzzJSONScanner FuzzParseRetryAfter FuzzCaddyfile FuzzParseCompletion; do go test -run '^$$' -fuzz "^$$f$$" -fuzztime 5m . || exit 1; done
 
 clean:
 	rm -f caddy

@@ -51,6 +51,7 @@ var (
 	idleStreams = flag.Int("idle-streams", 0, "instead of the comparison: hold this many committed, idle streams open and report the memory per stream")
 	soakFor     = flag.Duration("soak", 0, "instead of the comparison: run a steady mixed load with 5% injected provider faults for this long")
 	soakRate    = flag.Float64("soak-rate", 150, "soak: requests started per second")
+	keep        = flag.Bool("keep", false, "keep the scratch directory (Caddyfiles, Caddy logs) and print its path")
 )
 
 // Response shapes of the comparison: a non-streaming answer of about 1 KB
@@ -74,7 +75,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	if *keep {
+		fmt.Fprintln(os.Stderr, "bench: scratch directory (kept):", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
 	bin, err := resolveCaddy(dir)
 	if err != nil {
 		return err
@@ -488,7 +493,7 @@ func verdict(r, base *cellResult) string {
 	if r.conc == 1 {
 		lat = fmt.Sprintf("Δp50 %+dµs %s", dp.Microseconds(), mark(dp < 100*time.Microsecond))
 	}
-	return fmt.Sprintf("  %-10s c=%-3d %-12s throughput %.2f× %s, CPU %.2f× %s, %s",
+	return fmt.Sprintf("  %-10s c=%-3d %-12s throughput %.3f× %s, CPU %.3f× %s, %s",
 		r.mode, r.conc, r.config, rps, mark(rps >= 0.9), cpu, mark(cpu <= 1.2), lat)
 }
 
