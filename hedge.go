@@ -268,8 +268,8 @@ func (h *Handler) launchProbe(st *requestState, r *http.Request) *attempt {
 	var open []*provider
 	var healths []*providerHealth
 	for _, p := range st.plan.cands {
-		if p.health.state(now) == stateClosed || p.health.modelCooling(now, st.plan.model) || p.busy() {
-			continue
+		if p.health.state(now) == stateClosed || p.health.modelCooling(now, st.plan.model) || p.busy() || st.plan.tries[p] > 0 {
+			continue // only providers skipped for their breaker, not yet tried by this request
 		}
 		open = append(open, p)
 		healths = append(healths, p.health)

@@ -42,7 +42,16 @@ func (h *Handler) launchFailover(st *requestState, r *http.Request, healthyOnly 
 		return a
 	}
 	if st.plan.remaining() == 0 && st.live == 0 && h.fallback(st) {
-		return h.launchFrom(st, r, "fallback", healthyOnly)
+		if a := h.launchFrom(st, r, "fallback", healthyOnly); a != nil {
+			return a
+		}
+	}
+	if st.live == 0 && !healthyOnly && !st.probed() {
+		// The rest of the candidates are cooling down: rather than fail
+		// while attempts remain, probe the one that recovers first (one
+		// probe at a time per provider, as at the start of a request). A
+		// request that already probed ends with its error instead.
+		return h.launchProbe(st, r)
 	}
 	return nil
 }

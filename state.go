@@ -241,3 +241,13 @@ func (st *requestState) refuse(w http.ResponseWriter, status int, msg string) {
 }
 
 func msSince(t time.Time) int64 { return time.Since(t).Milliseconds() }
+
+// probed reports whether one of the request's attempts was a breaker probe.
+func (st *requestState) probed() bool {
+	for _, a := range st.attempts {
+		if a.probe {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,44 @@
+package llmhedge_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/sim"
+)
+
+// When the only closed provider fails and the others are cooling down, the
+// request probes the one that recovers first instead of failing while it
+// still has attempts: a partial outage must not turn into 503s.
+func TestLastResortProbeAfterFailover(t *testing.T) {
+	a := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503, Count: 1}}})
+	b := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503, Count: 1}}})
+	c := newUpstream(t, sim.Config{})
+	p := startProxy(t, provider("a", a, "priority 0")+provider("b", b, "priority 1")+provider("c", c, "priority 2")+
+		"hedge off\n retry {\n same_provider 0\n }\n cooldown {\n failures 1\n duration 30s\n }")
+	client := anthropicClient(p, "k")
+
+	// a and b fail once each and open; c answers.
+	if _, err := client.Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-test")); err != nil {
+		t.Fatalf("first request: %v", err)
+	}
+	if completions(a) != 1 || completions(b) != 1 || completions(c) != 1 {
+		t.Fatalf("first request: a=%d b=%d c=%d, want 1 each", completions(a), completions(b), completions(c))
+	}
+
+	// Now c fails once: a and b are open, so the request must probe a (it
+	// opened first) rather than answer 503.
+	if err := c.SetFaults([]sim.Fault{{Kind: sim.FaultStatus, Status: 503, Count: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := client.Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-test"))
+	if err != nil {
+		t.Fatalf("second request: %v", err)
+	}
+	if messageText(*m) != wantText {
+		t.Fatalf("text %q", messageText(*m))
+	}
+	if completions(a) != 2 || completions(b) != 1 || completions(c) != 2 {
+		t.Fatalf("second request: a=%d b=%d c=%d, want the probe on a (2, 1, 2)", completions(a), completions(b), completions(c))
+	}
+}
