@@ -504,8 +504,9 @@ func TestHedgeBudgetExhausted(t *testing.T) {
 			t.Fatalf("log: %v", l)
 		case l.Hedged:
 			hedged++
-		case len(l.Chain) == 1 && l.Provider == "primary" && l.Chain[0].Outcome == "request_success":
-			waited++
+		case len(l.Chain) == 2 && l.Provider == "primary" && l.Chain[0].Outcome == "request_success" &&
+			l.Chain[1].Event == "hedge_budget_exhausted":
+			waited++ // the chain also says why no hedge was launched
 		default:
 			t.Fatalf("unhedged request not served by its first attempt: %v", l)
 		}

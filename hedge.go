@@ -151,7 +151,7 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 			tok, ok := h.hedgeBudget.take(clock())
 			if !ok {
 				// The request waits on what is running (up to first_byte).
-				st.hedgeDenied = true
+				st.skips = append(st.skips, chainEntry{OffsetMs: msSince(st.start), Event: "hedge_budget_exhausted"})
 				h.metrics.budgetExhausted("hedge")
 				continue
 			}

@@ -27,7 +27,9 @@ type chainEntry struct {
 }
 
 func (c chainEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
-	enc.AddString("provider", c.Provider)
+	if c.Provider != "" {
+		enc.AddString("provider", c.Provider)
+	}
 	enc.AddInt64("offset_ms", c.OffsetMs)
 	enc.AddString("event", c.Event)
 	if c.Outcome != "" {

@@ -63,7 +63,6 @@ type requestState struct {
 	outcome       string
 	status        int
 	hedged        bool
-	hedgeDenied   bool
 	recoverAt     time.Time
 	fellBack      map[string]bool
 	fallbackModel string
