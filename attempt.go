@@ -76,7 +76,17 @@ func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.
 		limit, cause = time.Duration(h.Timeouts.Response), errResponseTimeout
 	}
 	timer := time.AfterFunc(limit, func() { a.cancel(cause) })
-	defer timer.Stop()
+	defer func() {
+		// The timer may fire while the committing event is handled: then
+		// the attempt's context is gone and it must not be committed.
+		if !timer.Stop() && a.ok() {
+			c := classFirstByteTimeout
+			if !req.stream {
+				c = classResponseTimeout
+			}
+			a.fail(c, fmt.Errorf("provider %s: %w", a.p.name, cause))
+		}
+	}()
 
 	resp, err := a.p.transport.RoundTrip(up)
 	if err != nil {

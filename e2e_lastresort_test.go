@@ -1,6 +1,7 @@
 package llmhedge_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -40,5 +41,25 @@ func TestLastResortProbeAfterFailover(t *testing.T) {
 	}
 	if completions(a) != 2 || completions(b) != 1 || completions(c) != 2 {
 		t.Fatalf("second request: a=%d b=%d c=%d, want the probe on a (2, 1, 2)", completions(a), completions(b), completions(c))
+	}
+}
+
+// In a race, a transient failure fails over at once instead of waiting for a
+// backoff; when that failover fails too, the first provider must still get
+// its same-provider retry rather than the request ending in 503.
+func TestLastResortRetryAfterRacerFailover(t *testing.T) {
+	once529 := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 529, Count: 1}}})
+	dead := &upstream{URL: fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
+	p := startProxy(t, provider("once529", once529, "vendor b")+provider("dead", dead, "vendor a", "priority 1")+
+		"retry {\n backoff 100ms 1s\n }")
+	m, err := streamAnthropic(ctxTimeout(t, 10*time.Second), anthropicClient(p, "k"), anthropicParams("claude-test"))
+	if err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	if messageText(m) != wantText {
+		t.Fatalf("text %q", messageText(m))
+	}
+	if n := completions(once529); n != 2 {
+		t.Fatalf("once529 saw %d requests, want 2 (the 529, then its retry)", n)
 	}
 }

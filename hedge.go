@@ -117,6 +117,7 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 			case classRequest:
 				// The request itself is wrong: every other racer would say
 				// so too. They lose the race, they did not fail.
+				st.fatal = a
 				st.cancelLive(errHedgeLost)
 				return nil
 			case classClientAbort, classTotalTimeout:
@@ -134,8 +135,8 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 				h.failover(st, r)
 			}
 			if len(st.attempts) == n && pending == nil {
-				if wait, ok := h.retryWait(st, a); ok {
-					pending = st.prepare(a.p, a.model, "retry", false)
+				if b, wait, ok := h.retryCandidate(st, a, hedging); ok {
+					pending = st.prepare(b.p, b.model, "retry", false)
 					retryTimer.Reset(wait)
 					retryC = retryTimer.C
 				} else if !hedging {

@@ -231,6 +231,10 @@ var hopHeaders = []string{
 	"Content-Length", "Accept-Encoding", "Host", "Expect",
 }
 
+// clientKeyHeaders are where clients put API keys: Anthropic, OpenAI,
+// Azure OpenAI and Google styles. All go when a provider has its own key.
+var clientKeyHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key"}
+
 // upstreamHeader builds the header of one attempt: the client's headers
 // without hop-by-hop fields, the provider's auth, and its header_up rules.
 // With a configured key, the client's own credentials are removed so they
@@ -249,8 +253,9 @@ func (p *provider) upstreamHeader(client http.Header, d dialect, repl *caddy.Rep
 		}
 	}
 	if p.key != "" {
-		out.Del("Authorization")
-		out.Del("X-Api-Key")
+		for _, k := range clientKeyHeaders {
+			out.Del(k)
+		}
 		if d == dialectAnthropic {
 			out.Set("X-Api-Key", p.key)
 		} else {

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"unicode/utf8"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // llmRequest is a completion request read once from the client: the body
@@ -51,6 +53,11 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return nil, errBodyTimeout
+		}
+		var tooLarge *http.MaxBytesError
+		var he caddyhttp.HandlerError
+		if errors.As(err, &tooLarge) || (errors.As(err, &he) && he.StatusCode == http.StatusRequestEntityTooLarge) {
+			return nil, errBodyTooLarge // Caddy's request_body max_size
 		}
 		return nil, fmt.Errorf("reading request body: %w", err)
 	}

@@ -122,6 +122,9 @@ func (h *Handler) launchRetry(st *requestState, r *http.Request, a *attempt) boo
 	if st.attemptsLeft() == 0 {
 		return false
 	}
+	if a.p.busy() {
+		return false // max_in_flight holds for retries too: fail over instead
+	}
 	now := clock()
 	tok, ok := h.retryBudget.take(now)
 	if !ok {
@@ -157,4 +160,33 @@ func (h *Handler) fallback(st *requestState) bool {
 		return st.plan.remaining() > 0
 	}
 	return false
+}
+
+// retryCandidate picks the attempt to retry on its own provider once
+// nothing else can start: the one that just failed, or, in a race, an
+// earlier racer whose transient failure was passed over for a failover
+// that has failed since (a 529 on one provider, then a refused connection
+// on the other, must still get the 529's retry).
+func (h *Handler) retryCandidate(st *requestState, last *attempt, racing bool) (*attempt, time.Duration, bool) {
+	if wait, ok := h.retryWait(st, last); ok {
+		return last, wait, true
+	}
+	if !racing {
+		return nil, 0, false
+	}
+	seen := map[*provider]bool{last.p: true}
+	for i := len(st.attempts) - 1; i >= 0; i-- {
+		b := st.attempts[i]
+		if seen[b.p] {
+			continue
+		}
+		seen[b.p] = true // only a provider's latest attempt speaks for it
+		if b.outcome != "retry_failed" || st.liveOn(b.p) {
+			continue
+		}
+		if wait, ok := h.retryWait(st, b); ok {
+			return b, wait, true
+		}
+	}
+	return nil, 0, false
 }

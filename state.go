@@ -67,6 +67,7 @@ type requestState struct {
 	fellBack      map[string]bool
 	fallbackModel string
 	relay         relayResult
+	fatal         *attempt // a request-level error that ended the race
 	refused       string
 
 	budgetFailoverUsed bool
@@ -204,6 +205,9 @@ func (h *Handler) settle(st *requestState, a *attempt) {
 // lastFailure is the most recent attempt that failed for a reason worth
 // telling the client (not a cancelled loser).
 func (st *requestState) lastFailure() *attempt {
+	if st.fatal != nil {
+		return st.fatal // the request-level error that ended the race
+	}
 	for i := len(st.attempts) - 1; i >= 0; i-- {
 		a := st.attempts[i]
 		if a.err != nil && a.class != classLoser {
@@ -245,6 +249,16 @@ func msSince(t time.Time) int64 { return time.Since(t).Milliseconds() }
 func (st *requestState) probed() bool {
 	for _, a := range st.attempts {
 		if a.probe {
+			return true
+		}
+	}
+	return false
+}
+
+// liveOn reports whether an attempt on p is still running.
+func (st *requestState) liveOn(p *provider) bool {
+	for _, a := range st.attempts {
+		if a.p == p && a.outcome == "" && a != st.winner {
 			return true
 		}
 	}
