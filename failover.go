@@ -137,7 +137,7 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 	}
 	status, msg := http.StatusServiceUnavailable, "no provider could serve the request"
 	if last != nil {
-		msg = fmt.Sprintf("all providers failed (%d attempts); last error: %v", len(st.attempts), last.err)
+		msg = fmt.Sprintf("all providers failed (attempts: %d); last error: %v", len(st.attempts), last.err)
 		if s := st.agreedStatus(); s != 0 {
 			status = s
 		}
