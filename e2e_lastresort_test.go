@@ -1,9 +1,13 @@
 package llmhedge_test
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/openai/openai-go/v3"
 
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
@@ -61,5 +65,20 @@ func TestLastResortRetryAfterRacerFailover(t *testing.T) {
 	}
 	if n := completions(once529); n != 2 {
 		t.Fatalf("once529 saw %d requests, want 2 (the 529, then its retry)", n)
+	}
+}
+
+// A model no configured provider serves is the client's mistake: 404 in
+// its dialect, no upstream attempt.
+func TestLastResortUnservedModelIs404(t *testing.T) {
+	up := newUpstream(t, sim.Config{})
+	p := startProxy(t, provider("claude-only", up, "models claude-*"))
+	_, err := openaiClient(p, "k").Chat.Completions.New(ctxTimeout(t, 5*time.Second), openaiParams("gpt-unknown"))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || !strings.Contains(apiErr.Message, `"gpt-unknown": no configured provider serves it`) {
+		t.Fatalf("want a 404 naming the model, got %v", err)
+	}
+	if n := completions(up); n != 0 {
+		t.Fatalf("provider saw %d requests", n)
 	}
 }

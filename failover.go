@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -135,6 +136,14 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 		passThrough(w, last)
 		return
 	}
+	if st.plan != nil && len(st.plan.cands) == 0 {
+		// No configured provider serves this model in this dialect: the
+		// request names something that does not exist here.
+		st.outcome = outcomeClientError
+		writeError(w, st.dialect, http.StatusNotFound,
+			fmt.Sprintf("model %q: no configured provider serves it for the %s API", st.req.model, st.dialect))
+		return
+	}
 	status, msg := http.StatusServiceUnavailable, "no provider could serve the request"
 	if last != nil {
 		msg = fmt.Sprintf("all providers failed (attempts: %d); last error: %v", len(st.attempts), last.err)
@@ -236,6 +245,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 	if lastErr != nil {
 		msg += ": " + lastErr.Error()
 	}
-	writeError(w, d, http.StatusBadGateway, msg)
+	status := http.StatusBadGateway
+	if errors.Is(context.Cause(ctx), errTotalTimeout) {
+		status = http.StatusGatewayTimeout
+	}
+	writeError(w, d, status, msg)
 	return nil
 }
