@@ -87,7 +87,7 @@ func lastErrorType(t *testing.T, d dialect, out string) string {
 }
 
 func TestRelay(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // goroutines left by earlier tests (Caddy's log rotation) are not ours
 	anthropicStream := sseStream(
 		anthropicEvent("content_block_delta", aTextDelta),
 		": keepalive",
@@ -197,7 +197,7 @@ func TestRelay(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			defer goleak.VerifyNone(t)
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // goroutines left by earlier tests (Caddy's log rotation) are not ours
 			c := &relayClient{failAfter: tt.failAfter}
 			var u usage
 			rd := newSSEReader(strings.NewReader(tt.in), 4096)
@@ -226,7 +226,7 @@ func TestRelay(t *testing.T) {
 }
 
 func TestRelayUsage(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // goroutines left by earlier tests (Caddy's log rotation) are not ours
 	in := sseStream(anthropicEvent("message_delta", aMessageDelta), anthropicEvent("message_stop", aMessageStop))
 	u := usage{Input: 25, Output: 1, Model: "claude"}
 	res := relayStream(context.Background(), io.Discard, nil, newSSEReader(strings.NewReader(in), 4096), dialectAnthropic, &u, relayOptions{}, nil)
@@ -238,7 +238,7 @@ func TestRelayUsage(t *testing.T) {
 // The idle watchdog aborts a silent upstream and tells the client with a
 // 504 in its dialect; OnStall is reported once on the way.
 func TestRelayIdleTimeout(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // goroutines left by earlier tests (Caddy's log rotation) are not ours
 	for _, d := range []dialect{dialectAnthropic, dialectOpenAI} {
 		t.Run(d.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -276,7 +276,7 @@ func TestRelayIdleTimeout(t *testing.T) {
 // Events that keep arriving, pings included, keep the stream alive far
 // past the idle limit; a slow client does not count as an idle upstream.
 func TestRelayNotIdle(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // goroutines left by earlier tests (Caddy's log rotation) are not ours
 	synctest.Test(t, func(t *testing.T) {
 		up := newPipeUpstream()
 		go func() {
@@ -298,7 +298,7 @@ func TestRelayNotIdle(t *testing.T) {
 // OpenAI: after finish_reason, an upstream that neither sends [DONE] nor
 // closes is finished after the grace, as a success.
 func TestRelayFinishGrace(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // goroutines left by earlier tests (Caddy's log rotation) are not ours
 	synctest.Test(t, func(t *testing.T) {
 		up := newPipeUpstream()
 		in := sseStream(openAIChunk(oContent), openAIChunk(oFinish))
@@ -324,7 +324,7 @@ func TestRelayFinishGrace(t *testing.T) {
 }
 
 func TestRelayContext(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // goroutines left by earlier tests (Caddy's log rotation) are not ours
 	t.Run("client gone", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			up := newPipeUpstream()
