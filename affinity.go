@@ -27,25 +27,6 @@ func rendezvousPick(key string, names []string) int {
 	return best
 }
 
-// rendezvousPickWeighted is rendezvousPick where a provider of weight w gets
-// about w/Σw of the keys (score w / -ln(u), the weighted HRW form). Providers
-// with weight <= 0 are never picked; -1 when none can be.
-func rendezvousPickWeighted(key string, names []string, weights []int) int {
-	best, bestScore := -1, 0.0
-	hk := xxhash.Sum64String(key)
-	for i, name := range names {
-		if i >= len(weights) || weights[i] <= 0 {
-			continue
-		}
-		// u in (0, 1): the top 53 bits of the score, shifted off zero.
-		u := (float64(rendezvousScore(hk, name)>>11) + 0.5) / (1 << 53)
-		if s := float64(weights[i]) / -math.Log(u); best < 0 || s > bestScore {
-			best, bestScore = i, s
-		}
-	}
-	return best
-}
-
 // rendezvousScore hashes the pair (key hash, name) with xxhash over 16 bytes,
 // so the score is a full-strength hash of both and allocates nothing.
 func rendezvousScore(hk uint64, name string) uint64 {

@@ -67,27 +67,6 @@ func TestRendezvousPickIsStableAcrossProcesses(t *testing.T) {
 	}
 }
 
-func TestRendezvousPickWeighted(t *testing.T) {
-	names := []string{"small", "big", "off", "small2"}
-	weights := []int{1, 2, 0, 1}
-	const keys = 20000
-	count := map[string]int{}
-	for i := range keys {
-		count[names[rendezvousPickWeighted(fmt.Sprintf("k%d", i), names, weights)]]++
-	}
-	if count["off"] != 0 {
-		t.Errorf("weight 0 provider got %d keys", count["off"])
-	}
-	for name, want := range map[string]float64{"small": 0.25, "big": 0.5, "small2": 0.25} {
-		if share := float64(count[name]) / keys; math.Abs(share-want) > 0.02 {
-			t.Errorf("%s holds %.1f%% of keys, want %.0f%%", name, share*100, want*100)
-		}
-	}
-	if got := rendezvousPickWeighted("k", names, []int{0, 0, 0, 0}); got != -1 {
-		t.Errorf("all weights 0: picked %d, want -1", got)
-	}
-}
-
 func TestAffinityTableEvictsLeastRecentlyUsed(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	tab := newAffinityTable(3, time.Hour)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -214,28 +213,9 @@ func isEventStream(h http.Header) bool {
 	return mt == "text/event-stream"
 }
 
-// upstreamMessage extracts the human message of an upstream error body in
-// either dialect, falling back to its first bytes.
+// upstreamMessage renders the upstream's own words from an error body in
+// either dialect (`{"error":{...}}` or `{"type":"error","error":{...}}`).
 func upstreamMessage(body []byte) string {
-	var msg string
-	scanTopLevelSafe(body, func(key []byte, v []byte) {
-		if string(key) == "error" {
-			if len(v) > 0 && v[0] == '{' {
-				scanTopLevelSafe(v, func(k2 []byte, v2 []byte) {
-					if string(k2) == "message" && len(v2) > 1 && v2[0] == '"' {
-						msg = unquote(v2)
-					}
-				})
-			} else if len(v) > 1 && v[0] == '"' {
-				msg = unquote(v)
-			}
-		}
-	})
-	if msg == "" {
-		msg = strings.TrimSpace(string(body))
-		if len(msg) > 200 {
-			msg = msg[:200] + "..."
-		}
-	}
-	return msg
+	errVal, _ := jsonLookup(body, "error")
+	return upstreamErrorMessage(errVal, body)
 }

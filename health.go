@@ -115,6 +115,10 @@ type lastFailure struct {
 // the future means open, a time in the past means half-open (one probe may
 // go). probeSince holds the start of the probe in flight, zero when none.
 type providerHealth struct {
+	// latency holds recent first-event times: it drives the adaptive hedge
+	// delay and the admin p50/p95, and outlives reloads with the breaker.
+	latency *latencyTracker
+
 	name    string
 	baseURL string
 	vendor  atomic.Pointer[string]
@@ -155,7 +159,7 @@ func healthKey(name, baseURL string) string {
 // paired with releaseHealth in Cleanup.
 func loadHealth(name, baseURL, vendor string) (*providerHealth, error) {
 	val, _, err := providerPool.LoadOrNew(healthKey(name, baseURL), func() (caddy.Destructor, error) {
-		return &providerHealth{name: name, baseURL: baseURL}, nil
+		return &providerHealth{name: name, baseURL: baseURL, latency: newLatencyTracker()}, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: loading health: %w", name, err)

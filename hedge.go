@@ -8,39 +8,19 @@ import (
 	"github.com/caddyserver/caddy/v2"
 )
 
-// Recent first-event latencies per provider outlive config reloads, like
-// the breaker state, so a reload does not reset the adaptive hedge delay.
-var latencyPool = caddy.NewUsagePool()
-
 func init() {
 	// The admin view shows each provider's recent first-event p50/p95
 	// from the same estimator that drives the hedge delay.
 	firstEventQuantiles = func(ph *providerHealth) (p50, p95 time.Duration, ok bool) {
-		v, loaded := latencyPool.References(healthKey(ph.name, ph.baseURL))
-		if !loaded || v == 0 {
+		if ph.latency == nil {
 			return 0, 0, false
 		}
-		t := loadLatency(ph.name, ph.baseURL)
-		defer releaseLatency(ph.name, ph.baseURL)
 		now := clock()
-		p50, ok50 := t.overall(0.5, now)
-		p95, ok95 := t.overall(0.95, now)
+		p50, ok50 := ph.latency.overall(0.5, now)
+		p95, ok95 := ph.latency.overall(0.95, now)
 		return p50, p95, ok50 && ok95
 	}
 }
-
-func loadLatency(name, baseURL string) *latencyTracker {
-	v, _, _ := latencyPool.LoadOrNew(healthKey(name, baseURL), func() (caddy.Destructor, error) {
-		return latencyEntry{newLatencyTracker()}, nil
-	})
-	return v.(latencyEntry).t
-}
-
-func releaseLatency(name, baseURL string) { _, _ = latencyPool.Delete(healthKey(name, baseURL)) }
-
-type latencyEntry struct{ t *latencyTracker }
-
-func (latencyEntry) Destruct() error { return nil }
 
 // race runs the attempts of one request until one is ready to commit and
 // returns it, or returns nil when none can be (the state says why). Without

@@ -195,7 +195,6 @@ func (h *Handler) Validate() error {
 func (h *Handler) Cleanup() error {
 	for _, p := range h.providers {
 		releaseHealth(p.name, p.baseURL.String())
-		releaseLatency(p.name, p.baseURL.String())
 	}
 	for _, t := range h.transport {
 		t.CloseIdleConnections()

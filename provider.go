@@ -125,7 +125,7 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	if err != nil {
 		return nil, err
 	}
-	p.latency = loadLatency(p.name, u.String())
+	p.latency = p.health.latency
 	return p, nil
 }
 

@@ -168,17 +168,5 @@ func scanTopLevel(body []byte, fn func(key []byte, vStart, vEnd int) bool) error
 	return nil
 }
 
-// scanTopLevelSafe is scanTopLevel for bodies of unknown validity (an
-// upstream's error body): invalid JSON yields no keys.
-func scanTopLevelSafe(body []byte, fn func(key, value []byte)) {
-	if !jsonValid(body) {
-		return
-	}
-	_ = scanTopLevel(body, func(k []byte, s, e int) bool { fn(k, body[s:e]); return true })
-}
-
-func unquote(v []byte) string {
-	var s string
-	_ = json.Unmarshal(v, &s)
-	return s
-}
+// unquote decodes a raw JSON string value.
+func unquote(v []byte) string { return string(jsonAppendString(nil, v)) }
