@@ -8,6 +8,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -28,6 +30,7 @@ type attempt struct {
 	model  string // model sent upstream (rewritten)
 	reason string // why it started: initial, hedge_triggered, retry, failover, fallback, probe
 	probe  bool   // the half-open probe of p's breaker
+	epoch  int64  // p's health epoch when the attempt began (admin resets)
 	offset time.Duration
 	start  time.Time
 
@@ -87,9 +90,19 @@ func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.
 		}
 	}()
 
+	var sent atomic.Bool
+	up = up.WithContext(httptrace.WithClientTrace(up.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) { sent.Store(info.Err == nil) },
+	}))
 	resp, err := a.p.transport.RoundTrip(up)
 	if err != nil {
 		a.fail(classifyTransportError(err, a.ctx, r.Context()), fmt.Errorf("provider %s: %w", a.p.name, err))
+		if a.class == classReset && sent.Load() {
+			// A silent route (SPEC 13): the provider took the whole request
+			// and closed without a response byte. Another try there would
+			// only wait as long again; the next candidate starts at once.
+			a.noRetry = true
+		}
 		return
 	}
 	a.resp, a.status = resp, resp.StatusCode

@@ -71,7 +71,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	default:
 		st.outcome = outcomeStreamError
 		if st.relay.Reason != "total_timeout" {
-			a.p.health.onFailure(clock(), h.cooldown, "stream_"+st.relay.Reason, 0, 0, st.plan.model, false)
+			a.p.health.onFailureIn(a.epoch, clock(), h.cooldown, "stream_"+st.relay.Reason, 0, 0, st.plan.model, false)
 		}
 	}
 }

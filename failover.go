@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 )
@@ -95,11 +96,17 @@ func (h *Handler) candidates(d dialect, model, session string) []*provider {
 // when it is still a healthy candidate, else rendezvous hashing over the
 // healthy candidates of the best priority, so instances agree without
 // sharing state. A provider whose breaker is open is never picked.
+//
+// Priorities are the operator's preference and win over winner memory
+// across tiers: the remembered winner holds the session only while no
+// better tier has a provider that is closed or ready for its probe, so a
+// conversation that failed over to a fallback tier returns (and probes the
+// primary) once the primary recovers.
 func (h *Handler) affinityPick(cands []*provider, model, session string) int {
 	now := clock()
 	if name, ok := h.affinity.get(session, now); ok {
 		for i, p := range cands {
-			if p.name == name && p.health.state(now) == stateClosed {
+			if p.name == name && p.health.state(now) == stateClosed && p.cfg.Priority <= bestOpenTier(cands, now) {
 				return i
 			}
 		}
@@ -120,6 +127,17 @@ func (h *Handler) affinityPick(cands []*provider, model, session string) int {
 		return idx[k]
 	}
 	return -1
+}
+
+// bestOpenTier is the best priority among cands (in priority order) that
+// has a provider whose breaker is closed or half-open (ready for a probe).
+func bestOpenTier(cands []*provider, now time.Time) int {
+	for _, p := range cands {
+		if p.health.state(now) != stateOpen {
+			return p.cfg.Priority
+		}
+	}
+	return math.MaxInt
 }
 
 // answerFailure writes the final error when no attempt could commit

@@ -129,6 +129,10 @@ type providerHealth struct {
 	// probe doubles it. Zero after the breaker closes.
 	period     atomic.Int64
 	probeSince atomic.Int64
+	// epoch counts admin resets. An attempt remembers the epoch it began
+	// in, and a failure from an older one does not count against the
+	// breaker the operator closed since (see onFailureIn).
+	epoch atomic.Int64
 	// models maps a model name to the unix nanos its cooldown ends. The map
 	// is copied on write (404s are rare) so admit reads it without a lock.
 	models atomic.Pointer[map[string]int64]
@@ -289,6 +293,32 @@ func (ph *providerHealth) onFailure(now time.Time, cfg cooldownConfig, class str
 	ph.release(probe)
 }
 
+// onFailureIn is onFailure for an attempt begun in epoch. After an admin
+// reset (a new epoch) the failure of an attempt begun before it, a probe
+// included, counts in the lifetime totals only: it neither counts toward
+// nor re-opens the breaker the operator just closed, and it does not free
+// a probe slot that belongs to the new epoch.
+func (ph *providerHealth) onFailureIn(epoch int64, now time.Time, cfg cooldownConfig, class string, status int, retryAfter time.Duration, model string, probe bool) {
+	if ph.epoch.Load() != epoch {
+		ph.failures.Add(1)
+		ph.lastErr.Store(&lastFailure{class: class, at: now.UnixNano()})
+		return
+	}
+	ph.onFailure(now, cfg, class, status, retryAfter, model, probe)
+}
+
+// admitsAt reports whether admit could let an attempt through at t, as far
+// as the state now tells: the model is not cooling then and the breaker is
+// closed or its open period is over by t. A same-provider retry asks
+// before it waits, so a wait the breaker would refuse is not waited.
+func (ph *providerHealth) admitsAt(t time.Time, model string) bool {
+	if ph.modelCooling(t, model) {
+		return false
+	}
+	until := ph.openUntilNs.Load()
+	return until == 0 || t.UnixNano() >= until
+}
+
 // openAtLeast opens the breaker until at least until: a later, shorter
 // verdict never shortens an open period that is already longer.
 func (ph *providerHealth) openAtLeast(until time.Time) {
@@ -334,8 +364,10 @@ func (ph *providerHealth) openUntil() time.Time {
 }
 
 // reset closes the breaker and forgets consecutive failures and model
-// cooldowns; the lifetime counters stay.
+// cooldowns; the lifetime counters stay. It starts a new epoch, so attempts
+// still in flight (a probe among them) cannot re-open what it closed.
 func (ph *providerHealth) reset() {
+	ph.epoch.Add(1)
 	ph.openUntilNs.Store(0)
 	ph.period.Store(0)
 	ph.consecutive.Store(0)

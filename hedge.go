@@ -76,6 +76,11 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 	}
 
 	first := h.launchNext(st, r, "initial", false)
+	if first == nil && len(st.plan.cands) > 0 && st.plan.remaining() == 0 && h.fallback(st) {
+		// Every candidate of the model is cooling down: its fallback model
+		// comes before a last-resort probe of a provider known to fail.
+		first = h.launchNext(st, r, "fallback", false)
+	}
 	if first == nil {
 		first = h.launchProbe(st, r)
 	}

@@ -9,8 +9,10 @@ package llmhedge
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +42,11 @@ const (
 	defaultMaxBuffer        = 1 << 20
 	defaultAttempts         = 4
 	maxHedgeAttempts        = 5
+
+	// maxClientDeadline bounds X-Stainless-Timeout before it is converted,
+	// so a huge value cannot overflow a Duration (it could only raise total,
+	// which a client deadline never does).
+	maxClientDeadline = 24 * time.Hour
 )
 
 // Handler is the `llm_hedge` HTTP handler. It serves LLM completion
@@ -238,9 +245,30 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 }
 
 // requestContext bounds the whole request by timeouts.total while keeping
-// it tied to the client's connection, never to the module.
+// it tied to the client's connection, never to the module. A client
+// deadline (X-Stainless-Timeout) lowers the bound for this request: the
+// proxy never works for a client that has given up.
 func (h *Handler) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(r.Context(), time.Duration(h.Timeouts.Total), errTotalTimeout)
+	total := time.Duration(h.Timeouts.Total)
+	if d, ok := clientDeadline(r.Header); ok && d < total {
+		total = d
+	}
+	return context.WithTimeoutCause(r.Context(), total, errTotalTimeout)
+}
+
+// clientDeadline reads X-Stainless-Timeout, the request timeout in seconds
+// that the official SDKs and Claude Code send. Anything but a positive,
+// finite number is ignored.
+func clientDeadline(h http.Header) (time.Duration, bool) {
+	v := strings.TrimSpace(h.Get("X-Stainless-Timeout"))
+	if v == "" {
+		return 0, false
+	}
+	secs, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(secs) || secs <= 0 || secs > maxClientDeadline.Seconds() {
+		return 0, false
+	}
+	return time.Duration(secs * float64(time.Second)), true
 }
 
 // Interface guards

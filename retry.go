@@ -106,6 +106,11 @@ func (h *Handler) retryWait(st *requestState, a *attempt) (time.Duration, bool) 
 	if dl, ok := st.ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
 		return 0, false
 	}
+	if !a.p.health.admitsAt(clock().Add(wait), st.plan.model) {
+		// The breaker (opened by this very failure, or a failed probe)
+		// would refuse the retry when its wait is over: fail over now.
+		return 0, false
+	}
 	if !h.retryBudget.allows(clock()) {
 		h.metrics.budgetExhausted("retry")
 		return 0, false
@@ -153,11 +158,17 @@ func (h *Handler) fallback(st *requestState) bool {
 			}
 		}
 		st.fellBack[f.To] = true
-		st.fallbackModel = f.To
 		// The session key keeps a conversation on one provider of the
 		// fallback model too, where its prompt cache will build up.
-		st.plan = newPlan(h.candidates(st.dialect, f.To, st.req.sessionKey), f.To)
-		return st.plan.remaining() > 0
+		cands := h.candidates(st.dialect, f.To, st.req.sessionKey)
+		if len(cands) == 0 {
+			// No provider serves the fallback model: the outage stays an
+			// outage (503), not a 404 for a model the client never named.
+			continue
+		}
+		st.fallbackModel = f.To
+		st.plan = newPlan(cands, f.To)
+		return true
 	}
 	return false
 }

@@ -65,7 +65,7 @@ func TestRetryWaitDecision(t *testing.T) {
 				percent, floor = 0, 0
 			}
 			h := retryTestHandler(tt.sameProvider, percent, floor, tt.jitter)
-			p := &provider{name: "p"}
+			p := &provider{name: "p", health: newTestHealth("p")} // retryWait asks its breaker
 			st := &requestState{h: h, ctx: context.Background(), plan: newPlan([]*provider{p}, "m")}
 			if tt.deadline > 0 {
 				ctx, cancel := context.WithTimeout(context.Background(), tt.deadline)

@@ -93,6 +93,7 @@ func (st *requestState) launch(h *Handler, r *http.Request, a *attempt) {
 	st.attempts = append(st.attempts, a)
 	st.plan.tries[a.p]++
 	st.live++
+	a.epoch = a.p.health.epoch.Load()
 	a.p.health.beginAttempt()
 	go h.run(a, st.req, r, st.repl, st.done)
 }
@@ -193,7 +194,7 @@ func (h *Handler) settle(st *requestState, a *attempt) {
 		h.metrics.attempt(p.name, "failed_"+string(a.class))
 	case a.class.providerLevel():
 		a.outcome = "retry_failed"
-		p.health.onFailure(now, h.cooldown, string(a.class), a.status, a.retryAfter, st.plan.model, a.probe)
+		p.health.onFailureIn(a.epoch, now, h.cooldown, string(a.class), a.status, a.retryAfter, st.plan.model, a.probe)
 		h.metrics.attempt(p.name, "failed_"+string(a.class))
 	default:
 		a.outcome = "request_error"
