@@ -235,10 +235,16 @@ var hopHeaders = []string{
 // Azure OpenAI and Google styles. All go when a provider has its own key.
 var clientKeyHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key"}
 
+// authScopeHeaders choose the organization, project or billing account a
+// key acts for: a client's value could make the provider refuse the
+// operator's key. They go with the client's key, unless header_up sets them.
+var authScopeHeaders = []string{"OpenAI-Organization", "OpenAI-Project", "Anthropic-Organization", "X-Goog-User-Project"}
+
 // upstreamHeader builds the header of one attempt: the client's headers
 // without hop-by-hop fields, the provider's auth, and its header_up rules.
-// With a configured key, the client's own credentials are removed so they
-// never reach another party's host.
+// With a configured key, the client's own credentials and auth-scoping
+// headers are removed: they never reach another party's host, and nothing
+// the client sends can make the provider refuse the operator's key.
 func (p *provider) upstreamHeader(client http.Header, d dialect, repl *caddy.Replacer) http.Header {
 	out := make(http.Header, len(client)+2)
 	for k, v := range client {
@@ -254,6 +260,9 @@ func (p *provider) upstreamHeader(client http.Header, d dialect, repl *caddy.Rep
 	}
 	if p.key != "" {
 		for _, k := range clientKeyHeaders {
+			out.Del(k)
+		}
+		for _, k := range authScopeHeaders {
 			out.Del(k)
 		}
 		if d == dialectAnthropic {
