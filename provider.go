@@ -27,8 +27,11 @@ type Provider struct {
 	// inferred from the request path, so the provider serves both.
 	API string `json:"api,omitempty"`
 	// API key sent to this provider; `{env.VAR}` is expanded at provision
-	// time. When set, the client's own key is removed. Default: the
-	// client's key is passed through.
+	// time. When set, the client's own key and auth-scoping headers
+	// (OpenAI-Organization, OpenAI-Project, Anthropic-Organization,
+	// X-Goog-User-Project) are removed. Default: the client's key is passed
+	// through, and the provider's 401/403/404/429 to it are the client's
+	// answer: relayed as is, never counted against the provider.
 	Key string `json:"key,omitempty"`
 	// Failure domain; hedges go to another vendor first. Default: the base
 	// URL's host.
