@@ -184,6 +184,8 @@ func failureMessage(status int, last failClass) string {
 	switch {
 	case status == http.StatusTooManyRequests:
 		return "all providers failed: upstream rate limited"
+	case status == http.StatusNotFound:
+		return "all providers failed: model not found"
 	case last == classFirstByteTimeout || last == classResponseTimeout:
 		return "all providers failed: upstream timed out"
 	}
