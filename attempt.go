@@ -145,7 +145,7 @@ func (h *Handler) readUpstreamError(a *attempt, clientCtx context.Context) {
 	a.errHeader = resp.Header
 	a.retryAfter, a.hasRA = parseRetryAfter(resp.Header, time.Now())
 	a.noRetry = !shouldRetry(resp.Header)
-	c := classifyStatus(resp.StatusCode)
+	c := classifyAnswer(resp.StatusCode, a.errBody, a.p.key == "")
 	if clientCtx.Err() != nil {
 		c = classClientAbort
 	}

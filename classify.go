@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 )
 
@@ -23,7 +24,8 @@ const (
 	classOverloaded       failClass = "overloaded"         // 503, 529
 	classRateLimited      failClass = "rate_limited"       // 429
 	classAuth             failClass = "auth"               // 401, 403: bad key on that provider
-	classModelNotFound    failClass = "model_not_found"    // 404: this provider lacks the model
+	classModelNotFound    failClass = "model_not_found"    // 404 whose body says the model does not exist
+	classClientKey        failClass = "client_key"         // 401, 403, 404, 429 to the client's own (pass-through) key
 	classFake200          failClass = "fake200"            // an error inside a 200
 	classRejected         failClass = "rejected_phrase"    // a configured reject phrase before commit
 	classMalformed        failClass = "malformed"          // first event or body not what the dialect sends
@@ -38,7 +40,7 @@ const (
 // fails over and counts toward the provider's cooldown.
 func (c failClass) providerLevel() bool {
 	switch c {
-	case classNone, classRequest, classClientAbort, classTotalTimeout, classLoser:
+	case classNone, classRequest, classClientKey, classClientAbort, classTotalTimeout, classLoser:
 		return false
 	}
 	return true
@@ -74,6 +76,50 @@ func classifyStatus(status int) failClass {
 		return classRequest
 	}
 	return classMalformed // 1xx/3xx where a completion was expected
+}
+
+// passedThrough reports whether the failure is the client's own answer:
+// relayed to it as the provider sent it, ending the request (SPEC 6, 15).
+func (c failClass) passedThrough() bool {
+	return c == classRequest || c == classClientKey
+}
+
+// classifyAnswer classifies a non-200 upstream answer by its status and
+// body. With a pass-through key (the provider has no key of its own),
+// 401/403/404/429 are about the client's credential, quota or model access:
+// they are its answer, and count against no provider (SPEC 15). A 404 cools
+// the model only when the body says the model does not exist; any other
+// 404 (a wrong path) is about the request.
+func classifyAnswer(status int, body []byte, passThroughKey bool) failClass {
+	c := classifyStatus(status)
+	switch {
+	case passThroughKey && (c == classAuth || c == classModelNotFound || c == classRateLimited):
+		return classClientKey
+	case c == classModelNotFound && !modelMissing(body):
+		return classRequest
+	}
+	return c
+}
+
+// modelMissing reports whether an error body says the requested model does
+// not exist: Anthropic's not_found_error about a model, OpenAI's
+// model_not_found code or its "The model `x` does not exist" message.
+func modelMissing(body []byte) bool {
+	field := func(name string) string {
+		v, ok := jsonLookup(body, "error", name)
+		if !ok || !jsonIsString(v) {
+			return ""
+		}
+		return strings.ToLower(unquote(v))
+	}
+	msg := field("message")
+	switch {
+	case field("code") == "model_not_found":
+		return true
+	case field("type") == "not_found_error" && strings.Contains(msg, "model"):
+		return true
+	}
+	return strings.HasPrefix(msg, "the model ") && strings.Contains(msg, "does not exist")
 }
 
 var (

@@ -372,8 +372,9 @@ func (f *faultFlood) waitHandler(t *testing.T, limit int64) {
 // 10 MB of pings and comments before any content fails its attempt on the
 // pre-commit bounds (stream max_buffer, the event count), not by memory;
 // one that answers a non-streaming request with an endless event stream
-// fails at once. Alone, such a provider gets the client a 503 saying what
-// went wrong; with a second provider, the client gets the answer.
+// fails at once. Alone, such a provider gets the client a generic 503 and
+// the log line says what went wrong; with a second provider, the client
+// gets the answer.
 func TestFaultUpstreamFloods(t *testing.T) {
 	faultNoLeaks(t)
 	const limit = 10 << 20
@@ -399,7 +400,8 @@ func TestFaultUpstreamFloods(t *testing.T) {
 			block := "\t\tstream {\n\t\t\tmax_buffer 64KiB\n\t\t}\n\t\tretry {\n\t\t\tsame_provider 0\n\t\t}\n"
 			p := startProxy(t, provider("flood", bad)+block)
 			req := faultRequest("POST", p.URL, tc.k, strings.NewReader(string(load.Body(tc.k, "m"))))
-			faultExpectError(t, faultClient(t), req, tc.k, http.StatusServiceUnavailable, tc.want)
+			faultExpectError(t, faultClient(t), req, tc.k, http.StatusServiceUnavailable, "all providers failed")
+			observeWaitFor(t, p.LogFile, tc.want)
 			flood.waitHandler(t, limit)
 
 			p = startProxy(t, provider("flood", bad, "priority 0")+provider("good", good, "priority 1")+block)
@@ -501,7 +503,7 @@ func faultPEM(t *testing.T, cert *x509.Certificate) string {
 }
 
 // A provider with a self-signed certificate fails with an error that says
-// so, until its CA is configured with tls_trusted_ca.
+// so in the log, until its CA is configured with tls_trusted_ca.
 func TestFaultProviderTLS(t *testing.T) {
 	faultNoLeaks(t)
 	srv := httptest.NewTLSServer(sim.New(sim.Config{Tokens: 9}))
@@ -512,15 +514,16 @@ func TestFaultProviderTLS(t *testing.T) {
 	p := startProxy(t, provider("selfsigned", tlsUp)+fast)
 	c := faultClient(t)
 	req := faultRequest("POST", p.URL, faultAnthropic, strings.NewReader(string(load.Body(faultAnthropic, "claude-test"))))
-	faultExpectError(t, c, req, faultAnthropic, http.StatusServiceUnavailable, "certificate")
+	faultExpectError(t, c, req, faultAnthropic, http.StatusServiceUnavailable, "all providers failed")
+	observeWaitFor(t, p.LogFile, "certificate")
 
 	p = startProxy(t, provider("selfsigned", tlsUp, "tls_trusted_ca "+faultPEM(t, srv.Certificate()))+fast)
 	faultOK(t, p)
 }
 
 // A provider whose host does not resolve (.invalid never does, RFC 6761)
-// fails fast with an error naming the lookup, and the next provider
-// answers.
+// fails fast with an error naming the lookup in the log, and the next
+// provider answers.
 func TestFaultProviderDNS(t *testing.T) {
 	faultNoLeaks(t)
 	nowhere := &upstream{URL: "http://llm-provider.invalid"}
@@ -530,7 +533,8 @@ func TestFaultProviderDNS(t *testing.T) {
 	p := startProxy(t, provider("nowhere", nowhere)+block)
 	start := time.Now()
 	req := faultRequest("POST", p.URL, faultOpenAI, strings.NewReader(string(load.Body(faultOpenAI, "gpt-test"))))
-	faultExpectError(t, faultClient(t), req, faultOpenAI, http.StatusServiceUnavailable, "no such host")
+	faultExpectError(t, faultClient(t), req, faultOpenAI, http.StatusServiceUnavailable, "all providers failed")
+	observeWaitFor(t, p.LogFile, "no such host")
 	// Bounded by the connect timeout whatever the resolver does (two
 	// attempts of at most 3s each); generous for a loaded machine.
 	if d := time.Since(start); d > 15*time.Second {

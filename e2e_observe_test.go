@@ -302,10 +302,12 @@ func TestObserveKeysNeverLogged(t *testing.T) {
 	// GET /config/. The placeholder is expanded only inside the module.
 	t.Setenv("OBSERVE_TEST_PROVIDER_KEY", providerKey)
 	keyed := newUpstream(t, sim.Config{Key: providerKey})
-	// A provider without a key of its own gets the client's key, which
-	// this one rejects: an info-level line with a 401 in its chain.
+	// This one rejects the key it is configured with: an info-level line
+	// with a 401 in its chain. (A 401 to a client's pass-through key is
+	// the client's answer and would end the request.)
+	t.Setenv("OBSERVE_TEST_REJECTED_KEY", "sk-live-SECRET-rejected-5e1b")
 	rejecting := newUpstream(t, sim.Config{Key: "sk-something-else"})
-	block := provider("obs-rejecting", rejecting, "vendor v-r", "priority 0") +
+	block := provider("obs-rejecting", rejecting, "vendor v-r", "key {env.OBSERVE_TEST_REJECTED_KEY}", "priority 0") +
 		provider("obs-keyed", keyed, "vendor v-k", "key {env.OBSERVE_TEST_PROVIDER_KEY}", "priority 1") +
 		"cooldown {\n failures 100\n }"
 

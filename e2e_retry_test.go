@@ -97,7 +97,8 @@ func retryAsk(t *testing.T, p *proxy, params anthropic.MessageNewParams) *anthro
 func TestRetryAfterWaitedOnSameProvider(t *testing.T) {
 	primary := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 429, RetryAfter: "2", Count: 1}}})
 	secondary := newUpstream(t, sim.Config{})
-	p := startProxy(t, provider("primary", primary, "priority 0")+provider("secondary", secondary, "priority 1")+"hedge off\n")
+	// The providers' own keys: a 429 on the client's key is its answer.
+	p := startProxy(t, provider("primary", primary, "priority 0", "key sk-p")+provider("secondary", secondary, "priority 1", "key sk-s")+"hedge off\n")
 
 	retryAsk(t, p, anthropicParams("claude-test"))
 	starts := retryStarts(primary)
@@ -118,7 +119,8 @@ func TestRetryAfterWaitedOnSameProvider(t *testing.T) {
 func TestRetryRateLimitWithoutRetryAfterMovesOn(t *testing.T) {
 	primary := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 429}}})
 	secondary := newUpstream(t, sim.Config{})
-	p := startProxy(t, provider("primary", primary, "priority 0")+provider("secondary", secondary, "priority 1")+"hedge off\n")
+	// The providers' own keys: a 429 on the client's key is its answer.
+	p := startProxy(t, provider("primary", primary, "priority 0", "key sk-p")+provider("secondary", secondary, "priority 1", "key sk-s")+"hedge off\n")
 
 	start := time.Now()
 	retryAsk(t, p, anthropicParams("claude-test"))
@@ -233,7 +235,8 @@ func TestRetryAfterNeverPastTotal(t *testing.T) {
 	rateLimited := sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 429, RetryAfter: "3"}}}
 	t.Run("fails over", func(t *testing.T) {
 		primary, secondary := newUpstream(t, rateLimited), newUpstream(t, sim.Config{})
-		p := startProxy(t, provider("primary", primary, "priority 0")+provider("secondary", secondary, "priority 1")+
+		// The providers' own keys: a 429 on the client's key is its answer.
+		p := startProxy(t, provider("primary", primary, "priority 0", "key sk-p")+provider("secondary", secondary, "priority 1", "key sk-s")+
 			"hedge off\n timeouts {\n total 1s\n }\n retry {\n retry_after_max 10s\n }\n")
 		// Waiting 3s would end in a 504 at 1s: success proves no wait.
 		retryAsk(t, p, anthropicParams("claude-test"))

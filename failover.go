@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/caddyserver/caddy/v2"
 )
 
@@ -149,7 +151,7 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 	switch {
 	case st.outcome == outcomeClientAbort:
 		return
-	case last != nil && last.class == classRequest:
+	case last != nil && last.class.passedThrough():
 		st.outcome, st.status = outcomeClientError, last.status
 		passThrough(w, last)
 		return
@@ -162,18 +164,20 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 			fmt.Sprintf("model %q: no configured provider serves it for the %s API", st.req.model, st.dialect))
 		return
 	}
+	// The client reads what kind of failure it was, never which provider
+	// failed or why: that is in the request log line (SPEC 15).
 	status, msg := http.StatusServiceUnavailable, "no provider could serve the request"
 	if last != nil {
-		msg = fmt.Sprintf("all providers failed (attempts: %d); last error: %v", len(st.attempts), last.err)
 		if s := st.agreedStatus(); s != 0 {
 			status = s
 		}
+		msg = failureMessage(status, last.class)
 		if last.hasRA && last.retryAfter > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(last.retryAfter.Seconds()))))
 		}
 	}
 	if st.timedOut() {
-		status, msg = http.StatusGatewayTimeout, "request exceeded the total timeout; "+msg
+		status, msg = http.StatusGatewayTimeout, "request exceeded the total timeout: upstream timed out"
 		st.outcome = outcomeTimeout
 	} else if !st.recoverAt.IsZero() {
 		// The recovery as it stands now, not as it was when the candidates
@@ -190,6 +194,20 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 	}
 	st.status = status // finish logs it: one line per request, not a second one here
 	writeError(w, st.dialect, status, msg)
+}
+
+// failureMessage is the client's message when every attempt failed for
+// the providers' reasons: generic, in the words of the status.
+func failureMessage(status int, last failClass) string {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return "all providers failed: upstream rate limited"
+	case status == http.StatusNotFound:
+		return "all providers failed: model not found"
+	case last == classFirstByteTimeout || last == classResponseTimeout:
+		return "all providers failed: upstream timed out"
+	}
+	return "all providers failed: upstream unavailable"
 }
 
 // passThrough relays a request-level upstream error unchanged.
@@ -260,12 +278,14 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	msg := "no healthy provider for " + r.URL.Path
-	if lastErr != nil {
-		msg += ": " + lastErr.Error()
-	}
 	status := http.StatusBadGateway
 	if errors.Is(context.Cause(ctx), errTotalTimeout) {
 		status = http.StatusGatewayTimeout
+	}
+	if lastErr != nil {
+		// Which provider failed and why is for the operator (SPEC 15).
+		h.logger.Info("forwarded request failed", zap.String("path", r.URL.Path), zap.Int("status", status), zap.Error(lastErr))
+		msg += ": upstream unavailable"
 	}
 	writeError(w, d, status, msg)
 	return nil

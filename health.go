@@ -44,7 +44,7 @@ type cooldownConfig struct {
 	// Consecutive provider-level failures that open the breaker. Default 3.
 	Failures int
 	// How long the breaker stays open, and how long a model that a provider
-	// answered 404 for is skipped on it. Default 30s.
+	// said does not exist is skipped on it. Default 30s.
 	Duration time.Duration
 	// Longest open period: each failed probe doubles the previous period up
 	// to Max. When Max > Duration it also bounds an upstream's Retry-After;

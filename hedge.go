@@ -99,9 +99,11 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 			}
 			h.settle(st, a)
 			switch a.class {
-			case classRequest:
-				// The request itself is wrong: every other racer would say
-				// so too. They lose the race, they did not fail.
+			case classRequest, classClientKey:
+				// The request itself is wrong (every other racer would say
+				// so too), or the client's own key was refused (its answer:
+				// a failover would carry that key to another host). The
+				// others lose the race, they did not fail.
 				st.fatal = a
 				st.cancelLive(errHedgeLost)
 				return nil

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -23,8 +24,13 @@ type chainEntry struct {
 	Outcome      string // request_success, hedge_winner, hedge_loser_cancelled, retry_failed, request_error, client_abort
 	Status       int
 	Class        string
+	Error        string // what went wrong, for the operator only: clients read a generic message
 	FirstEventMs int64
 }
+
+// maxLoggedError bounds the error of one attempt in the log line: it may
+// quote an upstream's error body.
+const maxLoggedError = 512
 
 func (c chainEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	if c.Provider != "" {
@@ -40,6 +46,9 @@ func (c chainEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	}
 	if c.Class != "" {
 		enc.AddString("error_class", c.Class)
+	}
+	if c.Error != "" {
+		enc.AddString("error", c.Error)
 	}
 	if c.FirstEventMs > 0 {
 		enc.AddInt64("first_event_ms", c.FirstEventMs)
@@ -67,6 +76,12 @@ func (st *requestState) chain() chain {
 		e := chainEntry{Provider: a.p.name, OffsetMs: a.offset.Milliseconds(), Event: a.reason, Outcome: a.outcome, Status: a.status}
 		if a.class != classNone && a.class != classLoser {
 			e.Class = string(a.class)
+			if a.err != nil {
+				e.Error = a.err.Error()
+				if len(e.Error) > maxLoggedError {
+					e.Error = strings.ToValidUTF8(e.Error[:maxLoggedError], "") + "…"
+				}
+			}
 		}
 		if a.firstEvent > 0 { // reached its first valid event: the winner, or a loser that tied
 			e.FirstEventMs = max(a.firstEvent.Milliseconds(), 1)

@@ -27,8 +27,11 @@ type Provider struct {
 	// inferred from the request path, so the provider serves both.
 	API string `json:"api,omitempty"`
 	// API key sent to this provider; `{env.VAR}` is expanded at provision
-	// time. When set, the client's own key is removed. Default: the
-	// client's key is passed through.
+	// time. When set, the client's own key and auth-scoping headers
+	// (OpenAI-Organization, OpenAI-Project, Anthropic-Organization,
+	// X-Goog-User-Project) are removed. Default: the client's key is passed
+	// through, and the provider's 401/403/404/429 to it are the client's
+	// answer: relayed as is, never counted against the provider.
 	Key string `json:"key,omitempty"`
 	// Failure domain; hedges go to another vendor first. Default: the base
 	// URL's host.
@@ -235,10 +238,16 @@ var hopHeaders = []string{
 // Azure OpenAI and Google styles. All go when a provider has its own key.
 var clientKeyHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key"}
 
+// authScopeHeaders choose the organization, project or billing account a
+// key acts for: a client's value could make the provider refuse the
+// operator's key. They go with the client's key, unless header_up sets them.
+var authScopeHeaders = []string{"OpenAI-Organization", "OpenAI-Project", "Anthropic-Organization", "X-Goog-User-Project"}
+
 // upstreamHeader builds the header of one attempt: the client's headers
 // without hop-by-hop fields, the provider's auth, and its header_up rules.
-// With a configured key, the client's own credentials are removed so they
-// never reach another party's host.
+// With a configured key, the client's own credentials and auth-scoping
+// headers are removed: they never reach another party's host, and nothing
+// the client sends can make the provider refuse the operator's key.
 func (p *provider) upstreamHeader(client http.Header, d dialect, repl *caddy.Replacer) http.Header {
 	out := make(http.Header, len(client)+2)
 	for k, v := range client {
@@ -254,6 +263,9 @@ func (p *provider) upstreamHeader(client http.Header, d dialect, repl *caddy.Rep
 	}
 	if p.key != "" {
 		for _, k := range clientKeyHeaders {
+			out.Del(k)
+		}
+		for _, k := range authScopeHeaders {
 			out.Del(k)
 		}
 		if d == dialectAnthropic {

@@ -36,7 +36,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		cache_read  <n>              # reported cache-read input tokens; default 0
 //		key         <value>          # API key requests must carry; default any
 //		seed        <n>              # seed of the random choices; default the clock
-//		fault <kind> [status <code>] [percent <p>] [count <n>] [after <n>] [retry_after <value>] [no_retry] [model <glob>] [delay <duration>]
+//		fault <kind> [status <code>] [percent <p>] [count <n>] [after <n>] [retry_after <value>] [no_retry] [model <glob>] [header <field>] [delay <duration>]
 //	}
 //
 // Fault kinds: status, fake200, cut, stall, malformed, reset. fault is
@@ -143,6 +143,8 @@ func unmarshalFault(d *caddyfile.Dispenser) (Fault, error) {
 			f.NoRetry = true
 		case "model":
 			f.Model, err = nextArg(d)
+		case "header":
+			f.Header, err = nextArg(d)
 		case "delay":
 			var v string
 			if v, err = nextArg(d); err == nil {

@@ -133,6 +133,10 @@ type Fault struct {
 	// Default: every model.
 	Model string `json:"model,omitempty"`
 
+	// Name of a request header the fault applies to: requests without it
+	// are spared. Default: every request.
+	Header string `json:"header,omitempty"`
+
 	// Wait before the fault strikes. Default 0.
 	Delay caddy.Duration `json:"delay,omitempty"`
 }

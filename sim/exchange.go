@@ -102,7 +102,7 @@ func (ex *exchange) serve() {
 		return
 	}
 
-	ex.fault = ex.p.pickFault(ex.req.Model)
+	ex.fault = ex.p.pickFault(ex.req.Model, ex.r.Header)
 	if ex.fault != nil {
 		ex.s.rec.faulted(ex.rec, &ex.fault.Fault)
 		if !ex.fault.Kind.midStream() {

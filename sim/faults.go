@@ -23,14 +23,18 @@ func compileFaults(faults []Fault) []*faultRule {
 	return rules
 }
 
-// pickFault returns the first fault that applies to a request for model,
-// or nil. A fault with a count is spent once it struck that many requests.
-func (p *plan) pickFault(model string) *faultRule {
+// pickFault returns the first fault that applies to a request for model
+// with header h, or nil. A fault with a count is spent once it struck that
+// many requests.
+func (p *plan) pickFault(model string, h http.Header) *faultRule {
 	for _, f := range p.faults {
 		if f.Model != "" {
 			if ok, _ := path.Match(f.Model, model); !ok {
 				continue
 			}
+		}
+		if f.Header != "" && len(h.Values(f.Header)) == 0 {
+			continue
 		}
 		percent := f.Percent
 		if percent == 0 {
