@@ -52,6 +52,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	opts := relayOptions{
 		Idle:          time.Duration(h.Timeouts.Idle),
 		FinishGrace:   finishGrace,
+		Choices:       a.gate.choices,
 		DropMalformed: *h.Stream.DropMalformed,
 		Coalesce:      true,
 		OnStall: func(gap time.Duration) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -78,10 +80,11 @@ func FuzzCaddyfile(f *testing.F) {
 
 // FuzzParseCompletion feeds arbitrary bodies and model names to the request
 // body scan and the model rewrite: they never panic; a body accepted is
-// valid JSON whose model is what encoding/json reads (the last "model"
-// key, as providers read it); the rewritten body is valid JSON whose
-// "model" is the new name and whose every other top-level member is
-// unchanged byte for byte.
+// valid JSON whose model and stream are what encoding/json reads into a
+// struct (keys matched case-insensitively, as a Go provider reads them); a
+// body refused is invalid, has no model, is ambiguous or names a bad model;
+// the rewritten body is valid JSON whose model is the new name and whose
+// every other top-level member is unchanged byte for byte.
 func FuzzParseCompletion(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hello"}]}`,
@@ -105,13 +108,24 @@ func FuzzParseCompletion(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, newModel string) {
 		req, err := parseCompletion(dialectAnthropic, body)
 		var top map[string]json.RawMessage
+		var ref refBody // keys matched as encoding/json matches them to fields
 		var want string
 		jsonErr := json.Unmarshal(body, &top)
 		if jsonErr == nil {
-			jsonErr = json.Unmarshal(top["model"], &want)
+			// A field of another type (a "stream" that is not a boolean) is
+			// a type error; encoding/json still reads the other fields.
+			var te *json.UnmarshalTypeError
+			if err := json.Unmarshal(body, &ref); err != nil && !errors.As(err, &te) {
+				jsonErr = err
+			}
+			want = ref.Model
 		}
+		keys, _ := refTopKeys(body)
 		if err != nil {
-			if jsonErr == nil && want != "" {
+			// An ambiguous body or a bad model name is refused (SPEC 15).
+			refusable := refCount(keys, "model") > 1 || refCount(keys, "stream") > 1 ||
+				len(want) > maxModelLen || strings.ContainsRune(want, utf8.RuneError) || strings.IndexFunc(want, unicode.IsControl) >= 0
+			if jsonErr == nil && want != "" && !refusable {
 				t.Fatalf("rejected a body with model %q: %v", want, err)
 			}
 			return
@@ -122,9 +136,8 @@ func FuzzParseCompletion(f *testing.F) {
 		if req.model != want {
 			t.Fatalf("model %q, encoding/json reads %q", req.model, want)
 		}
-		wantStream := string(top["stream"]) == "true"
-		if req.stream != wantStream {
-			t.Fatalf("stream %v, encoding/json reads %s", req.stream, top["stream"])
+		if req.stream != ref.Stream {
+			t.Fatalf("stream %v, encoding/json reads %v", req.stream, ref.Stream)
 		}
 		if same := req.bodyFor(req.model); !bytes.Equal(same, body) {
 			t.Fatalf("unchanged model rewrote the body:\n%s\n%s", body, same)
@@ -137,15 +150,16 @@ func FuzzParseCompletion(f *testing.F) {
 		if err := json.Unmarshal(out, &got); err != nil {
 			t.Fatalf("rewritten body is not valid JSON: %v\n%s", err, out)
 		}
-		var gotModel string
-		if err := json.Unmarshal(got["model"], &gotModel); err != nil || gotModel != newModel {
-			t.Fatalf("rewritten model %s, want %q", got["model"], newModel)
+		var gotRef refBody
+		_ = json.Unmarshal(out, &gotRef) // valid JSON: at most a type error on stream
+		if gotRef.Model != newModel {
+			t.Fatalf("rewritten model %q, want %q", gotRef.Model, newModel)
 		}
 		if len(got) != len(top) {
 			t.Fatalf("rewrite changed the keys: %d -> %d", len(top), len(got))
 		}
 		for k, v := range top {
-			if k != "model" && !bytes.Equal(got[k], v) {
+			if !strings.EqualFold(k, "model") && !bytes.Equal(got[k], v) {
 				t.Fatalf("rewrite changed %q: %s -> %s", k, v, got[k])
 			}
 		}

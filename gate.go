@@ -59,10 +59,55 @@ func classifyEvent(d dialect, ev sseEvent) eventClass {
 // inspectEvent classifies ev; withText also returns the output text of
 // the event, which the gate checks for rejected phrases.
 func inspectEvent(d dialect, ev sseEvent, withText bool) eventInfo {
+	return inspectEventChoices(d, ev, withText, nil)
+}
+
+// inspectEventChoices is inspectEvent that also notes, in cs (when not
+// nil), the OpenAI choices the event carries and which of them finished.
+func inspectEventChoices(d dialect, ev sseEvent, withText bool, cs *choiceSet) eventInfo {
 	if d == dialectOpenAI {
-		return inspectOpenAI(ev, withText)
+		return inspectOpenAI(ev, withText, cs)
 	}
 	return inspectAnthropic(ev, withText)
+}
+
+// choiceSet tracks the choices of an OpenAI stream (n > 1 streams several,
+// interleaved, each with its own finish_reason): which indexes were seen
+// and which of them finished. Indexes 0..255 are bits (OpenAI caps n at
+// 128); any other index is never taken as finished, so such a stream ends
+// cleanly only with [DONE].
+type choiceSet struct {
+	seen, finished [4]uint64
+	other          bool // a choice with an index outside 0..255 (or not an integer)
+}
+
+// note records one choice of a chunk; index is -1 when it is not usable.
+func (cs *choiceSet) note(index int64, finished bool) {
+	if index < 0 || index >= 256 {
+		cs.other = true
+		return
+	}
+	w, bit := index>>6, uint64(1)<<(index&63)
+	cs.seen[w] |= bit
+	if finished {
+		cs.finished[w] |= bit
+	}
+}
+
+// allFinished reports whether a choice was seen and every choice seen has
+// its finish_reason: only then is the answer complete without [DONE].
+func (cs *choiceSet) allFinished() bool {
+	if cs.other {
+		return false
+	}
+	seen := false
+	for i := range cs.seen {
+		if cs.seen[i]&^cs.finished[i] != 0 {
+			return false
+		}
+		seen = seen || cs.seen[i] != 0
+	}
+	return seen
 }
 
 // Anthropic events name themselves; the data is still validated, and a
@@ -137,7 +182,7 @@ func inspectAnthropic(ev sseEvent, withText bool) eventInfo {
 }
 
 // OpenAI chunks carry no event name: the choices say what they hold.
-func inspectOpenAI(ev sseEvent, withText bool) eventInfo {
+func inspectOpenAI(ev sseEvent, withText bool, cs *choiceSet) eventInfo {
 	var info eventInfo
 	data := ev.Data
 	start := jsonWS(data, 0)
@@ -170,11 +215,18 @@ func inspectOpenAI(ev sseEvent, withText bool) eventInfo {
 			}
 			for !choices.isObject() && choices.next() {
 				choice, ok := choices.enter()
+				index, finished := int64(0), false // a choice without an index is choice 0
 				for ok && choice.isObject() && choice.next() {
 					switch {
 					case choice.keyIs("finish_reason"):
 						if jsonNonEmpty(choice.value()) {
-							finish = true
+							finish, finished = true, true
+						}
+					case choice.keyIs("index"):
+						if n, isInt := jsonInt(choice.value()); isInt {
+							index = n
+						} else {
+							index = -1
 						}
 					case choice.keyIs("delta"):
 						if delta, ok := choice.enter(); ok {
@@ -185,6 +237,9 @@ func inspectOpenAI(ev sseEvent, withText bool) eventInfo {
 				}
 				if ok {
 					choices.leave(&choice)
+					if cs != nil && choice.isObject() {
+						cs.note(index, finished)
+					}
 				}
 			}
 			it.leave(&choices)
@@ -295,6 +350,7 @@ type gate struct {
 	reason   string
 	cause    error
 	by       string
+	choices  choiceSet // OpenAI choices seen in the buffered events
 }
 
 // newGate returns a gate for one attempt. reject holds phrases that, found
@@ -333,6 +389,7 @@ func (g *gate) Reset(d dialect, reject [][]byte, maxBuffer int, maxEvents int) {
 	g.buf, g.events = g.buf[:0], 0
 	g.text, g.scratch = g.text[:0], g.scratch[:0]
 	g.decision, g.reason, g.cause, g.by = gateHold, "", nil, ""
+	g.choices = choiceSet{}
 }
 
 // feed takes the next event of the attempt and returns the decision.
@@ -342,7 +399,7 @@ func (g *gate) feed(ev sseEvent) gateDecision {
 	}
 	g.buf = append(g.buf, ev.Raw...)
 	g.events++
-	info := inspectEvent(g.d, ev, len(g.reject) > 0)
+	info := inspectEventChoices(g.d, ev, len(g.reject) > 0, &g.choices)
 	switch info.class {
 	case evError:
 		return g.fail("error_event", fmt.Errorf("upstream sent an error event: %s", upstreamErrorMessage(info.errVal, ev.Data)))
@@ -999,6 +1056,87 @@ func jsonKeyIs(key []byte, want string) bool {
 		j++
 	}
 	return j == len(want)
+}
+
+// keyFold reports whether the current member's key names want (ASCII
+// lower-case letters) as encoding/json matches a key to a struct field.
+func (it *jsonIter) keyFold(want string) bool {
+	if !it.keyEsc && len(it.key) == len(want) {
+		for i, c := range it.key {
+			// want holds only letters: c|0x20 folds an upper-case
+			// letter, and nothing else lands on a lower-case one.
+			if c|0x20 != want[i] {
+				return false
+			}
+		}
+		return true
+	}
+	return jsonKeyFold(it.key, want)
+}
+
+// jsonKeyFold compares a raw object key with want (ASCII lower-case
+// letters) the way encoding/json matches a key to a field name: escapes
+// decoded, invalid UTF-8 and lone surrogates read as U+FFFD, then simple
+// Unicode case folding, so "MODEL", "mod\u0065l" and "\u017ftream" (the
+// long s folds to s; the Kelvin sign to k) all match.
+func jsonKeyFold(key []byte, want string) bool {
+	j := 0
+	for i := 0; i < len(key); {
+		r, n := jsonKeyRune(key[i:])
+		if j >= len(want) || foldRuneASCII(r) != rune(want[j]) {
+			return false
+		}
+		i += n
+		j++
+	}
+	return j == len(want)
+}
+
+// jsonKeyRune decodes the first character of a raw (validated) JSON string
+// body as encoding/json does; n is the bytes it takes.
+func jsonKeyRune(s []byte) (r rune, n int) {
+	switch c := s[0]; {
+	case c < utf8.RuneSelf && c != '\\':
+		return rune(c), 1
+	case c >= utf8.RuneSelf:
+		return utf8.DecodeRune(s) // invalid UTF-8 is U+FFFD, one byte
+	case len(s) < 2:
+		return utf8.RuneError, 1
+	}
+	switch e := s[1]; e {
+	case 'u':
+		return jsonDecodeU(s)
+	case 'b':
+		return '\b', 2
+	case 'f':
+		return '\f', 2
+	case 'n':
+		return '\n', 2
+	case 'r':
+		return '\r', 2
+	case 't':
+		return '\t', 2
+	default:
+		return rune(e), 2
+	}
+}
+
+// foldRuneASCII maps r to the lower-case ASCII letter of its case-fold
+// class, as encoding/json's fold (the smallest rune of the class) does, or
+// to -1 when the class has no ASCII letter.
+func foldRuneASCII(r rune) rune {
+	if r < utf8.RuneSelf {
+		if 'A' <= r && r <= 'Z' {
+			r += 'a' - 'A'
+		}
+		return r
+	}
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		if f < utf8.RuneSelf {
+			return foldRuneASCII(f)
+		}
+	}
+	return -1
 }
 
 // jsonLookup returns the raw value at the path of object keys inside the

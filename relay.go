@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,10 @@ type relayOptions struct {
 	// finish_reason chunk before ending as a success (the answer is
 	// complete; a usage chunk may still come). 0 means 1s.
 	FinishGrace time.Duration
+	// Choices are the OpenAI choices the events before the relay (the
+	// gate's buffer, already written) showed; the grace starts only once
+	// every choice seen has finished.
+	Choices choiceSet
 	// DropMalformed drops (and counts) events whose data is not valid JSON
 	// instead of forwarding them.
 	DropMalformed bool
@@ -100,7 +105,19 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 		w, flush, write = cw, cw.flushOut, nil
 	}
 
-	finishing := false // OpenAI: a finish_reason was relayed
+	// OpenAI: every choice seen has sent its finish_reason, so the answer
+	// is complete and the grace runs (a stream of n > 1 choices is not
+	// complete while one of them is mid-sentence).
+	finishing := false
+	choices := opts.Choices
+	var cs *choiceSet
+	if d == dialectOpenAI {
+		cs = &choices
+		if choices.allFinished() { // the committing chunk finished it
+			finishing = true
+			wd.setLimit(finishGraceOf(opts))
+		}
+	}
 	for {
 		wd.waitStart()
 		ev, err := rd.Next()
@@ -112,7 +129,7 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 		if err != nil {
 			return endRelay(ctx, w, flush, d, opts, wd, finishing, err, res)
 		}
-		class := classifyEvent(d, ev)
+		class := inspectEventChoices(d, ev, false, cs).class
 		if class == evMalformed && opts.DropMalformed {
 			res.Dropped++
 			continue
@@ -139,17 +156,28 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 			res.Reason = "upstream_error_event"
 			res.Err = fmt.Errorf("upstream sent an error event after commit: %s", upstreamErrorMessage(info.errVal, ev.Data))
 			return res
-		case evFinish:
-			if d == dialectOpenAI && !finishing {
-				finishing = true
-				grace := opts.FinishGrace
-				if grace <= 0 {
-					grace = defaultFinishGrace
-				}
-				wd.setLimit(grace)
+		}
+		if cs != nil && finishing != choices.allFinished() {
+			// A finish completed the last open choice, or (rarely) a new
+			// choice appeared during the grace: back to the idle limit.
+			finishing = !finishing
+			switch {
+			case finishing:
+				wd.setLimit(finishGraceOf(opts))
+			case opts.Idle > 0:
+				wd.setLimit(opts.Idle)
+			default:
+				wd.setLimit(math.MaxInt64) // no idle limit
 			}
 		}
 	}
+}
+
+func finishGraceOf(opts relayOptions) time.Duration {
+	if opts.FinishGrace <= 0 {
+		return defaultFinishGrace
+	}
+	return opts.FinishGrace
 }
 
 // coalescer gathers the events of one burst and hands them to the client

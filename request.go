@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -81,10 +82,14 @@ func bodyStatus(err error) int {
 // parseCompletion validates the body and reads the fields the proxy needs
 // (model, stream) in one pass of the validating scanner the stream gate
 // uses: a 1 MiB prompt is never decoded into Go values, and validation
-// costs no second pass. Keys are compared decoded ("mod\u0065l" is model)
-// and a repeated key counts by its last value, as encoding/json and the
-// providers' own parsers read it, so the proxy routes by the model the
-// provider will see.
+// costs no second pass. Keys are matched as encoding/json matches them to
+// a struct field: escapes decoded ("mod\u0065l" is model) and Unicode case
+// folded ("MODEL", and "\u017ftream" with the long s that folds to s). The
+// body must be unambiguous (SPEC 15): parsers disagree on repeated keys
+// (the last wins in encoding/json and Python, the first elsewhere) and on
+// letter case (a Go provider reads "Model" as model), so a second model or
+// stream key in any spelling is refused rather than routed by one reading
+// while the provider runs another.
 func parseCompletion(d dialect, body []byte) (*llmRequest, error) {
 	req := &llmRequest{dialect: d, body: body, modelStart: -1}
 	it, ok := jsonOpen(body, 0, 0)
@@ -94,26 +99,79 @@ func parseCompletion(d dialect, body []byte) (*llmRequest, error) {
 		}
 		return nil, errScan
 	}
+	var modelRaw []byte
+	sawModel, sawStream := false, false
 	for it.next() {
 		switch {
-		case it.keyIs("model"):
-			start := it.i
-			v := it.value()
-			req.model, req.modelStart = "", -1
-			if jsonIsString(v) {
-				req.model, req.modelStart, req.modelEnd = jsonStringValue(v), start, start+len(v)
+		case it.keyFold("model"):
+			if sawModel {
+				return nil, errDuplicateModel
 			}
-		case it.keyIs("stream"):
+			sawModel = true
+			start := it.i
+			if v := it.value(); jsonIsString(v) {
+				modelRaw, req.modelStart, req.modelEnd = v, start, start+len(v)
+			}
+		case it.keyFold("stream"):
+			if sawStream {
+				return nil, errDuplicateStream
+			}
+			sawStream = true
 			req.stream = string(it.value()) == "true"
 		}
 	}
 	if !it.end() {
 		return nil, errInvalidJSON
 	}
-	if req.modelStart < 0 || req.model == "" {
+	if modelRaw == nil || len(modelRaw) == 2 {
 		return nil, errors.New("model: field required (a non-empty string)")
 	}
+	// A decoded name is at most as long as its JSON text: a long one is
+	// refused before it is copied.
+	if len(modelRaw)-2 > maxModelLen*6 { // "\u0041" is 6 bytes for one
+		return nil, errModelTooLong
+	}
+	req.model = jsonStringValue(modelRaw)
+	if err := checkModelName(req.model); err != nil {
+		return nil, err
+	}
 	return req, nil
+}
+
+// maxModelLen bounds a model name (SPEC 15): every copy the proxy keeps
+// (model cooldowns, log lines, error messages) is bounded by it.
+const maxModelLen = 256
+
+var (
+	errDuplicateModel  = errors.New(`request body: more than one "model" key (in any letter case or escaping): the request is ambiguous`)
+	errDuplicateStream = errors.New(`request body: more than one "stream" key (in any letter case or escaping): the request is ambiguous`)
+	errModelTooLong    = fmt.Errorf("model: longer than %d bytes", maxModelLen)
+	errModelControl    = errors.New("model: contains a control character or invalid UTF-8")
+)
+
+// checkModelName refuses a model name over maxModelLen bytes, or with a
+// control character (C0, DEL, C1) or invalid UTF-8, which would reach log
+// lines and the admin text view.
+func checkModelName(m string) error {
+	if len(m) > maxModelLen {
+		return errModelTooLong
+	}
+	for i := 0; i < len(m); {
+		c := m[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == 0x7f {
+				return errModelControl
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(m[i:])
+		if r == utf8.RuneError && n == 1 || unicode.IsControl(r) {
+			return errModelControl
+		}
+		i += n
+	}
+	return nil
 }
 
 var errInvalidJSON = errors.New("request body is not valid JSON")

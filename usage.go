@@ -87,13 +87,18 @@ func (u *usage) observeBody(d dialect, body []byte) {
 	}
 }
 
-// observeModel takes the "model" member of obj, if none was seen yet.
+// observeModel takes the "model" member of obj, if none was seen yet,
+// clipped to maxModelLen bytes: it goes to the log line.
 func (u *usage) observeModel(obj []byte) {
 	if u.Model != "" {
 		return
 	}
 	if m, ok := jsonLookup(obj, "model"); ok && len(m) > 2 && m[0] == '"' {
-		u.Model = string(jsonAppendString(nil, m))
+		name := jsonAppendString(nil, m)
+		if len(name) > maxModelLen {
+			name = name[:maxModelLen]
+		}
+		u.Model = string(name)
 	}
 }
 
