@@ -178,7 +178,7 @@ func (h *Handler) finish(st *requestState) {
 		fields = append(fields, zap.Int("dropped_malformed", st.relay.Dropped))
 	}
 	if st.forwarded {
-		p := st.r.URL.Path
+		p := st.r.URL.EscapedPath() // control characters stay escaped
 		if len(p) > maxLoggedPath {
 			p = p[:maxLoggedPath] + "..."
 		}

@@ -61,7 +61,7 @@ type provider struct {
 	cfg       *Provider
 	name      string
 	baseURL   *url.URL
-	basePath  string // escaped, without a trailing slash
+	basePath  string  // escaped, without a trailing slash
 	dialect   dialect // dialectNone: serves whichever the request speaks
 	key       string
 	vendor    string
