@@ -298,16 +298,17 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 		h.relayForwarded(w, st, a)
 		return nil
 	}
-	last := st.lastFailure()
-	switch {
-	case r.Context().Err() != nil:
+	if r.Context().Err() != nil {
 		st.outcome = outcomeClientAbort
 		return nil
-	case last != nil && last.errBody != nil:
-		// every provider tried answered with a 5xx: the last one's answer
-		st.outcome, st.status = outcomeExhausted, last.status
-		passThrough(w, last)
-		return nil
+	}
+	for _, a := range slices.Backward(st.attempts) {
+		if a.errBody != nil && !st.timedOut() {
+			// no provider did better than a 5xx: the latest one is the answer
+			st.outcome, st.status = outcomeExhausted, a.status
+			passThrough(w, a)
+			return nil
+		}
 	}
 	status, msg := http.StatusBadGateway, "no provider could serve the request"
 	if len(st.attempts) == 0 {
