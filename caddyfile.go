@@ -1,6 +1,7 @@
 package llmhedge
 
 import (
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -75,6 +76,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		}
 //		affinity off|header <name> [ttl <duration>]
 //		max_body <size>
+//		forward <path-glob>...
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -102,6 +104,17 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			var n int64
 			n, err = sizeArg(d)
 			h.MaxBody = n
+		case "forward":
+			a := d.RemainingArgs()
+			if len(a) == 0 {
+				return d.ArgErr()
+			}
+			for _, g := range a {
+				if gerr := checkForwardGlob(g); gerr != nil {
+					return d.Errf("forward: %v", gerr)
+				}
+			}
+			h.Forward = append(h.Forward, a...)
 		default:
 			return d.Errf("unknown subdirective %q", d.Val())
 		}
@@ -127,6 +140,11 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser) error {
 	}
 	if !strings.HasPrefix(args[1], "http://") && !strings.HasPrefix(args[1], "https://") {
 		return d.Errf("provider %q: base_url %q must start with http:// or https://", args[0], args[1])
+	}
+	if u, err := url.Parse(args[1]); err != nil {
+		return d.Errf("provider %q: base_url: %v", args[0], err)
+	} else if err := checkBaseURL(u); err != nil {
+		return d.Errf("provider %q: base_url %q: %v", args[0], u.Redacted(), err)
 	}
 	p := &Provider{Name: args[0], BaseURL: args[1]}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {

@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/caddyserver/caddy/v2"
 )
 
@@ -239,14 +237,36 @@ func (h *Handler) auxCandidates(d dialect) []*provider {
 	return out
 }
 
-// forward sends a non-completion request (GET /v1/models, count_tokens,
-// ...) to one provider, failing over on connection errors only: these
-// calls are cheap and idempotent enough to move, but never hedged.
+// forward serves a call that is not a completion (SPEC 10, other paths):
+// the models list and token counts, and the paths the forward globs list;
+// every other path is 404. It goes to one provider with failover on
+// connection errors, and on a 5xx too for the listed paths and GET/HEAD
+// (they are side-effect free); never hedged. It gets the request log
+// line, metrics, max_in_flight (held until the body is copied) and the
+// idle timeout while the body is copied.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 	d := dialectOfAuxPath(r.URL.Path, r.Header)
+	st := newRequestState(h, r, d)
+	st.forwarded = true
+	defer h.finish(st)
+	if err := checkEscapedPath(r.URL.EscapedPath()); err != nil {
+		st.refuse(w, http.StatusBadRequest, err.Error())
+		return nil
+	}
+	listed, allow := auxListed(r.Method, r.URL.Path)
+	if !listed && !h.forwards(r.URL.Path) {
+		if allow != "" {
+			w.Header().Set("Allow", allow)
+			st.refuse(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed here: use %s", r.Method, allow))
+			return nil
+		}
+		st.refuse(w, http.StatusNotFound, "no such endpoint: this proxy serves completions, the models list and token counts (other paths need a forward rule)")
+		return nil
+	}
+	move5xx := listed || r.Method == http.MethodGet || r.Method == http.MethodHead
 	body, err := readBody(r, h.MaxBody)
 	if err != nil {
-		writeError(w, d, bodyStatus(err), err.Error())
+		st.refuse(w, bodyStatus(err), err.Error())
 		return nil
 	}
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
@@ -255,38 +275,116 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
-	var lastErr error
+	st.ctx = ctx
 	cands := h.auxCandidates(d)
 	for i, p := range cands {
-		now := clock()
-		if ok, probe := p.health.admit(now, ""); probe {
+		if p.busy() {
+			st.skip(p, "busy_skip")
+			continue
+		}
+		if ok, probe := p.health.admit(clock(), ""); probe {
 			// a forwarded call is not a fair probe of a completion path
 			p.health.release(true)
-		} else if !ok && (i < len(cands)-1 || lastErr != nil) {
+		} else if !ok && (i < len(cands)-1 || len(st.attempts) > 0) {
+			st.skip(p, "cooldown_skip")
 			continue // open: skip it, unless it is the last hope
 		}
-		resp, err := h.forwardOnce(ctx, r, p, d, body, repl)
+		a := &attempt{n: len(st.attempts) + 1, p: p, reason: "initial", start: time.Now()}
+		if a.n > 1 {
+			a.reason = "failover"
+		}
+		a.offset = a.start.Sub(st.start)
+		a.ctx, a.cancel = attemptContext(ctx)
+		defer a.cancel(nil)
+		st.attempts = append(st.attempts, a)
+		p.health.beginAttempt()
+		resp, err := h.forwardOnce(a.ctx, r, p, d, body, repl)
 		if err != nil {
-			lastErr = err
-			if r.Context().Err() != nil {
-				return nil
+			p.health.endAttempt()
+			a.class, a.err = classifyTransportError(err, a.ctx, r.Context()), fmt.Errorf("provider %s: %w", p.name, err)
+			h.metrics.attempt(p.name, "failed_"+string(a.class))
+			if !a.class.providerLevel() { // the client left, or total ran out
+				a.outcome = "client_abort"
+				if a.class == classTotalTimeout {
+					a.outcome = "total_timeout"
+				}
+				break
+			}
+			a.outcome = "retry_failed"
+			continue
+		}
+		a.resp, a.status = resp, resp.StatusCode
+		if move5xx && resp.StatusCode >= 500 {
+			h.readUpstreamError(a, r.Context()) // kept for the answer if no other provider serves it
+			p.health.endAttempt()
+			h.metrics.attempt(p.name, "failed_"+string(a.class))
+			a.outcome = "retry_failed"
+			if a.class == classClientAbort {
+				a.outcome = "client_abort"
+				break
 			}
 			continue
 		}
-		defer resp.Body.Close()
-		copyResponse(w, resp)
+		a.firstEvent = max(time.Since(a.start), time.Millisecond)
+		a.outcome = "request_success"
+		st.winner, st.status = a, resp.StatusCode
+		h.relayForwarded(w, st, a)
 		return nil
 	}
-	msg := "no healthy provider for " + r.URL.Path
-	status := http.StatusBadGateway
-	if errors.Is(context.Cause(ctx), errTotalTimeout) {
-		status = http.StatusGatewayTimeout
+	if r.Context().Err() != nil {
+		st.outcome = outcomeClientAbort
+		return nil
 	}
-	if lastErr != nil {
-		// Which provider failed and why is for the operator (SPEC 15).
-		h.logger.Info("forwarded request failed", zap.String("path", r.URL.Path), zap.Int("status", status), zap.Error(lastErr))
-		msg += ": upstream unavailable"
+	for _, a := range slices.Backward(st.attempts) {
+		if a.errBody != nil && !st.timedOut() {
+			// no provider did better than a 5xx: the latest one is the answer
+			st.outcome, st.status = outcomeExhausted, a.status
+			passThrough(w, a)
+			return nil
+		}
 	}
+	status, msg := http.StatusBadGateway, "no provider could serve the request"
+	if len(st.attempts) == 0 {
+		status, msg = http.StatusServiceUnavailable, "no provider is available (cooling down or at max_in_flight)"
+	}
+	st.outcome = outcomeExhausted
+	if st.timedOut() {
+		status, msg, st.outcome = http.StatusGatewayTimeout, "request exceeded the total timeout", outcomeTimeout
+	} else if len(st.attempts) == 0 {
+		st.outcome = outcomeUpstreamError
+	}
+	st.status = status
 	writeError(w, d, status, msg)
 	return nil
+}
+
+// relayForwarded copies the chosen provider's answer to a forwarded call
+// and sets the request's outcome. A body cut after the status went out can
+// only abort the connection: never a second status.
+func (h *Handler) relayForwarded(w http.ResponseWriter, st *requestState, a *attempt) {
+	defer a.resp.Body.Close()
+	idle := time.Duration(h.Timeouts.Idle)
+	reason := copyResponse(w, a.resp, idle, func() { a.cancel(errIdleTimeout) })
+	switch {
+	case reason == "" && a.status < 400:
+		st.outcome = outcomeSuccess
+	case reason == "" && a.status < 500:
+		st.outcome = outcomeClientError
+	case reason == "":
+		st.outcome = outcomeUpstreamError
+	case reason == "client_gone" || st.r.Context().Err() != nil:
+		st.outcome = outcomeClientAbort
+	default:
+		st.outcome = outcomeStreamError
+		st.relay.Reason = reason
+		switch cause := context.Cause(a.ctx); {
+		case errors.Is(cause, errIdleTimeout):
+			st.relay.Reason = "idle_timeout"
+		case errors.Is(cause, errTotalTimeout):
+			st.relay.Reason = "total_timeout"
+		}
+	}
+	if st.outcome == outcomeStreamError {
+		panic(http.ErrAbortHandler) // forward's deferred finish still logs the request
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -51,8 +52,9 @@ const (
 
 // Handler is the `llm_hedge` HTTP handler. It serves LLM completion
 // requests (`/v1/messages`, `/v1/chat/completions`) from a list of
-// providers, with failover, hedging, cooldowns and retries; other API paths
-// are forwarded to one healthy provider.
+// providers, with failover, hedging, cooldowns and retries; the models
+// list, token counts and the paths listed by Forward are forwarded to one
+// healthy provider, and every other path is 404.
 type Handler struct {
 	// The upstream LLM providers. At least one is required; names are unique.
 	Providers []*Provider `json:"providers,omitempty"`
@@ -80,6 +82,16 @@ type Handler struct {
 	// Largest request body accepted, in bytes; larger bodies get 413 in the
 	// client's dialect. Default: 32 MiB.
 	MaxBody int64 `json:"max_body,omitempty"`
+
+	// Globs of further API paths forwarded as is, any method, to one
+	// provider with its key (files, batches, ...): shell syntax as in a
+	// provider's models, `*` does not cross a `/` except `*` alone, which
+	// matches every path. They fail over on connection errors; GET and
+	// HEAD also on a 5xx. Default: none; only the completion paths and
+	// GET /v1/models, GET /v1/models/{id}, POST /v1/messages/count_tokens
+	// and POST /v1/responses/input_tokens are served, every other path is
+	// 404 in the client's dialect.
+	Forward []string `json:"forward,omitempty"`
 
 	providers   []*provider
 	transport   map[string]*http.Transport
@@ -187,6 +199,11 @@ func (h *Handler) Validate() error {
 	if h.MaxBody < 0 {
 		return fmt.Errorf("max_body: negative size")
 	}
+	for _, g := range h.Forward {
+		if err := checkForwardGlob(g); err != nil {
+			return fmt.Errorf("forward: %w", err)
+		}
+	}
 	if err := h.Hedge.validate(); err != nil {
 		return err
 	}
@@ -230,7 +247,7 @@ func (h *Handler) setDefaults() {
 }
 
 // ServeHTTP serves LLM completion requests with failover and hedging, and
-// forwards every other path to one healthy provider.
+// forwards the other paths it serves to one healthy provider.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	d := dialectOfPath(r.URL.Path)
 	if d == dialectNone {
@@ -242,6 +259,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return nil
 	}
 	return h.serveCompletion(w, r, d)
+}
+
+// checkForwardGlob refuses a forward glob that cannot match a request path.
+func checkForwardGlob(g string) error {
+	if g != "*" && !strings.HasPrefix(g, "/") {
+		return fmt.Errorf("%q: a path glob starts with / (or is * for every path)", g)
+	}
+	if _, err := path.Match(g, ""); err != nil {
+		return fmt.Errorf("%q: %w", g, err)
+	}
+	return nil
+}
+
+// forwards reports whether a forward glob lists the (checked) path.
+func (h *Handler) forwards(p string) bool {
+	for _, g := range h.Forward {
+		if globMatch(g, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // requestContext bounds the whole request by timeouts.total while keeping

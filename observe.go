@@ -122,7 +122,12 @@ func (h *Handler) finish(st *requestState) {
 		if w.outcome == "hedge_winner" {
 			w.p.health.noteHedge(true)
 		}
-		h.metrics.won(provider, w.firstEvent.Seconds(), &u)
+		if st.forwarded {
+			// not a completion: its time to headers is no first event
+			h.metrics.attempt(provider, "won")
+		} else {
+			h.metrics.won(provider, w.firstEvent.Seconds(), &u)
+		}
 	}
 	h.metrics.request(st.outcome)
 
@@ -187,11 +192,21 @@ func (h *Handler) finish(st *requestState) {
 	if st.relay.Dropped > 0 {
 		fields = append(fields, zap.Int("dropped_malformed", st.relay.Dropped))
 	}
+	if st.forwarded {
+		p := st.r.URL.EscapedPath() // control characters stay escaped
+		if len(p) > maxLoggedPath {
+			p = p[:maxLoggedPath] + "..."
+		}
+		fields = append(fields, zap.String("method", st.r.Method), zap.String("path", p))
+	}
 	if st.refused != "" {
 		fields = append(fields, zap.String("refused", st.refused))
 	}
 	h.logger.Log(lvl, "llm request "+st.outcome+" in "+humanDuration(total), fields...)
 }
+
+// maxLoggedPath bounds the path of a forwarded call in its log line.
+const maxLoggedPath = 512
 
 // statusClientClosed is nginx's "client closed request", logged for a
 // request whose client left before anything was committed.

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -20,8 +21,10 @@ import (
 type Provider struct {
 	// Unique name of the provider, used in logs, metrics and the admin API.
 	Name string `json:"name"`
-	// Base URL, e.g. https://api.anthropic.com; the request path and query
-	// are appended to it.
+	// Base URL, e.g. https://api.anthropic.com; the request path is
+	// appended to its path, and the request's query to its own query (base
+	// first, e.g. `?api-version=...`). Credentials in it (`user:pass@`) are
+	// refused: use key or header_up.
 	BaseURL string `json:"base_url"`
 	// Wire dialect this provider serves: "anthropic" or "openai". Default:
 	// inferred from the request path, so the provider serves both.
@@ -61,6 +64,7 @@ type provider struct {
 	cfg       *Provider
 	name      string
 	baseURL   *url.URL
+	basePath  string  // escaped, without a trailing slash
 	dialect   dialect // dialectNone: serves whichever the request speaks
 	key       string
 	vendor    string
@@ -82,6 +86,9 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("base_url %q: want http(s)://host[:port][/path]", pc.BaseURL)
 	}
+	if err := checkBaseURL(u); err != nil {
+		return nil, fmt.Errorf("base_url %q: %w", u.Redacted(), err)
+	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	d, ok := parseDialect(pc.API)
 	if !ok {
@@ -96,6 +103,7 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 		cfg:       pc,
 		name:      pc.Name,
 		baseURL:   u,
+		basePath:  strings.TrimSuffix(u.EscapedPath(), "/"),
 		dialect:   d,
 		key:       repl.ReplaceAll(pc.Key, ""),
 		vendor:    pc.Vendor,
@@ -210,21 +218,78 @@ func globMatch(glob, name string) bool {
 	return ok
 }
 
-// url builds the upstream URL for a client request path and query.
-func (p *provider) url(reqPath, rawQuery string) string {
+// checkBaseURL refuses what a base URL could carry but the proxy would not
+// send: credentials (net/http would turn them into an Authorization header
+// that the provider key then replaces) and a fragment.
+func checkBaseURL(u *url.URL) error {
+	if u.User != nil {
+		return fmt.Errorf("credentials in the URL (user:pass@) are not sent; use key or header_up")
+	}
+	if u.Fragment != "" || u.RawFragment != "" {
+		return fmt.Errorf("a #fragment is never sent upstream; remove it")
+	}
+	return nil
+}
+
+// url builds the upstream URL for an escaped request path (checked by
+// checkEscapedPath, or a canonical completion path) and the client's raw
+// query, which follows the base URL's own query.
+func (p *provider) url(escapedPath, rawQuery string) string {
+	base := p.baseURL.RawQuery
+	// A raw '#' the client sent in its query would end the URL here.
+	rawQuery = strings.ReplaceAll(rawQuery, "#", "%23")
 	var b strings.Builder
-	b.Grow(len(p.baseURL.Scheme) + len(p.baseURL.Host) + len(p.baseURL.Path) + len(reqPath) + len(rawQuery) + 5)
+	b.Grow(len(p.baseURL.Scheme) + len(p.baseURL.Host) + len(p.basePath) + len(escapedPath) + len(base) + len(rawQuery) + 6)
 	b.WriteString(p.baseURL.Scheme)
 	b.WriteString("://")
 	b.WriteString(p.baseURL.Host)
-	b.WriteString(p.baseURL.Path)
-	b.WriteString(reqPath)
-	if rawQuery != "" {
+	b.WriteString(p.basePath)
+	b.WriteString(escapedPath)
+	if base != "" || rawQuery != "" {
 		b.WriteByte('?')
+		b.WriteString(base)
+		if base != "" && rawQuery != "" {
+			b.WriteByte('&')
+		}
 		b.WriteString(rawQuery)
 	}
 	return b.String()
 }
+
+// noReplay makes an upstream request one that net/http never sends twice
+// by itself: its transport replays an idempotent request (GET, or any
+// request with an Idempotency-Key header) on a new connection when a
+// pooled one breaks, once per pooled connection, and that needs GetBody
+// (or no body at all). Resends are the module's decision alone, within
+// its budgets (SPEC 15). A request without a body gets an empty one that
+// cannot be rewound; for GET and the like, net/http finds it empty and
+// sends no body, as before.
+func noReplay(up *http.Request) {
+	up.GetBody = nil
+	if up.Body == nil || up.Body == http.NoBody {
+		if replayable(up) {
+			up.Body, up.ContentLength = emptyBody{}, 0
+		} else {
+			up.Body = nil
+		}
+	}
+}
+
+// replayable is net/http's test of a request it may resend unasked when
+// its body can be rewound.
+func replayable(r *http.Request) bool {
+	switch r.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return r.Header["Idempotency-Key"] != nil || r.Header["X-Idempotency-Key"] != nil
+}
+
+// emptyBody is a request body of no bytes that net/http cannot rewind.
+type emptyBody struct{}
+
+func (emptyBody) Read([]byte) (int, error) { return 0, io.EOF }
+func (emptyBody) Close() error             { return nil }
 
 // hopHeaders are never forwarded (RFC 9110 section 7.6.1), nor are the
 // headers the proxy sets itself.

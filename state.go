@@ -69,6 +69,7 @@ type requestState struct {
 	relay         relayResult
 	fatal         *attempt // a request-level error that ended the race
 	refused       string
+	forwarded     bool // not a completion: models, token counts, forward globs
 
 	budgetFailoverUsed bool
 }
