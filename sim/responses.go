@@ -325,7 +325,7 @@ func (ex *exchange) emitResponse(typ string, o responsesObject) bool {
 }
 
 func (w responsesWire) completion(ex *exchange) []byte {
-	ex.beginResponse("completed")
+	ex.beginResponse("in_progress")
 	completedAt := now().Unix()
 	ex.s.store.finish(ex.stored, "completed", completedAt, nil)
 	return mustJSON(ex.stored.object("completed", completedAt, nil))

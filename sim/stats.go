@@ -12,15 +12,15 @@ const maxRecords = 10_000
 
 // RequestRecord is what the simulator saw of one request.
 type RequestRecord struct {
-	ID     string // message / completion id of the response ("" for other endpoints)
-	Method string
-	Path   string
-	Model  string // as requested
-	Stream bool
-	// PreviousResponseID is the previous_response_id of a Responses API
-	// request, verbatim ("" if none).
+	ID       string // message / completion id of the response ("" for other endpoints)
+	Method   string
+	Path     string
+	Model    string // as requested
+	Stream   bool
+	BodySize int64
+
+	// The previous_response_id of a Responses API request, verbatim.
 	PreviousResponseID string
-	BodySize           int64
 
 	// Credentials received, verbatim: tests check a client's own key is not
 	// forwarded to a provider that has its own.
