@@ -20,7 +20,20 @@ const (
 	endpointCountTokens
 	endpointChat
 	endpointModels
+	endpointResponses          // POST /v1/responses
+	endpointCompact            // POST /v1/responses/compact
+	endpointInputTokens        // POST /v1/responses/input_tokens
+	endpointGetResponse        // GET /v1/responses/{id}
+	endpointDeleteResponse     // DELETE /v1/responses/{id}
+	endpointCancelResponse     // POST /v1/responses/{id}/cancel
+	endpointResponseInputItems // GET /v1/responses/{id}/input_items
 )
+
+// storedEndpoint reports whether ep acts on a stored response named in the
+// path; those requests have no body to decode.
+func (ep endpoint) storedEndpoint() bool {
+	return ep >= endpointGetResponse
+}
 
 // request holds the fields of a request body the simulator acts on.
 type request struct {
@@ -29,6 +42,13 @@ type request struct {
 	StreamOptions struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+
+	// Responses API.
+	PreviousResponseID string          `json:"previous_response_id"`
+	Input              json.RawMessage `json:"input"`
+	Instructions       json.RawMessage `json:"instructions"`
+	Metadata           json.RawMessage `json:"metadata"`
+	Store              *bool           `json:"store"`
 }
 
 // exchange is one request being served.
@@ -40,6 +60,7 @@ type exchange struct {
 	rc   *http.ResponseController
 	rec  *RequestRecord
 	wire wire
+	ep   endpoint
 
 	req         request
 	fault       *faultRule
@@ -49,12 +70,21 @@ type exchange struct {
 	created     int64
 	inputTokens int
 	buf         []byte // reused for each event
+
+	// Responses API: the id in the path, the stored response it names or
+	// that this request creates, and the next event's sequence_number.
+	pathID string
+	stored *storedResponse
+	seq    int
 }
 
 // route reads the endpoint and dialect from the request. Paths match by
 // suffix, so base URLs with a prefix ("/v1", "/anthropic/v1") work.
 func route(r *http.Request) (endpoint, string, wire) {
 	p := strings.TrimSuffix(r.URL.Path, "/")
+	if ep, method, ok := routeResponses(r, p); ok {
+		return ep, method, responsesWire{}
+	}
 	switch {
 	case strings.HasSuffix(p, "/messages/count_tokens"):
 		return endpointCountTokens, http.MethodPost, anthropicWire{}
@@ -85,7 +115,7 @@ func guessWire(r *http.Request) wire {
 
 func (ex *exchange) serve() {
 	ep, method, w := route(ex.r)
-	ex.wire = w
+	ex.wire, ex.ep = w, ep
 	switch {
 	case ep == endpointUnknown:
 		ex.fail(http.StatusNotFound, "Not Found: "+ex.r.Method+" "+ex.r.URL.Path)
@@ -98,7 +128,7 @@ func (ex *exchange) serve() {
 		ex.fail(http.StatusUnauthorized, "")
 		return
 	}
-	if !ex.readBody(ep) {
+	if !ex.readBody(ep) || !ex.resolveResponse(ep) {
 		return
 	}
 
@@ -118,6 +148,15 @@ func (ex *exchange) serve() {
 		ex.sendJSON(countTokensBody(ex.inputTokens), 0)
 	case endpointModels:
 		ex.sendJSON(modelsBody(ex.p.cfg.Model), 0)
+	case endpointResponses:
+		ex.generate()
+		ex.s.store.settle(ex.stored)
+	case endpointCompact:
+		ex.compact()
+	case endpointInputTokens:
+		ex.sendJSON(inputTokensBody(ex.inputTokens), 0)
+	default:
+		ex.serveStored(ep)
 	}
 }
 
@@ -133,7 +172,7 @@ func (ex *exchange) authorized(ep endpoint) bool {
 	switch {
 	case ep == endpointModels:
 		return anthropicOK || openaiOK
-	case ex.wire.name() == "openai":
+	case ex.wire.name() == "openai", ex.wire.name() == "responses":
 		return openaiOK
 	}
 	return anthropicOK
@@ -153,18 +192,20 @@ func (ex *exchange) readBody(ep endpoint) bool {
 		return false
 	}
 	ex.inputTokens = max(1, len(body)/4)
-	if ep == endpointModels {
+	if ep == endpointModels || ep.storedEndpoint() {
 		return true
 	}
 	if err := json.Unmarshal(body, &ex.req); err != nil {
 		ex.fail(http.StatusBadRequest, "The request body is not valid JSON: "+err.Error())
 		return false
 	}
-	if ex.req.Model == "" && ep != endpointCountTokens {
+	if ex.req.Model == "" && ep != endpointCountTokens && ep != endpointInputTokens {
 		ex.fail(http.StatusBadRequest, "model: Field required")
 		return false
 	}
-	ex.s.rec.update(ex.rec, func(rec *RequestRecord) { rec.Model, rec.Stream = ex.req.Model, ex.req.Stream })
+	ex.s.rec.update(ex.rec, func(rec *RequestRecord) {
+		rec.Model, rec.Stream, rec.PreviousResponseID = ex.req.Model, ex.req.Stream, ex.req.PreviousResponseID
+	})
 	ex.model = ex.req.Model
 	if ex.p.cfg.Model != "" {
 		ex.model = ex.p.cfg.Model

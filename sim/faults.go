@@ -75,6 +75,10 @@ func (ex *exchange) strikeNow() {
 	case FaultFake200:
 		status := cmp.Or(f.Status, statusOverloaded)
 		message := ex.wire.defaultMessage(status, ex.req.Model)
+		if fw, ok := ex.wire.(fake200Wire); ok {
+			fw.fake200(ex, status, message)
+			return
+		}
 		if ex.req.Stream {
 			ex.startSSE()
 			ex.emit(ex.wire.streamError(status, message))

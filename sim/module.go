@@ -14,7 +14,8 @@ func init() {
 }
 
 // Handler is the Caddy module http.handlers.llm_sim: a fake LLM provider
-// (Anthropic Messages API and OpenAI Chat Completions) that answers every
+// (Anthropic Messages API, OpenAI Chat Completions and the OpenAI Responses
+// API) that answers every
 // request itself, so llm_hedge runs with no keys and no network and
 // operators can rehearse failures. It never calls the next handler.
 type Handler struct {

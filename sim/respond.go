@@ -8,9 +8,7 @@ import (
 
 // generate answers a completion request, streaming or not.
 func (ex *exchange) generate() {
-	ex.id = ex.wire.idPrefix() + strconv.FormatUint(ex.s.ids.Add(1), 16)
-	ex.s.rec.update(ex.rec, func(rec *RequestRecord) { rec.ID = ex.id })
-	ex.created = now().Unix()
+	ex.newID()
 	first := ex.p.firstTokenDelay()
 	if ex.req.Stream {
 		ex.stream(first)
@@ -20,6 +18,16 @@ func (ex *exchange) generate() {
 		return
 	}
 	ex.sendJSON(ex.wire.completion(ex), len(ex.p.deltas))
+}
+
+// newID issues the id of the response and records it.
+func (ex *exchange) newID() {
+	if ex.id != "" {
+		return
+	}
+	ex.id = ex.wire.idPrefix() + strconv.FormatUint(ex.s.ids.Add(1), 16)
+	ex.s.rec.update(ex.rec, func(rec *RequestRecord) { rec.ID = ex.id })
+	ex.created = now().Unix()
 }
 
 // stream sends the event sequence of the dialect, with the mid-stream fault

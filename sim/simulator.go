@@ -1,5 +1,6 @@
-// Package sim is a fake LLM provider speaking the Anthropic Messages API and
-// OpenAI Chat Completions, with configurable latency and injected faults. It
+// Package sim is a fake LLM provider speaking the Anthropic Messages API,
+// OpenAI Chat Completions and the OpenAI Responses API, with configurable
+// latency and injected faults. It
 // is the embedded default upstream of llm_hedge (the Caddy module
 // http.handlers.llm_sim) and the upstream of its tests: New returns an
 // http.Handler to run under httptest, with runtime control and a request log.
@@ -25,6 +26,7 @@ type Simulator struct {
 	plan  atomic.Pointer[plan]
 	setMu sync.Mutex // serializes SetConfig and SetFaults
 	rec   recorder
+	store responseStore // Responses API responses, for GET by id and previous_response_id
 	ids   atomic.Uint64
 
 	// unloaded ends stalls when the Caddy module is unloaded; nil otherwise.
@@ -39,6 +41,7 @@ type plan struct {
 	text                              string   // the deltas joined
 	anthropicDeltas                   [][]byte // complete SSE events
 	openaiDeltas                      [][]byte // the "delta" objects
+	responsesDeltas                   [][]byte // the deltas as JSON strings
 	faults                            []*faultRule
 	rng                               *lockedRand
 }
@@ -118,6 +121,7 @@ func compile(cfg Config) *plan {
 		p.text += d
 		p.anthropicDeltas = append(p.anthropicDeltas, anthropicDeltaEvent(d))
 		p.openaiDeltas = append(p.openaiDeltas, openaiContentDelta(d))
+		p.responsesDeltas = append(p.responsesDeltas, mustJSON(d))
 	}
 	return p
 }

@@ -19,6 +19,9 @@ type RequestRecord struct {
 	Stream   bool
 	BodySize int64
 
+	// The previous_response_id of a Responses API request, verbatim.
+	PreviousResponseID string
+
 	// Credentials received, verbatim: tests check a client's own key is not
 	// forwarded to a provider that has its own.
 	APIKey        string // x-api-key
@@ -44,6 +47,10 @@ type Stats struct {
 	InFlight int64 // requests being served now
 	Canceled int64 // requests whose client went away before the end
 	Faulted  int64 // requests a fault applied to
+
+	// Responses API requests whose previous_response_id this simulator does
+	// not know, answered 404 previous_response_not_found.
+	PreviousNotFound int64
 }
 
 // recorder keeps the stats and a ring of the latest records. Every field is
@@ -118,6 +125,13 @@ func (rc *recorder) faulted(rec *RequestRecord, f *Fault) {
 	defer rc.mu.Unlock()
 	rec.Fault = f
 	rc.stats.Faulted++
+	rc.notify()
+}
+
+func (rc *recorder) previousNotFound() {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.stats.PreviousNotFound++
 	rc.notify()
 }
 

@@ -1,0 +1,605 @@
+package sim
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// responsesWire is the OpenAI Responses API. Its errors are OpenAI's.
+type responsesWire struct{ openaiWire }
+
+// statusPreviousNotFound answers a previous_response_id this simulator does
+// not know.
+const statusPreviousNotFound = http.StatusNotFound
+
+type responsesUsage struct {
+	InputTokens        int `json:"input_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokens        int `json:"output_tokens"`
+	OutputTokensDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+	TotalTokens int `json:"total_tokens"`
+}
+
+type responsesError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// responsesPart is an output_text content part.
+type responsesPart struct {
+	Type        string     `json:"type"`
+	Annotations []struct{} `json:"annotations"`
+	Logprobs    []struct{} `json:"logprobs"`
+	Text        string     `json:"text"`
+}
+
+// responsesItem is an assistant message output item.
+type responsesItem struct {
+	ID      string          `json:"id"`
+	Type    string          `json:"type"`
+	Status  string          `json:"status"`
+	Content []responsesPart `json:"content"`
+	Role    string          `json:"role"`
+}
+
+type responsesReasoning struct {
+	Effort  *string `json:"effort"`
+	Summary *string `json:"summary"`
+}
+
+type responsesTextConfig struct {
+	Format struct {
+		Type string `json:"type"`
+	} `json:"format"`
+}
+
+// responsesObject is the response object, as created, streamed and
+// retrieved.
+type responsesObject struct {
+	ID                 string              `json:"id"`
+	Object             string              `json:"object"`
+	CreatedAt          int64               `json:"created_at"`
+	Status             string              `json:"status"`
+	Background         bool                `json:"background"`
+	CompletedAt        *int64              `json:"completed_at"`
+	Error              *responsesError     `json:"error"`
+	IncompleteDetails  *struct{}           `json:"incomplete_details"`
+	Instructions       json.RawMessage     `json:"instructions"`
+	MaxOutputTokens    *int                `json:"max_output_tokens"`
+	Model              string              `json:"model"`
+	Output             []responsesItem     `json:"output"`
+	ParallelToolCalls  bool                `json:"parallel_tool_calls"`
+	PreviousResponseID *string             `json:"previous_response_id"`
+	Reasoning          responsesReasoning  `json:"reasoning"`
+	Store              bool                `json:"store"`
+	Temperature        float64             `json:"temperature"`
+	Text               responsesTextConfig `json:"text"`
+	ToolChoice         string              `json:"tool_choice"`
+	Tools              []struct{}          `json:"tools"`
+	TopP               float64             `json:"top_p"`
+	Truncation         string              `json:"truncation"`
+	Usage              *responsesUsage     `json:"usage"`
+	User               *string             `json:"user"`
+	Metadata           json.RawMessage     `json:"metadata"`
+}
+
+// The stream events other than the text deltas, which are written by hand.
+type (
+	responsesResponseEvent struct {
+		Type           string          `json:"type"`
+		Response       responsesObject `json:"response"`
+		SequenceNumber int             `json:"sequence_number"`
+	}
+	responsesItemEvent struct {
+		Type           string        `json:"type"`
+		OutputIndex    int           `json:"output_index"`
+		Item           responsesItem `json:"item"`
+		SequenceNumber int           `json:"sequence_number"`
+	}
+	responsesPartEvent struct {
+		Type           string        `json:"type"`
+		ItemID         string        `json:"item_id"`
+		OutputIndex    int           `json:"output_index"`
+		ContentIndex   int           `json:"content_index"`
+		Part           responsesPart `json:"part"`
+		SequenceNumber int           `json:"sequence_number"`
+	}
+	responsesTextDoneEvent struct {
+		Type           string     `json:"type"`
+		ItemID         string     `json:"item_id"`
+		OutputIndex    int        `json:"output_index"`
+		ContentIndex   int        `json:"content_index"`
+		Text           string     `json:"text"`
+		Logprobs       []struct{} `json:"logprobs"`
+		SequenceNumber int        `json:"sequence_number"`
+	}
+	responsesErrorEvent struct {
+		Type           string  `json:"type"`
+		Code           string  `json:"code"`
+		Message        string  `json:"message"`
+		Param          *string `json:"param"`
+		SequenceNumber int     `json:"sequence_number"`
+	}
+)
+
+var responsesMalformed = sseEvent("response.output_text.delta",
+	[]byte(`{"type":"response.output_text.delta","item_id":"msg_sim","output_index":0,"cont`))
+
+func (responsesWire) name() string     { return "responses" }
+func (responsesWire) idPrefix() string { return "resp_sim_" }
+
+// routeResponses routes the Responses API paths; p has no trailing slash.
+func routeResponses(r *http.Request, p string) (ep endpoint, method string, ok bool) {
+	if strings.HasSuffix(p, "/responses") {
+		return endpointResponses, http.MethodPost, true
+	}
+	id, action, found := responsesPath(p)
+	if !found {
+		return endpointUnknown, "", false
+	}
+	switch {
+	case action == "" && id == "compact":
+		return endpointCompact, http.MethodPost, true
+	case action == "" && id == "input_tokens":
+		return endpointInputTokens, http.MethodPost, true
+	case action == "" && r.Method == http.MethodDelete:
+		return endpointDeleteResponse, http.MethodDelete, true
+	case action == "":
+		return endpointGetResponse, http.MethodGet, true
+	case action == "cancel":
+		return endpointCancelResponse, http.MethodPost, true
+	case action == "input_items":
+		return endpointResponseInputItems, http.MethodGet, true
+	}
+	return endpointUnknown, "", false
+}
+
+// responsesPath splits ".../responses/{id}[/{action}]".
+func responsesPath(p string) (id, action string, ok bool) {
+	i := strings.LastIndex(p, "/responses/")
+	if i < 0 {
+		return "", "", false
+	}
+	id, action, _ = strings.Cut(p[i+len("/responses/"):], "/")
+	if id == "" || strings.Contains(action, "/") {
+		return "", "", false
+	}
+	return id, action, true
+}
+
+// errorWith is an OpenAI error body with an explicit param and code.
+func errorWith(message, typ, param, code string) []byte {
+	type detail struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	}
+	d := detail{Message: message, Type: typ}
+	if param != "" {
+		d.Param = &param
+	}
+	if code != "" {
+		d.Code = &code
+	}
+	return mustJSON(struct {
+		Error detail `json:"error"`
+	}{d})
+}
+
+// failWith answers status with an OpenAI error body.
+func (ex *exchange) failWith(status int, body []byte) {
+	ex.writeHeader(status, "application/json")
+	ex.w.Write(body)
+}
+
+// resolveResponse checks the response ids a Responses API request names:
+// an unknown previous_response_id or path id is 404. For the endpoints of a
+// stored response, the model of that response is the request's, so faults
+// with a model glob apply to it.
+func (ex *exchange) resolveResponse(ep endpoint) bool {
+	switch ep {
+	case endpointResponses, endpointCompact, endpointInputTokens:
+		prev := ex.req.PreviousResponseID
+		if prev == "" || ex.s.store.get(prev) != nil {
+			return true
+		}
+		ex.s.rec.previousNotFound()
+		ex.failWith(statusPreviousNotFound, errorWith("Previous response with id '"+prev+"' not found.",
+			"invalid_request_error", "previous_response_id", "previous_response_not_found"))
+		return false
+	}
+	if !ep.storedEndpoint() {
+		return true
+	}
+	ex.pathID, _, _ = responsesPath(strings.TrimSuffix(ex.r.URL.Path, "/"))
+	ex.stored = ex.s.store.get(ex.pathID)
+	if ex.stored == nil {
+		ex.failWith(http.StatusNotFound, errorWith("Response with id '"+ex.pathID+"' not found.",
+			"invalid_request_error", "", ""))
+		return false
+	}
+	ex.req.Model = ex.stored.model
+	return true
+}
+
+// beginResponse builds the response this request creates and stores it
+// (unless the request says store: false) with status.
+func (ex *exchange) beginResponse(status string) {
+	ex.newID()
+	sr := &storedResponse{
+		id:           ex.id,
+		msgID:        "msg_sim_" + strings.TrimPrefix(ex.id, "resp_sim_"),
+		model:        ex.model,
+		created:      ex.created,
+		prevID:       ex.req.PreviousResponseID,
+		instructions: ex.req.Instructions,
+		metadata:     ex.req.Metadata,
+		store:        ex.req.Store == nil || *ex.req.Store,
+		text:         ex.p.text,
+		usage:        responsesUsageOf(ex),
+		status:       status,
+	}
+	ex.stored = sr
+	if sr.store {
+		sr.input = inputItems(ex.req.Input, sr.msgID)
+		ex.s.store.put(sr)
+	}
+}
+
+// responsesUsageOf counts the cached tokens in the input, as OpenAI does.
+func responsesUsageOf(ex *exchange) responsesUsage {
+	var u responsesUsage
+	u.InputTokens = ex.inputTokens + ex.p.cfg.CacheRead
+	u.InputTokensDetails.CachedTokens = ex.p.cfg.CacheRead
+	u.OutputTokens = len(ex.p.deltas)
+	u.TotalTokens = u.InputTokens + u.OutputTokens
+	return u
+}
+
+// message is the output item with its text so far, and its status.
+func (sr *storedResponse) message(status, text string) responsesItem {
+	item := responsesItem{ID: sr.msgID, Type: "message", Status: status, Content: []responsesPart{}, Role: "assistant"}
+	if status == "completed" {
+		item.Content = append(item.Content, textPart(text))
+	}
+	return item
+}
+
+func textPart(text string) responsesPart {
+	return responsesPart{Type: "output_text", Annotations: []struct{}{}, Logprobs: []struct{}{}, Text: text}
+}
+
+// object renders the response with a status; a completed one carries its
+// output and usage.
+func (sr *storedResponse) object(status string, completedAt int64, e *responsesError) responsesObject {
+	o := responsesObject{
+		ID:                sr.id,
+		Object:            "response",
+		CreatedAt:         sr.created,
+		Status:            status,
+		Error:             e,
+		Instructions:      sr.instructions,
+		Model:             sr.model,
+		Output:            []responsesItem{},
+		ParallelToolCalls: true,
+		Store:             sr.store,
+		Temperature:       1,
+		ToolChoice:        "auto",
+		Tools:             []struct{}{},
+		TopP:              1,
+		Truncation:        "disabled",
+		Metadata:          sr.metadata,
+	}
+	o.Text.Format.Type = "text"
+	if sr.prevID != "" {
+		o.PreviousResponseID = &sr.prevID
+	}
+	if len(o.Metadata) == 0 {
+		o.Metadata = json.RawMessage(`{}`)
+	}
+	if status == "completed" {
+		o.CompletedAt = &completedAt
+		o.Output = append(o.Output, sr.message("completed", sr.text))
+		o.Usage = &sr.usage
+	}
+	return o
+}
+
+func (ex *exchange) nextSeq() int {
+	n := ex.seq
+	ex.seq++
+	return n
+}
+
+func (ex *exchange) emitResponse(typ string, o responsesObject) bool {
+	return ex.emit(sseEvent(typ, mustJSON(responsesResponseEvent{typ, o, ex.nextSeq()})))
+}
+
+func (w responsesWire) completion(ex *exchange) []byte {
+	ex.beginResponse("in_progress")
+	completedAt := now().Unix()
+	ex.s.store.finish(ex.stored, "completed", completedAt, nil)
+	return mustJSON(ex.stored.object("completed", completedAt, nil))
+}
+
+// streamStart sends response.created, response.in_progress, and the added
+// message item and output_text part.
+func (w responsesWire) streamStart(ex *exchange) bool {
+	ex.beginResponse("in_progress")
+	sr := ex.stored
+	o := sr.object("in_progress", 0, nil)
+	return ex.emitResponse("response.created", o) &&
+		ex.emitResponse("response.in_progress", o) &&
+		ex.emit(sseEvent("response.output_item.added", mustJSON(responsesItemEvent{
+			"response.output_item.added", 0, sr.message("in_progress", ""), ex.nextSeq(),
+		}))) &&
+		ex.emit(sseEvent("response.content_part.added", mustJSON(responsesPartEvent{
+			"response.content_part.added", sr.msgID, 0, 0, textPart(""), ex.nextSeq(),
+		})))
+}
+
+// streamDelta writes one response.output_text.delta, reusing the exchange's
+// buffer so a delta allocates nothing.
+func (w responsesWire) streamDelta(ex *exchange, i int) bool {
+	b := append(ex.buf[:0], "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\""...)
+	b = append(b, ex.stored.msgID...)
+	b = append(b, `","output_index":0,"content_index":0,"delta":`...)
+	b = append(b, ex.p.responsesDeltas[i]...)
+	b = append(b, `,"logprobs":[],"sequence_number":`...)
+	b = strconv.AppendInt(b, int64(ex.nextSeq()), 10)
+	b = append(b, "}\n\n"...)
+	ex.buf = b
+	return ex.emit(b)
+}
+
+// streamEnd sends the done events of the text, part and item, then
+// response.completed with the output and usage.
+func (w responsesWire) streamEnd(ex *exchange) bool {
+	sr := ex.stored
+	text := ex.p.text
+	if !ex.emit(sseEvent("response.output_text.done", mustJSON(responsesTextDoneEvent{
+		"response.output_text.done", sr.msgID, 0, 0, text, []struct{}{}, ex.nextSeq(),
+	}))) || !ex.emit(sseEvent("response.content_part.done", mustJSON(responsesPartEvent{
+		"response.content_part.done", sr.msgID, 0, 0, textPart(text), ex.nextSeq(),
+	}))) || !ex.emit(sseEvent("response.output_item.done", mustJSON(responsesItemEvent{
+		"response.output_item.done", 0, sr.message("completed", text), ex.nextSeq(),
+	}))) {
+		return false
+	}
+	completedAt := now().Unix()
+	ex.s.store.finish(sr, "completed", completedAt, nil)
+	return ex.emitResponse("response.completed", sr.object("completed", completedAt, nil))
+}
+
+// streamError is the error event: a request-level error in a 200 stream.
+func (w responsesWire) streamError(status int, message string) []byte {
+	return sseEvent("error", mustJSON(responsesErrorEvent{
+		Type: "error", Code: responsesErrorCode(status), Message: message,
+	}))
+}
+
+func (responsesWire) malformedEvent() []byte { return responsesMalformed }
+
+// responsesErrorCode is the code of an error event or failed response.
+func responsesErrorCode(status int) string {
+	if status >= 500 {
+		return "server_error"
+	}
+	typ, code := openaiErrorKind(status)
+	if code == "" {
+		return typ
+	}
+	return code
+}
+
+// fake200Wire is a dialect whose fake-200 is more than an error body or a
+// single error event.
+type fake200Wire interface {
+	fake200(ex *exchange, status int, message string)
+}
+
+// fake200 answers 200 with an error. A status below 500 is a request-level
+// error: the `error` event as the only event of a stream, the error body
+// otherwise. From 500 on, the response is created and fails before any
+// content: response.created, response.in_progress and response.failed, or a
+// response object with status "failed" when not streaming. Endpoints other
+// than POST /v1/responses get the error body.
+func (w responsesWire) fake200(ex *exchange, status int, message string) {
+	if ex.ep != endpointResponses || status < 500 {
+		if ex.req.Stream && ex.ep == endpointResponses {
+			ex.startSSE()
+			ex.emit(sseEvent("error", mustJSON(responsesErrorEvent{
+				Type: "error", Code: responsesErrorCode(status), Message: message, SequenceNumber: ex.nextSeq(),
+			})))
+			return
+		}
+		ex.writeHeader(http.StatusOK, "application/json")
+		ex.w.Write(w.errorBody(status, message))
+		return
+	}
+	ex.beginResponse("in_progress")
+	e := &responsesError{Code: responsesErrorCode(status), Message: message}
+	ex.s.store.finish(ex.stored, "failed", 0, e)
+	failed := ex.stored.object("failed", 0, e)
+	if !ex.req.Stream {
+		ex.writeHeader(http.StatusOK, "application/json")
+		ex.w.Write(mustJSON(failed))
+		return
+	}
+	ex.startSSE()
+	o := ex.stored.object("in_progress", 0, nil)
+	_ = ex.emitResponse("response.created", o) && ex.emitResponse("response.in_progress", o) &&
+		ex.emitResponse("response.failed", failed)
+}
+
+// compact answers POST /v1/responses/compact: the user messages of the
+// input followed by one compaction item, whose encrypted_content is opaque
+// (here the simulator's text, base64). It is not stored.
+func (ex *exchange) compact() {
+	ex.newID()
+	if !ex.wait(ex.p.firstTokenDelay() + time.Duration(len(ex.p.deltas))*ex.p.tokenDelay) {
+		return
+	}
+	output := []json.RawMessage{}
+	for _, item := range inputItems(ex.req.Input, "msg_sim_"+strings.TrimPrefix(ex.id, "resp_sim_")) {
+		var m struct {
+			Role string `json:"role"`
+		}
+		if json.Unmarshal(item, &m) == nil && m.Role == "user" {
+			output = append(output, item)
+		}
+	}
+	output = append(output, mustJSON(struct {
+		ID               string `json:"id"`
+		Type             string `json:"type"`
+		EncryptedContent string `json:"encrypted_content"`
+	}{"cmp_sim_" + strings.TrimPrefix(ex.id, "resp_sim_"), "compaction", base64.StdEncoding.EncodeToString([]byte(ex.p.text))}))
+	ex.sendJSON(mustJSON(struct {
+		ID        string            `json:"id"`
+		Object    string            `json:"object"`
+		CreatedAt int64             `json:"created_at"`
+		Output    []json.RawMessage `json:"output"`
+		Usage     responsesUsage    `json:"usage"`
+	}{ex.id, "response.compaction", ex.created, output, responsesUsageOf(ex)}), len(ex.p.deltas))
+}
+
+// inputTokensBody answers POST /v1/responses/input_tokens.
+func inputTokensBody(inputTokens int) []byte {
+	b := strconv.AppendInt([]byte(`{"object":"response.input_tokens","input_tokens":`), int64(inputTokens), 10)
+	return append(b, '}')
+}
+
+// inputItems are the input of a request as input items with ids: a string
+// is one user message; a list keeps its objects, with an id, a type and
+// list content added where they lack them.
+func inputItems(raw json.RawMessage, idBase string) []json.RawMessage {
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return []json.RawMessage{inputMessage(idBase+"_in0", "user", text)}
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) != nil {
+		return nil
+	}
+	out := make([]json.RawMessage, 0, len(list))
+	for i, item := range list {
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(item, &fields) != nil || fields == nil {
+			continue
+		}
+		id := idBase + "_in" + strconv.Itoa(i)
+		var role, content string
+		json.Unmarshal(fields["role"], &role)
+		if json.Unmarshal(fields["content"], &content) == nil && role != "" {
+			out = append(out, inputMessage(id, role, content))
+			continue
+		}
+		if _, ok := fields["id"]; !ok {
+			fields["id"] = mustJSON(id)
+		}
+		if _, ok := fields["type"]; !ok && role != "" {
+			fields["type"] = json.RawMessage(`"message"`)
+		}
+		out = append(out, mustJSON(fields))
+	}
+	return out
+}
+
+// inputMessage is a message input item with text content.
+func inputMessage(id, role, text string) json.RawMessage {
+	partType := "input_text"
+	if role == "assistant" {
+		partType = "output_text"
+	}
+	return mustJSON(struct {
+		ID      string           `json:"id"`
+		Type    string           `json:"type"`
+		Role    string           `json:"role"`
+		Status  string           `json:"status"`
+		Content []map[string]any `json:"content"`
+	}{id, "message", role, "completed", []map[string]any{{"type": partType, "text": text}}})
+}
+
+// serveStored answers the endpoints of a stored response (found by
+// resolveResponse).
+func (ex *exchange) serveStored(ep endpoint) {
+	switch ep {
+	case endpointGetResponse:
+		ex.sendJSON(ex.s.store.render(ex.stored), 0)
+	case endpointDeleteResponse:
+		ex.s.store.remove(ex.stored.id)
+		ex.sendJSON(mustJSON(struct {
+			ID      string `json:"id"`
+			Object  string `json:"object"`
+			Deleted bool   `json:"deleted"`
+		}{ex.stored.id, "response.deleted", true}), 0)
+	case endpointCancelResponse:
+		ex.s.store.settle(ex.stored)
+		ex.sendJSON(ex.s.store.render(ex.stored), 0)
+	case endpointResponseInputItems:
+		ex.sendJSON(ex.inputItemsList(), 0)
+	}
+}
+
+// inputItemsList is the list object of GET /v1/responses/{id}/input_items,
+// with the query's order (default desc), after and limit (default 20).
+func (ex *exchange) inputItemsList() []byte {
+	items := ex.stored.input
+	q := ex.r.URL.Query()
+	if q.Get("order") != "asc" {
+		rev := make([]json.RawMessage, len(items))
+		for i, it := range items {
+			rev[len(items)-1-i] = it
+		}
+		items = rev
+	}
+	if after := q.Get("after"); after != "" {
+		for i, it := range items {
+			var m struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal(it, &m) == nil && m.ID == after {
+				items = items[i+1:]
+				break
+			}
+		}
+	}
+	limit := 20
+	if n, err := strconv.Atoi(q.Get("limit")); err == nil && n >= 1 && n <= 100 {
+		limit = n
+	}
+	hasMore := len(items) > limit
+	items = items[:min(limit, len(items))]
+	list := struct {
+		Object  string            `json:"object"`
+		Data    []json.RawMessage `json:"data"`
+		FirstID *string           `json:"first_id"`
+		LastID  *string           `json:"last_id"`
+		HasMore bool              `json:"has_more"`
+	}{Object: "list", Data: items, HasMore: hasMore}
+	if list.Data == nil {
+		list.Data = []json.RawMessage{}
+	}
+	if len(items) > 0 {
+		first, last := itemID(items[0]), itemID(items[len(items)-1])
+		list.FirstID, list.LastID = &first, &last
+	}
+	return mustJSON(list)
+}
+
+func itemID(item json.RawMessage) string {
+	var m struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal(item, &m)
+	return m.ID
+}
