@@ -306,7 +306,7 @@ func (u *usage) observeResponsesObject(obj []byte, counts bool) {
 		switch {
 		case it.keyIs("model"):
 			if v := it.value(); u.Model == "" && len(v) > 2 && v[0] == '"' {
-				u.Model = string(jsonAppendString(nil, v))
+				u.Model = jsonStringValue(v)
 			}
 		case counts && it.keyIs("usage"):
 			uo, ok := it.enter()
@@ -450,8 +450,8 @@ func responsesErrorJSON(status int, message string) []byte {
 // (ResponseErrorEvent: type, code, message, param, sequence_number) plus
 // the OpenAI error object under "error": the official SDKs raise a stream
 // error only for data with a top-level "error" member (openai-go's
-// ssestream, openai-python for `event: error`); without it the event
-// decodes as an ordinary event and the stream then ends cleanly.
+// ssestream, openai-python's Stream); without it the event decodes as an
+// ordinary event and the stream then ends cleanly.
 type responsesErrorEventBody struct {
 	Type           string  `json:"type"`
 	Code           string  `json:"code"`

@@ -127,6 +127,9 @@ func TestResponsesEventClass(t *testing.T) {
 			if without := inspectResponses(evs[0], false); without.class != info.class || without.text != nil {
 				t.Errorf("without text: %v text %s", without.class, without.text)
 			}
+			if info.class == evTerminal && !strings.Contains(string(evs[0].Data), `"type":"`+responsesTerminalName(evs[0])+`"`) {
+				t.Errorf("terminal named %q", responsesTerminalName(evs[0]))
+			}
 			if info.class != evError && info.errVal != nil {
 				t.Errorf("errVal %s on a %v event", info.errVal, info.class)
 			}
@@ -454,9 +457,9 @@ func TestResponsesIDs(t *testing.T) {
 	}
 	for body, want := range map[string]string{
 		`{"input":[{"role":"user","content":"previous_response_id"}],"metadata":{"previous_response_id":"resp_inner"}}`: "",
-		`{"previous_response_id":"resp_a","previous_response_id":"resp_b"}`:                                         "resp_b",
-		`{"previous_respons\u0065_id":"resp_esc"}`:                                                                  "resp_esc",
-		`{"previous_response_id":"resp_a"`:                                                                          "",
+		`{"previous_response_id":"resp_a","previous_response_id":"resp_b"}`:                                             "resp_b",
+		`{"previous_respons\u0065_id":"resp_esc"}`:                                                                      "resp_esc",
+		`{"previous_response_id":"resp_a"`:                                                                              "",
 	} {
 		if got := previousResponseID([]byte(body)); got != want {
 			t.Errorf("previousResponseID(%s) = %q, want %q", body, got, want)
