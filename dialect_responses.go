@@ -1,0 +1,487 @@
+package llmhedge
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// The OpenAI Responses API (SPEC section 10, "responses" column): the event
+// classes of its stream, its fake 200s, usage, response ids and session
+// keys. Every event names itself twice, in the SSE `event:` line and in the
+// data's "type"; the clients (openai-go's event union, Codex) dispatch on
+// the data's type, so it decides, and the event name stands in when the
+// data has none.
+
+// inspectResponses classifies one Responses API event; withText also
+// returns the raw JSON string of a response.output_text.delta, which the
+// gate checks for rejected phrases. It walks the JSON once, without
+// allocating, except to render the message of an error event.
+func inspectResponses(ev sseEvent, withText bool) eventInfo {
+	var info eventInfo
+	named := string(ev.Name) == "error"
+	data := ev.Data
+	start := jsonWS(data, 0)
+	if start == len(data) {
+		// No payload (a comment, a keepalive): no client sees it as an
+		// event, so only an `event: error` means anything.
+		if named {
+			info.class = evError
+		}
+		return info
+	}
+	var typ, delta, resp, code, msg []byte
+	it, ok := jsonOpen(data, start, 0)
+	if ok && it.isObject() {
+		for it.next() {
+			switch {
+			case it.keyIs("type"):
+				typ = it.value()
+			case it.keyIs("error"):
+				info.errVal = it.value()
+			case it.keyIs("delta"):
+				delta = it.value()
+			case it.keyIs("response"):
+				resp = it.value()
+			case it.keyIs("code"):
+				code = it.value()
+			case it.keyIs("message"):
+				msg = it.value()
+			}
+		}
+	}
+	valid := ok && it.isObject() && it.end()
+	if !valid && !named {
+		info.class = evMalformed
+		info.errVal = nil
+		return info
+	}
+	var buf [64]byte
+	kind := responsesKind(typ, ev.Name, buf[:0])
+	switch {
+	case named || string(kind) == "error" || info.errVal != nil && !jsonIsNull(info.errVal):
+		info.class = evError
+		if !valid || info.errVal == nil || jsonIsNull(info.errVal) {
+			info.errVal = responsesFlatError(code, msg)
+		}
+		return info
+	case string(kind) == "response.failed":
+		info.class = evError
+		info.errVal = nil
+		if v, ok := jsonLookup(resp, "error"); ok && !jsonIsNull(v) {
+			info.errVal = v
+		}
+		return info
+	}
+	info.errVal = nil
+	info.class, info.by = responsesClass(kind)
+	if withText && info.by == "response.output_text.delta" && jsonIsString(delta) {
+		info.text = delta
+	}
+	return info
+}
+
+// responsesKind returns what an event is: the data's "type" when it is a
+// string (decoded into buf if it holds escapes), else the event name.
+func responsesKind(typ, name, buf []byte) []byte {
+	if !jsonIsString(typ) {
+		return name
+	}
+	if bytes.IndexByte(typ, '\\') < 0 {
+		return typ[1 : len(typ)-1]
+	}
+	return jsonAppendString(buf, typ)
+}
+
+// responsesClass maps an event type to its class and, for output, the name
+// the commit log shows (a constant: naming allocates nothing).
+func responsesClass(kind []byte) (eventClass, string) {
+	switch string(kind) {
+	case "response.completed":
+		return evTerminal, ""
+	case "response.incomplete":
+		return evTerminal, ""
+	case "response.output_item.done":
+		return evOutput, "response.output_item.done"
+	case "response.output_text.delta":
+		return evOutput, "response.output_text.delta"
+	case "response.function_call_arguments.delta":
+		return evOutput, "response.function_call_arguments.delta"
+	case "response.reasoning_summary_text.delta":
+		return evOutput, "response.reasoning_summary_text.delta"
+	case "response.reasoning_text.delta":
+		return evOutput, "response.reasoning_text.delta"
+	case "response.refusal.delta":
+		return evOutput, "response.refusal.delta"
+	case "response.custom_tool_call_input.delta":
+		return evOutput, "response.custom_tool_call_input.delta"
+	case "response.audio.delta":
+		return evOutput, "response.audio.delta"
+	case "response.audio.transcript.delta":
+		return evOutput, "response.audio.transcript.delta"
+	case "response.code_interpreter_call_code.delta":
+		return evOutput, "response.code_interpreter_call_code.delta"
+	case "response.mcp_call_arguments.delta":
+		return evOutput, "response.mcp_call_arguments.delta"
+	case "response.image_generation_call.partial_image":
+		// Model output, and each one is a large base64 image: holding them
+		// until output_item.done would overflow the gate's buffer.
+		return evOutput, "response.image_generation_call.partial_image"
+	}
+	if bytes.HasPrefix(kind, []byte("response.")) && bytes.HasSuffix(kind, []byte(".delta")) {
+		return evOutput, "response.*.delta"
+	}
+	return evPrelude, ""
+}
+
+// responsesFlatError renders the code and message of an error event
+// ({"type":"error","code":...,"message":...}) as an error object for
+// upstreamErrorMessage; nil when there is neither.
+func responsesFlatError(code, msg []byte) []byte {
+	if !jsonIsString(code) && !jsonIsString(msg) {
+		return nil
+	}
+	out := []byte(`{`)
+	if jsonIsString(code) {
+		out = append(append(out, `"code":`...), code...)
+	}
+	if jsonIsString(msg) {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(append(out, `"message":`...), msg...)
+	}
+	return append(out, '}')
+}
+
+// responsesTerminalName names the event that ended a stream, for the
+// gate's terminal_before_content message.
+func responsesTerminalName(ev sseEvent) string {
+	typ, _ := jsonLookup(ev.Data, "type")
+	var buf [64]byte
+	if string(responsesKind(typ, ev.Name, buf[:0])) == "response.incomplete" {
+		return "response.incomplete"
+	}
+	return "response.completed"
+}
+
+// checkResponsesBody detects a fake 200 in a complete non-stream Responses
+// body: "malformed_body"; "error_body" for a non-null top-level "error" or
+// "status":"failed"; "empty_output" for a completed response with no
+// output item. A queued or in-progress response (background mode) and an
+// incomplete one are answers.
+func checkResponsesBody(body []byte) (reason string, err error) {
+	it, ok := jsonOpen(body, 0, 0)
+	if !ok || !it.isObject() {
+		return "malformed_body", fmt.Errorf("upstream 200 body is not a JSON object: %q", clipData(body, 200))
+	}
+	var status, errVal, output []byte
+	for it.next() {
+		switch {
+		case it.keyIs("status"):
+			status = it.value()
+		case it.keyIs("error"):
+			errVal = it.value()
+		case it.keyIs("output"):
+			output = it.value()
+		}
+	}
+	if !it.end() {
+		return "malformed_body", fmt.Errorf("upstream 200 body is not valid JSON: %q", clipData(body, 200))
+	}
+	if jsonIsNull(errVal) {
+		errVal = nil
+	}
+	switch {
+	case jsonStringIs(status, "failed"):
+		return "error_body", fmt.Errorf("upstream 200 body is a failed response: %s", upstreamErrorMessage(errVal, body))
+	case errVal != nil:
+		return "error_body", fmt.Errorf("upstream 200 body is an error: %s", upstreamErrorMessage(errVal, body))
+	case jsonStringIs(status, "completed") && (len(output) == 0 || output[0] != '[' || !jsonNonEmpty(output)):
+		return "empty_output", fmt.Errorf("upstream 200 body is a completed response with no output")
+	}
+	return "", nil
+}
+
+// checkResponsesBodyReject fails a complete non-stream body whose answer
+// text (output[] messages' output_text parts: not reasoning, not refusals)
+// contains one of the reject phrases, case-insensitively: the text the
+// stream gate checks in response.output_text.delta.
+func checkResponsesBodyReject(body []byte, reject [][]byte) error {
+	if len(reject) == 0 {
+		return nil
+	}
+	var text []byte
+	output, _ := jsonLookup(body, "output")
+	items, ok := jsonOpen(output, 0, 0)
+	for ok && !items.isObject() && items.next() {
+		item := items.value()
+		if typ, _ := jsonLookup(item, "type"); !jsonStringIs(typ, "message") {
+			continue
+		}
+		content, _ := jsonLookup(item, "content")
+		parts, ok := jsonOpen(content, 0, 0)
+		for ok && !parts.isObject() && parts.next() {
+			part := parts.value()
+			if typ, _ := jsonLookup(part, "type"); !jsonStringIs(typ, "output_text") {
+				continue
+			}
+			if t, _ := jsonLookup(part, "text"); jsonIsString(t) {
+				text = appendLowerText(text, jsonAppendString(nil, t))
+				text = append(text, '\n')
+			}
+		}
+	}
+	var lp []byte
+	for _, p := range reject {
+		lp = appendLowerText(lp[:0], p)
+		if len(lp) > 0 && bytes.Contains(text, lp) {
+			return fmt.Errorf("upstream answer contains the rejected phrase %q", p)
+		}
+	}
+	return nil
+}
+
+var (
+	responsesModelKey = []byte(`"model"`)
+	responsesRespKey  = []byte(`"response"`)
+)
+
+// observeResponsesEvent records what a stream event says about usage: the
+// model from the first response object seen (response.created carries
+// it), the counts from response.completed, response.incomplete or
+// response.failed. An event without a "usage" key (or, until the model is
+// known, a "model" key) is skipped by a substring check, so every delta
+// costs two byte searches and no allocation.
+func (u *usage) observeResponsesEvent(ev sseEvent) {
+	if u == nil || len(ev.Data) == 0 {
+		return
+	}
+	if !bytes.Contains(ev.Data, usageKey) && (u.Model != "" || !bytes.Contains(ev.Data, responsesModelKey)) {
+		return
+	}
+	if !bytes.Contains(ev.Data, responsesRespKey) {
+		return
+	}
+	var typ, resp []byte
+	it, ok := jsonOpen(ev.Data, 0, 0)
+	for ok && it.isObject() && it.next() {
+		switch {
+		case it.keyIs("type"):
+			typ = it.value()
+		case it.keyIs("response"):
+			resp = it.value()
+		}
+	}
+	if !ok || !it.isObject() || !it.end() {
+		return
+	}
+	var buf [64]byte
+	switch string(responsesKind(typ, ev.Name, buf[:0])) {
+	case "response.completed", "response.incomplete", "response.failed":
+		u.observeResponsesObject(resp, true)
+	case "response.created", "response.in_progress", "response.queued":
+		u.observeResponsesObject(resp, false)
+	}
+}
+
+// observeResponsesBody records the usage of a complete non-stream body (a
+// response object).
+func (u *usage) observeResponsesBody(body []byte) {
+	if u == nil {
+		return
+	}
+	u.observeResponsesObject(body, true)
+}
+
+// observeResponsesObject reads a response object: its model, if none was
+// seen yet, and with counts its usage (input_tokens, which includes the
+// cached tokens as OpenAI's prompt_tokens does; output_tokens;
+// input_tokens_details.cached_tokens).
+func (u *usage) observeResponsesObject(obj []byte, counts bool) {
+	it, ok := jsonOpen(obj, 0, 0)
+	for ok && it.isObject() && it.next() {
+		switch {
+		case it.keyIs("model"):
+			if v := it.value(); u.Model == "" && len(v) > 2 && v[0] == '"' {
+				u.Model = jsonStringValue(v)
+			}
+		case counts && it.keyIs("usage"):
+			uo, ok := it.enter()
+			for ok && uo.isObject() && uo.next() {
+				switch {
+				case uo.keyIs("input_tokens"):
+					if n, ok := jsonInt(uo.value()); ok {
+						u.Input = n
+					}
+				case uo.keyIs("output_tokens"):
+					if n, ok := jsonInt(uo.value()); ok {
+						u.Output = n
+					}
+				case uo.keyIs("input_tokens_details"):
+					if c, ok := jsonLookup(uo.value(), "cached_tokens"); ok {
+						if n, ok := jsonInt(c); ok {
+							u.CacheRead = n
+						}
+					}
+				}
+			}
+			if ok {
+				it.leave(&uo)
+			}
+		}
+	}
+}
+
+// maxResponseIDLen bounds a response id the proxy remembers or looks up.
+const maxResponseIDLen = 256
+
+// responsesCreatedID returns the id of the response a response.created
+// event announces (response.id), or "" for any other event or an id that
+// is not a plausible one (see validResponseID). Other events cost one
+// read of the data's leading "type".
+func responsesCreatedID(ev sseEvent) string {
+	typ, _ := jsonLookup(ev.Data, "type")
+	var buf [64]byte
+	if string(responsesKind(typ, ev.Name, buf[:0])) != "response.created" {
+		return ""
+	}
+	id, _ := jsonLookup(ev.Data, "response", "id")
+	return responseIDValue(id)
+}
+
+// responsesBodyID returns the top-level id of a complete non-stream
+// response body, or "".
+func responsesBodyID(body []byte) string {
+	id, _ := jsonLookup(body, "id")
+	return responseIDValue(id)
+}
+
+// previousResponseID returns the top-level previous_response_id of a
+// request body, or "" when it is absent, null or not a plausible id. Like
+// the providers (and encoding/json), the last of duplicate keys counts, so
+// the proxy pins the request to the provider that will read that id. A
+// body that is not a JSON object has none.
+func previousResponseID(body []byte) string {
+	var id string
+	err := scanTopLevel(body, func(key []byte, s, e int) bool {
+		if jsonKeyIs(key, "previous_response_id") {
+			id = responseIDValue(body[s:e])
+		}
+		return true
+	})
+	if err != nil {
+		return ""
+	}
+	return id
+}
+
+// responseIDValue decodes a raw JSON string holding a response id. Ids
+// are stored, logged and matched against request paths, so one is at most
+// 256 bytes of printable ASCII without spaces, quotes, backslashes or the
+// URL delimiters / ? # %; anything else is "".
+func responseIDValue(v []byte) string {
+	if !jsonIsString(v) || len(v) > 2+6*maxResponseIDLen {
+		return ""
+	}
+	var buf [maxResponseIDLen]byte
+	id := v[1 : len(v)-1]
+	if bytes.IndexByte(id, '\\') >= 0 {
+		id = jsonAppendString(buf[:0], v)
+	}
+	if !validResponseID(id) {
+		return ""
+	}
+	return string(id)
+}
+
+func validResponseID(id []byte) bool {
+	if len(id) == 0 || len(id) > maxResponseIDLen {
+		return false
+	}
+	for _, c := range id {
+		if c <= ' ' || c >= 0x7f {
+			return false
+		}
+		switch c {
+		case '"', '\\', '/', '?', '#', '%':
+			return false
+		}
+	}
+	return true
+}
+
+// responsesSessionKey returns the key that identifies a conversation for
+// affinity, or "": with headerName set only that header; otherwise the
+// body's top-level prompt_cache_key (literally the cache key), else the
+// session-id header, else conversation_id (what Codex CLI sends).
+func responsesSessionKey(body []byte, header http.Header, headerName string) string {
+	if headerName != "" {
+		return strings.TrimSpace(header.Get(headerName))
+	}
+	var cacheKey string
+	_ = scanTopLevel(body, func(key []byte, s, e int) bool {
+		if jsonKeyIs(key, "prompt_cache_key") {
+			if v := body[s:e]; jsonIsString(v) {
+				cacheKey = unquote(v)
+			} else {
+				cacheKey = ""
+			}
+		}
+		return true
+	})
+	if cacheKey != "" {
+		return cacheKey
+	}
+	if k := strings.TrimSpace(header.Get("session-id")); k != "" {
+		return k
+	}
+	return strings.TrimSpace(header.Get("conversation_id"))
+}
+
+// responsesErrorJSON is the error body before commit: OpenAI's shape.
+func responsesErrorJSON(status int, message string) []byte {
+	return errorJSON(dialectOpenAI, status, message)
+}
+
+// responsesErrorEventBody is the Responses API error event
+// (ResponseErrorEvent: type, code, message, param, sequence_number) plus
+// the OpenAI error object under "error": the official SDKs raise a stream
+// error only for data with a top-level "error" member (openai-go's
+// ssestream, openai-python's Stream); without it the event decodes as an
+// ordinary event and the stream then ends cleanly.
+type responsesErrorEventBody struct {
+	Type           string  `json:"type"`
+	Code           string  `json:"code"`
+	Message        string  `json:"message"`
+	Param          *string `json:"param"`
+	SequenceNumber *int64  `json:"sequence_number,omitempty"`
+	Error          struct {
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// responsesErrorEvent renders the event that ends a committed Responses
+// stream with a failure. seq is the sequence_number to give it (one past
+// the last relayed), or negative to leave it out.
+func responsesErrorEvent(status int, message string, seq int64) []byte {
+	var b responsesErrorEventBody
+	b.Type = "error"
+	b.Code = errorCode(status)
+	b.Message = message
+	if seq >= 0 {
+		b.SequenceNumber = &seq
+	}
+	b.Error.Type = errorType(dialectOpenAI, status)
+	b.Error.Code = b.Code
+	b.Error.Message = message
+	body, _ := json.Marshal(b) // plain structs of strings and numbers: cannot fail
+	out := make([]byte, 0, len(body)+32)
+	out = append(out, "event: error\ndata: "...)
+	out = append(out, body...)
+	return append(out, "\n\n"...)
+}
