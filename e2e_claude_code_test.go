@@ -1,0 +1,201 @@
+package llmhedge_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/sim"
+)
+
+// Claude Code (the real CLI, pinned in clients_test.go) is the client of a
+// real Caddy with llm_hedge in front of two simulated Anthropic providers.
+//
+// With CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC set, `claude -p` sends one
+// request per turn, POST /v1/messages?beta=true with stream true, and nothing
+// else (no title, quota or telemetry call): every completion request the
+// simulators count below comes from the turn itself. On a broken stream
+// Claude Code retries the streaming request once, then falls back to one
+// non-streaming request (stream false, smaller max_tokens).
+
+// The providers answer different texts, so the CLI's result names the
+// provider it came from.
+const (
+	claudePrimaryText   = "primary says one two three four five six seven."
+	claudeSecondaryText = "secondary answers alpha bravo charlie delta echo foxtrot golf."
+)
+
+// claudeResult is the part of `claude -p --output-format json` the tests read.
+type claudeResult struct {
+	Type     string `json:"type"`
+	Subtype  string `json:"subtype"`
+	IsError  bool   `json:"is_error"`
+	Result   string `json:"result"`
+	APIError string `json:"api_error"`
+	NumTurns int    `json:"num_turns"`
+}
+
+// runClaude runs `claude -p <prompt> --output-format json` against the proxy
+// with a fresh home and no login, and decodes its result.
+func runClaude(t *testing.T, p *proxy, extraEnv ...string) (claudeResult, cliResult) {
+	t.Helper()
+	bin := claudeCodeCLI.binary(t)
+	home, env := cliHome(t)
+	env = append(env,
+		"ANTHROPIC_BASE_URL="+p.URL,
+		"ANTHROPIC_API_KEY=sk-ant-test-client",
+		"DISABLE_TELEMETRY=1",
+		"DISABLE_ERROR_REPORTING=1",
+		"DISABLE_AUTOUPDATER=1",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+	)
+	env = append(env, extraEnv...)
+	res := runCLI(t, home, bin, env, "-p", "Say hello.", "--output-format", "json")
+	var out claudeResult
+	if err := json.Unmarshal([]byte(strings.TrimSpace(res.Stdout)), &out); err != nil || out.Type != "result" {
+		t.Fatalf("claude printed no JSON result (%v)\n%s", err, res)
+	}
+	return out, res
+}
+
+// trace lists the completion requests of the named upstreams, for failure
+// messages.
+func trace(ups map[string]*upstream) string {
+	var b strings.Builder
+	for name, u := range ups {
+		for _, r := range messageRecs(u) {
+			fmt.Fprintf(&b, "%s: %s %s stream=%v status=%d deltas=%d fault=%v canceled=%v start=%s\n",
+				name, r.Method, r.Path, r.Stream, r.Status, r.Deltas, r.Fault != nil, r.Canceled, r.Start.Format("15:04:05.000"))
+		}
+	}
+	return b.String()
+}
+
+// messageRecs returns the /v1/messages requests an upstream saw, oldest first.
+func messageRecs(u *upstream) []sim.RequestRecord {
+	var out []sim.RequestRecord
+	for _, r := range u.Requests() {
+		if r.Path == "/v1/messages" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// The primary is overloaded (529): the proxy retries it once (same_provider
+// 1, the default, spelled out) and fails over to the secondary, all inside
+// the one request Claude Code sends; the CLI prints the secondary's answer.
+func TestClaudeCodeFailover529(t *testing.T) {
+	primary := newUpstream(t, sim.Config{Text: claudePrimaryText, Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 529}}})
+	secondary := newUpstream(t, sim.Config{Text: claudeSecondaryText})
+	p := startProxy(t, provider("primary", primary, "priority 0")+provider("secondary", secondary, "priority 1")+
+		"hedge off\n retry {\n same_provider 1\n }\n")
+
+	out, res := runClaude(t, p)
+	ups := map[string]*upstream{"primary": primary, "secondary": secondary}
+	if res.Exit != 0 || out.IsError || out.Result != claudeSecondaryText {
+		t.Fatalf("want exit 0 and the secondary's text %q, got is_error=%v result=%q\n%s\n%s", claudeSecondaryText, out.IsError, out.Result, trace(ups), res)
+	}
+	if np, ns := len(messageRecs(primary)), len(messageRecs(secondary)); np != 2 || ns != 1 {
+		t.Fatalf("primary saw %d requests, secondary %d; want 2 (the attempt and its same-provider retry) and 1 (the failover)\n%s\n%s", np, ns, trace(ups), res)
+	}
+}
+
+// The primary's first token takes 3 s; the hedge fires after 200 ms and the
+// secondary's answer wins. The primary's text in the result would mean the
+// CLI waited for it.
+func TestClaudeCodeHedge(t *testing.T) {
+	primary := newUpstream(t, sim.Config{Text: claudePrimaryText, FirstToken: caddyDur(3 * time.Second)})
+	secondary := newUpstream(t, sim.Config{Text: claudeSecondaryText})
+	p := startProxy(t, provider("primary", primary, "priority 0")+provider("secondary", secondary, "priority 1")+
+		"hedge {\n after 200ms\n }\n")
+
+	out, res := runClaude(t, p)
+	if res.Exit != 0 || out.IsError || out.Result != claudeSecondaryText {
+		t.Fatalf("want exit 0 and the hedge's text %q, got is_error=%v result=%q\n%s", claudeSecondaryText, out.IsError, out.Result, res)
+	}
+	if np, ns := len(messageRecs(primary)), len(messageRecs(secondary)); np != 1 || ns != 1 {
+		t.Fatalf("primary saw %d requests, secondary %d; want 1 each (the first attempt and its hedge)\n%s", np, ns, res)
+	}
+}
+
+// Every response of both providers is cut after commit (a stream after 3
+// deltas, a non-streaming body halfway). Claude Code must report the error;
+// it must never print the truncated text as its result.
+//
+// What happens, step by step: the stream is cut on the primary after the
+// proxy committed to it, so the proxy relays the cut. Claude Code falls back
+// to one non-streaming request; the proxy tries the primary (cut body) and
+// fails over to the secondary (cut body) before committing, then answers
+// 503. CLAUDE_CODE_MAX_RETRIES=0 keeps Claude Code from retrying that 503
+// with backoff (ten times by default: half a minute of waiting).
+func TestClaudeCodeStreamCut(t *testing.T) {
+	cut := []sim.Fault{{Kind: sim.FaultCut, After: 3}}
+	primary := newUpstream(t, sim.Config{Text: claudePrimaryText, Faults: cut})
+	secondary := newUpstream(t, sim.Config{Text: claudeSecondaryText, Faults: cut})
+	p := startProxy(t, provider("primary", primary, "priority 0")+provider("secondary", secondary, "priority 1")+
+		"hedge off\n retry {\n same_provider 0\n }\n cooldown {\n failures 100\n }\n")
+
+	out, res := runClaude(t, p, "CLAUDE_CODE_MAX_RETRIES=0")
+	ups := map[string]*upstream{"primary": primary, "secondary": secondary}
+	if res.Exit == 0 || !out.IsError {
+		t.Fatalf("every attempt was cut, yet claude reported success with %q\n%s\n%s", out.Result, trace(ups), res)
+	}
+	for _, text := range []string{claudePrimaryText, claudeSecondaryText} {
+		if prefix := strings.Join(strings.Fields(text)[:3], " "); strings.Contains(out.Result, prefix) {
+			t.Fatalf("claude printed the truncated answer %q\n%s", out.Result, res)
+		}
+	}
+	want := []string{"primary stream", "primary plain", "secondary plain"}
+	if got := attempts(ups); strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("attempts %v, want %v (the cut stream, then Claude Code's non-streaming fallback failing over)\n%s\n%s", got, want, trace(ups), res)
+	}
+}
+
+// The primary's first stream is cut after commit, once. Claude Code retries
+// by itself (as a non-streaming request), the primary answers it whole, and
+// the CLI prints the whole text, never the first three words.
+func TestClaudeCodeStreamCutRetried(t *testing.T) {
+	primary := newUpstream(t, sim.Config{Text: claudePrimaryText, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 3, Count: 1}}})
+	secondary := newUpstream(t, sim.Config{Text: claudeSecondaryText})
+	p := startProxy(t, provider("primary", primary, "priority 0")+provider("secondary", secondary, "priority 1")+
+		"hedge off\n retry {\n same_provider 0\n }\n cooldown {\n failures 100\n }\n")
+
+	out, res := runClaude(t, p, "CLAUDE_CODE_MAX_RETRIES=0")
+	ups := map[string]*upstream{"primary": primary, "secondary": secondary}
+	if res.Exit != 0 || out.IsError || out.Result != claudePrimaryText {
+		t.Fatalf("want exit 0 and the primary's whole text %q, got is_error=%v result=%q\n%s\n%s", claudePrimaryText, out.IsError, out.Result, trace(ups), res)
+	}
+	want := []string{"primary stream", "primary plain"}
+	if got := attempts(ups); strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("attempts %v, want %v (the cut stream, then Claude Code's own retry)\n%s\n%s", got, want, trace(ups), res)
+	}
+}
+
+// attempts lists the completion requests of the named upstreams in the
+// order they started, as "<name> stream" or "<name> plain".
+func attempts(ups map[string]*upstream) []string {
+	type rec struct {
+		name string
+		r    sim.RequestRecord
+	}
+	var all []rec
+	for name, u := range ups {
+		for _, r := range messageRecs(u) {
+			all = append(all, rec{name, r})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].r.Start.Before(all[j].r.Start) })
+	out := make([]string, len(all))
+	for i, a := range all {
+		kind := "plain"
+		if a.r.Stream {
+			kind = "stream"
+		}
+		out[i] = a.name + " " + kind
+	}
+	return out
+}
