@@ -32,7 +32,7 @@ const (
 // storedEndpoint reports whether ep acts on a stored response named in the
 // path; those requests have no body to decode.
 func (ep endpoint) storedEndpoint() bool {
-	return ep >= endpointGetResponse
+	return ep >= endpointGetResponse && ep <= endpointResponseInputItems
 }
 
 // request holds the fields of a request body the simulator acts on.
@@ -82,6 +82,9 @@ type exchange struct {
 // suffix, so base URLs with a prefix ("/v1", "/anthropic/v1") work.
 func route(r *http.Request) (endpoint, string, wire) {
 	p := strings.TrimSuffix(r.URL.Path, "/")
+	if ep, method, w, ok := routeGemini(r, p); ok {
+		return ep, method, w
+	}
 	if ep, method, ok := routeResponses(r, p); ok {
 		return ep, method, responsesWire{}
 	}
@@ -105,6 +108,8 @@ func guessWire(r *http.Request) wire {
 	case strings.Contains(p, "/chat/"), strings.Contains(p, "/completions"),
 		strings.Contains(p, "/responses"), strings.Contains(p, "/embeddings"):
 		return openaiWire{}
+	case geminiRequest(r):
+		return &geminiWire{}
 	case r.Header.Get("X-Api-Key") != "", r.Header.Get("Anthropic-Version") != "":
 		return anthropicWire{}
 	case r.Header.Get("Authorization") != "":
@@ -116,6 +121,10 @@ func guessWire(r *http.Request) wire {
 func (ex *exchange) serve() {
 	ep, method, w := route(ex.r)
 	ex.wire, ex.ep = w, ep
+	gw, gemini := w.(*geminiWire)
+	if gemini {
+		gw.bind(ex)
+	}
 	switch {
 	case ep == endpointUnknown:
 		ex.fail(http.StatusNotFound, "Not Found: "+ex.r.Method+" "+ex.r.URL.Path)
@@ -123,6 +132,9 @@ func (ex *exchange) serve() {
 	case ex.r.Method != method:
 		ex.w.Header().Set("Allow", method)
 		ex.fail(http.StatusMethodNotAllowed, "Method Not Allowed: use "+method)
+		return
+	case !ex.authorized(ep) && gemini:
+		gw.unauthorized(ex)
 		return
 	case !ex.authorized(ep):
 		ex.fail(http.StatusUnauthorized, "")
@@ -142,8 +154,14 @@ func (ex *exchange) serve() {
 	}
 
 	switch ep {
-	case endpointMessages, endpointChat:
+	case endpointMessages, endpointChat, endpointGeminiGenerate:
 		ex.generate()
+	case endpointGeminiCount:
+		ex.sendJSON(geminiCountBody(ex.inputTokens), 0)
+	case endpointGeminiModels:
+		ex.sendJSON(geminiModelsBody(ex.p.cfg.Model), 0)
+	case endpointGeminiModel:
+		ex.sendJSON(geminiModelBody(ex.req.Model), 0)
 	case endpointCountTokens:
 		ex.sendJSON(countTokensBody(ex.inputTokens), 0)
 	case endpointModels:
@@ -172,6 +190,8 @@ func (ex *exchange) authorized(ep endpoint) bool {
 	switch {
 	case ep == endpointModels:
 		return anthropicOK || openaiOK
+	case ex.wire.name() == "gemini":
+		return geminiKey(ex.r) == key
 	case ex.wire.name() == "openai", ex.wire.name() == "responses":
 		return openaiOK
 	}
@@ -192,12 +212,16 @@ func (ex *exchange) readBody(ep endpoint) bool {
 		return false
 	}
 	ex.inputTokens = max(1, len(body)/4)
-	if ep == endpointModels || ep.storedEndpoint() {
+	gw, gemini := ex.wire.(*geminiWire)
+	if ep == endpointModels || ep.storedEndpoint() || ep == endpointGeminiModels || ep == endpointGeminiModel {
 		return true
 	}
 	if err := json.Unmarshal(body, &ex.req); err != nil {
 		ex.fail(http.StatusBadRequest, "The request body is not valid JSON: "+err.Error())
 		return false
+	}
+	if gemini {
+		gw.bind(ex) // the model and stream are the path's, not the body's
 	}
 	if ex.req.Model == "" && ep != endpointCountTokens && ep != endpointInputTokens {
 		ex.fail(http.StatusBadRequest, "model: Field required")

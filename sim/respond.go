@@ -111,6 +111,10 @@ func (ex *exchange) writeHeader(status int, contentType string) {
 func (ex *exchange) startSSE() {
 	h := ex.w.Header()
 	h.Set("Cache-Control", "no-cache")
+	if gw, ok := ex.wire.(*geminiWire); ok {
+		ex.writeHeader(http.StatusOK, gw.contentType()) // a JSON array without ?alt=sse
+		return
+	}
 	ex.writeHeader(http.StatusOK, "text/event-stream")
 }
 

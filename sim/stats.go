@@ -26,6 +26,8 @@ type RequestRecord struct {
 	// forwarded to a provider that has its own.
 	APIKey        string // x-api-key
 	Authorization string // Authorization
+	GoogAPIKey    string // x-goog-api-key (Gemini)
+	KeyParam      string // the key query parameter (Gemini ?key=)
 
 	Start      time.Time
 	FirstDelta time.Time // first content delta sent (non-stream: body sent); zero if none
@@ -69,7 +71,11 @@ func (rc *recorder) begin(r *http.Request, now time.Time) *RequestRecord {
 		Path:          r.URL.Path,
 		APIKey:        r.Header.Get("X-Api-Key"),
 		Authorization: r.Header.Get("Authorization"),
+		GoogAPIKey:    r.Header.Get("X-Goog-Api-Key"),
 		Start:         now,
+	}
+	if r.URL.RawQuery != "" {
+		rec.KeyParam = r.URL.Query().Get("key")
 	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
