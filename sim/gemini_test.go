@@ -285,6 +285,16 @@ func TestGeminiWire(t *testing.T) {
 		t.Errorf("fake200: %d %q", resp.StatusCode, body)
 	}
 
+	// Faults match the model of the path.
+	s.SetFaults([]Fault{{Kind: FaultStatus, Status: 504, Model: "gemini-p*"}})
+	for model, want := range map[string]int{"gemini-pro": 504, "gemini-x": 200} {
+		resp = mustPost(t, srv, "/v1beta/models/"+model+":generateContent", geminiBody, "X-Goog-Api-Key", "qk")
+		body, _ = io.ReadAll(resp.Body)
+		if resp.StatusCode != want || (want == 504) != strings.Contains(string(body), `"status":"DEADLINE_EXCEEDED"`) {
+			t.Errorf("%s: %d %s", model, resp.StatusCode, body)
+		}
+	}
+
 	s.SetFaults([]Fault{{Kind: FaultCut, After: 1}})
 	resp = mustPost(t, srv, "/v1beta/models/gemini-x:streamGenerateContent", geminiBody, "X-Goog-Api-Key", "qk")
 	body, _ = io.ReadAll(bufio.NewReader(resp.Body))
