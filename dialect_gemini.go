@@ -187,7 +187,7 @@ func inspectGemini(ev sseEvent, withText bool) eventInfo {
 // nil), the candidates the chunk carries and which of them finished.
 //
 // Classes: a non-null top-level "error" is evError (errVal is that
-// object: upstreamErrorMessage renders its status and message); data
+// object: upstreamErrorMessage renders its message); data
 // that is not a JSON object, or whose candidates is neither an array nor
 // null, is evMalformed (the SDK cannot decode it either). A chunk in
 // which every candidate has a finishReason is evFinish: the answer is
@@ -214,13 +214,25 @@ func inspectGeminiStream(ev sseEvent, withText bool, st *geminiStream) eventInfo
 		info.class = evMalformed
 		return info
 	}
-	var cands, feedback []byte
+	var sc geminiCandidates
+	var feedback []byte
 	for it.next() {
 		switch {
 		case it.keyIs("error"):
 			info.errVal = it.value()
 		case it.keyIs("candidates"):
-			cands = it.value()
+			sc = geminiCandidates{} // the last of duplicate keys counts
+			arr, ok := it.enter()
+			if !ok {
+				sc.bad = !jsonIsNull(it.value())
+				continue
+			}
+			if arr.isObject() {
+				sc.bad = true
+			} else {
+				sc.scan(&arr, withText)
+			}
+			it.leave(&arr)
 		case it.keyIs("promptFeedback"):
 			feedback = it.value()
 		}
@@ -232,94 +244,138 @@ func inspectGeminiStream(ev sseEvent, withText bool, st *geminiStream) eventInfo
 	case info.errVal != nil && !jsonIsNull(info.errVal):
 		info.class = evError
 		return info
-	}
-	info.errVal = nil
-	if cands != nil && cands[0] != '[' && !jsonIsNull(cands) {
-		info.class = evMalformed
+	case sc.bad:
+		info.class, info.errVal = evMalformed, nil
 		return info
 	}
-	n, finished := 0, 0
-	arr, ok := jsonOpen(cands, 0, 0)
-	for ok && arr.next() {
-		n++
-		cand := geminiReadCandidate(arr.value(), &info, withText)
-		if cand.finished {
-			finished++
-		}
-		if st != nil && cand.object {
-			st.candidates.note(cand.index, cand.finished)
-		}
+	info.errVal = nil
+	info.by = sc.by
+	if st != nil {
+		st.candidates.merge(&sc.notes)
 	}
 	switch {
-	case n > 0 && finished == n:
+	case sc.n > 0 && sc.finished == sc.n:
 		info.class = evFinish
 		if info.by == "" {
 			info.by = "finishReason"
 		}
 	case info.by != "":
 		info.class = evOutput
-	case n == 0 && geminiBlocked(feedback):
+	case sc.n == 0 && geminiBlocked(feedback):
 		info.class, info.by = evFinish, "prompt_feedback"
 		if st != nil {
 			st.blocked = true
 		}
 	}
-	if info.class == evPrelude {
-		info.text = nil
+	if info.class != evPrelude {
+		info.text = sc.text
 	}
 	return info
 }
 
-// geminiCandidate is what one candidate of a chunk holds.
-type geminiCandidate struct {
-	object   bool  // the candidate is a JSON object
-	index    int64 // its index; -1 when it is not an integer
-	finished bool  // it has a finishReason
+// geminiCandidates is what the candidates array of one chunk holds.
+type geminiCandidates struct {
+	bad      bool // candidates is neither an array nor null
+	n        int  // candidates (any JSON value)
+	finished int  // candidates with a finishReason
+	by       string
+	text     []byte
+	notes    choiceSet
 }
 
-// geminiReadCandidate reads one candidate: its index, whether it
-// finished, and into info the first part that carries output (and with
-// withText the first non-thought text). Like encoding/json, the last of
-// duplicate keys counts.
-func geminiReadCandidate(raw []byte, info *eventInfo, withText bool) geminiCandidate {
-	var c geminiCandidate
-	it, ok := jsonOpen(raw, 0, 0)
-	if !ok || !it.isObject() {
-		return c
-	}
-	c.object = true
-	var content, reason, index []byte
-	for it.next() {
-		switch {
-		case it.keyIs("content"):
-			content = it.value()
-		case it.keyIs("finishReason"):
-			reason = it.value()
-		case it.keyIs("index"):
-			index = it.value()
+// scan walks a candidates array once: each candidate's index and
+// finishReason, the first part that carries output (and with withText
+// the first non-thought text). Like encoding/json, the last of duplicate
+// keys counts, so a repeated content or parts member replaces what an
+// earlier one said.
+func (sc *geminiCandidates) scan(arr *jsonIter, withText bool) {
+	for arr.next() {
+		sc.n++
+		cand, ok := arr.enter()
+		if !ok {
+			continue // a scalar: the next call skips it
+		}
+		if !cand.isObject() {
+			arr.leave(&cand)
+			continue
+		}
+		var reason, index []byte
+		var by string
+		var text []byte
+		for cand.next() {
+			switch {
+			case cand.keyIs("content"):
+				by, text = "", nil
+				if content, ok := cand.enter(); ok {
+					by, text = geminiScanContent(&content, withText)
+					cand.leave(&content)
+				}
+			case cand.keyIs("finishReason"):
+				reason = cand.value()
+			case cand.keyIs("index"):
+				index = cand.value()
+			}
+		}
+		arr.leave(&cand)
+		finished := geminiFinishReason(reason)
+		if finished {
+			sc.finished++
+		}
+		idx := int64(0) // an absent index is candidate 0
+		if index != nil && !jsonIsNull(index) {
+			if n, ok := jsonInt(index); ok && bytes.IndexAny(index, ".eE") < 0 {
+				idx = n
+			} else {
+				idx = -1
+			}
+		}
+		sc.notes.note(idx, finished)
+		if sc.by == "" {
+			sc.by = by
+		}
+		if withText && sc.text == nil {
+			sc.text = text
 		}
 	}
-	c.finished = geminiFinishReason(reason)
-	c.index = 0
-	if index != nil && !jsonIsNull(index) {
-		if n, ok := jsonInt(index); ok && bytes.IndexAny(index, ".eE") < 0 {
-			c.index = n
-		} else {
-			c.index = -1
+}
+
+// geminiScanContent reads a candidate's content: what its parts carry.
+func geminiScanContent(content *jsonIter, withText bool) (by string, text []byte) {
+	for content.isObject() && content.next() {
+		if !content.keyIs("parts") {
+			continue
 		}
+		by, text = "", nil
+		parts, ok := content.enter()
+		if !ok {
+			continue
+		}
+		for !parts.isObject() && parts.next() {
+			part, ok := parts.enter()
+			if !ok {
+				continue
+			}
+			pby, ptext := geminiScanPart(&part)
+			parts.leave(&part)
+			if by == "" {
+				by = pby
+			}
+			if withText && text == nil {
+				text = ptext
+			}
+		}
+		content.leave(&parts)
 	}
-	parts, _ := geminiLast(content, "parts")
-	pit, ok := jsonOpen(parts, 0, 0)
-	for ok && !pit.isObject() && pit.next() {
-		by, text := geminiPartOutput(pit.value())
-		if info.by == "" {
-			info.by = by
-		}
-		if withText && info.text == nil && text != nil {
-			info.text = text
-		}
+	return by, text
+}
+
+// merge adds the choices other saw to cs.
+func (cs *choiceSet) merge(other *choiceSet) {
+	for i := range cs.seen {
+		cs.seen[i] |= other.seen[i]
+		cs.finished[i] |= other.finished[i]
 	}
-	return c
+	cs.other = cs.other || other.other
 }
 
 // geminiFinishReason reports whether a raw finishReason ends its
@@ -336,15 +392,23 @@ func geminiBlocked(feedback []byte) bool {
 	return jsonIsString(v) && len(v) > 2 && !jsonStringIs(v, "BLOCKED_REASON_UNSPECIFIED")
 }
 
-// geminiPartOutput names what output a part carries ("" for none) and,
-// for a non-empty non-thought text part, returns its raw JSON string.
+// geminiPartOutput names what output a raw part carries ("" for none)
+// and, for a non-empty non-thought text part, returns its raw JSON string.
 func geminiPartOutput(part []byte) (by string, text []byte) {
 	it, ok := jsonOpen(part, 0, 0)
-	if !ok || !it.isObject() {
+	if !ok {
 		return "", nil
 	}
+	return geminiScanPart(&it)
+}
+
+// geminiScanPart is geminiPartOutput of the part it walks (nothing for an
+// array). Output is non-empty text (thought text when "thought" is true),
+// or a functionCall, inlineData, executableCode or codeExecutionResult
+// object.
+func geminiScanPart(it *jsonIter) (by string, text []byte) {
 	var txt, thought, fc, inline, code, result []byte
-	for it.next() {
+	for it.isObject() && it.next() {
 		switch {
 		case it.keyIs("text"):
 			txt = it.value()
