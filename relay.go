@@ -111,7 +111,7 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 	finishing := false
 	choices := opts.Choices
 	var cs *choiceSet
-	if d == dialectOpenAI {
+	if d.finishGrace() {
 		cs = &choices
 		if choices.allFinished() { // the committing chunk finished it
 			finishing = true
@@ -129,7 +129,7 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 		if err != nil {
 			return endRelay(ctx, w, flush, d, opts, wd, finishing, err, res)
 		}
-		class := inspectEventChoices(d, ev, false, cs).class
+		class := d.inspect(ev, false, cs).class
 		if class == evMalformed && opts.DropMalformed {
 			res.Dropped++
 			continue
@@ -152,7 +152,7 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 			res.Complete = true
 			return res
 		case evError:
-			info := inspectEvent(d, ev, false)
+			info := d.inspect(ev, false, nil)
 			res.Reason = "upstream_error_event"
 			res.Err = fmt.Errorf("upstream sent an error event after commit: %s", upstreamErrorMessage(info.errVal, ev.Data))
 			return res
