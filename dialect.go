@@ -37,6 +37,9 @@ type dialect interface {
 	// parseRequest validates a completion body and reads what the proxy
 	// routes on.
 	parseRequest(body []byte) (*llmRequest, error)
+	// bodyFor is the request body for an upstream model (a fallback or
+	// a rewrite renames it).
+	bodyFor(req *llmRequest, model string) []byte
 	// sessionKey returns the conversation key of a request body for
 	// affinity, or "".
 	sessionKey(body []byte, header http.Header) string

@@ -46,6 +46,8 @@ func (anthropicDialect) sniffAux(path string, h headerGetter) int {
 
 func (anthropicDialect) parseRequest(body []byte) (*llmRequest, error) { return parseRequestBody(body) }
 
+func (anthropicDialect) bodyFor(req *llmRequest, model string) []byte { return req.spliceModel(model) }
+
 // sessionKey is metadata.user_id.
 func (anthropicDialect) sessionKey(body []byte, _ http.Header) string {
 	var user string

@@ -41,6 +41,8 @@ func (openAIDialect) sniffAux(string, headerGetter) int { return 1 }
 
 func (openAIDialect) parseRequest(body []byte) (*llmRequest, error) { return parseRequestBody(body) }
 
+func (openAIDialect) bodyFor(req *llmRequest, model string) []byte { return req.spliceModel(model) }
+
 // sessionKey is prompt_cache_key (literally the cache key), else user,
 // else safety_identifier.
 func (openAIDialect) sessionKey(body []byte, _ http.Header) string {

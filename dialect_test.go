@@ -203,6 +203,7 @@ func (responsesSketch) completionPath() string                     { return "/v1
 func (responsesSketch) auxPaths() []auxPath                        { return nil }
 func (responsesSketch) sniffAux(string, headerGetter) int          { return 0 }
 func (responsesSketch) parseRequest(b []byte) (*llmRequest, error) { return parseRequestBody(b) }
+func (responsesSketch) bodyFor(r *llmRequest, m string) []byte     { return r.spliceModel(m) }
 func (responsesSketch) sessionKey(b []byte, h http.Header) string {
 	return responsesSessionKey(b, h, "")
 }

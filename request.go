@@ -196,10 +196,14 @@ func jsonStringValue(v []byte) string {
 	return unquote(v)
 }
 
-// bodyFor returns the request body for an upstream model: the original
+// bodyFor returns the request body for an upstream model, as the
+// request's dialect rewrites it.
+func (req *llmRequest) bodyFor(model string) []byte { return req.dialect.bodyFor(req, model) }
+
+// spliceModel returns the body with model as its model: the original
 // bytes when the model is unchanged, else one copy with the new name
 // spliced into the model field; the rest of the JSON is not re-encoded.
-func (req *llmRequest) bodyFor(model string) []byte {
+func (req *llmRequest) spliceModel(model string) []byte {
 	if model == req.model {
 		return req.body
 	}
