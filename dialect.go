@@ -86,7 +86,8 @@ type dialect interface {
 // is), and a provider that serves whichever dialect the request speaks.
 var dialectNone dialect
 
-// dialects are the registered dialects, in registration order.
+// dialects are the registered dialects, in registration order: the init
+// order of their files, which the go tool sorts by name.
 var dialects []dialect
 
 // registerDialect adds a dialect; each dialect file calls it from init.
