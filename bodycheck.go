@@ -21,15 +21,21 @@ func checkBodyReject(d dialect, body []byte, reject [][]byte) error {
 	return d.checkBodyReject(body, reject)
 }
 
-// scanBody walks the top-level members of a body, handing each to member,
-// and fails one that is not a valid JSON object.
-func scanBody(body []byte, member func(it *jsonIter)) (reason string, err error) {
+// bodyMembers reads the raw values of the top-level members names of a
+// body into vals (nil when absent; the last one when repeated), and fails
+// a body that is not a valid JSON object.
+func bodyMembers(body []byte, vals [][]byte, names ...string) (reason string, err error) {
 	it, ok := jsonOpen(body, 0, 0)
 	if !ok || !it.isObject() {
 		return "malformed_body", fmt.Errorf("upstream 200 body is not a JSON object: %q", clipData(body, 200))
 	}
 	for it.next() {
-		member(&it)
+		for i, name := range names {
+			if it.keyIs(name) {
+				vals[i] = it.value()
+				break
+			}
+		}
 	}
 	if !it.end() {
 		return "malformed_body", fmt.Errorf("upstream 200 body is not valid JSON: %q", clipData(body, 200))

@@ -159,19 +159,11 @@ func (anthropicDialect) finishGrace() bool { return false }
 
 // checkBody wants a non-empty content array and no error.
 func (anthropicDialect) checkBody(body []byte) (reason string, err error) {
-	var typ, errVal, content []byte
-	if reason, err := scanBody(body, func(it *jsonIter) {
-		switch {
-		case it.keyIs("type"):
-			typ = it.value()
-		case it.keyIs("error"):
-			errVal = it.value()
-		case it.keyIs("content"):
-			content = it.value()
-		}
-	}); err != nil {
+	var m [3][]byte
+	if reason, err := bodyMembers(body, m[:], "type", "error", "content"); err != nil {
 		return reason, err
 	}
+	typ, errVal, content := m[0], m[1], m[2]
 	if errVal != nil && !jsonIsNull(errVal) || jsonStringIs(typ, "error") {
 		return errorBody(errVal, body)
 	}

@@ -240,17 +240,11 @@ func (openAIDialect) finishGrace() bool { return true }
 
 // checkBody wants a non-empty choices array and no error.
 func (openAIDialect) checkBody(body []byte) (reason string, err error) {
-	var errVal, choices []byte
-	if reason, err := scanBody(body, func(it *jsonIter) {
-		switch {
-		case it.keyIs("error"):
-			errVal = it.value()
-		case it.keyIs("choices"):
-			choices = it.value()
-		}
-	}); err != nil {
+	var m [2][]byte
+	if reason, err := bodyMembers(body, m[:], "error", "choices"); err != nil {
 		return reason, err
 	}
+	errVal, choices := m[0], m[1]
 	if errVal != nil && !jsonIsNull(errVal) {
 		return errorBody(errVal, body)
 	}

@@ -109,11 +109,11 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 	// is complete and the grace runs (a stream of n > 1 choices is not
 	// complete while one of them is mid-sentence).
 	finishing := false
-	choices := opts.Choices
-	var cs *choiceSet
+	var cs *choiceSet // passed through the dialect interface: on the heap
 	if d.finishGrace() {
-		cs = &choices
-		if choices.allFinished() { // the committing chunk finished it
+		cs = new(choiceSet)
+		*cs = opts.Choices
+		if cs.allFinished() { // the committing chunk finished it
 			finishing = true
 			wd.setLimit(finishGraceOf(opts))
 		}
@@ -157,7 +157,7 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 			res.Err = fmt.Errorf("upstream sent an error event after commit: %s", upstreamErrorMessage(info.errVal, ev.Data))
 			return res
 		}
-		if cs != nil && finishing != choices.allFinished() {
+		if cs != nil && finishing != cs.allFinished() {
 			// A finish completed the last open choice, or (rarely) a new
 			// choice appeared during the grace: back to the idle limit.
 			finishing = !finishing
