@@ -205,36 +205,8 @@ func sessionKey(d dialect, body []byte, header http.Header, headerName string) s
 	if headerName != "" {
 		return strings.TrimSpace(header.Get(headerName))
 	}
-	var cacheKey, user, safety string
-	_ = scanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
-		v := body[vStart:vEnd]
-		switch d {
-		case dialectAnthropic:
-			if string(key) == "metadata" {
-				_ = scanTopLevel(v, func(key []byte, s, e int) bool {
-					if string(key) == "user_id" {
-						user = unquote(v[s:e])
-					}
-					return true
-				})
-			}
-		case dialectOpenAI:
-			switch string(key) {
-			case "prompt_cache_key":
-				cacheKey = unquote(v)
-			case "user":
-				user = unquote(v)
-			case "safety_identifier":
-				safety = unquote(v)
-			}
-		}
-		return true
-	})
-	switch {
-	case cacheKey != "":
-		return cacheKey
-	case user != "":
-		return user
+	if d == dialectNone {
+		return ""
 	}
-	return safety
+	return d.sessionKey(body, header)
 }

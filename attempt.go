@@ -177,16 +177,7 @@ func (h *Handler) gateStream(a *attempt, d dialect, clientCtx context.Context) {
 			a.commitBy = a.gate.committedBy()
 			return
 		case gateFail:
-			c := classMalformed
-			switch a.gate.failReason() {
-			case "error_event":
-				c = classFake200
-			case "rejected_phrase":
-				c = classRejected
-			case "terminal_before_content":
-				c = classClosedEarly
-			}
-			a.fail(c, fmt.Errorf("provider %s: first event: %w", a.p.name, a.gate.err()))
+			a.fail(a.gate.failed().class(), fmt.Errorf("provider %s: first event: %w", a.p.name, a.gate.err()))
 			return
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"syscall"
 )
 
@@ -102,24 +101,15 @@ func classifyAnswer(status int, body []byte, passThroughKey bool) failClass {
 }
 
 // modelMissing reports whether an error body says the requested model does
-// not exist: Anthropic's not_found_error about a model, OpenAI's
-// model_not_found code or its "The model `x` does not exist" message.
+// not exist, in the words of any dialect (an OpenAI-compatible server may
+// front either API).
 func modelMissing(body []byte) bool {
-	field := func(name string) string {
-		v, ok := jsonLookup(body, "error", name)
-		if !ok || !jsonIsString(v) {
-			return ""
+	for _, d := range dialects {
+		if d.modelMissing(body) {
+			return true
 		}
-		return strings.ToLower(unquote(v))
 	}
-	msg := field("message")
-	switch {
-	case field("code") == "model_not_found":
-		return true
-	case field("type") == "not_found_error" && strings.Contains(msg, "model"):
-		return true
-	}
-	return strings.HasPrefix(msg, "the model ") && strings.Contains(msg, "does not exist")
+	return false
 }
 
 var (

@@ -7,35 +7,151 @@ import (
 	"strings"
 )
 
-// dialect is the wire format of an LLM API: it decides how the request
-// body, the stream events and the errors are shaped.
-type dialect uint8
+// dialect is the wire format of an LLM API: how the request body, the
+// stream events, the answers and the errors are shaped, and where clients
+// send them. Each dialect is one file (dialect_anthropic.go,
+// dialect_openai.go) holding a stateless value that registers itself in
+// dialects; adding one is a new file, its tests and simulator support.
+// Methods take a value receiver of an empty struct: calling them through
+// the interface allocates nothing, so the stream hot path may.
+type dialect interface {
+	// String is the dialect's name: the `api` option value, the metrics
+	// label and the log field.
+	String() string
+
+	// isCompletionPath reports whether a request path (no trailing slash)
+	// is this dialect's completion endpoint.
+	isCompletionPath(path string) bool
+	// completionPath is the provider's canonical completion path: a
+	// client that calls `/chat/completions` or `/messages` (a base URL
+	// that already ends in /v1) reaches the same endpoint as one that
+	// calls the /v1 path.
+	completionPath() string
+	// auxPaths are the other calls its clients make: read-only or token
+	// counts, so they may move to another provider after a 5xx.
+	auxPaths() []auxPath
+	// sniffAux rates how surely a non-completion request speaks this
+	// dialect: 0 not, the highest wins (ties: the first registered).
+	sniffAux(path string, h headerGetter) int
+
+	// parseRequest validates a completion body and reads what the proxy
+	// routes on.
+	parseRequest(body []byte) (*llmRequest, error)
+	// bodyFor is the request body for an upstream model (a fallback or
+	// a rewrite renames it).
+	bodyFor(req *llmRequest, model string) []byte
+	// sessionKey returns the conversation key of a request body for
+	// affinity, or "".
+	sessionKey(body []byte, header http.Header) string
+
+	// credentialHeaders are where this dialect's clients put a key and
+	// choose the account it acts for: removed when a provider has its own.
+	credentialHeaders() []string
+	// setAuth puts the provider's key where this dialect reads it.
+	setAuth(h http.Header, key string)
+
+	// inspect classifies one stream event; withText also returns the raw
+	// output text, and cs (when not nil) notes the choices it carries.
+	inspect(ev sseEvent, withText bool, cs *choiceSet) eventInfo
+	// terminalName names a terminal event, for the gate's message.
+	terminalName(ev sseEvent) string
+	// finishGrace reports whether a finished answer can precede the
+	// terminal event (OpenAI's finish_reason before [DONE]): the relay
+	// then waits only a grace for it and synthesizes it if it is missing.
+	finishGrace() bool
+
+	// checkBody detects a fake 200 in a complete non-stream body: the
+	// reason and an error naming it, or "", nil for a real answer.
+	checkBody(body []byte) (reason string, err error)
+	// checkBodyReject fails a non-stream body whose answer text holds one
+	// of the reject phrases, case-insensitively.
+	checkBodyReject(body []byte, reject [][]byte) error
+	// observeEvent and observeBody record the usage a stream event or a
+	// complete body reports.
+	observeEvent(u *usage, ev sseEvent)
+	observeBody(u *usage, body []byte)
+	// modelMissing reports whether an upstream error body says the
+	// requested model does not exist.
+	modelMissing(body []byte) bool
+
+	// errorType is the error type this dialect uses for an HTTP status.
+	errorType(status int) string
+	// errorJSON renders an error body (before commit); errorEvent the SSE
+	// event that ends a committed stream with a failure.
+	errorJSON(status int, message string) []byte
+	errorEvent(status int, message string) []byte
+}
+
+// dialectNone marks a path that is not an LLM completion (forwarded as
+// is), and a provider that serves whichever dialect the request speaks.
+var dialectNone dialect
+
+// dialects are the registered dialects, in registration order: the init
+// order of their files, which the go tool sorts by name.
+var dialects []dialect
+
+// registerDialect adds a dialect; each dialect file calls it from init.
+func registerDialect(d dialect) { dialects = append(dialects, d) }
+
+// headerGetter is the part of a header the dialect sniff reads.
+type headerGetter interface{ Get(string) string }
+
+// auxPath is one non-completion call: `{id}` is one path segment.
+type auxPath struct{ method, path string }
+
+// eventClass is what one upstream event means for the attempt.
+type eventClass uint8
 
 const (
-	dialectNone dialect = iota // not an LLM completion path: forwarded as is
-	dialectAnthropic
-	dialectOpenAI
+	evPrelude   eventClass = iota // buffered, not committed: message_start, content_block_start, ping, comments, role-only/empty OpenAI deltas, usage-only chunks, content_block_stop, message_delta
+	evOutput                      // carries model output: Anthropic content_block_delta; OpenAI chunk whose choices[].delta has non-empty content, reasoning_content, reasoning, tool_calls, function_call or refusal
+	evFinish                      // OpenAI chunk with a finish_reason set (not null, not ""): output for the gate (SPEC), and the answer is done
+	evTerminal                    // Anthropic message_stop; OpenAI [DONE]
+	evError                       // `event: error`, or data whose JSON has a non-null top-level "error" (or Anthropic "type":"error")
+	evMalformed                   // data that is not a JSON object (other than OpenAI's [DONE])
 )
 
-func (d dialect) String() string {
-	switch d {
-	case dialectAnthropic:
-		return "anthropic"
-	case dialectOpenAI:
-		return "openai"
+func (c eventClass) String() string {
+	switch c {
+	case evPrelude:
+		return "prelude"
+	case evOutput:
+		return "output"
+	case evFinish:
+		return "finish"
+	case evTerminal:
+		return "terminal"
+	case evError:
+		return "error"
+	case evMalformed:
+		return "malformed"
 	}
-	return "none"
+	return "unknown"
+}
+
+// eventInfo is what a dialect's inspect learned from one event.
+type eventInfo struct {
+	class  eventClass
+	by     string // the payload that made it output or finish, for the commit log
+	text   []byte // raw JSON string of the output text (only when asked for)
+	errVal []byte // raw value of the top-level "error" member, if any
+}
+
+// classifyEvent tells what an event means for the gate and the relay. It
+// looks at the event name and walks the JSON once, without allocating.
+func classifyEvent(d dialect, ev sseEvent) eventClass {
+	return d.inspect(ev, false, nil).class
 }
 
 // parseDialect reads the `api` option of a provider.
 func parseDialect(s string) (dialect, bool) {
-	switch strings.ToLower(s) {
-	case "anthropic":
-		return dialectAnthropic, true
-	case "openai":
-		return dialectOpenAI, true
-	case "":
+	if s == "" {
 		return dialectNone, true
+	}
+	for _, d := range dialects {
+		if strings.EqualFold(s, d.String()) {
+			return d, true
+		}
 	}
 	return dialectNone, false
 }
@@ -44,41 +160,35 @@ func parseDialect(s string) (dialect, bool) {
 // completion endpoints are LLM requests; every other path (models,
 // count_tokens, files, ...) is forwarded without hedging.
 func dialectOfPath(path string) dialect {
-	switch strings.TrimSuffix(path, "/") {
-	case "/v1/messages", "/messages":
-		return dialectAnthropic
-	case "/v1/chat/completions", "/chat/completions":
-		return dialectOpenAI
+	path = strings.TrimSuffix(path, "/")
+	for _, d := range dialects {
+		if d.isCompletionPath(path) {
+			return d
+		}
 	}
 	return dialectNone
 }
 
-// completionPath is the provider's canonical completion path of dialect
-// d: a client that calls `/chat/completions` or `/messages` (a base URL
-// that already ends in /v1) reaches the same endpoint as one that calls
-// `/v1/chat/completions`.
-func completionPath(d dialect) string {
-	if d == dialectAnthropic {
-		return "/v1/messages"
-	}
-	return "/v1/chat/completions"
-}
+// completionPath is the provider's canonical completion path of dialect d.
+func completionPath(d dialect) string { return d.completionPath() }
 
-// auxPaths are the calls besides completions that every dialect serves
-// (SPEC 10, other paths): read-only or token counts, so they may move to
-// another provider after a 5xx. `{id}` is one path segment.
-var auxPaths = []struct{ method, path string }{
-	{http.MethodGet, "/v1/models"},
-	{http.MethodGet, "/v1/models/{id}"},
-	{http.MethodPost, "/v1/messages/count_tokens"},
-	{http.MethodPost, "/v1/responses/input_tokens"},
-}
-
-// auxListed reports whether method and path are one of auxPaths; when only
-// the path is, allow is the method it takes.
+// auxListed reports whether method and path are one of the aux paths of
+// any dialect (SPEC 10, other paths); when only the path is, allow is the
+// method it takes.
 func auxListed(method, p string) (listed bool, allow string) {
 	p = strings.TrimSuffix(p, "/")
-	for _, a := range auxPaths {
+	for _, d := range dialects {
+		if l, a := auxListedIn(d.auxPaths(), method, p); l {
+			return true, ""
+		} else if a != "" {
+			allow = a
+		}
+	}
+	return false, allow
+}
+
+func auxListedIn(paths []auxPath, method, p string) (listed bool, allow string) {
+	for _, a := range paths {
 		match := a.path == p
 		if prefix, ok := strings.CutSuffix(a.path, "{id}"); ok {
 			id, found := strings.CutPrefix(p, prefix)
@@ -124,9 +234,12 @@ func checkEscapedPath(p string) error {
 
 // dialectOfAuxPath guesses the dialect of a non-completion path, for the
 // error shape and the auth header of a forwarded request.
-func dialectOfAuxPath(path string, h interface{ Get(string) string }) dialect {
-	if strings.HasPrefix(path, "/v1/messages") || h.Get("anthropic-version") != "" || h.Get("x-api-key") != "" {
-		return dialectAnthropic
+func dialectOfAuxPath(path string, h headerGetter) dialect {
+	best, rate := dialectNone, 0
+	for _, d := range dialects {
+		if r := d.sniffAux(path, h); r > rate {
+			best, rate = d, r
+		}
 	}
-	return dialectOpenAI
+	return best
 }

@@ -443,7 +443,7 @@ func responsesSessionKey(body []byte, header http.Header, headerName string) str
 
 // responsesErrorJSON is the error body before commit: OpenAI's shape.
 func responsesErrorJSON(status int, message string) []byte {
-	return errorJSON(dialectOpenAI, status, message)
+	return openAIErrorJSON(status, message)
 }
 
 // responsesErrorEventBody is the Responses API error event
@@ -476,7 +476,7 @@ func responsesErrorEvent(status int, message string, seq int64) []byte {
 	if seq >= 0 {
 		b.SequenceNumber = &seq
 	}
-	b.Error.Type = errorType(dialectOpenAI, status)
+	b.Error.Type = openAIErrorType(status)
 	b.Error.Code = b.Code
 	b.Error.Message = message
 	body, _ := json.Marshal(b) // plain structs of strings and numbers: cannot fail

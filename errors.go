@@ -1,55 +1,14 @@
 package llmhedge
 
 import (
-	"encoding/json"
+	"bytes"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
-// errorType maps an HTTP status to the error type each dialect uses for it
-// (Anthropic's documented types; OpenAI's conventional ones).
-func errorType(d dialect, status int) string {
-	if d == dialectAnthropic {
-		switch status {
-		case 400:
-			return "invalid_request_error"
-		case 401:
-			return "authentication_error"
-		case 403:
-			return "permission_error"
-		case 404:
-			return "not_found_error"
-		case 413:
-			return "request_too_large"
-		case 429:
-			return "rate_limit_error"
-		case 504:
-			return "timeout_error"
-		case 503, 529:
-			return "overloaded_error"
-		}
-		if status >= 400 && status < 500 {
-			return "invalid_request_error"
-		}
-		return "api_error"
-	}
-	switch status {
-	case 400, 404, 405, 413, 422:
-		return "invalid_request_error"
-	case 401:
-		return "authentication_error"
-	case 403:
-		return "permission_error"
-	case 429:
-		return "rate_limit_error"
-	case 504:
-		return "timeout"
-	}
-	if status >= 400 && status < 500 {
-		return "invalid_request_error"
-	}
-	return "server_error"
-}
+// errorType maps an HTTP status to the error type dialect d uses for it.
+func errorType(d dialect, status int) string { return d.errorType(status) }
 
 // errorCode is the OpenAI `code` field: a short machine-readable reason.
 func errorCode(status int) string {
@@ -66,42 +25,9 @@ func errorCode(status int) string {
 	return strconv.Itoa(status)
 }
 
-type anthropicErrorBody struct {
-	Type  string `json:"type"`
-	Error struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-type openaiErrorBody struct {
-	Error struct {
-		Message string `json:"message"`
-		Type    string `json:"type"`
-		Code    string `json:"code"`
-	} `json:"error"`
-}
-
 // errorJSON renders an error object in the dialect's shape. Status picks
 // the type; message is what the client reads.
-func errorJSON(d dialect, status int, message string) []byte {
-	var v any
-	if d == dialectAnthropic {
-		var b anthropicErrorBody
-		b.Type = "error"
-		b.Error.Type = errorType(d, status)
-		b.Error.Message = message
-		v = b
-	} else {
-		var b openaiErrorBody
-		b.Error.Message = message
-		b.Error.Type = errorType(d, status)
-		b.Error.Code = errorCode(status)
-		v = b
-	}
-	out, _ := json.Marshal(v) // plain structs of strings: cannot fail
-	return out
-}
+func errorJSON(d dialect, status int, message string) []byte { return d.errorJSON(status, message) }
 
 // writeError sends a complete error response before anything was
 // committed to the client.
@@ -116,16 +42,74 @@ func writeError(w http.ResponseWriter, d dialect, status int, message string) {
 }
 
 // errorEvent renders the SSE event that ends a committed stream with a
-// failure, in the client's dialect: Anthropic `event: error`, OpenAI a data
-// line holding an error object (what both official SDKs raise as an error).
-func errorEvent(d dialect, status int, message string) []byte {
-	body := errorJSON(d, status, message)
+// failure, in the client's dialect.
+func errorEvent(d dialect, status int, message string) []byte { return d.errorEvent(status, message) }
+
+// sseErrorEvent frames an error body as an SSE event, named when name is
+// not empty.
+func sseErrorEvent(name string, body []byte) []byte {
 	out := make([]byte, 0, len(body)+32)
-	if d == dialectAnthropic {
-		out = append(out, "event: error\n"...)
+	if name != "" {
+		out = append(out, "event: "...)
+		out = append(out, name...)
+		out = append(out, '\n')
 	}
 	out = append(out, "data: "...)
 	out = append(out, body...)
 	out = append(out, "\n\n"...)
 	return out
+}
+
+// upstreamErrorMessage renders the upstream's own words from a raw "error"
+// value (an object with type and message, or a string), falling back to
+// the clipped event data.
+func upstreamErrorMessage(errVal, data []byte) string {
+	if jsonIsString(errVal) {
+		return string(jsonAppendString(nil, errVal))
+	}
+	if it, ok := jsonOpen(errVal, 0, 0); ok && it.isObject() {
+		var typ, msg []byte
+		for it.next() {
+			switch {
+			case it.keyIs("type"), it.keyIs("code") && typ == nil:
+				if v := it.value(); jsonIsString(v) {
+					typ = jsonAppendString(nil, v)
+				}
+			case it.keyIs("message"):
+				if v := it.value(); jsonIsString(v) {
+					msg = jsonAppendString(nil, v)
+				}
+			}
+		}
+		switch {
+		case len(typ) > 0 && len(msg) > 0:
+			return string(typ) + ": " + string(msg)
+		case len(msg) > 0:
+			return string(msg)
+		case len(typ) > 0:
+			return string(typ)
+		}
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return "(no details)"
+	}
+	return strconv.Quote(string(clipData(data, 200)))
+}
+
+// clipData shortens b for an error message.
+func clipData(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+// errorField is the string member name of an error body's "error" object,
+// lower-cased, or "".
+func errorField(body []byte, name string) string {
+	v, ok := jsonLookup(body, "error", name)
+	if !ok || !jsonIsString(v) {
+		return ""
+	}
+	return strings.ToLower(unquote(v))
 }

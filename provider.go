@@ -299,14 +299,13 @@ var hopHeaders = []string{
 	"Content-Length", "Accept-Encoding", "Host", "Expect",
 }
 
-// clientKeyHeaders are where clients put API keys: Anthropic, OpenAI,
-// Azure OpenAI and Google styles. All go when a provider has its own key.
-var clientKeyHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key"}
-
-// authScopeHeaders choose the organization, project or billing account a
-// key acts for: a client's value could make the provider refuse the
-// operator's key. They go with the client's key, unless header_up sets them.
-var authScopeHeaders = []string{"OpenAI-Organization", "OpenAI-Project", "Anthropic-Organization", "X-Goog-User-Project"}
+// clientKeyHeaders are where clients put API keys and choose the
+// organization, project or billing account a key acts for, besides every
+// dialect's own (credentialHeaders): Azure OpenAI and Google styles. All
+// go when a provider has its own key, whatever the request's dialect: a
+// client's value could make the provider refuse the operator's key. They
+// go with the client's key, unless header_up sets them.
+var clientKeyHeaders = []string{"Api-Key", "X-Goog-Api-Key", "X-Goog-User-Project"}
 
 // upstreamHeader builds the header of one attempt: the client's headers
 // without hop-by-hop fields, the provider's auth, and its header_up rules.
@@ -330,14 +329,12 @@ func (p *provider) upstreamHeader(client http.Header, d dialect, repl *caddy.Rep
 		for _, k := range clientKeyHeaders {
 			out.Del(k)
 		}
-		for _, k := range authScopeHeaders {
-			out.Del(k)
+		for _, dd := range dialects {
+			for _, k := range dd.credentialHeaders() {
+				out.Del(k)
+			}
 		}
-		if d == dialectAnthropic {
-			out.Set("X-Api-Key", p.key)
-		} else {
-			out.Set("Authorization", "Bearer "+p.key)
-		}
+		d.setAuth(out, p.key)
 	}
 	if p.cfg.HeadersUp != nil {
 		p.cfg.HeadersUp.ApplyTo(out, repl)

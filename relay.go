@@ -109,11 +109,11 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 	// is complete and the grace runs (a stream of n > 1 choices is not
 	// complete while one of them is mid-sentence).
 	finishing := false
-	choices := opts.Choices
-	var cs *choiceSet
-	if d == dialectOpenAI {
-		cs = &choices
-		if choices.allFinished() { // the committing chunk finished it
+	var cs *choiceSet // passed through the dialect interface: on the heap
+	if d.finishGrace() {
+		cs = new(choiceSet)
+		*cs = opts.Choices
+		if cs.allFinished() { // the committing chunk finished it
 			finishing = true
 			wd.setLimit(finishGraceOf(opts))
 		}
@@ -129,7 +129,7 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 		if err != nil {
 			return endRelay(ctx, w, flush, d, opts, wd, finishing, err, res)
 		}
-		class := inspectEventChoices(d, ev, false, cs).class
+		class := d.inspect(ev, false, cs).class
 		if class == evMalformed && opts.DropMalformed {
 			res.Dropped++
 			continue
@@ -152,12 +152,12 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 			res.Complete = true
 			return res
 		case evError:
-			info := inspectEvent(d, ev, false)
+			info := d.inspect(ev, false, nil)
 			res.Reason = "upstream_error_event"
 			res.Err = fmt.Errorf("upstream sent an error event after commit: %s", upstreamErrorMessage(info.errVal, ev.Data))
 			return res
 		}
-		if cs != nil && finishing != choices.allFinished() {
+		if cs != nil && finishing != cs.allFinished() {
 			// A finish completed the last open choice, or (rarely) a new
 			// choice appeared during the grace: back to the idle limit.
 			finishing = !finishing

@@ -91,7 +91,18 @@ func bodyStatus(err error) int {
 // stream key in any spelling is refused rather than routed by one reading
 // while the provider runs another.
 func parseCompletion(d dialect, body []byte) (*llmRequest, error) {
-	req := &llmRequest{dialect: d, body: body, modelStart: -1}
+	req, err := d.parseRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	req.dialect = d
+	return req, nil
+}
+
+// parseRequestBody is the parse every dialect's body shares: a JSON
+// object with a `model` string and an optional `stream` flag.
+func parseRequestBody(body []byte) (*llmRequest, error) {
+	req := &llmRequest{body: body, modelStart: -1}
 	it, ok := jsonOpen(body, 0, 0)
 	if !ok || !it.isObject() {
 		if !jsonValid(body) {
@@ -185,10 +196,14 @@ func jsonStringValue(v []byte) string {
 	return unquote(v)
 }
 
-// bodyFor returns the request body for an upstream model: the original
+// bodyFor returns the request body for an upstream model, as the
+// request's dialect rewrites it.
+func (req *llmRequest) bodyFor(model string) []byte { return req.dialect.bodyFor(req, model) }
+
+// spliceModel returns the body with model as its model: the original
 // bytes when the model is unchanged, else one copy with the new name
 // spliced into the model field; the rest of the JSON is not re-encoded.
-func (req *llmRequest) bodyFor(model string) []byte {
+func (req *llmRequest) spliceModel(model string) []byte {
 	if model == req.model {
 		return req.body
 	}
@@ -199,32 +214,3 @@ func (req *llmRequest) bodyFor(model string) []byte {
 	out = append(out, req.body[req.modelEnd:]...)
 	return out
 }
-
-var errScan = errors.New("request body: expected a JSON object")
-
-// scanTopLevel calls fn with each top-level key of a JSON object (raw, as
-// written) and the byte range of its value, validating as it goes.
-// Returning false from fn stops the scan.
-func scanTopLevel(body []byte, fn func(key []byte, vStart, vEnd int) bool) error {
-	it, ok := jsonOpen(body, 0, 0)
-	if !ok || !it.isObject() {
-		return errScan
-	}
-	for it.next() {
-		start := it.i
-		v := it.value()
-		if v == nil {
-			break
-		}
-		if !fn(it.key, start, start+len(v)) {
-			return nil
-		}
-	}
-	if !it.end() {
-		return errScan
-	}
-	return nil
-}
-
-// unquote decodes a raw JSON string value.
-func unquote(v []byte) string { return string(jsonAppendString(nil, v)) }

@@ -1,0 +1,297 @@
+package llmhedge
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+)
+
+// The Anthropic Messages API: POST /v1/messages, named SSE events
+// (message_start ... content_block_delta ... message_stop), the key in
+// X-Api-Key.
+
+// anthropicDialect is the Anthropic Messages API.
+type anthropicDialect struct{}
+
+var dialectAnthropic dialect = anthropicDialect{}
+
+func init() { registerDialect(dialectAnthropic) }
+
+func (anthropicDialect) String() string { return "anthropic" }
+
+func (anthropicDialect) isCompletionPath(path string) bool {
+	return path == "/v1/messages" || path == "/messages"
+}
+
+func (anthropicDialect) completionPath() string { return "/v1/messages" }
+
+var anthropicAuxPaths = []auxPath{
+	{http.MethodGet, "/v1/models"},
+	{http.MethodGet, "/v1/models/{id}"},
+	{http.MethodPost, "/v1/messages/count_tokens"},
+}
+
+func (anthropicDialect) auxPaths() []auxPath { return anthropicAuxPaths }
+
+// sniffAux claims a /v1/messages path, or a request with Anthropic's
+// version or key header, over the OpenAI fallback.
+func (anthropicDialect) sniffAux(path string, h headerGetter) int {
+	if strings.HasPrefix(path, "/v1/messages") || h.Get("anthropic-version") != "" || h.Get("x-api-key") != "" {
+		return 2
+	}
+	return 0
+}
+
+func (anthropicDialect) parseRequest(body []byte) (*llmRequest, error) { return parseRequestBody(body) }
+
+func (anthropicDialect) bodyFor(req *llmRequest, model string) []byte { return req.spliceModel(model) }
+
+// sessionKey is metadata.user_id.
+func (anthropicDialect) sessionKey(body []byte, _ http.Header) string {
+	var user string
+	_ = scanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
+		v := body[vStart:vEnd]
+		if string(key) == "metadata" {
+			_ = scanTopLevel(v, func(key []byte, s, e int) bool {
+				if string(key) == "user_id" {
+					user = unquote(v[s:e])
+				}
+				return true
+			})
+		}
+		return true
+	})
+	return user
+}
+
+var anthropicCredentialHeaders = []string{"X-Api-Key", "Anthropic-Organization"}
+
+func (anthropicDialect) credentialHeaders() []string { return anthropicCredentialHeaders }
+
+func (anthropicDialect) setAuth(h http.Header, key string) { h.Set("X-Api-Key", key) }
+
+func (anthropicDialect) inspect(ev sseEvent, withText bool, _ *choiceSet) eventInfo {
+	return inspectAnthropic(ev, withText)
+}
+
+// Anthropic events name themselves; the data is still validated, and a
+// data "type" stands in for a missing event name.
+func inspectAnthropic(ev sseEvent, withText bool) eventInfo {
+	var info eventInfo
+	named := string(ev.Name) == "error"
+	data := ev.Data
+	start := jsonWS(data, 0)
+	if start == len(data) {
+		// No payload (a comment, or a bare keepalive): the name decides.
+		switch {
+		case named:
+			info.class = evError
+		case string(ev.Name) == "message_stop":
+			info.class = evTerminal
+		}
+		return info
+	}
+	var typ []byte
+	it, ok := jsonOpen(data, start, 0)
+	if ok && it.isObject() {
+		for it.next() {
+			switch {
+			case it.keyIs("type"):
+				typ = it.value()
+			case it.keyIs("error"):
+				info.errVal = it.value()
+			case withText && it.keyIs("delta"):
+				if d, ok := it.enter(); ok {
+					for d.isObject() && d.next() {
+						if d.keyIs("text") {
+							if v := d.value(); jsonIsString(v) {
+								info.text = v
+							}
+						}
+					}
+					it.leave(&d)
+				}
+			}
+		}
+	}
+	switch {
+	case named:
+		info.class = evError
+		return info
+	case !ok || !it.isObject() || !it.end():
+		info.class = evMalformed
+		return info
+	case info.errVal != nil && !jsonIsNull(info.errVal) || jsonStringIs(typ, "error"):
+		info.class = evError
+		return info
+	}
+	var isDelta, isStop bool
+	if ev.Name != nil {
+		isDelta = string(ev.Name) == "content_block_delta"
+		isStop = string(ev.Name) == "message_stop"
+	} else {
+		isDelta = jsonStringIs(typ, "content_block_delta")
+		isStop = jsonStringIs(typ, "message_stop")
+	}
+	switch {
+	case isDelta:
+		info.class, info.by = evOutput, "content_block_delta"
+	case isStop:
+		info.class = evTerminal
+	}
+	if info.class != evOutput {
+		info.text = nil
+	}
+	return info
+}
+
+func (anthropicDialect) terminalName(ev sseEvent) string {
+	if ev.Name != nil {
+		return string(ev.Name)
+	}
+	return "message_stop"
+}
+
+// finishGrace: an Anthropic answer is done only at message_stop.
+func (anthropicDialect) finishGrace() bool { return false }
+
+// checkBody wants a non-empty content array and no error.
+func (anthropicDialect) checkBody(body []byte) (reason string, err error) {
+	var m [3][]byte
+	if reason, err := bodyMembers(body, m[:], "type", "error", "content"); err != nil {
+		return reason, err
+	}
+	typ, errVal, content := m[0], m[1], m[2]
+	if errVal != nil && !jsonIsNull(errVal) || jsonStringIs(typ, "error") {
+		return errorBody(errVal, body)
+	}
+	if !isNonEmptyArray(content) {
+		return "empty_content", errors.New("upstream 200 body has no content")
+	}
+	return "", nil
+}
+
+// checkBodyReject reads the answer text from content[].text.
+func (anthropicDialect) checkBodyReject(body []byte, reject [][]byte) error {
+	var text []byte
+	content, _ := jsonLookup(body, "content")
+	arr, ok := jsonOpen(content, 0, 0)
+	for ok && !arr.isObject() && arr.next() {
+		if t, ok := jsonLookup(arr.value(), "text"); ok {
+			text = appendAnswerText(text, t)
+		}
+	}
+	return rejectedIn(text, reject)
+}
+
+// observeEvent reads message_start (the model and every count) and
+// message_delta (the final counts); other events are skipped by name.
+func (anthropicDialect) observeEvent(u *usage, ev sseEvent) {
+	var start, delta bool
+	if ev.Name != nil {
+		start = string(ev.Name) == "message_start"
+		delta = string(ev.Name) == "message_delta"
+	} else if bytes.Contains(ev.Data, usageKey) { // unnamed: the data's "type" says what it is
+		typ, _ := jsonLookup(ev.Data, "type")
+		start = jsonStringIs(typ, "message_start")
+		delta = jsonStringIs(typ, "message_delta")
+	}
+	switch {
+	case start:
+		msg, _ := jsonLookup(ev.Data, "message")
+		u.observeModel(msg)
+		if v, ok := jsonLookup(msg, "usage"); ok {
+			u.observeAnthropicUsage(v, false)
+		}
+	case delta:
+		if v, ok := jsonLookup(ev.Data, "usage"); ok {
+			u.observeAnthropicUsage(v, true)
+		}
+	}
+}
+
+func (anthropicDialect) observeBody(u *usage, body []byte) {
+	u.observeModel(body)
+	if v, ok := jsonLookup(body, "usage"); ok {
+		u.observeAnthropicUsage(v, false)
+	}
+}
+
+// observeAnthropicUsage reads an Anthropic usage object. message_start
+// sets every count; a later message_delta carries the final output count
+// and, when non-zero, corrected input and cache counts.
+func (u *usage) observeAnthropicUsage(v []byte, delta bool) {
+	it, ok := jsonOpen(v, 0, 0)
+	for ok && it.isObject() && it.next() {
+		n, ok := jsonInt(it.value())
+		if !ok {
+			continue
+		}
+		switch {
+		case it.keyIs("output_tokens"):
+			u.Output = n
+		case delta && n == 0:
+		case it.keyIs("input_tokens"):
+			u.Input = n
+		case it.keyIs("cache_read_input_tokens"):
+			u.CacheRead = n
+		case it.keyIs("cache_creation_input_tokens"):
+			u.CacheWrite = n
+		}
+	}
+}
+
+// modelMissing: a not_found_error about a model.
+func (anthropicDialect) modelMissing(body []byte) bool {
+	return errorField(body, "type") == "not_found_error" && strings.Contains(errorField(body, "message"), "model")
+}
+
+// errorType maps a status to Anthropic's documented error types.
+func (anthropicDialect) errorType(status int) string {
+	switch status {
+	case 400:
+		return "invalid_request_error"
+	case 401:
+		return "authentication_error"
+	case 403:
+		return "permission_error"
+	case 404:
+		return "not_found_error"
+	case 413:
+		return "request_too_large"
+	case 429:
+		return "rate_limit_error"
+	case 504:
+		return "timeout_error"
+	case 503, 529:
+		return "overloaded_error"
+	}
+	if status >= 400 && status < 500 {
+		return "invalid_request_error"
+	}
+	return "api_error"
+}
+
+type anthropicErrorBody struct {
+	Type  string `json:"type"`
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func (d anthropicDialect) errorJSON(status int, message string) []byte {
+	var b anthropicErrorBody
+	b.Type = "error"
+	b.Error.Type = d.errorType(status)
+	b.Error.Message = message
+	out, _ := json.Marshal(b) // plain structs of strings: cannot fail
+	return out
+}
+
+// errorEvent is `event: error` with the error body.
+func (d anthropicDialect) errorEvent(status int, message string) []byte {
+	return sseErrorEvent("error", d.errorJSON(status, message))
+}

@@ -1,0 +1,392 @@
+package llmhedge
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+)
+
+// The OpenAI Chat Completions API: POST /v1/chat/completions, unnamed SSE
+// chunks ending with `data: [DONE]`, the key as a Bearer token. It is also
+// the shape of the many OpenAI-compatible providers, so a forwarded call
+// no other dialect claims is taken to be OpenAI's.
+
+// openAIDialect is the OpenAI Chat Completions API.
+type openAIDialect struct{}
+
+var dialectOpenAI dialect = openAIDialect{}
+
+func init() { registerDialect(dialectOpenAI) }
+
+func (openAIDialect) String() string { return "openai" }
+
+func (openAIDialect) isCompletionPath(path string) bool {
+	return path == "/v1/chat/completions" || path == "/chat/completions"
+}
+
+func (openAIDialect) completionPath() string { return "/v1/chat/completions" }
+
+var openAIAuxPaths = []auxPath{
+	{http.MethodGet, "/v1/models"},
+	{http.MethodGet, "/v1/models/{id}"},
+	{http.MethodPost, "/v1/responses/input_tokens"},
+}
+
+func (openAIDialect) auxPaths() []auxPath { return openAIAuxPaths }
+
+// sniffAux: any path is OpenAI's unless another dialect claims it.
+func (openAIDialect) sniffAux(string, headerGetter) int { return 1 }
+
+func (openAIDialect) parseRequest(body []byte) (*llmRequest, error) { return parseRequestBody(body) }
+
+func (openAIDialect) bodyFor(req *llmRequest, model string) []byte { return req.spliceModel(model) }
+
+// sessionKey is prompt_cache_key (literally the cache key), else user,
+// else safety_identifier.
+func (openAIDialect) sessionKey(body []byte, _ http.Header) string {
+	var cacheKey, user, safety string
+	_ = scanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
+		v := body[vStart:vEnd]
+		switch string(key) {
+		case "prompt_cache_key":
+			cacheKey = unquote(v)
+		case "user":
+			user = unquote(v)
+		case "safety_identifier":
+			safety = unquote(v)
+		}
+		return true
+	})
+	switch {
+	case cacheKey != "":
+		return cacheKey
+	case user != "":
+		return user
+	}
+	return safety
+}
+
+var openAICredentialHeaders = []string{"Authorization", "OpenAI-Organization", "OpenAI-Project"}
+
+func (openAIDialect) credentialHeaders() []string { return openAICredentialHeaders }
+
+func (openAIDialect) setAuth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
+
+func (openAIDialect) inspect(ev sseEvent, withText bool, cs *choiceSet) eventInfo {
+	return inspectOpenAI(ev, withText, cs)
+}
+
+// choiceSet tracks the choices of an OpenAI stream (n > 1 streams several,
+// interleaved, each with its own finish_reason): which indexes were seen
+// and which of them finished. Indexes 0..255 are bits (OpenAI caps n at
+// 128); any other index is never taken as finished, so such a stream ends
+// cleanly only with [DONE].
+type choiceSet struct {
+	seen, finished [4]uint64
+	other          bool // a choice with an index outside 0..255 (or not an integer)
+}
+
+// note records one choice of a chunk; index is -1 when it is not usable.
+func (cs *choiceSet) note(index int64, finished bool) {
+	if index < 0 || index >= 256 {
+		cs.other = true
+		return
+	}
+	w, bit := index>>6, uint64(1)<<(index&63)
+	cs.seen[w] |= bit
+	if finished {
+		cs.finished[w] |= bit
+	}
+}
+
+// allFinished reports whether a choice was seen and every choice seen has
+// its finish_reason: only then is the answer complete without [DONE].
+func (cs *choiceSet) allFinished() bool {
+	if cs.other {
+		return false
+	}
+	seen := false
+	for i := range cs.seen {
+		if cs.seen[i]&^cs.finished[i] != 0 {
+			return false
+		}
+		seen = seen || cs.seen[i] != 0
+	}
+	return seen
+}
+
+// OpenAI chunks carry no event name: the choices say what they hold.
+func inspectOpenAI(ev sseEvent, withText bool, cs *choiceSet) eventInfo {
+	var info eventInfo
+	data := ev.Data
+	start := jsonWS(data, 0)
+	if string(ev.Name) == "error" {
+		info.class = evError
+		info.errVal, _ = jsonLookup(data, "error")
+		return info
+	}
+	if start == len(data) {
+		return info // no payload: a comment or keepalive
+	}
+	if data[start] == '[' && isDoneMarker(data[start:]) {
+		info.class = evTerminal
+		return info
+	}
+	it, ok := jsonOpen(data, start, 0)
+	if !ok || !it.isObject() {
+		info.class = evMalformed
+		return info
+	}
+	finish := false
+	for it.next() {
+		switch {
+		case it.keyIs("error"):
+			info.errVal = it.value()
+		case it.keyIs("choices"):
+			choices, ok := it.enter()
+			if !ok {
+				continue
+			}
+			for !choices.isObject() && choices.next() {
+				choice, ok := choices.enter()
+				index, finished := int64(0), false // a choice without an index is choice 0
+				for ok && choice.isObject() && choice.next() {
+					switch {
+					case choice.keyIs("finish_reason"):
+						if jsonNonEmpty(choice.value()) {
+							finish, finished = true, true
+						}
+					case choice.keyIs("index"):
+						if n, isInt := jsonInt(choice.value()); isInt {
+							index = n
+						} else {
+							index = -1
+						}
+					case choice.keyIs("delta"):
+						if delta, ok := choice.enter(); ok {
+							openAIDelta(&delta, &info, withText)
+							choice.leave(&delta)
+						}
+					}
+				}
+				if ok {
+					choices.leave(&choice)
+					if cs != nil && choice.isObject() {
+						cs.note(index, finished)
+					}
+				}
+			}
+			it.leave(&choices)
+		}
+	}
+	switch {
+	case !it.end():
+		info.class = evMalformed
+	case info.errVal != nil && !jsonIsNull(info.errVal):
+		info.class = evError
+	case finish:
+		info.class = evFinish
+		if info.by == "" {
+			info.by = "finish_reason"
+		}
+	case info.by != "":
+		info.class = evOutput
+	}
+	return info
+}
+
+// openAIDelta notes which member of a choice's delta carries output (the
+// first one, for the commit log) and the raw content string.
+func openAIDelta(delta *jsonIter, info *eventInfo, withText bool) {
+	for delta.isObject() && delta.next() {
+		var name string
+		switch {
+		case delta.keyIs("content"):
+			name = "content"
+		case delta.keyIs("reasoning_content"):
+			name = "reasoning_content"
+		case delta.keyIs("reasoning"):
+			name = "reasoning"
+		case delta.keyIs("tool_calls"):
+			name = "tool_calls"
+		case delta.keyIs("function_call"):
+			name = "function_call"
+		case delta.keyIs("refusal"):
+			name = "refusal"
+		default:
+			continue
+		}
+		v := delta.value()
+		if info.by == "" && jsonNonEmpty(v) {
+			info.by = name
+		}
+		if withText && name == "content" && info.text == nil && jsonIsString(v) {
+			info.text = v
+		}
+	}
+}
+
+func isDoneMarker(b []byte) bool {
+	return len(b) >= 6 && string(b[:6]) == "[DONE]" && jsonWS(b, 6) == len(b)
+}
+
+func (openAIDialect) terminalName(sseEvent) string { return "[DONE]" }
+
+// finishGrace: a chunk with every choice's finish_reason completes the
+// answer before [DONE].
+func (openAIDialect) finishGrace() bool { return true }
+
+// checkBody wants a non-empty choices array and no error.
+func (openAIDialect) checkBody(body []byte) (reason string, err error) {
+	var m [2][]byte
+	if reason, err := bodyMembers(body, m[:], "error", "choices"); err != nil {
+		return reason, err
+	}
+	errVal, choices := m[0], m[1]
+	if errVal != nil && !jsonIsNull(errVal) {
+		return errorBody(errVal, body)
+	}
+	if !isNonEmptyArray(choices) {
+		return "empty_choices", errors.New("upstream 200 body has no choices")
+	}
+	return "", nil
+}
+
+// checkBodyReject reads the answer text from choices[].message.content.
+func (openAIDialect) checkBodyReject(body []byte, reject [][]byte) error {
+	var text []byte
+	choices, _ := jsonLookup(body, "choices")
+	arr, ok := jsonOpen(choices, 0, 0)
+	for ok && !arr.isObject() && arr.next() {
+		if c, ok := jsonLookup(arr.value(), "message", "content"); ok {
+			text = appendAnswerText(text, c)
+		}
+	}
+	return rejectedIn(text, reject)
+}
+
+// observeEvent reads the chunks that may carry usage (and the first that
+// names the model); the rest are skipped by a substring check.
+func (openAIDialect) observeEvent(u *usage, ev sseEvent) {
+	if u.Model == "" || mayCarryUsage(ev.Data) {
+		u.observeOpenAI(ev.Data)
+	}
+}
+
+func (openAIDialect) observeBody(u *usage, body []byte) { u.observeOpenAI(body) }
+
+// mayCarryUsage is true unless the chunk has no "usage" member or only a
+// "usage":null (which OpenAI sends on every chunk with include_usage).
+func mayCarryUsage(data []byte) bool {
+	i := bytes.Index(data, usageKey)
+	if i < 0 {
+		return false
+	}
+	j := jsonWS(data, i+len(usageKey))
+	if j < len(data) && data[j] == ':' {
+		j = jsonWS(data, j+1)
+		if len(data)-j >= 4 && string(data[j:j+4]) == "null" {
+			return bytes.Contains(data[j:], usageKey)
+		}
+	}
+	return true
+}
+
+// observeOpenAI reads the model and the usage of a chunk or a body:
+// prompt_tokens, completion_tokens, prompt_tokens_details.cached_tokens.
+func (u *usage) observeOpenAI(obj []byte) {
+	it, ok := jsonOpen(obj, 0, 0)
+	for ok && it.isObject() && it.next() {
+		switch {
+		case it.keyIs("model"):
+			if v := it.value(); u.Model == "" && len(v) > 2 && v[0] == '"' {
+				u.Model = string(jsonAppendString(nil, v))
+			}
+		case it.keyIs("usage"):
+			uo, ok := it.enter()
+			for ok && uo.isObject() && uo.next() {
+				switch {
+				case uo.keyIs("prompt_tokens"):
+					if n, ok := jsonInt(uo.value()); ok {
+						u.Input = n
+					}
+				case uo.keyIs("completion_tokens"):
+					if n, ok := jsonInt(uo.value()); ok {
+						u.Output = n
+					}
+				case uo.keyIs("prompt_tokens_details"):
+					if c, ok := jsonLookup(uo.value(), "cached_tokens"); ok {
+						if n, ok := jsonInt(c); ok {
+							u.CacheRead = n
+						}
+					}
+				}
+			}
+			if ok {
+				it.leave(&uo)
+			}
+		}
+	}
+}
+
+// modelMissing: the model_not_found code, or "The model `x` does not
+// exist" (what OpenAI-compatible servers copy).
+func (openAIDialect) modelMissing(body []byte) bool {
+	if errorField(body, "code") == "model_not_found" {
+		return true
+	}
+	msg := errorField(body, "message")
+	return strings.HasPrefix(msg, "the model ") && strings.Contains(msg, "does not exist")
+}
+
+func (openAIDialect) errorType(status int) string { return openAIErrorType(status) }
+
+// openAIErrorType maps a status to OpenAI's conventional error types.
+func openAIErrorType(status int) string {
+	switch status {
+	case 400, 404, 405, 413, 422:
+		return "invalid_request_error"
+	case 401:
+		return "authentication_error"
+	case 403:
+		return "permission_error"
+	case 429:
+		return "rate_limit_error"
+	case 504:
+		return "timeout"
+	}
+	if status >= 400 && status < 500 {
+		return "invalid_request_error"
+	}
+	return "server_error"
+}
+
+type openaiErrorBody struct {
+	Error struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+	} `json:"error"`
+}
+
+func (openAIDialect) errorJSON(status int, message string) []byte {
+	return openAIErrorJSON(status, message)
+}
+
+// openAIErrorJSON is OpenAI's error body: message, type and code.
+func openAIErrorJSON(status int, message string) []byte {
+	var b openaiErrorBody
+	b.Error.Message = message
+	b.Error.Type = openAIErrorType(status)
+	b.Error.Code = errorCode(status)
+	out, _ := json.Marshal(b) // plain structs of strings: cannot fail
+	return out
+}
+
+// errorEvent is a data line holding an error object: what both official
+// SDKs raise as an error.
+func (openAIDialect) errorEvent(status int, message string) []byte {
+	return sseErrorEvent("", openAIErrorJSON(status, message))
+}

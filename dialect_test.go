@@ -1,0 +1,249 @@
+package llmhedge
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// The registry answers what the uint8 switches answered: path to dialect,
+// `api` option to dialect, a forwarded call's guessed dialect and the
+// forwarded paths.
+func TestDialectRegistry(t *testing.T) {
+	for _, tt := range []struct {
+		api  string
+		want dialect
+		ok   bool
+	}{
+		{"anthropic", dialectAnthropic, true},
+		{"OpenAI", dialectOpenAI, true},
+		{"", dialectNone, true},
+		{"gemini", dialectNone, false},
+	} {
+		if got, ok := parseDialect(tt.api); got != tt.want || ok != tt.ok {
+			t.Errorf("parseDialect(%q) = %v, %v; want %v, %v", tt.api, got, ok, tt.want, tt.ok)
+		}
+	}
+	for path, want := range map[string]dialect{
+		"/v1/messages": dialectAnthropic, "/messages/": dialectAnthropic,
+		"/v1/chat/completions": dialectOpenAI, "/chat/completions": dialectOpenAI,
+		"/v1/models": dialectNone, "/v1/messages/count_tokens": dialectNone,
+	} {
+		if got := dialectOfPath(path); got != want {
+			t.Errorf("dialectOfPath(%q) = %v, want %v", path, got, want)
+		}
+	}
+	for _, tt := range []struct {
+		path   string
+		header http.Header
+		want   dialect
+	}{
+		{"/v1/messages/count_tokens", http.Header{}, dialectAnthropic},
+		{"/v1/models", http.Header{"Anthropic-Version": {"2023-06-01"}}, dialectAnthropic},
+		{"/v1/models", http.Header{"X-Api-Key": {"k"}}, dialectAnthropic},
+		{"/v1/models", http.Header{"Authorization": {"Bearer k"}}, dialectOpenAI},
+		{"/v1/files", http.Header{}, dialectOpenAI},
+	} {
+		if got := dialectOfAuxPath(tt.path, tt.header); got != tt.want {
+			t.Errorf("dialectOfAuxPath(%q, %v) = %v, want %v", tt.path, tt.header, got, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		method, path string
+		listed       bool
+		allow        string
+	}{
+		{"GET", "/v1/models", true, ""},
+		{"GET", "/v1/models/claude-x/", true, ""},
+		{"POST", "/v1/models", false, "GET"},
+		{"POST", "/v1/messages/count_tokens", true, ""},
+		{"GET", "/v1/messages/count_tokens", false, "POST"},
+		{"POST", "/v1/responses/input_tokens", true, ""},
+		{"GET", "/v1/models/a/b", false, ""},
+		{"POST", "/v1/files", false, ""},
+	} {
+		if listed, allow := auxListed(tt.method, tt.path); listed != tt.listed || allow != tt.allow {
+			t.Errorf("auxListed(%s %s) = %v %q, want %v %q", tt.method, tt.path, listed, allow, tt.listed, tt.allow)
+		}
+	}
+}
+
+// Every registered dialect is whole: its name round-trips through the
+// `api` option, its completion path routes to it, the key it sets is one
+// a keyed provider removes from the client, and the errors it renders are
+// ones it (and the SDKs) read as errors.
+func TestDialectsComplete(t *testing.T) {
+	names := map[string]bool{}
+	for _, d := range dialects {
+		t.Run(d.String(), func(t *testing.T) {
+			if d.String() == "" || names[d.String()] {
+				t.Fatalf("name %q empty or taken", d.String())
+			}
+			names[d.String()] = true
+			if got, ok := parseDialect(strings.ToUpper(d.String())); !ok || got != d {
+				t.Errorf("parseDialect(%q) = %v, %v", strings.ToUpper(d.String()), got, ok)
+			}
+			if got := dialectOfPath(d.completionPath()); got != d {
+				t.Errorf("dialectOfPath(%q) = %v", d.completionPath(), got)
+			}
+
+			h := http.Header{}
+			d.setAuth(h, "sk-operator")
+			for k := range h {
+				removed := false
+				for _, c := range d.credentialHeaders() {
+					removed = removed || http.CanonicalHeaderKey(c) == k
+				}
+				if !removed {
+					t.Errorf("setAuth sets %s, which is not among credentialHeaders %v", k, d.credentialHeaders())
+				}
+			}
+
+			body := d.errorJSON(529, "overloaded")
+			if !json.Valid(body) {
+				t.Fatalf("errorJSON = %s: not JSON", body)
+			}
+			if reason, err := d.checkBody(body); reason != "error_body" || err == nil {
+				t.Errorf("checkBody(errorJSON) = %q, %v; want error_body", reason, err)
+			}
+			if got := upstreamMessage(body); !strings.Contains(got, "overloaded") {
+				t.Errorf("upstreamMessage(errorJSON) = %q", got)
+			}
+			evs := parseEvents(t, string(d.errorEvent(502, "cut")))
+			if len(evs) != 1 {
+				t.Fatalf("errorEvent is %d events", len(evs))
+			}
+			if info := d.inspect(evs[0], false, nil); info.class != evError {
+				t.Errorf("errorEvent classifies as %v", info.class)
+			}
+		})
+	}
+}
+
+// Each dialect recognises its own "no such model" answer, and classifying
+// an upstream 404 still hears every dialect's words.
+func TestDialectModelMissing(t *testing.T) {
+	for _, tt := range []struct {
+		d    dialect
+		body string
+		want bool
+	}{
+		{dialectAnthropic, `{"type":"error","error":{"type":"not_found_error","message":"model: claude-nope"}}`, true},
+		{dialectAnthropic, `{"type":"error","error":{"type":"not_found_error","message":"Not found"}}`, false},
+		{dialectOpenAI, `{"error":{"message":"no","type":"invalid_request_error","code":"model_not_found"}}`, true},
+		{dialectOpenAI, `{"error":{"message":"The model ` + "`gpt-x`" + ` does not exist or you do not have access to it.","code":null}}`, true},
+		{dialectOpenAI, `{"error":{"message":"Unknown path","code":"not_found"}}`, false},
+	} {
+		if got := tt.d.modelMissing([]byte(tt.body)); got != tt.want {
+			t.Errorf("%v.modelMissing(%s) = %v, want %v", tt.d, tt.body, got, tt.want)
+		}
+		if got := modelMissing([]byte(tt.body)); got != tt.want {
+			t.Errorf("modelMissing(%s) = %v, want %v", tt.body, got, tt.want)
+		}
+	}
+}
+
+// A gate failure maps to the attempt failure class and the logged name the
+// string switch of attempt.go gave it.
+func TestGateFailureClass(t *testing.T) {
+	for _, tt := range []struct {
+		f     gateFailure
+		name  string
+		class failClass
+	}{
+		{gateOK, "", classMalformed},
+		{gateErrorEvent, "error_event", classFake200},
+		{gateMalformed, "malformed_first_event", classMalformed},
+		{gateTerminalBeforeContent, "terminal_before_content", classClosedEarly},
+		{gateRejectedPhrase, "rejected_phrase", classRejected},
+		{gateBufferFull, "buffer_overflow", classMalformed},
+	} {
+		if tt.f.String() != tt.name || tt.f.class() != tt.class {
+			t.Errorf("gateFailure %d = %q %q, want %q %q", tt.f, tt.f.String(), tt.f.class(), tt.name, tt.class)
+		}
+	}
+}
+
+// Classifying and observing an event through the interface allocates
+// nothing, for every dialect.
+func TestDialectEventAllocs(t *testing.T) {
+	for d, data := range map[dialect]string{
+		dialectAnthropic: anthropicEvent("content_block_delta", aTextDelta),
+		dialectOpenAI:    openAIChunk(oContent),
+	} {
+		ev := parseEvents(t, sseStream(data))[0]
+		u := usage{Model: "m"}
+		var cs choiceSet
+		g := newGate(d, nil, 0, 0)
+		allocs := testing.AllocsPerRun(100, func() {
+			_ = d.inspect(ev, true, &cs)
+			u.observeEvent(d, ev)
+			g.Reset(d, nil, 0, 0)
+			_ = g.feed(ev)
+		})
+		if allocs != 0 {
+			t.Errorf("%v: %v allocs per event", d, allocs)
+		}
+	}
+}
+
+// responsesSketch is the Responses API written as a dialect over the pure
+// functions of dialect_responses.go: it proves the interface takes a
+// dialect that is only method wrappers, and the gate runs it unchanged.
+type responsesSketch struct{}
+
+var _ dialect = responsesSketch{}
+
+func (responsesSketch) String() string { return "responses" }
+func (responsesSketch) isCompletionPath(p string) bool {
+	return p == "/v1/responses" || p == "/responses"
+}
+func (responsesSketch) completionPath() string                     { return "/v1/responses" }
+func (responsesSketch) auxPaths() []auxPath                        { return nil }
+func (responsesSketch) sniffAux(string, headerGetter) int          { return 0 }
+func (responsesSketch) parseRequest(b []byte) (*llmRequest, error) { return parseRequestBody(b) }
+func (responsesSketch) bodyFor(r *llmRequest, m string) []byte     { return r.spliceModel(m) }
+func (responsesSketch) sessionKey(b []byte, h http.Header) string {
+	return responsesSessionKey(b, h, "")
+}
+func (responsesSketch) credentialHeaders() []string       { return openAICredentialHeaders }
+func (responsesSketch) setAuth(h http.Header, key string) { openAIDialect{}.setAuth(h, key) }
+func (responsesSketch) inspect(ev sseEvent, text bool, _ *choiceSet) eventInfo {
+	return inspectResponses(ev, text)
+}
+func (responsesSketch) terminalName(ev sseEvent) string    { return responsesTerminalName(ev) }
+func (responsesSketch) finishGrace() bool                  { return false }
+func (responsesSketch) checkBody(b []byte) (string, error) { return checkResponsesBody(b) }
+func (responsesSketch) checkBodyReject(b []byte, r [][]byte) error {
+	return checkResponsesBodyReject(b, r)
+}
+func (responsesSketch) observeEvent(u *usage, ev sseEvent) { u.observeResponsesEvent(ev) }
+func (responsesSketch) observeBody(u *usage, b []byte)     { u.observeResponsesBody(b) }
+func (responsesSketch) modelMissing(b []byte) bool         { return openAIDialect{}.modelMissing(b) }
+func (responsesSketch) errorType(status int) string        { return openAIErrorType(status) }
+func (responsesSketch) errorJSON(status int, msg string) []byte {
+	return responsesErrorJSON(status, msg)
+}
+func (responsesSketch) errorEvent(status int, msg string) []byte {
+	return responsesErrorEvent(status, msg, -1)
+}
+
+func TestResponsesSketchGate(t *testing.T) {
+	var d dialect = responsesSketch{}
+	g := newGate(d, [][]byte{[]byte("I cannot")}, 0, 0)
+	var got gateDecision
+	for _, ev := range parseEvents(t, responsesStream(rCreated, rTextDelta)) {
+		got = g.feed(ev)
+	}
+	if got != gateCommit || g.committedBy() != "response.output_text.delta" {
+		t.Fatalf("gate = %v by %q, want commit by response.output_text.delta", got, g.committedBy())
+	}
+	g.Reset(d, nil, 0, 0)
+	for _, ev := range parseEvents(t, responsesStream(rCreated, rCompleted)) {
+		got = g.feed(ev)
+	}
+	if got != gateFail || g.failed() != gateTerminalBeforeContent {
+		t.Fatalf("gate = %v (%v), want terminal_before_content", got, g.failed())
+	}
+}

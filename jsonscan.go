@@ -1,0 +1,413 @@
+package llmhedge
+
+import (
+	"encoding/binary"
+	"errors"
+	"math/bits"
+)
+
+// Minimal JSON scanning.
+//
+// The payload of an event is inspected with a small validating pull
+// scanner rather than encoding/json: it walks the bytes once, descends
+// only into the members the proxy needs, and allocates nothing. Its notion
+// of valid JSON is encoding/json.Valid's (FuzzJSONScanner holds it to that).
+
+// jsonMaxDepth is encoding/json's nesting limit.
+const jsonMaxDepth = 10000
+
+func jsonWS(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// jsonValid reports whether b is exactly one JSON value.
+func jsonValid(b []byte) bool {
+	i := jsonSkip(b, 0, 0)
+	return i >= 0 && jsonWS(b, i) == len(b)
+}
+
+// jsonSkip returns the index just past the value that starts at b[i]
+// (after whitespace), or -1 when there is no valid value there. depth is
+// the nesting of that value (0 at the top).
+func jsonSkip(b []byte, i, depth int) int {
+	i = jsonWS(b, i)
+	if i >= len(b) {
+		return -1
+	}
+	switch c := b[i]; c {
+	case '"':
+		return jsonSkipString(b, i)
+	case '{':
+		if depth >= jsonMaxDepth {
+			return -1
+		}
+		if i = jsonWS(b, i+1); i < len(b) && b[i] == '}' {
+			return i + 1
+		}
+		for {
+			if i >= len(b) || b[i] != '"' {
+				return -1
+			}
+			if i = jsonSkipString(b, i); i < 0 {
+				return -1
+			}
+			if i = jsonWS(b, i); i >= len(b) || b[i] != ':' {
+				return -1
+			}
+			if i = jsonSkip(b, i+1, depth+1); i < 0 {
+				return -1
+			}
+			if i = jsonWS(b, i); i >= len(b) {
+				return -1
+			}
+			switch b[i] {
+			case ',':
+				i = jsonWS(b, i+1)
+			case '}':
+				return i + 1
+			default:
+				return -1
+			}
+		}
+	case '[':
+		if depth >= jsonMaxDepth {
+			return -1
+		}
+		if i = jsonWS(b, i+1); i < len(b) && b[i] == ']' {
+			return i + 1
+		}
+		for {
+			if i = jsonSkip(b, i, depth+1); i < 0 {
+				return -1
+			}
+			if i = jsonWS(b, i); i >= len(b) {
+				return -1
+			}
+			switch b[i] {
+			case ',':
+				i++
+			case ']':
+				return i + 1
+			default:
+				return -1
+			}
+		}
+	case 't':
+		return jsonSkipLiteral(b, i, "true")
+	case 'f':
+		return jsonSkipLiteral(b, i, "false")
+	case 'n':
+		return jsonSkipLiteral(b, i, "null")
+	default:
+		if c == '-' || c >= '0' && c <= '9' {
+			return jsonSkipNumber(b, i)
+		}
+	}
+	return -1
+}
+
+func jsonSkipLiteral(b []byte, i int, lit string) int {
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return -1
+	}
+	return i + len(lit)
+}
+
+// SWAR constants: a byte of ones, and the high bit of every byte.
+const (
+	swarOnes = 0x0101010101010101
+	swarHigh = 0x8080808080808080
+)
+
+// jsonSkipString returns the index past the string whose opening quote is
+// at b[i], or -1.
+func jsonSkipString(b []byte, i int) int {
+	end, _ := jsonScanString(b, i)
+	return end
+}
+
+// jsonScanString returns the index past the string whose opening quote is
+// at b[i] (or -1) and whether it holds an escape. Eight bytes are checked
+// at a time for a quote, a backslash or a control character (the lowest
+// flagged byte of each test is exact, so the lowest of the three is the
+// first special byte).
+func jsonScanString(b []byte, i int) (end int, escaped bool) {
+	i++
+	for i < len(b) {
+		for len(b)-i >= 8 {
+			x := binary.LittleEndian.Uint64(b[i:])
+			q := x ^ (swarOnes * '"')
+			s := x ^ (swarOnes * '\\')
+			t := (x-swarOnes*0x20)&^x | (q-swarOnes)&^q | (s-swarOnes)&^s
+			if t &= swarHigh; t != 0 {
+				i += bits.TrailingZeros64(t) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			return -1, false
+		}
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1, escaped
+		case c < 0x20:
+			return -1, false
+		case c != '\\':
+			i++
+			continue
+		}
+		escaped = true
+		if i+1 >= len(b) {
+			return -1, false
+		}
+		switch b[i+1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			i += 2
+		case 'u':
+			if jsonHex4(b[i+2:]) < 0 {
+				return -1, false
+			}
+			i += 6
+		default:
+			return -1, false
+		}
+	}
+	return -1, false
+}
+
+func jsonUnhex(c byte) rune {
+	switch {
+	case c >= '0' && c <= '9':
+		return rune(c - '0')
+	case c >= 'a' && c <= 'f':
+		return rune(c - 'a' + 10)
+	case c >= 'A' && c <= 'F':
+		return rune(c - 'A' + 10)
+	}
+	return -1
+}
+
+// jsonHex4 decodes four hex digits, or returns -1.
+func jsonHex4(b []byte) rune {
+	if len(b) < 4 {
+		return -1
+	}
+	// Any invalid digit is -1, which makes the whole result negative.
+	return jsonUnhex(b[0])<<12 | jsonUnhex(b[1])<<8 | jsonUnhex(b[2])<<4 | jsonUnhex(b[3])
+}
+
+func jsonSkipNumber(b []byte, i int) int {
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(b):
+		return -1
+	case b[i] == '0':
+		i++
+	case b[i] >= '1' && b[i] <= '9':
+		i = jsonDigits(b, i+1)
+	default:
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		j := jsonDigits(b, i+1)
+		if j == i+1 {
+			return -1
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := jsonDigits(b, i)
+		if j == i {
+			return -1
+		}
+		i = j
+	}
+	return i
+}
+
+func jsonDigits(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// jsonIter walks the members of an object or the elements of an array,
+// validating as it goes. After next reports a member, its value starts at
+// i and is pending: take it with value, descend into it with enter (and
+// give the child back with leave), or let the following next skip it.
+type jsonIter struct {
+	b       []byte
+	i       int
+	depth   int  // nesting of this container
+	close   byte // '}' or ']'
+	key     []byte
+	keyEsc  bool // key holds an escape
+	first   bool
+	pending bool // a value starts at i and was not consumed
+	bad     bool // not valid JSON
+	done    bool // the container ended; i is past its close
+}
+
+// jsonOpen starts walking the object or array at b[i:] (after whitespace).
+func jsonOpen(b []byte, i, depth int) (jsonIter, bool) {
+	i = jsonWS(b, i)
+	if i >= len(b) || depth >= jsonMaxDepth {
+		return jsonIter{}, false
+	}
+	it := jsonIter{b: b, i: i + 1, depth: depth, first: true}
+	switch b[i] {
+	case '{':
+		it.close = '}'
+	case '[':
+		it.close = ']'
+	default:
+		return jsonIter{}, false
+	}
+	return it, true
+}
+
+// isObject reports whether the iterator walks an object.
+func (it *jsonIter) isObject() bool { return it.close == '}' }
+
+// next moves to the next member (setting key, for an object) or element,
+// skipping a pending value. It is false at the end of the container or on
+// invalid JSON (then bad is set).
+func (it *jsonIter) next() bool {
+	if it.pending && it.value() == nil {
+		return false
+	}
+	if it.bad || it.done {
+		return false
+	}
+	b := it.b
+	i := jsonWS(b, it.i)
+	switch {
+	case i >= len(b):
+		it.bad = true
+		return false
+	case b[i] == it.close: // "{}", or after a member (a trailing comma fails below)
+		it.i, it.done = i+1, true
+		return false
+	case it.first:
+		it.first = false
+	case b[i] != ',':
+		it.bad = true
+		return false
+	default:
+		i = jsonWS(b, i+1)
+	}
+	if it.close == '}' {
+		if i >= len(b) || b[i] != '"' {
+			it.bad = true
+			return false
+		}
+		ke, esc := jsonScanString(b, i)
+		if ke < 0 {
+			it.bad = true
+			return false
+		}
+		it.key, it.keyEsc = b[i+1:ke-1], esc
+		i = jsonWS(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			it.bad = true
+			return false
+		}
+		i = jsonWS(b, i+1)
+	}
+	it.i, it.pending = i, true
+	return true
+}
+
+// value consumes the pending value and returns its raw bytes; nil when
+// nothing is pending or the value is not valid JSON.
+func (it *jsonIter) value() []byte {
+	if !it.pending {
+		return nil
+	}
+	it.pending = false
+	vs := it.i
+	ve := jsonSkip(it.b, vs, it.depth+1)
+	if ve < 0 {
+		it.bad = true
+		return nil
+	}
+	it.i = ve
+	return it.b[vs:ve]
+}
+
+// enter descends into the pending value when it is an object or array; the
+// parent resumes after leave. When it is neither, the value stays pending.
+func (it *jsonIter) enter() (jsonIter, bool) {
+	if !it.pending {
+		return jsonIter{}, false
+	}
+	c, ok := jsonOpen(it.b, it.i, it.depth+1)
+	if ok {
+		it.pending = false
+	}
+	return c, ok
+}
+
+// leave finishes the child from enter and continues after it.
+func (it *jsonIter) leave(c *jsonIter) {
+	for c.next() {
+	}
+	if c.bad {
+		it.bad = true
+		return
+	}
+	it.i = c.i
+}
+
+// end reports whether the walk of a top-level container succeeded and
+// nothing but whitespace follows it.
+func (it *jsonIter) end() bool {
+	for it.next() {
+	}
+	return !it.bad && jsonWS(it.b, it.i) == len(it.b)
+}
+
+var errScan = errors.New("request body: expected a JSON object")
+
+// scanTopLevel calls fn with each top-level key of a JSON object (raw, as
+// written) and the byte range of its value, validating as it goes.
+// Returning false from fn stops the scan.
+func scanTopLevel(body []byte, fn func(key []byte, vStart, vEnd int) bool) error {
+	it, ok := jsonOpen(body, 0, 0)
+	if !ok || !it.isObject() {
+		return errScan
+	}
+	for it.next() {
+		start := it.i
+		v := it.value()
+		if v == nil {
+			break
+		}
+		if !fn(it.key, start, start+len(v)) {
+			return nil
+		}
+	}
+	if !it.end() {
+		return errScan
+	}
+	return nil
+}
+
+// unquote decodes a raw JSON string value.
+func unquote(v []byte) string { return string(jsonAppendString(nil, v)) }

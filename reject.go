@@ -1,0 +1,66 @@
+package llmhedge
+
+import (
+	"bytes"
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Reject phrases: configured text that, found case-insensitively in an
+// answer before commit, fails the attempt (a refusal dressed as a 200).
+
+// appendLowerText appends s lower-cased (Unicode simple folding to lower case)
+// to dst; the reject check compares both sides through it.
+func appendLowerText(dst, s []byte) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(s[i:])
+		dst = utf8.AppendRune(dst, unicode.ToLower(r))
+		i += n
+	}
+	return dst
+}
+
+// mayBecomeRejected reports whether the output text so far, leading
+// whitespace aside, is the beginning of a reject phrase.
+func (g *gate) mayBecomeRejected() bool {
+	text := bytes.TrimLeft(g.text, " \t\r\n")
+	for _, p := range g.reject {
+		if p = bytes.TrimLeft(p, " \t\r\n"); len(text) < len(p) && bytes.HasPrefix(p, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// appendAnswerText appends the raw JSON string raw, decoded and
+// lower-cased, and a line break to the answer text of a body.
+func appendAnswerText(text, raw []byte) []byte {
+	if !jsonIsString(raw) {
+		return text
+	}
+	text = appendLowerText(text, jsonAppendString(nil, raw))
+	return append(text, '\n')
+}
+
+// rejectedIn fails a lower-cased answer text that holds one of the reject
+// phrases.
+func rejectedIn(text []byte, reject [][]byte) error {
+	var lp []byte
+	for _, p := range reject {
+		lp = appendLowerText(lp[:0], p)
+		if len(lp) > 0 && bytes.Contains(text, lp) {
+			return fmt.Errorf("upstream answer contains the rejected phrase %q", p)
+		}
+	}
+	return nil
+}
