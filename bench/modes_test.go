@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -64,4 +65,36 @@ func TestBenchModesCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPrintTableFailures: failed requests show in the table and the
+// targets, and a cell with no success is a FAILED row, not a figure.
+func TestPrintTableFailures(t *testing.T) {
+	const ms = 1e6
+	rs := []cellResult{
+		{mode: "gemini-stream", config: "direct", conc: 1, rps: 3000, p50: 300e3, p99: ms, cpuPer1k: -1, hwmKB: -1, requests: 3000},
+		{mode: "gemini-stream", config: "reverse_proxy", conc: 1, rps: 1500, p50: 500e3, p99: ms, cpuPer1k: 0.3, hwmKB: 50 << 10, requests: 1500},
+		{mode: "gemini-stream", config: "llm_hedge", conc: 1, rps: 1400, p50: 520e3, p99: ms, cpuPer1k: 0.3, hwmKB: 50 << 10, requests: 1400, failed: 7, failSample: "stream without a finishReason chunk"},
+		{mode: "gemini-stream", config: "llm_hedge_3", conc: 1, cpuPer1k: -1, hwmKB: -1, failed: 9000, failSample: "status 404: no such endpoint"},
+	}
+	f, err := os.CreateTemp(t.TempDir(), "table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	printTable(f, rs, []string{"gemini-stream"}, []int{1}, []string{"direct", "reverse_proxy", "llm_hedge", "llm_hedge_3"})
+	f.Close()
+	b, _ := os.ReadFile(f.Name())
+	out := string(b)
+	for _, want := range []string{
+		"7 of 1407 requests FAILED, e.g. stream without a finishReason chunk",
+		"llm_hedge_3  FAILED  ",
+		"9000 of 9000 requests FAILED, e.g. status 404",
+		"FAILED requests: 7 here, 0 in reverse_proxy",
+		"llm_hedge_3  FAILED: no request succeeded (9000 errors)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	t.Log("\n" + out)
 }
