@@ -16,8 +16,8 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -43,7 +43,7 @@ var (
 	duration    = flag.Duration("duration", 3*time.Second, "measured time of each cell")
 	warmup      = flag.Duration("warmup", 500*time.Millisecond, "unmeasured load before each cell")
 	concList    = flag.String("conc", "1,16,64", "concurrencies (comma-separated); 1 shows the added latency of an unloaded proxy")
-	modeList    = flag.String("modes", "non-stream,stream", "response shapes: non-stream, stream")
+	modeList    = flag.String("modes", "non-stream,stream,responses-stream,gemini-stream", "response shapes: non-stream, stream (Anthropic), responses-stream (OpenAI Responses), gemini-stream")
 	configList  = flag.String("configs", "direct,reverse_proxy,llm_hedge,llm_hedge_3", "configurations to compare")
 	rounds      = flag.Int("rounds", 1, "runs of every cell; the table shows the median of each figure")
 	profileDir  = flag.String("profile", "", "save a CPU profile of Caddy for every proxied cell into this directory")
@@ -56,7 +56,8 @@ var (
 
 // Response shapes of the comparison: a non-streaming answer of about 1 KB
 // and a stream of 60 events (Anthropic: message_start, content_block_start,
-// ping, 54 deltas, content_block_stop, message_delta, message_stop).
+// ping, 54 deltas, content_block_stop, message_delta, message_stop). The
+// OpenAI Responses and Gemini streams carry the same 54 output tokens.
 const (
 	nonStreamTokens = 153 // 17 repetitions of the 9-word default text: ~1 KiB body
 	streamTokens    = 54
@@ -205,6 +206,7 @@ type cellResult struct {
 	failed       int
 	failSample   string
 	respBytes    int
+	events       int // SSE events of a complete answer; 0 non-stream
 }
 
 func runCompare(bin, dir string) error {
@@ -212,7 +214,10 @@ func runCompare(bin, dir string) error {
 	if err != nil {
 		return err
 	}
-	modes := strings.Split(*modeList, ",")
+	modes, err := parseModes(*modeList)
+	if err != nil {
+		return err
+	}
 	configs := strings.Split(*configList, ",")
 	sims, err := startSims(3, sim.Config{})
 	if err != nil {
@@ -222,11 +227,8 @@ func runCompare(bin, dir string) error {
 
 	var results []cellResult
 	for _, mode := range modes {
-		k := load.Kind{Stream: mode == "stream"}
-		cfg := sim.Config{Tokens: nonStreamTokens}
-		if k.Stream {
-			cfg.Tokens = streamTokens
-		}
+		m := benchModes[mode]
+		cfg := sim.Config{Tokens: m.tokens}
 		for _, s := range sims {
 			if err := s.SetConfig(cfg); err != nil {
 				return err
@@ -235,22 +237,32 @@ func runCompare(bin, dir string) error {
 		for _, conc := range concs {
 			for round := 0; round < *rounds; round++ {
 				for _, config := range configs {
-					r, err := runCell(bin, dir, sims, mode, config, k, conc, round)
+					r, err := runCell(bin, dir, sims, mode, config, m, conc, round)
 					if err != nil {
 						return fmt.Errorf("%s c=%d %s: %w", mode, conc, config, err)
 					}
-					fmt.Fprintf(os.Stderr, "bench: %-10s c=%-3d %-13s %8.0f req/s  p50 %-9v p99 %-9v failed %d\n",
+					fmt.Fprintf(os.Stderr, "bench: %-16s c=%-3d %-13s %8.0f req/s  p50 %-9v p99 %-9v failed %d\n",
 						mode, conc, config, r.rps, r.p50, r.p99, r.failed)
 					results = append(results, r)
 				}
 			}
 		}
 	}
-	printTable(os.Stdout, medians(results), modes, concs, configs)
+	rs := medians(results)
+	printTable(os.Stdout, rs, modes, concs, configs)
+	var bad []string
+	for _, r := range rs {
+		if r.failed > 0 {
+			bad = append(bad, fmt.Sprintf("%s c=%d %s", r.mode, r.conc, r.config))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("failed requests in %d cell(s), their figures are not valid: %s", len(bad), strings.Join(bad, "; "))
+	}
 	return nil
 }
 
-func runCell(bin, dir string, sims []*simServer, mode, config string, k load.Kind, conc, round int) (cellResult, error) {
+func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMode, conc, round int) (cellResult, error) {
 	res := cellResult{mode: mode, config: config, conc: conc, cpuPer1k: -1, hwmKB: -1}
 	target := sims[0].URL
 	var proc *caddyProc
@@ -266,7 +278,6 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, k load.Kin
 	tr := load.NewTransport(conc)
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
-	body := load.Body(k, "claude-bench")
 
 	// phase: 0 warm-up, 1 measured, 2 stop.
 	var phase atomic.Int32
@@ -275,6 +286,7 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, k load.Kin
 		failed int
 		sample string
 		bytes  int
+		events int
 	}
 	workers := make([]worker, conc)
 	var wg sync.WaitGroup
@@ -288,7 +300,7 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, k load.Kin
 			defer wg.Done()
 			var buf bytes.Buffer
 			for phase.Load() != 2 {
-				lat, err := timedRequest(ctx, client, target, k, body, &buf)
+				lat, err := timedRequest(ctx, client, target, m, &buf)
 				if phase.Load() != 1 {
 					continue
 				}
@@ -300,6 +312,9 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, k load.Kin
 					continue
 				}
 				w.lat = append(w.lat, lat)
+				if w.bytes == 0 {
+					w.events = countEvents(buf.Bytes())
+				}
 				w.bytes = buf.Len()
 			}
 		}()
@@ -338,12 +353,15 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, k load.Kin
 			res.failSample = w.sample
 		}
 		res.respBytes = max(res.respBytes, w.bytes)
+		res.events = max(res.events, w.events)
 	}
 	if res.failed > 0 {
 		fmt.Fprintf(os.Stderr, "bench: %s %s c=%d: %d failed requests, e.g. %s\n", mode, config, conc, res.failed, res.failSample)
 	}
 	if len(all) == 0 {
-		return res, errors.New("no request succeeded: " + res.failSample)
+		// Shown as a FAILED row; the run exits non-zero after the table.
+		fmt.Fprintf(os.Stderr, "bench: %s %s c=%d: no request succeeded\n", mode, config, conc)
+		return res, nil
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
 	res.requests = len(all)
@@ -360,9 +378,9 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, k load.Kin
 // timedRequest sends one request and checks the response cheaply (the
 // load generator must not be the bottleneck): status 200 and the end of a
 // complete answer.
-func timedRequest(ctx context.Context, c *http.Client, url string, k load.Kind, body []byte, buf *bytes.Buffer) (time.Duration, error) {
+func timedRequest(ctx context.Context, c *http.Client, url string, m benchMode, buf *bytes.Buffer) (time.Duration, error) {
 	start := time.Now()
-	resp, err := c.Do(load.NewRequest(ctx, url, k, body))
+	resp, err := c.Do(m.newRequest(ctx, url))
 	if err != nil {
 		return 0, err
 	}
@@ -375,10 +393,9 @@ func timedRequest(ctx context.Context, c *http.Client, url string, k load.Kind, 
 		return 0, err
 	case resp.StatusCode != http.StatusOK:
 		return 0, fmt.Errorf("status %d: %.200s", resp.StatusCode, b)
-	case k.Stream && !bytes.HasSuffix(b, []byte("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")):
-		return 0, fmt.Errorf("stream without message_stop: %.200s", b[max(0, len(b)-200):])
-	case !k.Stream && !bytes.Contains(b, []byte(`"stop_reason":"end_turn"`)):
-		return 0, fmt.Errorf("incomplete body: %.200s", b)
+	}
+	if err := m.check(buf.Bytes()); err != nil {
+		return 0, err
 	}
 	return lat, nil
 }
@@ -407,6 +424,11 @@ func medians(rs []cellResult) []cellResult {
 		m.p99 = time.Duration(medianF(g, func(r cellResult) float64 { return float64(r.p99) }))
 		m.cpuPer1k = medianF(g, func(r cellResult) float64 { return r.cpuPer1k })
 		m.hwmKB = int64(medianF(g, func(r cellResult) float64 { return float64(r.hwmKB) }))
+		for _, r := range g[1:] {
+			m.requests += r.requests
+			m.failed += r.failed
+			m.failSample = cmp.Or(m.failSample, r.failSample)
+		}
 		out = append(out, m)
 	}
 	return out
@@ -430,12 +452,21 @@ func printTable(w *os.File, rs []cellResult, modes []string, concs []int, config
 		}
 		return nil
 	}
-	sizes := map[string]int{}
+	sizes, events := map[string]int{}, map[string]int{}
 	for _, r := range rs {
 		sizes[r.mode] = max(sizes[r.mode], r.respBytes)
+		events[r.mode] = max(events[r.mode], r.events)
 	}
-	fmt.Fprintf(w, "\nnon-stream: %d-byte responses; stream: 60 events, %d bytes; %v measured per cell after %v warm-up; %d round(s), medians\n",
-		sizes["non-stream"], sizes["stream"], *duration, *warmup, *rounds)
+	var shapes []string
+	for _, mode := range modes {
+		if mode == "non-stream" {
+			shapes = append(shapes, fmt.Sprintf("%s: %d-byte responses", mode, sizes[mode]))
+		} else {
+			shapes = append(shapes, fmt.Sprintf("%s: %d events, %d bytes", mode, events[mode], sizes[mode]))
+		}
+	}
+	fmt.Fprintf(w, "\n%s; %v measured per cell after %v warm-up; %d round(s), medians\n",
+		strings.Join(shapes, "; "), *duration, *warmup, *rounds)
 	fmt.Fprintln(w, "ratios (×) and Δp50 are against reverse_proxy in the same row group; CPU and RSS are the Caddy process's")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tconc\tconfig\treq/s\tp50\tp99\tCPU s/1k req\tpeak RSS MiB\treq/s ×\tCPU ×\tRSS ×\tΔp50\t")
@@ -448,20 +479,32 @@ func printTable(w *os.File, rs []cellResult, modes []string, concs []int, config
 				if r == nil {
 					continue
 				}
+				failed := ""
+				if r.failed > 0 {
+					failed = fmt.Sprintf("  %d of %d requests FAILED, e.g. %.120s", r.failed, r.failed+r.requests, r.failSample)
+				}
+				if r.requests == 0 {
+					fmt.Fprintf(tw, "%s\t%d\t%s\tFAILED\t-\t-\t-\t-\t\t\t\t\t%s\n", mode, conc, config, failed)
+					if strings.HasPrefix(config, "llm_hedge") {
+						verdicts = append(verdicts, fmt.Sprintf("  %-16s c=%-3d %-12s FAILED: no request succeeded (%d errors), e.g. %.120s",
+							mode, conc, config, r.failed, r.failSample))
+					}
+					continue
+				}
 				cpu, rss := "-", "-"
 				if r.cpuPer1k >= 0 {
 					cpu = fmt.Sprintf("%.3f", r.cpuPer1k)
 					rss = fmt.Sprintf("%.1f", float64(r.hwmKB)/1024)
 				}
 				ratios := "\t\t\t\t"
-				if base != nil && r.cpuPer1k >= 0 {
+				if base != nil && base.requests > 0 && r.cpuPer1k >= 0 {
 					ratios = fmt.Sprintf("%.2f\t%.2f\t%.2f\t%+dµs\t", r.rps/base.rps, r.cpuPer1k/base.cpuPer1k,
 						float64(r.hwmKB)/float64(base.hwmKB), (r.p50 - base.p50).Microseconds())
 					if strings.HasPrefix(config, "llm_hedge") {
 						verdicts = append(verdicts, verdict(r, base))
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\n", mode, conc, config, r.rps, fmtDur(r.p50), fmtDur(r.p99), cpu, rss, ratios)
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s%s\n", mode, conc, config, r.rps, fmtDur(r.p50), fmtDur(r.p99), cpu, rss, ratios, failed)
 			}
 		}
 	}
@@ -493,7 +536,10 @@ func verdict(r, base *cellResult) string {
 	if r.conc == 1 {
 		lat = fmt.Sprintf("Δp50 %+dµs %s", dp.Microseconds(), mark(dp < 100*time.Microsecond))
 	}
-	return fmt.Sprintf("  %-10s c=%-3d %-12s throughput %.3f× %s, CPU %.3f× %s, %s",
+	if r.failed > 0 || base.failed > 0 {
+		lat += fmt.Sprintf(", FAILED requests: %d here, %d in reverse_proxy", r.failed, base.failed)
+	}
+	return fmt.Sprintf("  %-16s c=%-3d %-12s throughput %.3f× %s, CPU %.3f× %s, %s",
 		r.mode, r.conc, r.config, rps, mark(rps >= 0.9), cpu, mark(cpu <= 1.2), lat)
 }
 
