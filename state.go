@@ -20,28 +20,6 @@ const (
 	outcomeStreamError   = "stream_error"
 )
 
-// plan is the ordered candidate list of one requested model.
-type plan struct {
-	model string
-	cands []*provider
-	used  []bool
-	tries map[*provider]int
-}
-
-func newPlan(cands []*provider, model string) *plan {
-	return &plan{model: model, cands: cands, used: make([]bool, len(cands)), tries: make(map[*provider]int, len(cands))}
-}
-
-func (p *plan) remaining() int {
-	n := 0
-	for _, u := range p.used {
-		if !u {
-			n++
-		}
-	}
-	return n
-}
-
 // requestState is everything one completion request decided and observed:
 // its attempts, the winner, the outcome. It feeds the log line, the
 // metrics and the placeholders.
@@ -79,25 +57,6 @@ func newRequestState(h *Handler, r *http.Request, d dialect) *requestState {
 }
 
 func (st *requestState) attemptsLeft() int { return st.h.Retry.Attempts - len(st.attempts) }
-
-// prepare creates an attempt without starting it.
-func (st *requestState) prepare(p *provider, model, reason string, probe bool) *attempt {
-	return &attempt{p: p, model: model, reason: reason, probe: probe}
-}
-
-// launch starts a prepared attempt in its own goroutine.
-func (st *requestState) launch(h *Handler, r *http.Request, a *attempt) {
-	a.n = len(st.attempts) + 1
-	a.start = time.Now()
-	a.offset = a.start.Sub(st.start)
-	a.ctx, a.cancel = attemptContext(st.ctx)
-	st.attempts = append(st.attempts, a)
-	st.plan.tries[a.p]++
-	st.live++
-	a.epoch = a.p.health.epoch.Load()
-	a.p.health.beginAttempt()
-	go h.run(a, st.req, r, st.repl, st.done)
-}
 
 func (st *requestState) liveVendor(vendor string) bool {
 	for _, a := range st.attempts {
