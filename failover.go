@@ -1,11 +1,20 @@
 package llmhedge
 
-import (
-	"net/http"
+import "time"
+
+// failoverRoute is how the next failover of a request is paid for.
+type failoverRoute uint8
+
+const (
+	failoverNone       failoverRoute = iota // the request has no attempts left
+	failoverBudgeted                        // the retry budget pays for it
+	failoverPastBudget                      // the one failover past the budget, to a healthy provider
+	failoverSpent                           // the budget is spent and so is that one failover
 )
 
-// failover launches the next candidate after a failure, charging the retry
-// budget: every attempt after the first that is not a hedge is a retry.
+// failoverRouteAt decides how a failover after a failure is charged: every
+// attempt after the first that is not a hedge is a retry, paid from the
+// retry budget.
 //
 // When the budget is spent, the request fails over once more and then ends
 // with its error. That one failover past the budget only goes to a provider
@@ -14,20 +23,14 @@ import (
 // It exists to hide one provider's outage behind a healthy one; when every
 // provider is failing it would only double the load the budget is there to
 // bound, so upstream attempts stay within the budget in any storm.
-func (h *Handler) failover(st *requestState, r *http.Request) {
-	if st.attemptsLeft() == 0 {
-		return
+func (h *Handler) failoverRouteAt(st *requestState, now time.Time) failoverRoute {
+	switch {
+	case st.attemptsLeft() == 0:
+		return failoverNone
+	case h.retryBudget.allows(now):
+		return failoverBudgeted
+	case !st.budgetFailoverUsed:
+		return failoverPastBudget
 	}
-	if tok, ok := h.retryBudget.take(clock()); ok {
-		if h.launchFailover(st, r, false) == nil {
-			h.retryBudget.refund(tok) // nothing left to try: no retry happened
-		}
-		return
-	}
-	if !st.budgetFailoverUsed && h.launchFailover(st, r, true) != nil {
-		st.budgetFailoverUsed = true
-		h.retryBudget.charge(clock())
-		return
-	}
-	h.metrics.budgetExhausted("retry")
+	return failoverSpent
 }

@@ -61,21 +61,52 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 		hedgeC = hedgeTimer.C
 	}
 
-	first := h.launchNext(st, r, "initial", false)
-	if first == nil && len(st.plan.cands) > 0 && st.plan.remaining() == 0 && h.fallback(st) {
-		// Every candidate of the model is cooling down: its fallback model
-		// comes before a last-resort probe of a provider known to fail.
-		first = h.launchNext(st, r, "fallback", false)
+	// carryOut does what a step of the policy says; it reports whether
+	// the race is over.
+	var carryOut func(s step) bool
+	carryOut = func(s step) bool {
+		for range s.retryBudgetRefused {
+			h.metrics.budgetExhausted("retry")
+		}
+		switch s.kind {
+		case stepEnd:
+			if s.reason == endFatal {
+				st.fatal = s.attempt
+				st.cancelLive(errHedgeLost)
+			} else {
+				abandon(st, r)
+			}
+			return true
+		case stepRecord:
+			st.skips = append(st.skips, chainEntry{OffsetMs: msSince(st.start), Event: s.reason})
+			h.metrics.budgetExhausted("hedge")
+		case stepRetryLater:
+			h.metrics.retry(s.attempt.p.name, string(s.attempt.class))
+			pending = st.prepare(s.attempt.p, s.attempt.model, launchRetryReason, false)
+			retryTimer.Reset(s.wait)
+			retryC = retryTimer.C
+		case stepLaunch:
+			if h.launchStep(st, r, s) != nil {
+				return false
+			}
+			switch s.ifNone {
+			case launchFailoverReason:
+				return carryOut(step{kind: stepLaunch, reason: launchFailoverReason})
+			case launchRetryReason:
+				return carryOut(h.retryStep(st, s.attempt, true))
+			}
+		}
+		return false
 	}
-	if first == nil {
-		first = h.launchProbe(st, r)
-	}
-	if first == nil {
+
+	if h.launchFirst(st, r) == nil {
 		return nil
 	}
 	rearm(true)
 
 	for st.live > 0 || pending != nil {
+		var s step
+		fromHedgeTimer := false
 		select {
 		case a := <-st.done:
 			st.live--
@@ -84,81 +115,75 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 				return a
 			}
 			h.settle(st, a)
-			switch a.class {
-			case classRequest, classClientKey:
-				// The request itself is wrong (every other racer would say
-				// so too), or the client's own key was refused (its answer:
-				// a failover would carry that key to another host). The
-				// others lose the race, they did not fail.
-				st.fatal = a
-				st.cancelLive(errHedgeLost)
-				return nil
-			case classClientAbort, classTotalTimeout:
-				abandon(st, r)
-				return nil
-			}
-			if st.ctx.Err() != nil {
-				abandon(st, r)
-				return nil
-			}
-			n := len(st.attempts)
-			if hedging {
-				// A racer failed: the next candidate starts at once, without
-				// waiting for a backoff or the hedge delay.
-				h.failover(st, r)
-			}
-			if len(st.attempts) == n && pending == nil {
-				if b, wait, ok := h.retryCandidate(st, a, hedging); ok {
-					pending = st.prepare(b.p, b.model, "retry", false)
-					retryTimer.Reset(wait)
-					retryC = retryTimer.C
-				} else if !hedging {
-					h.failover(st, r)
-				}
-			}
-			rearm(len(st.attempts) > n)
+			s = h.afterFailure(st, a, hedging, pending != nil)
 		case <-hedgeC:
 			hedgeC = nil
-			if !h.hedgeRoom(st) {
-				continue
-			}
-			tok, ok := h.hedgeBudget.take(clock())
-			if !ok {
-				// The request waits on what is running (up to first_byte).
-				st.skips = append(st.skips, chainEntry{OffsetMs: msSince(st.start), Event: "hedge_budget_exhausted"})
-				h.metrics.budgetExhausted("hedge")
-				continue
-			}
-			a := h.launchNext(st, r, "hedge_triggered", true)
-			if a == nil {
-				// Every candidate left is cooling down or busy: no hedge
-				// started, so none is charged.
-				h.hedgeBudget.refund(tok)
-				continue
-			}
-			st.hedged = true
-			h.metrics.hedgeLaunched(a.p.name)
-			rearm(false)
+			fromHedgeTimer = true
+			s = h.onHedgeTimer(st, clock())
 		case <-retryC:
 			retryC = nil
-			a := pending
+			s = h.onRetryTimer(st, pending, hedging, clock())
 			pending = nil
-			if st.ctx.Err() != nil {
-				abandon(st, r)
-				return nil
-			}
-			n := len(st.attempts)
-			h.launchRetry(st, r, a) // charges the retry budget as it starts
-			if len(st.attempts) == n && (st.live == 0 || hedging) {
-				h.failover(st, r)
-			}
-			rearm(len(st.attempts) > n)
 		case <-st.ctx.Done():
-			abandon(st, r)
+			s = step{kind: stepEnd, reason: endAbandon}
+		}
+		n := len(st.attempts)
+		if carryOut(s) {
 			return nil
+		}
+		// A hedge timer rearms only with the hedge it launched: with the
+		// budget spent or no admissible candidate it waits on what runs.
+		if !fromHedgeTimer || len(st.attempts) > n {
+			rearm(len(st.attempts) > n)
 		}
 	}
 	return nil
+}
+
+// launchFirst starts a request's first attempt: the first admissible
+// candidate; when every candidate of the model is cooling down, its
+// fallback model comes before a last-resort probe of a provider known to
+// fail.
+func (h *Handler) launchFirst(st *requestState, r *http.Request) *attempt {
+	first := h.launchNext(st, r, "initial", false)
+	if first == nil && len(st.plan.cands) > 0 && st.plan.remaining() == 0 && h.fallback(st) {
+		first = h.launchNext(st, r, "fallback", false)
+	}
+	if first == nil {
+		first = h.launchProbe(st, r)
+	}
+	return first
+}
+
+// launchStep carries out a stepLaunch: a failover, a hedge (charged to the
+// hedge budget, which it gives back when no candidate could start) or the
+// prepared same-provider retry. It returns nil when nothing started.
+func (h *Handler) launchStep(st *requestState, r *http.Request, s step) *attempt {
+	switch s.reason {
+	case launchHedgeReason:
+		tok, ok := h.hedgeBudget.take(clock())
+		if !ok { // another request took the last of the budget meanwhile
+			st.skips = append(st.skips, chainEntry{OffsetMs: msSince(st.start), Event: "hedge_budget_exhausted"})
+			h.metrics.budgetExhausted("hedge")
+			return nil
+		}
+		a := h.launchNext(st, r, launchHedgeReason, true)
+		if a == nil {
+			// Every candidate left is cooling down or busy: no hedge
+			// started, so none is charged.
+			h.hedgeBudget.refund(tok)
+			return nil
+		}
+		st.hedged = true
+		h.metrics.hedgeLaunched(a.p.name)
+		return a
+	case launchRetryReason:
+		if h.launchRetry(st, r, s.attempt) { // charges the retry budget as it starts
+			return s.attempt
+		}
+		return nil
+	}
+	return h.launchFailover(st, r)
 }
 
 // abandon ends a race whose request is over (client gone, total timeout):
@@ -249,11 +274,41 @@ func (h *Handler) launchProbe(st *requestState, r *http.Request) *attempt {
 	return nil
 }
 
-// launchFailover starts the next candidate of the plan, or, once every
+// launchFailover starts the next candidate after a failure, charged to the
+// retry budget as failoverRouteAt decides. It returns nil when nothing
+// started.
+func (h *Handler) launchFailover(st *requestState, r *http.Request) *attempt {
+	now := clock()
+	switch h.failoverRouteAt(st, now) {
+	case failoverNone:
+		return nil
+	case failoverBudgeted:
+		if tok, ok := h.retryBudget.take(now); ok {
+			a := h.launchReplacement(st, r, false)
+			if a == nil {
+				h.retryBudget.refund(tok) // nothing left to try: no retry happened
+			}
+			return a
+		}
+		fallthrough // another request took the last of the budget meanwhile
+	case failoverPastBudget:
+		if !st.budgetFailoverUsed {
+			if a := h.launchReplacement(st, r, true); a != nil {
+				st.budgetFailoverUsed = true
+				h.retryBudget.charge(clock())
+				return a
+			}
+		}
+	}
+	h.metrics.budgetExhausted("retry")
+	return nil
+}
+
+// launchReplacement starts the next candidate of the plan, or, once every
 // provider of the model failed with provider-level errors, the first of its
 // fallback model. healthyOnly restricts the choice to providers without
 // consecutive failures.
-func (h *Handler) launchFailover(st *requestState, r *http.Request, healthyOnly bool) *attempt {
+func (h *Handler) launchReplacement(st *requestState, r *http.Request, healthyOnly bool) *attempt {
 	if a := h.launchFrom(st, r, "failover", healthyOnly); a != nil {
 		return a
 	}

@@ -11,39 +11,43 @@ import (
 // than the backoff base, and only while the retry budget has room. The
 // budget is charged when the retry starts (launchRetry), not here.
 func (h *Handler) retryWait(st *requestState, a *attempt) (time.Duration, bool) {
+	wait, ok, _ := h.retryVerdict(st, a)
+	return wait, ok
+}
+
+// retryVerdict is retryWait that also tells whether the retry budget was
+// what refused the retry (the budget_exhausted metric).
+func (h *Handler) retryVerdict(st *requestState, a *attempt) (wait time.Duration, ok, budgetRefused bool) {
 	if !a.class.transient() || a.noRetry || st.attemptsLeft() == 0 {
-		return 0, false
+		return 0, false, false
 	}
 	// tries counts the attempts made on this provider, the first included.
 	if st.plan.tries[a.p] > h.Retry.sameProvider() {
-		return 0, false
+		return 0, false, false
 	}
 	base := time.Duration(h.Retry.BackoffBase)
-	var wait time.Duration
 	switch {
 	case a.hasRA && a.retryAfter > time.Duration(h.Retry.RetryAfterMax):
-		return 0, false
+		return 0, false, false
 	case a.hasRA:
 		wait = max(a.retryAfter, base)
 	case a.class == classRateLimited:
-		return 0, false
+		return 0, false, false
 	default:
 		wait = retryBackoff(base, time.Duration(h.Retry.BackoffMax), st.plan.tries[a.p], h.rand)
 	}
 	if dl, ok := st.ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
-		return 0, false
+		return 0, false, false
 	}
 	if !a.p.health.admitsAt(clock().Add(wait), st.plan.model) {
 		// The breaker (opened by this very failure, or a failed probe)
 		// would refuse the retry when its wait is over: fail over now.
-		return 0, false
+		return 0, false, false
 	}
 	if !h.retryBudget.allows(clock()) {
-		h.metrics.budgetExhausted("retry")
-		return 0, false
+		return 0, false, true
 	}
-	h.metrics.retry(a.p.name, string(a.class))
-	return wait, true
+	return wait, true, false
 }
 
 // fallback switches the plan to the fallback model of the current one,
@@ -79,12 +83,18 @@ func (h *Handler) fallback(st *requestState) bool {
 // earlier racer whose transient failure was passed over for a failover
 // that has failed since (a 529 on one provider, then a refused connection
 // on the other, must still get the 529's retry).
-func (h *Handler) retryCandidate(st *requestState, last *attempt, racing bool) (*attempt, time.Duration, bool) {
-	if wait, ok := h.retryWait(st, last); ok {
-		return last, wait, true
+//
+// refused counts the retries the retry budget refused on the way.
+func (h *Handler) retryCandidate(st *requestState, last *attempt, racing bool) (b *attempt, wait time.Duration, ok bool, refused int) {
+	wait, ok, byBudget := h.retryVerdict(st, last)
+	if byBudget {
+		refused++
 	}
-	if !racing {
-		return nil, 0, false
+	if ok || !racing {
+		if ok {
+			b = last
+		}
+		return b, wait, ok, refused
 	}
 	seen := map[*provider]bool{last.p: true}
 	for i := len(st.attempts) - 1; i >= 0; i-- {
@@ -96,9 +106,13 @@ func (h *Handler) retryCandidate(st *requestState, last *attempt, racing bool) (
 		if b.outcome != "retry_failed" || st.liveOn(b.p) {
 			continue
 		}
-		if wait, ok := h.retryWait(st, b); ok {
-			return b, wait, true
+		wait, ok, byBudget := h.retryVerdict(st, b)
+		if byBudget {
+			refused++
+		}
+		if ok {
+			return b, wait, true, refused
 		}
 	}
-	return nil, 0, false
+	return nil, 0, false, refused
 }
