@@ -31,8 +31,11 @@ type attempt struct {
 	reason string // why it started: initial, hedge_triggered, retry, failover, fallback, probe
 	probe  bool   // the half-open probe of p's breaker
 	epoch  int64  // p's health epoch when the attempt began (admin resets)
-	offset time.Duration
-	start  time.Time
+
+	// bookkeeping counts (outcome.go), to check their pairing
+	begun, ended, verdicts int8
+	offset                 time.Duration
+	start                  time.Time
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc

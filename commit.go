@@ -59,17 +59,14 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	switch {
 	case st.relay.Complete:
 		st.outcome = outcomeSuccess
-		a.p.health.onSuccess(clock(), false)
 	// Only the relay can tell a client that left from one that hung up
 	// after reading the error event: that is no abort.
 	case st.relay.Reason == "client_gone":
 		st.outcome = outcomeClientAbort
 	default:
 		st.outcome = outcomeStreamError
-		if st.relay.Reason != "total_timeout" {
-			a.p.health.onFailureIn(a.epoch, clock(), h.cooldown, "stream_"+st.relay.Reason, 0, 0, st.plan.model, false)
-		}
 	}
+	h.recordStreamEnd(st, a)
 }
 
 var errIdleTimeout = errors.New("no stream event within the idle timeout")

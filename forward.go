@@ -75,8 +75,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 			continue
 		}
 		if ok, probe := p.health.admit(clock(), ""); probe {
-			// a forwarded call is not a fair probe of a completion path
-			p.health.release(true)
+			declineProbe(p) // a forwarded call is not a fair probe of a completion path
 		} else if !ok && (i < len(cands)-1 || len(st.attempts) > 0) {
 			st.skip(p, "cooldown_skip")
 			continue // open: skip it, unless it is the last hope
@@ -89,10 +88,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 		a.ctx, a.cancel = attemptContext(ctx)
 		defer a.cancel(nil)
 		st.attempts = append(st.attempts, a)
-		p.health.beginAttempt()
+		a.begin()
 		resp, err := h.forwardOnce(a.ctx, r, p, d, body, repl)
 		if err != nil {
-			p.health.endAttempt()
+			a.end()
 			a.class, a.err = classifyTransportError(err, a.ctx, r.Context()), fmt.Errorf("provider %s: %w", p.name, err)
 			h.metrics.attempt(p.name, "failed_"+string(a.class))
 			if !a.class.providerLevel() { // the client left, or total ran out
@@ -108,7 +107,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 		a.resp, a.status = resp, resp.StatusCode
 		if move5xx && resp.StatusCode >= 500 {
 			h.readUpstreamError(a, r.Context()) // kept for the answer if no other provider serves it
-			p.health.endAttempt()
+			a.end()
 			h.metrics.attempt(p.name, "failed_"+string(a.class))
 			a.outcome = "retry_failed"
 			if a.class == classClientAbort {

@@ -388,8 +388,7 @@ func (st *requestState) launch(h *Handler, r *http.Request, a *attempt) {
 	st.attempts = append(st.attempts, a)
 	st.plan.tries[a.p]++
 	st.live++
-	a.epoch = a.p.health.epoch.Load()
-	a.p.health.beginAttempt()
+	a.begin()
 	go h.run(a, st.req, r, st.repl, st.done)
 }
 

@@ -88,16 +88,7 @@ func (st *requestState) win(a *attempt) {
 		a.outcome = "request_success"
 	}
 	now := clock()
-	if a.body != nil {
-		a.p.health.onSuccess(now, a.probe)
-	} else {
-		a.p.health.onCommit(now, a.probe) // commit records the stream's end
-	}
-	if st.req.stream {
-		// Only streams are hedged, and a non-stream's time is the whole
-		// generation, not a first event: it would inflate the hedge delay.
-		a.p.latency.observe(st.req.sizeClass, a.firstEvent, now)
-	}
+	st.h.recordWin(st, a, now)
 	st.cancelLive(errHedgeLost)
 	if st.h.affinity != nil && st.req.sessionKey != "" {
 		st.h.affinity.put(st.req.sessionKey, a.p.name, now)
@@ -127,39 +118,6 @@ func (st *requestState) drain() {
 			}
 		}
 		st.h.settle(st, a)
-	}
-}
-
-// settle records a finished, non-winning attempt against its provider:
-// provider-level failures count toward cooldown; losers, aborts and
-// request-level errors only release the probe slot.
-func (h *Handler) settle(st *requestState, a *attempt) {
-	now := clock()
-	p := a.p
-	p.health.endAttempt()
-	a.cancel(nil)
-	switch {
-	case a.class == classLoser:
-		a.outcome = "hedge_loser_cancelled"
-		p.health.release(a.probe)
-		p.health.noteHedge(false)
-		p.latency.observe(st.req.sizeClass, a.elapsed, now) // the tail must not hide behind cancellations
-		h.metrics.attempt(p.name, "lost")
-	case a.class == classClientAbort || a.class == classTotalTimeout:
-		a.outcome = "client_abort"
-		if a.class == classTotalTimeout {
-			a.outcome = "total_timeout"
-		}
-		p.health.release(a.probe)
-		h.metrics.attempt(p.name, "failed_"+string(a.class))
-	case a.class.providerLevel():
-		a.outcome = "retry_failed"
-		p.health.onFailureIn(a.epoch, now, h.cooldown, string(a.class), a.status, a.retryAfter, st.plan.model, a.probe)
-		h.metrics.attempt(p.name, "failed_"+string(a.class))
-	default:
-		a.outcome = "request_error"
-		p.health.release(a.probe)
-		h.metrics.attempt(p.name, "failed_"+string(a.class))
 	}
 }
 
