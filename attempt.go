@@ -19,7 +19,6 @@ import (
 const (
 	maxErrorBody    = 64 << 10 // an upstream error body kept for the client
 	maxResponseBody = 64 << 20 // a non-stream completion
-	maxGateEvents   = 1000     // events buffered before the first valid one
 )
 
 // attempt is one try of a request on one provider, from sending the
@@ -102,7 +101,7 @@ func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.
 	if err != nil {
 		a.fail(classifyTransportError(err, a.ctx, r.Context()), fmt.Errorf("provider %s: %w", a.p.name, err))
 		if a.class == classReset && sent.Load() {
-			// A silent route (SPEC 13): the provider took the whole request
+			// A silent route: the provider took the whole request
 			// and closed without a response byte. Another try there would
 			// only wait as long again; the next candidate starts at once.
 			a.noRetry = true
@@ -160,7 +159,7 @@ func (h *Handler) readUpstreamError(a *attempt, clientCtx context.Context) {
 // failure. The buffered events stay in the gate; nothing is written yet.
 func (h *Handler) gateStream(a *attempt, d dialect, clientCtx context.Context) {
 	a.rd = newSSEReader(a.resp.Body, int(h.Stream.MaxBuffer))
-	a.gate = newGate(d, h.rejects, int(h.Stream.MaxBuffer), maxGateEvents)
+	a.gate = newGate(d, h.rejects, int(h.Stream.MaxBuffer), defaultGateEvents)
 	for {
 		ev, err := a.rd.Next()
 		if err != nil {

@@ -9,11 +9,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// finishGrace is how long an OpenAI stream that sent its finish_reason may
-// take to send [DONE] before the proxy ends it as a success itself.
-const finishGrace = time.Second
-
-// commit is the irreversible moment (SPEC t3): the winner's status,
+// commit is the irreversible moment: the winner's status,
 // headers and buffered events go to the client, then the rest of the
 // stream is relayed. From here on a failure can only be reported in-band.
 func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestState, a *attempt) {
@@ -46,7 +42,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	}
 	opts := relayOptions{
 		Idle:          time.Duration(h.Timeouts.Idle),
-		FinishGrace:   finishGrace,
+		FinishGrace:   defaultFinishGrace,
 		Choices:       a.gate.choices,
 		DropMalformed: *h.Stream.DropMalformed,
 		Coalesce:      true,

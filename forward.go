@@ -29,8 +29,7 @@ func (h *Handler) auxCandidates(d dialect) []*provider {
 	return out
 }
 
-// forward serves a call that is not a completion (SPEC 10, other paths):
-// the models list and token counts, and the paths the forward globs list;
+// forward serves a call that is not a completion: the models list and token counts, and the paths the forward globs list;
 // every other path is 404. It goes to one provider with failover on
 // connection errors, and on a 5xx too for the listed paths and GET/HEAD
 // (they are side-effect free); never hedged. It gets the request log

@@ -322,12 +322,6 @@ func (d gateDecision) String() string {
 	return "unknown"
 }
 
-// Defaults for a gate whose bounds are not positive.
-const (
-	defaultGateBuffer = 1 << 20
-	defaultGateEvents = 1000
-)
-
 // gate is the first-event gate of one streaming attempt (SPEC section 2,
 // t2..t3): it buffers the events that precede the first model output,
 // commits at that output, and fails the attempt on a fake 200. After its

@@ -25,9 +25,6 @@ var clock = time.Now
 var firstEventQuantiles func(ph *providerHealth) (p50, p95 time.Duration, ok bool)
 
 const (
-	breakerDefaultFailures = 3
-	breakerDefaultDuration = 30 * time.Second
-
 	// retryAfterDefaultMax bounds an upstream's Retry-After when no max is
 	// configured, so that a buggy or hostile "Retry-After: 86400" cannot
 	// take a provider out for a day.

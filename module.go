@@ -31,32 +31,26 @@ func init() {
 	caddy.RegisterModule(Handler{})
 }
 
-// Defaults, in one place so the godoc, the Caddyfile parser and Provision
-// agree.
-const (
-	defaultConnectTimeout   = 10 * time.Second
-	defaultFirstByteTimeout = 60 * time.Second
-	defaultResponseTimeout  = 10 * time.Minute
-	defaultIdleTimeout      = 90 * time.Second
-	defaultTotalTimeout     = 15 * time.Minute
-	defaultMaxBody          = 32 << 20
-	defaultMaxBuffer        = 1 << 20
-	defaultAttempts         = 4
-	maxHedgeAttempts        = 5
-
-	// maxClientDeadline bounds X-Stainless-Timeout before it is converted,
-	// so a huge value cannot overflow a Duration (it could only raise total,
-	// which a client deadline never does).
-	maxClientDeadline = 24 * time.Hour
-)
-
 // Handler is the `llm_hedge` HTTP handler. It serves LLM completion
 // requests (`/v1/messages`, `/v1/chat/completions`) from a list of
 // providers, with failover, hedging, cooldowns and retries; the models
 // list, token counts and the paths listed by Forward are forwarded to one
 // healthy provider, and every other path is 404.
+//
+// After a request it sets these placeholders, for the access log and the
+// handlers that follow:
+//
+//	{http.llm_hedge.provider}       the provider that served it, or empty
+//	{http.llm_hedge.model}          the model that served it (the provider's word, else the model sent)
+//	{http.llm_hedge.attempts}       attempts made, hedges and retries included
+//	{http.llm_hedge.hedged}         whether a hedge was launched
+//	{http.llm_hedge.outcome}        success, upstream_error, client_error, exhausted, timeout, client_abort or stream_error
+//	{http.llm_hedge.first_byte_ms}  time to the first valid event of the winner, in ms
+//	{http.llm_hedge.input_tokens}   input tokens the provider reported
+//	{http.llm_hedge.output_tokens}  output tokens the provider reported
 type Handler struct {
-	// The upstream LLM providers. At least one is required; names are unique.
+	// The upstream LLM providers. At least one is required; names are
+	// unique. Default: none.
 	Providers []*Provider `json:"providers,omitempty"`
 
 	// Per-attempt and per-request time limits.
@@ -110,7 +104,7 @@ type Timeouts struct {
 	// Dial + TLS handshake of one attempt. Default: 10s.
 	Connect caddy.Duration `json:"connect,omitempty"`
 	// Streaming attempt: from sending the request to its first valid event
-	// (SPEC moment t2). Default: 60s. A provider's first_byte_timeout
+	// (the moment it can be committed). Default: 60s. A provider's first_byte_timeout
 	// overrides it.
 	FirstByte caddy.Duration `json:"first_byte,omitempty"`
 	// Non-streaming attempt: from sending the request to the whole
@@ -160,10 +154,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	for _, phrase := range h.Stream.Reject {
 		h.rejects = append(h.rejects, []byte(phrase))
 	}
-	h.hedgeBudget = newBudget(h.Hedge.budgetPercent(), 1, budgetWindow)
-	h.retryBudget = newBudget(h.Retry.budgetPercent(), 3, budgetWindow)
+	h.hedgeBudget = newBudget(h.Hedge.budgetPercent(), hedgeBudgetFloor, budgetWindow)
+	h.retryBudget = newBudget(h.Retry.budgetPercent(), retryBudgetFloor, budgetWindow)
 	if h.Affinity.enabled() {
-		h.affinity = newAffinityTable(affinityCapacity, time.Duration(h.Affinity.TTL))
+		h.affinity = newAffinityTable(defaultAffinityCapacity, time.Duration(h.Affinity.TTL))
 	}
 	if h.Hedge.enabled() && h.Hedge.Percentile > 0 {
 		if msg := budgetMismatch(h.Hedge.Percentile, h.Hedge.budgetPercent()); msg != "" {
@@ -304,8 +298,8 @@ func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, d dial
 	return nil
 }
 
-// answerFailure writes the final error when no attempt could commit
-// (SPEC 6): a request-level error passes through as the provider sent it;
+// answerFailure writes the final error when no attempt could commit: a
+// request-level error passes through as the provider sent it;
 // a client that left gets nothing; otherwise 503 (or 504, or the 4xx every
 // provider agreed on) with the last upstream error in the message.
 func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
@@ -327,7 +321,8 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 		return
 	}
 	// The client reads what kind of failure it was, never which provider
-	// failed or why: that is in the request log line (SPEC 15).
+	// failed or why: that is in the request log line, where an operator
+	// reads it; a client's message must not reveal the upstreams.
 	status, msg := http.StatusServiceUnavailable, "no provider could serve the request"
 	if last != nil {
 		if s := st.agreedStatus(); s != 0 {
