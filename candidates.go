@@ -111,3 +111,46 @@ func (p *plan) remaining() int {
 	}
 	return n
 }
+
+// busy reports whether the provider has max_in_flight attempts running.
+func (p *provider) busy() bool {
+	return p.cfg.MaxInFlight > 0 && p.health.inFlightNow() >= int64(p.cfg.MaxInFlight)
+}
+
+// earliestRecovery picks, among providers that are all cooling down, the one
+// whose open period ends first (ties go to the earlier in hs, which is in
+// priority order). A closed provider recovers "now" and returns a zero time.
+func earliestRecovery(hs []*providerHealth) (*providerHealth, time.Time) {
+	var best *providerHealth
+	var bestUntil int64
+	for _, ph := range hs {
+		if ph == nil {
+			continue
+		}
+		until := ph.openUntilNs.Load()
+		if best == nil || until < bestUntil {
+			best, bestUntil = ph, until
+		}
+	}
+	if best == nil || bestUntil == 0 {
+		return best, time.Time{}
+	}
+	return best, time.Unix(0, bestUntil)
+}
+
+// recoverySeconds is the Retry-After, in whole seconds rounded up, for a
+// client turned away while candidates cool down: the time until the first
+// open period among cands ends, or 1 when one has ended already (its probe
+// decides soon). Zero when none of them is open.
+func recoverySeconds(now time.Time, cands []*provider) int {
+	var first int64
+	for _, p := range cands {
+		if until := p.health.openUntilNs.Load(); until != 0 && (first == 0 || until < first) {
+			first = until
+		}
+	}
+	if first == 0 {
+		return 0
+	}
+	return max(1, int(math.Ceil(float64(first-now.UnixNano())/float64(time.Second))))
+}

@@ -4,20 +4,6 @@ import (
 	"time"
 )
 
-func init() {
-	// The admin view shows each provider's recent first-event p50/p95
-	// from the same estimator that drives the hedge delay.
-	firstEventQuantiles = func(ph *providerHealth) (p50, p95 time.Duration, ok bool) {
-		if ph.latency == nil {
-			return 0, 0, false
-		}
-		now := clock()
-		p50, ok50 := ph.latency.overall(0.5, now)
-		p95, ok95 := ph.latency.overall(0.95, now)
-		return p50, p95, ok50 && ok95
-	}
-}
-
 // hedgeRoom reports whether one more racer may start now: something is
 // running to race against, fewer than max_attempts race, the request has
 // attempts left and a candidate is unused.
