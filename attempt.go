@@ -146,7 +146,7 @@ func (h *Handler) readUpstreamError(a *attempt, clientCtx context.Context) {
 	resp := a.resp
 	a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	a.errHeader = resp.Header
-	a.retryAfter, a.hasRA = parseRetryAfter(resp.Header, time.Now())
+	a.retryAfter, a.hasRA = parseRetryAfter(resp.Header, clock())
 	a.noRetry = !shouldRetry(resp.Header)
 	c := classifyAnswer(resp.StatusCode, a.errBody, a.p.key == "")
 	if clientCtx.Err() != nil {

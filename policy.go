@@ -82,20 +82,6 @@ func (h *Handler) afterFailure(st *requestState, a *attempt, hedging, retryPendi
 	return h.retryStep(st, a, false)
 }
 
-// retryStep decides between a same-provider retry of a failed attempt
-// (retryCandidate) and, for sequential attempts, a failover. A race
-// (racing) that could start nothing else waits on its racers instead.
-func (h *Handler) retryStep(st *requestState, last *attempt, racing bool) step {
-	b, wait, ok, refused := h.retryCandidate(st, last, racing)
-	switch {
-	case ok:
-		return step{kind: stepRetryLater, attempt: b, wait: wait, retryBudgetRefused: refused}
-	case racing:
-		return step{kind: stepNone, retryBudgetRefused: refused}
-	}
-	return step{kind: stepLaunch, reason: launchFailoverReason, retryBudgetRefused: refused}
-}
-
 // onHedgeTimer decides what the hedge delay's end starts: a hedge when
 // another racer fits and the hedge budget has room. With the budget spent
 // the request waits on what is running (up to first_byte), and the

@@ -36,6 +36,7 @@ func (h *Handler) retryVerdict(st *requestState, a *attempt) (wait time.Duration
 	default:
 		wait = retryBackoff(base, time.Duration(h.Retry.BackoffMax), st.plan.tries[a.p], h.rand)
 	}
+	// The deadline is the context's, on the wall clock: time.Now, not clock.
 	if dl, ok := st.ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
 		return 0, false, false
 	}
@@ -115,4 +116,18 @@ func (h *Handler) retryCandidate(st *requestState, last *attempt, racing bool) (
 		}
 	}
 	return nil, 0, false, refused
+}
+
+// retryStep decides between a same-provider retry of a failed attempt
+// (retryCandidate) and, for sequential attempts, a failover. A race
+// (racing) that could start nothing else waits on its racers instead.
+func (h *Handler) retryStep(st *requestState, last *attempt, racing bool) step {
+	b, wait, ok, refused := h.retryCandidate(st, last, racing)
+	switch {
+	case ok:
+		return step{kind: stepRetryLater, attempt: b, wait: wait, retryBudgetRefused: refused}
+	case racing:
+		return step{kind: stepNone, retryBudgetRefused: refused}
+	}
+	return step{kind: stepLaunch, reason: launchFailoverReason, retryBudgetRefused: refused}
 }
