@@ -36,13 +36,6 @@ func rendezvousScore(hk uint64, name string) uint64 {
 	return xxhash.Sum64(buf[:])
 }
 
-// Defaults of the affinity table: a prompt cache rarely outlives an hour, and
-// 100k conversations cost about 5 MB.
-const (
-	defaultAffinityCapacity = 100_000
-	defaultAffinityTTL      = time.Hour
-)
-
 // affinityTable remembers which provider last served a conversation, so that
 // after a failover the conversation stays where its prompt cache now is. It is
 // a bounded LRU with a TTL. Keys are stored as 64-bit xxhash values to bound

@@ -19,7 +19,6 @@ import (
 const (
 	maxErrorBody    = 64 << 10 // an upstream error body kept for the client
 	maxResponseBody = 64 << 20 // a non-stream completion
-	maxGateEvents   = 1000     // events buffered before the first valid one
 )
 
 // attempt is one try of a request on one provider, from sending the
@@ -31,8 +30,11 @@ type attempt struct {
 	reason string // why it started: initial, hedge_triggered, retry, failover, fallback, probe
 	probe  bool   // the half-open probe of p's breaker
 	epoch  int64  // p's health epoch when the attempt began (admin resets)
-	offset time.Duration
-	start  time.Time
+
+	// bookkeeping counts (outcome.go), to check their pairing
+	begun, ended, verdicts int8
+	offset                 time.Duration
+	start                  time.Time
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -99,7 +101,7 @@ func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.
 	if err != nil {
 		a.fail(classifyTransportError(err, a.ctx, r.Context()), fmt.Errorf("provider %s: %w", a.p.name, err))
 		if a.class == classReset && sent.Load() {
-			// A silent route (SPEC 13): the provider took the whole request
+			// A silent route: the provider took the whole request
 			// and closed without a response byte. Another try there would
 			// only wait as long again; the next candidate starts at once.
 			a.noRetry = true
@@ -144,7 +146,7 @@ func (h *Handler) readUpstreamError(a *attempt, clientCtx context.Context) {
 	resp := a.resp
 	a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	a.errHeader = resp.Header
-	a.retryAfter, a.hasRA = parseRetryAfter(resp.Header, time.Now())
+	a.retryAfter, a.hasRA = parseRetryAfter(resp.Header, clock())
 	a.noRetry = !shouldRetry(resp.Header)
 	c := classifyAnswer(resp.StatusCode, a.errBody, a.p.key == "")
 	if clientCtx.Err() != nil {
@@ -157,7 +159,7 @@ func (h *Handler) readUpstreamError(a *attempt, clientCtx context.Context) {
 // failure. The buffered events stay in the gate; nothing is written yet.
 func (h *Handler) gateStream(a *attempt, d dialect, clientCtx context.Context) {
 	a.rd = newSSEReader(a.resp.Body, int(h.Stream.MaxBuffer))
-	a.gate = newGate(d, h.rejects, int(h.Stream.MaxBuffer), maxGateEvents)
+	a.gate = newGate(d, h.rejects, int(h.Stream.MaxBuffer), defaultGateEvents)
 	for {
 		ev, err := a.rd.Next()
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 )
 
 // failClass names why an attempt failed. Provider-level classes fail over
-// and count toward the provider's cooldown; the rest do not (SPEC 4).
+// and count toward the provider's cooldown; the rest do not.
 type failClass string
 
 const (
@@ -78,7 +78,7 @@ func classifyStatus(status int) failClass {
 }
 
 // passedThrough reports whether the failure is the client's own answer:
-// relayed to it as the provider sent it, ending the request (SPEC 6, 15).
+// relayed to it as the provider sent it, ending the request.
 func (c failClass) passedThrough() bool {
 	return c == classRequest || c == classClientKey
 }
@@ -86,7 +86,7 @@ func (c failClass) passedThrough() bool {
 // classifyAnswer classifies a non-200 upstream answer by its status and
 // body. With a pass-through key (the provider has no key of its own),
 // 401/403/404/429 are about the client's credential, quota or model access:
-// they are its answer, and count against no provider (SPEC 15). A 404 cools
+// they are its answer, and count against no provider. A 404 cools
 // the model only when the body says the model does not exist; any other
 // 404 (a wrong path) is about the request.
 func classifyAnswer(status int, body []byte, passThroughKey bool) failClass {

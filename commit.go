@@ -1,24 +1,15 @@
 package llmhedge
 
 import (
-	"bytes"
-	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/caddyserver/caddy/v2"
 )
 
-// finishGrace is how long an OpenAI stream that sent its finish_reason may
-// take to send [DONE] before the proxy ends it as a success itself.
-const finishGrace = time.Second
-
-// commit is the irreversible moment (SPEC t3): the winner's status,
+// commit is the irreversible moment: the winner's status,
 // headers and buffered events go to the client, then the rest of the
 // stream is relayed. From here on a failure can only be reported in-band.
 func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestState, a *attempt) {
@@ -51,7 +42,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	}
 	opts := relayOptions{
 		Idle:          time.Duration(h.Timeouts.Idle),
-		FinishGrace:   finishGrace,
+		FinishGrace:   defaultFinishGrace,
 		Choices:       a.gate.choices,
 		DropMalformed: *h.Stream.DropMalformed,
 		Coalesce:      true,
@@ -64,17 +55,14 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	switch {
 	case st.relay.Complete:
 		st.outcome = outcomeSuccess
-		a.p.health.onSuccess(clock(), false)
 	// Only the relay can tell a client that left from one that hung up
 	// after reading the error event: that is no abort.
 	case st.relay.Reason == "client_gone":
 		st.outcome = outcomeClientAbort
 	default:
 		st.outcome = outcomeStreamError
-		if st.relay.Reason != "total_timeout" {
-			a.p.health.onFailureIn(a.epoch, clock(), h.cooldown, "stream_"+st.relay.Reason, 0, 0, st.plan.model, false)
-		}
 	}
+	h.recordStreamEnd(st, a)
 }
 
 var errIdleTimeout = errors.New("no stream event within the idle timeout")
@@ -88,59 +76,6 @@ func copyHeader(dst, src http.Header) {
 	for _, k := range hopHeaders {
 		if k != "Content-Length" {
 			delete(dst, k)
-		}
-	}
-}
-
-// forwardOnce sends a non-completion request to one provider. The path is
-// the client's escaped path, checked by checkEscapedPath: it stays under the
-// provider's base path.
-func (h *Handler) forwardOnce(ctx context.Context, r *http.Request, p *provider, d dialect, body []byte, repl *caddy.Replacer) (*http.Response, error) {
-	var rd io.Reader
-	if len(body) > 0 {
-		rd = bytes.NewReader(body)
-	}
-	up, err := http.NewRequestWithContext(ctx, r.Method, p.url(r.URL.EscapedPath(), r.URL.RawQuery), rd)
-	if err != nil {
-		return nil, err
-	}
-	up.Header = p.upstreamHeader(r.Header, d, repl)
-	up.ContentLength = int64(len(body))
-	noReplay(up)
-	return p.transport.RoundTrip(up)
-}
-
-// copyResponse relays a forwarded response as is. An upstream that sends
-// nothing for idle (a slow client does not count) is cut: abort is called
-// and the read fails. It returns why the copy ended early: "" when
-// complete, else client_gone or read_error.
-func copyResponse(w http.ResponseWriter, resp *http.Response, idle time.Duration, abort func()) string {
-	copyHeader(w.Header(), resp.Header)
-	w.WriteHeader(resp.StatusCode)
-	rc := http.NewResponseController(w)
-	timer := stoppedTimer()
-	if idle > 0 {
-		timer = time.AfterFunc(idle, abort)
-	}
-	defer timer.Stop()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		if n > 0 {
-			timer.Stop()
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return "client_gone"
-			}
-			_ = rc.Flush()
-			if idle > 0 {
-				timer.Reset(idle)
-			}
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				return "read_error"
-			}
-			return ""
 		}
 	}
 }

@@ -7,16 +7,57 @@ import (
 	"github.com/caddyserver/caddy/v2"
 )
 
+// Defaults, in one place: the godoc of each field states them, and the
+// Caddyfile parser, Provision and the code that falls back on them for an
+// unset value read them here.
 const (
-	budgetWindow     = 10 * time.Second
-	affinityCapacity = 100_000
+	defaultConnectTimeout   = 10 * time.Second // timeouts.connect
+	defaultFirstByteTimeout = 60 * time.Second // timeouts.first_byte
+	defaultResponseTimeout  = 10 * time.Minute // timeouts.response
+	defaultIdleTimeout      = 90 * time.Second // timeouts.idle
+	defaultTotalTimeout     = 15 * time.Minute // timeouts.total
+	defaultMaxBody          = 32 << 20         // max_body
+
+	defaultHedgePercentile  = 90                     // hedge.percentile, when hedge.delay is not set
+	defaultHedgeMin         = 500 * time.Millisecond // hedge.min
+	defaultHedgeMax         = 8 * time.Second        // hedge.max
+	defaultHedgeMaxAttempts = 2                      // hedge.max_attempts
+	maxHedgeAttempts        = 5                      // hedge.max_attempts' upper bound
+	defaultHedgeBudget      = 10                     // hedge.budget, percent of requests
+	hedgeBudgetFloor        = 1                      // hedges per second the budget always allows
+
+	defaultAttempts      = 4                      // retry.attempts
+	defaultSameProvider  = 1                      // retry.same_provider
+	defaultBackoffBase   = 500 * time.Millisecond // retry.backoff_base
+	defaultBackoffMax    = 8 * time.Second        // retry.backoff_max
+	defaultRetryAfterMax = 20 * time.Second       // retry.retry_after_max
+	defaultRetryBudget   = 20                     // retry.budget, percent of requests
+	retryBudgetFloor     = 3                      // retries per second the budget always allows
+	budgetWindow         = 10 * time.Second       // the window both budgets count over
+
+	breakerDefaultFailures = 3                // cooldown.failures
+	breakerDefaultDuration = 30 * time.Second // cooldown.duration; cooldown.max defaults to it
+
+	defaultMaxBuffer   = 1 << 20     // stream.max_buffer, bytes before commit
+	defaultGateBuffer  = 1 << 20     // a gate's buffer when none is given: stream.max_buffer's default
+	defaultGateEvents  = 1000        // events a gate buffers before the first valid one
+	sseDefaultMaxEvent = 1 << 20     // one event's size when the reader has no bound
+	defaultFinishGrace = time.Second // an OpenAI stream's wait for [DONE] after its finish_reason
+
+	defaultAffinityTTL      = time.Hour // affinity.ttl: a prompt cache rarely outlives an hour
+	defaultAffinityCapacity = 100_000   // sessions remembered, about 5 MB
+
+	// maxClientDeadline bounds X-Stainless-Timeout before it is converted,
+	// so a huge value cannot overflow a Duration (it could only raise total,
+	// which a client deadline never does).
+	maxClientDeadline = 24 * time.Hour
 )
 
 // HedgeConfig configures hedge racing of streaming requests: when the
 // first attempt is slow to produce its first valid event, an alternative
 // provider is launched and the first valid event wins.
 type HedgeConfig struct {
-	// Fixed hedge delay. When zero, the delay is adaptive (Percentile).
+	// Fixed hedge delay. Default: none, the delay is adaptive (Percentile).
 	Delay caddy.Duration `json:"delay,omitempty"`
 	// Adaptive hedge delay: this percentile (1-99.9) of the provider's
 	// recent time to first valid event, per request-size class. Default 90
@@ -32,22 +73,22 @@ type HedgeConfig struct {
 	// Hedges as a percentage of requests over a 10 s window, with a floor
 	// of 1 hedge per second. Default: 10.
 	Budget *float64 `json:"budget,omitempty"`
-	// Disables hedging: attempts run one after another.
+	// Disables hedging: attempts run one after another. Default: false.
 	Off bool `json:"off,omitempty"`
 }
 
 func (c *HedgeConfig) setDefaults() {
 	if c.Delay == 0 && c.Percentile == 0 {
-		c.Percentile = 90
+		c.Percentile = defaultHedgePercentile
 	}
 	if c.Min == 0 {
-		c.Min = caddy.Duration(500 * time.Millisecond)
+		c.Min = caddy.Duration(defaultHedgeMin)
 	}
 	if c.Max == 0 {
-		c.Max = caddy.Duration(8 * time.Second)
+		c.Max = caddy.Duration(defaultHedgeMax)
 	}
 	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 2
+		c.MaxAttempts = defaultHedgeMaxAttempts
 	}
 }
 
@@ -55,7 +96,7 @@ func (c *HedgeConfig) enabled() bool { return !c.Off && c.MaxAttempts > 1 }
 
 func (c *HedgeConfig) budgetPercent() float64 {
 	if c.Budget == nil {
-		return 10
+		return defaultHedgeBudget
 	}
 	return *c.Budget
 }
@@ -103,6 +144,7 @@ type RetryConfig struct {
 	// of 3 per second. Default: 20.
 	Budget *float64 `json:"budget,omitempty"`
 	// After every provider of a model failed retryably, try another model.
+	// Default: none.
 	FallbackModels []ModelRule `json:"fallback_models,omitempty"`
 }
 
@@ -111,30 +153,30 @@ func (c *RetryConfig) setDefaults() {
 		c.Attempts = defaultAttempts
 	}
 	if c.SameProvider == nil {
-		one := 1
-		c.SameProvider = &one
+		n := defaultSameProvider
+		c.SameProvider = &n
 	}
 	if c.BackoffBase == 0 {
-		c.BackoffBase = caddy.Duration(500 * time.Millisecond)
+		c.BackoffBase = caddy.Duration(defaultBackoffBase)
 	}
 	if c.BackoffMax == 0 {
-		c.BackoffMax = caddy.Duration(8 * time.Second)
+		c.BackoffMax = caddy.Duration(defaultBackoffMax)
 	}
 	if c.RetryAfterMax == 0 {
-		c.RetryAfterMax = caddy.Duration(20 * time.Second)
+		c.RetryAfterMax = caddy.Duration(defaultRetryAfterMax)
 	}
 }
 
 func (c *RetryConfig) budgetPercent() float64 {
 	if c.Budget == nil {
-		return 20
+		return defaultRetryBudget
 	}
 	return *c.Budget
 }
 
 func (c *RetryConfig) sameProvider() int {
 	if c.SameProvider == nil {
-		return 1
+		return defaultSameProvider
 	}
 	return *c.SameProvider
 }
@@ -175,10 +217,10 @@ type CooldownConfig struct {
 func (c *CooldownConfig) config() cooldownConfig {
 	cc := cooldownConfig{Failures: c.Failures, Duration: time.Duration(c.Duration), Max: time.Duration(c.Max)}
 	if cc.Failures == 0 {
-		cc.Failures = 3
+		cc.Failures = breakerDefaultFailures
 	}
 	if cc.Duration == 0 {
-		cc.Duration = 30 * time.Second
+		cc.Duration = breakerDefaultDuration
 	}
 	if cc.Max < cc.Duration {
 		cc.Max = cc.Duration
@@ -197,6 +239,7 @@ func (c *CooldownConfig) validate() error {
 type StreamConfig struct {
 	// Phrases (case-insensitive) that mark a bad provider answer when they
 	// appear in the events before commit: the attempt fails over.
+	// Default: none.
 	Reject []string `json:"reject,omitempty"`
 	// Drop mid-stream events whose data is not valid JSON instead of
 	// passing them on. Default: true.
@@ -219,10 +262,11 @@ func (c *StreamConfig) setDefaults() {
 // AffinityConfig configures sticky routing of a conversation to the
 // provider holding its prompt cache.
 type AffinityConfig struct {
-	// Disables affinity.
+	// Disables affinity. Default: false.
 	Off bool `json:"off,omitempty"`
 	// Read the session key from this request header instead of the body's
-	// metadata.user_id (Anthropic) or user (OpenAI).
+	// metadata.user_id (Anthropic) or user (OpenAI). Default: none, the
+	// body's field.
 	Header string `json:"header,omitempty"`
 	// How long a remembered winner is kept for a session. Default: 1h.
 	TTL caddy.Duration `json:"ttl,omitempty"`
@@ -230,7 +274,7 @@ type AffinityConfig struct {
 
 func (c *AffinityConfig) setDefaults() {
 	if c.TTL == 0 {
-		c.TTL = caddy.Duration(time.Hour)
+		c.TTL = caddy.Duration(defaultAffinityTTL)
 	}
 }
 

@@ -26,12 +26,6 @@ func (d gateDecision) String() string {
 	return "unknown"
 }
 
-// Defaults for a gate whose bounds are not positive.
-const (
-	defaultGateBuffer = 1 << 20
-	defaultGateEvents = 1000
-)
-
 // gateFailure is why the gate failed an attempt.
 type gateFailure uint8
 

@@ -2,9 +2,6 @@ package llmhedge
 
 import (
 	"fmt"
-	"math"
-	"net/url"
-	"sort"
 	"sync/atomic"
 	"time"
 
@@ -19,15 +16,7 @@ var providerPool = caddy.NewUsagePool()
 // clock is the time source of this file and admin.go; tests swap it.
 var clock = time.Now
 
-// firstEventQuantiles reports a provider's first-event latency quantiles for
-// the admin view. The file that keeps the latency samples sets it once, from
-// init(); while it is nil, or returns !ok, the view omits the fields.
-var firstEventQuantiles func(ph *providerHealth) (p50, p95 time.Duration, ok bool)
-
 const (
-	breakerDefaultFailures = 3
-	breakerDefaultDuration = 30 * time.Second
-
 	// retryAfterDefaultMax bounds an upstream's Retry-After when no max is
 	// configured, so that a buggy or hostile "Retry-After: 86400" cannot
 	// take a provider out for a day.
@@ -447,159 +436,4 @@ func (ph *providerHealth) noteHedge(won bool) {
 	} else {
 		ph.hedgesLost.Add(1)
 	}
-}
-
-// earliestRecovery picks, among providers that are all cooling down, the one
-// whose open period ends first (ties go to the earlier in hs, which is in
-// priority order). A closed provider recovers "now" and returns a zero time.
-func earliestRecovery(hs []*providerHealth) (*providerHealth, time.Time) {
-	var best *providerHealth
-	var bestUntil int64
-	for _, ph := range hs {
-		if ph == nil {
-			continue
-		}
-		until := ph.openUntilNs.Load()
-		if best == nil || until < bestUntil {
-			best, bestUntil = ph, until
-		}
-	}
-	if best == nil || bestUntil == 0 {
-		return best, time.Time{}
-	}
-	return best, time.Unix(0, bestUntil)
-}
-
-// busy reports whether the provider has max_in_flight attempts running.
-func (p *provider) busy() bool {
-	return p.cfg.MaxInFlight > 0 && p.health.inFlightNow() >= int64(p.cfg.MaxInFlight)
-}
-
-// recoverySeconds is the Retry-After, in whole seconds rounded up, for a
-// client turned away while candidates cool down: the time until the first
-// open period among cands ends, or 1 when one has ended already (its probe
-// decides soon). Zero when none of them is open.
-func recoverySeconds(now time.Time, cands []*provider) int {
-	var first int64
-	for _, p := range cands {
-		if until := p.health.openUntilNs.Load(); until != 0 && (first == 0 || until < first) {
-			first = until
-		}
-	}
-	if first == 0 {
-		return 0
-	}
-	return max(1, int(math.Ceil(float64(first-now.UnixNano())/float64(time.Second))))
-}
-
-// providerView is a provider as the admin API shows it. It carries no key
-// and no header value: nothing here could hold one.
-type providerView struct {
-	Name                string              `json:"name"`
-	URL                 string              `json:"url"`
-	Vendor              string              `json:"vendor"`
-	State               string              `json:"state"`
-	ConsecutiveFailures int64               `json:"consecutive_failures"`
-	OpenUntil           string              `json:"open_until,omitempty"`
-	InFlight            int64               `json:"in_flight"`
-	Requests            int64               `json:"requests"`
-	Failures            int64               `json:"failures"`
-	HedgesWon           int64               `json:"hedges_won"`
-	HedgesLost          int64               `json:"hedges_lost"`
-	Tokens              tokensView          `json:"tokens"`
-	LastError           *lastErrorView      `json:"last_error,omitempty"`
-	ModelCooldowns      []modelCooldownView `json:"model_cooldowns,omitempty"`
-	FirstEventP50Ms     *float64            `json:"first_event_p50_ms,omitempty"`
-	FirstEventP95Ms     *float64            `json:"first_event_p95_ms,omitempty"`
-
-	// openUntil is kept for the text view, which shows it relative to now.
-	openUntil time.Time
-}
-
-type tokensView struct {
-	Input      int64 `json:"input"`
-	Output     int64 `json:"output"`
-	CacheRead  int64 `json:"cache_read"`
-	CacheWrite int64 `json:"cache_write"`
-}
-
-type lastErrorView struct {
-	Class string `json:"class"`
-	At    string `json:"at"`
-}
-
-type modelCooldownView struct {
-	Model string `json:"model"`
-	Until string `json:"until"`
-}
-
-// snapshot reads the provider's state for the admin view. Fields are read
-// one by one, so a snapshot taken under load may mix adjacent moments.
-func (ph *providerHealth) snapshot(now time.Time) providerView {
-	v := providerView{
-		Name:                ph.name,
-		URL:                 redactedBaseURL(ph.baseURL),
-		State:               ph.state(now).String(),
-		ConsecutiveFailures: ph.consecutive.Load(),
-		InFlight:            ph.inFlight.Load(),
-		Requests:            ph.requests.Load(),
-		Failures:            ph.failures.Load(),
-		HedgesWon:           ph.hedgesWon.Load(),
-		HedgesLost:          ph.hedgesLost.Load(),
-		Tokens: tokensView{
-			Input:      ph.tokensIn.Load(),
-			Output:     ph.tokensOut.Load(),
-			CacheRead:  ph.tokensCacheRead.Load(),
-			CacheWrite: ph.tokensCacheWrite.Load(),
-		},
-		openUntil: ph.openUntil(),
-	}
-	if vendor := ph.vendor.Load(); vendor != nil {
-		v.Vendor = *vendor
-	}
-	if !v.openUntil.IsZero() {
-		v.OpenUntil = viewTime(v.openUntil)
-	}
-	if le := ph.lastErr.Load(); le != nil {
-		v.LastError = &lastErrorView{Class: le.class, At: viewTime(time.Unix(0, le.at))}
-	}
-	if m := ph.models.Load(); m != nil {
-		t := now.UnixNano()
-		for model, until := range *m {
-			if until > t {
-				v.ModelCooldowns = append(v.ModelCooldowns, modelCooldownView{Model: model, Until: viewTime(time.Unix(0, until))})
-			}
-		}
-		sort.Slice(v.ModelCooldowns, func(i, j int) bool { return v.ModelCooldowns[i].Model < v.ModelCooldowns[j].Model })
-	}
-	if firstEventQuantiles != nil {
-		if p50, p95, ok := firstEventQuantiles(ph); ok {
-			p50ms, p95ms := viewMs(p50), viewMs(p95)
-			v.FirstEventP50Ms, v.FirstEventP95Ms = &p50ms, &p95ms
-		}
-	}
-	return v
-}
-
-func viewTime(t time.Time) string {
-	return t.UTC().Format(time.RFC3339)
-}
-
-// viewMs is d in milliseconds with one decimal.
-func viewMs(d time.Duration) float64 {
-	return float64(d.Round(100*time.Microsecond)) / float64(time.Millisecond)
-}
-
-// redactedBaseURL drops the parts of a base URL that may carry a credential
-// (user:password@, ?key=...) before it is shown.
-func redactedBaseURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable)"
-	}
-	if u.User == nil && u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" {
-		return raw
-	}
-	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
-	return u.String()
 }

@@ -8,11 +8,11 @@ package llmhedge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -31,32 +31,26 @@ func init() {
 	caddy.RegisterModule(Handler{})
 }
 
-// Defaults, in one place so the godoc, the Caddyfile parser and Provision
-// agree.
-const (
-	defaultConnectTimeout   = 10 * time.Second
-	defaultFirstByteTimeout = 60 * time.Second
-	defaultResponseTimeout  = 10 * time.Minute
-	defaultIdleTimeout      = 90 * time.Second
-	defaultTotalTimeout     = 15 * time.Minute
-	defaultMaxBody          = 32 << 20
-	defaultMaxBuffer        = 1 << 20
-	defaultAttempts         = 4
-	maxHedgeAttempts        = 5
-
-	// maxClientDeadline bounds X-Stainless-Timeout before it is converted,
-	// so a huge value cannot overflow a Duration (it could only raise total,
-	// which a client deadline never does).
-	maxClientDeadline = 24 * time.Hour
-)
-
 // Handler is the `llm_hedge` HTTP handler. It serves LLM completion
 // requests (`/v1/messages`, `/v1/chat/completions`) from a list of
 // providers, with failover, hedging, cooldowns and retries; the models
 // list, token counts and the paths listed by Forward are forwarded to one
 // healthy provider, and every other path is 404.
+//
+// After a request it sets these placeholders, for the access log and the
+// handlers that follow:
+//
+//	{http.llm_hedge.provider}       the provider that served it, or empty
+//	{http.llm_hedge.model}          the model that served it (the provider's word, else the model sent)
+//	{http.llm_hedge.attempts}       attempts made, hedges and retries included
+//	{http.llm_hedge.hedged}         whether a hedge was launched
+//	{http.llm_hedge.outcome}        success, upstream_error, client_error, exhausted, timeout, client_abort or stream_error
+//	{http.llm_hedge.first_byte_ms}  time to the first valid event of the winner, in ms
+//	{http.llm_hedge.input_tokens}   input tokens the provider reported
+//	{http.llm_hedge.output_tokens}  output tokens the provider reported
 type Handler struct {
-	// The upstream LLM providers. At least one is required; names are unique.
+	// The upstream LLM providers. At least one is required; names are
+	// unique. Default: none.
 	Providers []*Provider `json:"providers,omitempty"`
 
 	// Per-attempt and per-request time limits.
@@ -110,7 +104,7 @@ type Timeouts struct {
 	// Dial + TLS handshake of one attempt. Default: 10s.
 	Connect caddy.Duration `json:"connect,omitempty"`
 	// Streaming attempt: from sending the request to its first valid event
-	// (SPEC moment t2). Default: 60s. A provider's first_byte_timeout
+	// (the moment it can be committed). Default: 60s. A provider's first_byte_timeout
 	// overrides it.
 	FirstByte caddy.Duration `json:"first_byte,omitempty"`
 	// Non-streaming attempt: from sending the request to the whole
@@ -160,10 +154,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	for _, phrase := range h.Stream.Reject {
 		h.rejects = append(h.rejects, []byte(phrase))
 	}
-	h.hedgeBudget = newBudget(h.Hedge.budgetPercent(), 1, budgetWindow)
-	h.retryBudget = newBudget(h.Retry.budgetPercent(), 3, budgetWindow)
+	h.hedgeBudget = newBudget(h.Hedge.budgetPercent(), hedgeBudgetFloor, budgetWindow)
+	h.retryBudget = newBudget(h.Retry.budgetPercent(), retryBudgetFloor, budgetWindow)
 	if h.Affinity.enabled() {
-		h.affinity = newAffinityTable(affinityCapacity, time.Duration(h.Affinity.TTL))
+		h.affinity = newAffinityTable(defaultAffinityCapacity, time.Duration(h.Affinity.TTL))
 	}
 	if h.Hedge.enabled() && h.Hedge.Percentile > 0 {
 		if msg := budgetMismatch(h.Hedge.Percentile, h.Hedge.budgetPercent()); msg != "" {
@@ -261,25 +255,132 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return h.serveCompletion(w, r, d)
 }
 
-// checkForwardGlob refuses a forward glob that cannot match a request path.
-func checkForwardGlob(g string) error {
-	if g != "*" && !strings.HasPrefix(g, "/") {
-		return fmt.Errorf("%q: a path glob starts with / (or is * for every path)", g)
+// serveCompletion is the request path of a completion: read the body once,
+// plan the candidates, race attempts until one is ready, commit it and
+// relay, or answer with the error in the client's dialect.
+func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, d dialect) error {
+	st := newRequestState(h, r, d)
+	defer h.finish(st)
+
+	body, err := readBody(r, h.MaxBody)
+	if err != nil {
+		if errors.Is(err, errBodyTooLarge) {
+			st.refuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the %d-byte limit (max_body)", h.MaxBody))
+			return nil
+		}
+		st.refuse(w, bodyStatus(err), err.Error())
+		return nil
 	}
-	if _, err := path.Match(g, ""); err != nil {
-		return fmt.Errorf("%q: %w", g, err)
+	req, err := parseCompletion(d, body)
+	if err != nil {
+		st.refuse(w, http.StatusBadRequest, err.Error())
+		return nil
 	}
+	req.sizeClass = sizeClass(len(body))
+	if h.affinity != nil {
+		req.sessionKey = sessionKey(d, body, r.Header, h.Affinity.Header)
+	}
+	st.req = req
+	h.hedgeBudget.recordRequest(st.start)
+	h.retryBudget.recordRequest(st.start)
+
+	ctx, cancel := h.requestContext(r)
+	defer cancel()
+	st.ctx = ctx
+
+	winner := h.race(st, r)
+	defer st.drain()
+	if winner == nil {
+		h.answerFailure(w, st)
+		return nil
+	}
+	h.commit(w, r, st, winner)
 	return nil
 }
 
-// forwards reports whether a forward glob lists the (checked) path.
-func (h *Handler) forwards(p string) bool {
-	for _, g := range h.Forward {
-		if globMatch(g, p) {
-			return true
+// answerFailure writes the final error when no attempt could commit: a
+// request-level error passes through as the provider sent it;
+// a client that left gets nothing; otherwise 503 (or 504, or the 4xx every
+// provider agreed on) with the last upstream error in the message.
+func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
+	last := st.lastFailure()
+	switch {
+	case st.outcome == outcomeClientAbort:
+		return
+	case last != nil && last.class.passedThrough():
+		st.outcome, st.status = outcomeClientError, last.status
+		passThrough(w, last)
+		return
+	}
+	if st.plan != nil && len(st.plan.cands) == 0 {
+		// No configured provider serves this model in this dialect: the
+		// request names something that does not exist here.
+		st.outcome = outcomeClientError
+		writeError(w, st.dialect, http.StatusNotFound,
+			fmt.Sprintf("model %q: no configured provider serves it for the %s API", st.req.model, st.dialect))
+		return
+	}
+	// The client reads what kind of failure it was, never which provider
+	// failed or why: that is in the request log line, where an operator
+	// reads it; a client's message must not reveal the upstreams.
+	status, msg := http.StatusServiceUnavailable, "no provider could serve the request"
+	if last != nil {
+		if s := st.agreedStatus(); s != 0 {
+			status = s
+		}
+		msg = failureMessage(status, last.class)
+		if last.hasRA && last.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(last.retryAfter.Seconds()))))
 		}
 	}
-	return false
+	if st.timedOut() {
+		status, msg = http.StatusGatewayTimeout, "request exceeded the total timeout: upstream timed out"
+		st.outcome = outcomeTimeout
+	} else if !st.recoverAt.IsZero() {
+		// The recovery as it stands now, not as it was when the candidates
+		// were skipped: a failed probe has re-opened its provider since.
+		if secs := recoverySeconds(clock(), st.plan.cands); secs > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+		}
+	}
+	if st.outcome == "" {
+		st.outcome = outcomeExhausted
+		if len(st.attempts) == 0 {
+			st.outcome = outcomeUpstreamError
+		}
+	}
+	st.status = status // finish logs it: one line per request, not a second one here
+	writeError(w, st.dialect, status, msg)
+}
+
+// failureMessage is the client's message when every attempt failed for
+// the providers' reasons: generic, in the words of the status.
+func failureMessage(status int, last failClass) string {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return "all providers failed: upstream rate limited"
+	case status == http.StatusNotFound:
+		return "all providers failed: model not found"
+	case last == classFirstByteTimeout || last == classResponseTimeout:
+		return "all providers failed: upstream timed out"
+	}
+	return "all providers failed: upstream unavailable"
+}
+
+// passThrough relays a request-level upstream error unchanged.
+func passThrough(w http.ResponseWriter, a *attempt) {
+	hdr := w.Header()
+	for _, k := range []string{"Content-Type", "Request-Id", "X-Request-Id", "Retry-After", "X-Should-Retry"} {
+		if v := a.errHeader.Get(k); v != "" {
+			hdr.Set(k, v)
+		}
+	}
+	if hdr.Get("Content-Type") == "" {
+		hdr.Set("Content-Type", "application/json")
+	}
+	hdr.Set("Content-Length", strconv.Itoa(len(a.errBody)))
+	w.WriteHeader(a.status)
+	_, _ = w.Write(a.errBody)
 }
 
 // requestContext bounds the whole request by timeouts.total while keeping

@@ -117,11 +117,7 @@ func (h *Handler) finish(st *requestState) {
 		u = w.usage
 		provider = w.p.name
 		firstMs = max(w.firstEvent.Milliseconds(), 1)
-		w.p.health.endAttempt()
-		w.p.health.addTokens(u.Input, u.Output, u.CacheRead, u.CacheWrite)
-		if w.outcome == "hedge_winner" {
-			w.p.health.noteHedge(true)
-		}
+		recordWinnerEnd(w)
 		if st.forwarded {
 			// not a completion: its time to headers is no first event
 			h.metrics.attempt(provider, "won")
@@ -130,6 +126,9 @@ func (h *Handler) finish(st *requestState) {
 		}
 	}
 	h.metrics.request(st.outcome)
+	if check := bookkeepingDone.Load(); check != nil {
+		(*check)(st)
+	}
 
 	model := ""
 	if st.req != nil {

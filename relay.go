@@ -40,8 +40,6 @@ type relayOptions struct {
 	Coalesce bool
 }
 
-const defaultFinishGrace = time.Second
-
 // relayResult is how a committed stream ended.
 type relayResult struct {
 	Complete bool   // the terminal event (or finish_reason then end/grace for OpenAI) was relayed

@@ -28,9 +28,8 @@ type sseEvent struct {
 var errEventTooLarge = errors.New("server-sent event exceeds the size limit")
 
 const (
-	sseDefaultMaxEvent = 1 << 20
-	sseInitialBuffer   = 4 << 10 // holds many typical events, and little per idle stream
-	sseMinRead         = 2 << 10 // compact rather than issue reads smaller than this
+	sseInitialBuffer = 4 << 10 // holds many typical events, and little per idle stream
+	sseMinRead       = 2 << 10 // compact rather than issue reads smaller than this
 )
 
 // sseReader splits a text/event-stream into events incrementally, following

@@ -20,28 +20,6 @@ const (
 	outcomeStreamError   = "stream_error"
 )
 
-// plan is the ordered candidate list of one requested model.
-type plan struct {
-	model string
-	cands []*provider
-	used  []bool
-	tries map[*provider]int
-}
-
-func newPlan(cands []*provider, model string) *plan {
-	return &plan{model: model, cands: cands, used: make([]bool, len(cands)), tries: make(map[*provider]int, len(cands))}
-}
-
-func (p *plan) remaining() int {
-	n := 0
-	for _, u := range p.used {
-		if !u {
-			n++
-		}
-	}
-	return n
-}
-
 // requestState is everything one completion request decided and observed:
 // its attempts, the winner, the outcome. It feeds the log line, the
 // metrics and the placeholders.
@@ -80,25 +58,6 @@ func newRequestState(h *Handler, r *http.Request, d dialect) *requestState {
 
 func (st *requestState) attemptsLeft() int { return st.h.Retry.Attempts - len(st.attempts) }
 
-// prepare creates an attempt without starting it.
-func (st *requestState) prepare(p *provider, model, reason string, probe bool) *attempt {
-	return &attempt{p: p, model: model, reason: reason, probe: probe}
-}
-
-// launch starts a prepared attempt in its own goroutine.
-func (st *requestState) launch(h *Handler, r *http.Request, a *attempt) {
-	a.n = len(st.attempts) + 1
-	a.start = time.Now()
-	a.offset = a.start.Sub(st.start)
-	a.ctx, a.cancel = attemptContext(st.ctx)
-	st.attempts = append(st.attempts, a)
-	st.plan.tries[a.p]++
-	st.live++
-	a.epoch = a.p.health.epoch.Load()
-	a.p.health.beginAttempt()
-	go h.run(a, st.req, r, st.repl, st.done)
-}
-
 func (st *requestState) liveVendor(vendor string) bool {
 	for _, a := range st.attempts {
 		if a.outcome == "" && a.p.vendor == vendor {
@@ -129,16 +88,7 @@ func (st *requestState) win(a *attempt) {
 		a.outcome = "request_success"
 	}
 	now := clock()
-	if a.body != nil {
-		a.p.health.onSuccess(now, a.probe)
-	} else {
-		a.p.health.onCommit(now, a.probe) // commit records the stream's end
-	}
-	if st.req.stream {
-		// Only streams are hedged, and a non-stream's time is the whole
-		// generation, not a first event: it would inflate the hedge delay.
-		a.p.latency.observe(st.req.sizeClass, a.firstEvent, now)
-	}
+	st.h.recordWin(st, a, now)
 	st.cancelLive(errHedgeLost)
 	if st.h.affinity != nil && st.req.sessionKey != "" {
 		st.h.affinity.put(st.req.sessionKey, a.p.name, now)
@@ -168,39 +118,6 @@ func (st *requestState) drain() {
 			}
 		}
 		st.h.settle(st, a)
-	}
-}
-
-// settle records a finished, non-winning attempt against its provider:
-// provider-level failures count toward cooldown; losers, aborts and
-// request-level errors only release the probe slot.
-func (h *Handler) settle(st *requestState, a *attempt) {
-	now := clock()
-	p := a.p
-	p.health.endAttempt()
-	a.cancel(nil)
-	switch {
-	case a.class == classLoser:
-		a.outcome = "hedge_loser_cancelled"
-		p.health.release(a.probe)
-		p.health.noteHedge(false)
-		p.latency.observe(st.req.sizeClass, a.elapsed, now) // the tail must not hide behind cancellations
-		h.metrics.attempt(p.name, "lost")
-	case a.class == classClientAbort || a.class == classTotalTimeout:
-		a.outcome = "client_abort"
-		if a.class == classTotalTimeout {
-			a.outcome = "total_timeout"
-		}
-		p.health.release(a.probe)
-		h.metrics.attempt(p.name, "failed_"+string(a.class))
-	case a.class.providerLevel():
-		a.outcome = "retry_failed"
-		p.health.onFailureIn(a.epoch, now, h.cooldown, string(a.class), a.status, a.retryAfter, st.plan.model, a.probe)
-		h.metrics.attempt(p.name, "failed_"+string(a.class))
-	default:
-		a.outcome = "request_error"
-		p.health.release(a.probe)
-		h.metrics.attempt(p.name, "failed_"+string(a.class))
 	}
 }
 

@@ -1,0 +1,156 @@
+package llmhedge
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+)
+
+// candidates lists the providers that serve model in dialect d, in the
+// order to try them: by priority, weighted random within a priority, and
+// the session's affinity pick first.
+func (h *Handler) candidates(d dialect, model, session string) []*provider {
+	out := make([]*provider, 0, len(h.providers))
+	for _, p := range h.providers {
+		if p.serves(d, model) {
+			out = append(out, p)
+		}
+	}
+	if len(out) < 2 {
+		return out
+	}
+	// Efraimidis-Spirakis: sorting by u^(1/w) descending is a weighted
+	// random permutation; priority sorts first.
+	keys := make(map[*provider]float64, len(out))
+	for _, p := range out {
+		keys[p] = math.Pow(h.rand(), 1/float64(p.weight))
+	}
+	slices.SortStableFunc(out, func(a, b *provider) int {
+		if c := cmp.Compare(a.cfg.Priority, b.cfg.Priority); c != 0 {
+			return c
+		}
+		return cmp.Compare(keys[b], keys[a])
+	})
+	if session != "" && h.affinity != nil {
+		if i := h.affinityPick(out, model, session); i > 0 {
+			p := out[i]
+			copy(out[1:i+1], out[:i])
+			out[0] = p
+		}
+	}
+	return out
+}
+
+// affinityPick chooses the provider for a session: the remembered winner
+// when it is still a healthy candidate, else rendezvous hashing over the
+// healthy candidates of the best priority, so instances agree without
+// sharing state. A provider whose breaker is open is never picked.
+//
+// Priorities are the operator's preference and win over winner memory
+// across tiers: the remembered winner holds the session only while no
+// better tier has a provider that is closed or ready for its probe, so a
+// conversation that failed over to a fallback tier returns (and probes the
+// primary) once the primary recovers.
+func (h *Handler) affinityPick(cands []*provider, model, session string) int {
+	now := clock()
+	if name, ok := h.affinity.get(session, now); ok {
+		for i, p := range cands {
+			if p.name == name && p.health.state(now) == stateClosed && p.cfg.Priority <= bestOpenTier(cands, now) {
+				return i
+			}
+		}
+	}
+	best := cands[0].cfg.Priority
+	var names []string
+	var idx []int
+	for i, p := range cands {
+		if p.cfg.Priority != best {
+			break
+		}
+		if p.health.state(now) == stateClosed {
+			names = append(names, p.name)
+			idx = append(idx, i)
+		}
+	}
+	if k := rendezvousPick(session, names); k >= 0 {
+		return idx[k]
+	}
+	return -1
+}
+
+// bestOpenTier is the best priority among cands (in priority order) that
+// has a provider whose breaker is closed or half-open (ready for a probe).
+func bestOpenTier(cands []*provider, now time.Time) int {
+	for _, p := range cands {
+		if p.health.state(now) != stateOpen {
+			return p.cfg.Priority
+		}
+	}
+	return math.MaxInt
+}
+
+// plan is the ordered candidate list of one requested model.
+type plan struct {
+	model string
+	cands []*provider
+	used  []bool
+	tries map[*provider]int
+}
+
+func newPlan(cands []*provider, model string) *plan {
+	return &plan{model: model, cands: cands, used: make([]bool, len(cands)), tries: make(map[*provider]int, len(cands))}
+}
+
+func (p *plan) remaining() int {
+	n := 0
+	for _, u := range p.used {
+		if !u {
+			n++
+		}
+	}
+	return n
+}
+
+// busy reports whether the provider has max_in_flight attempts running.
+func (p *provider) busy() bool {
+	return p.cfg.MaxInFlight > 0 && p.health.inFlightNow() >= int64(p.cfg.MaxInFlight)
+}
+
+// earliestRecovery picks, among providers that are all cooling down, the one
+// whose open period ends first (ties go to the earlier in hs, which is in
+// priority order). A closed provider recovers "now" and returns a zero time.
+func earliestRecovery(hs []*providerHealth) (*providerHealth, time.Time) {
+	var best *providerHealth
+	var bestUntil int64
+	for _, ph := range hs {
+		if ph == nil {
+			continue
+		}
+		until := ph.openUntilNs.Load()
+		if best == nil || until < bestUntil {
+			best, bestUntil = ph, until
+		}
+	}
+	if best == nil || bestUntil == 0 {
+		return best, time.Time{}
+	}
+	return best, time.Unix(0, bestUntil)
+}
+
+// recoverySeconds is the Retry-After, in whole seconds rounded up, for a
+// client turned away while candidates cool down: the time until the first
+// open period among cands ends, or 1 when one has ended already (its probe
+// decides soon). Zero when none of them is open.
+func recoverySeconds(now time.Time, cands []*provider) int {
+	var first int64
+	for _, p := range cands {
+		if until := p.health.openUntilNs.Load(); until != 0 && (first == 0 || until < first) {
+			first = until
+		}
+	}
+	if first == 0 {
+		return 0
+	}
+	return max(1, int(math.Ceil(float64(first-now.UnixNano())/float64(time.Second))))
+}

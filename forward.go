@@ -1,0 +1,254 @@
+package llmhedge
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// auxCandidates orders the providers of dialect d for a non-completion
+// call: any model, by priority then weight.
+func (h *Handler) auxCandidates(d dialect) []*provider {
+	out := make([]*provider, 0, len(h.providers))
+	for _, p := range h.providers {
+		if p.dialect == dialectNone || p.dialect == d {
+			out = append(out, p)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *provider) int { return cmp.Compare(a.cfg.Priority, b.cfg.Priority) })
+	return out
+}
+
+// forward serves a call that is not a completion: the models list and token counts, and the paths the forward globs list;
+// every other path is 404. It goes to one provider with failover on
+// connection errors, and on a 5xx too for the listed paths and GET/HEAD
+// (they are side-effect free); never hedged. It gets the request log
+// line, metrics, max_in_flight (held until the body is copied) and the
+// idle timeout while the body is copied.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
+	d := dialectOfAuxPath(r.URL.Path, r.Header)
+	st := newRequestState(h, r, d)
+	st.forwarded = true
+	defer h.finish(st)
+	if err := checkEscapedPath(r.URL.EscapedPath()); err != nil {
+		st.refuse(w, http.StatusBadRequest, err.Error())
+		return nil
+	}
+	listed, allow := auxListed(r.Method, r.URL.Path)
+	if !listed && !h.forwards(r.URL.Path) {
+		if allow != "" {
+			w.Header().Set("Allow", allow)
+			st.refuse(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed here: use %s", r.Method, allow))
+			return nil
+		}
+		st.refuse(w, http.StatusNotFound, "no such endpoint: this proxy serves completions, the models list and token counts (other paths need a forward rule)")
+		return nil
+	}
+	move5xx := listed || r.Method == http.MethodGet || r.Method == http.MethodHead
+	body, err := readBody(r, h.MaxBody)
+	if err != nil {
+		st.refuse(w, bodyStatus(err), err.Error())
+		return nil
+	}
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if repl == nil {
+		repl = caddy.NewReplacer()
+	}
+	ctx, cancel := h.requestContext(r)
+	defer cancel()
+	st.ctx = ctx
+	cands := h.auxCandidates(d)
+	for i, p := range cands {
+		if p.busy() {
+			st.skip(p, "busy_skip")
+			continue
+		}
+		if ok, probe := p.health.admit(clock(), ""); probe {
+			declineProbe(p) // a forwarded call is not a fair probe of a completion path
+		} else if !ok && (i < len(cands)-1 || len(st.attempts) > 0) {
+			st.skip(p, "cooldown_skip")
+			continue // open: skip it, unless it is the last hope
+		}
+		a := &attempt{n: len(st.attempts) + 1, p: p, reason: "initial", start: time.Now()}
+		if a.n > 1 {
+			a.reason = "failover"
+		}
+		a.offset = a.start.Sub(st.start)
+		a.ctx, a.cancel = attemptContext(ctx)
+		defer a.cancel(nil)
+		st.attempts = append(st.attempts, a)
+		a.begin()
+		resp, err := h.forwardOnce(a.ctx, r, p, d, body, repl)
+		if err != nil {
+			a.end()
+			a.class, a.err = classifyTransportError(err, a.ctx, r.Context()), fmt.Errorf("provider %s: %w", p.name, err)
+			h.metrics.attempt(p.name, "failed_"+string(a.class))
+			if !a.class.providerLevel() { // the client left, or total ran out
+				a.outcome = "client_abort"
+				if a.class == classTotalTimeout {
+					a.outcome = "total_timeout"
+				}
+				break
+			}
+			a.outcome = "retry_failed"
+			continue
+		}
+		a.resp, a.status = resp, resp.StatusCode
+		if move5xx && resp.StatusCode >= 500 {
+			h.readUpstreamError(a, r.Context()) // kept for the answer if no other provider serves it
+			a.end()
+			h.metrics.attempt(p.name, "failed_"+string(a.class))
+			a.outcome = "retry_failed"
+			if a.class == classClientAbort {
+				a.outcome = "client_abort"
+				break
+			}
+			continue
+		}
+		a.firstEvent = max(time.Since(a.start), time.Millisecond)
+		a.outcome = "request_success"
+		st.winner, st.status = a, resp.StatusCode
+		h.relayForwarded(w, st, a)
+		return nil
+	}
+	if r.Context().Err() != nil {
+		st.outcome = outcomeClientAbort
+		return nil
+	}
+	for _, a := range slices.Backward(st.attempts) {
+		if a.errBody != nil && !st.timedOut() {
+			// no provider did better than a 5xx: the latest one is the answer
+			st.outcome, st.status = outcomeExhausted, a.status
+			passThrough(w, a)
+			return nil
+		}
+	}
+	status, msg := http.StatusBadGateway, "no provider could serve the request"
+	if len(st.attempts) == 0 {
+		status, msg = http.StatusServiceUnavailable, "no provider is available (cooling down or at max_in_flight)"
+	}
+	st.outcome = outcomeExhausted
+	if st.timedOut() {
+		status, msg, st.outcome = http.StatusGatewayTimeout, "request exceeded the total timeout", outcomeTimeout
+	} else if len(st.attempts) == 0 {
+		st.outcome = outcomeUpstreamError
+	}
+	st.status = status
+	writeError(w, d, status, msg)
+	return nil
+}
+
+// relayForwarded copies the chosen provider's answer to a forwarded call
+// and sets the request's outcome. A body cut after the status went out can
+// only abort the connection: never a second status.
+func (h *Handler) relayForwarded(w http.ResponseWriter, st *requestState, a *attempt) {
+	defer a.resp.Body.Close()
+	idle := time.Duration(h.Timeouts.Idle)
+	reason := copyResponse(w, a.resp, idle, func() { a.cancel(errIdleTimeout) })
+	switch {
+	case reason == "" && a.status < 400:
+		st.outcome = outcomeSuccess
+	case reason == "" && a.status < 500:
+		st.outcome = outcomeClientError
+	case reason == "":
+		st.outcome = outcomeUpstreamError
+	case reason == "client_gone" || st.r.Context().Err() != nil:
+		st.outcome = outcomeClientAbort
+	default:
+		st.outcome = outcomeStreamError
+		st.relay.Reason = reason
+		switch cause := context.Cause(a.ctx); {
+		case errors.Is(cause, errIdleTimeout):
+			st.relay.Reason = "idle_timeout"
+		case errors.Is(cause, errTotalTimeout):
+			st.relay.Reason = "total_timeout"
+		}
+	}
+	if st.outcome == outcomeStreamError {
+		panic(http.ErrAbortHandler) // forward's deferred finish still logs the request
+	}
+}
+
+// forwardOnce sends a non-completion request to one provider. The path is
+// the client's escaped path, checked by checkEscapedPath: it stays under the
+// provider's base path.
+func (h *Handler) forwardOnce(ctx context.Context, r *http.Request, p *provider, d dialect, body []byte, repl *caddy.Replacer) (*http.Response, error) {
+	var rd io.Reader
+	if len(body) > 0 {
+		rd = bytes.NewReader(body)
+	}
+	up, err := http.NewRequestWithContext(ctx, r.Method, p.url(r.URL.EscapedPath(), r.URL.RawQuery), rd)
+	if err != nil {
+		return nil, err
+	}
+	up.Header = p.upstreamHeader(r.Header, d, repl)
+	up.ContentLength = int64(len(body))
+	noReplay(up)
+	return p.transport.RoundTrip(up)
+}
+
+// copyResponse relays a forwarded response as is. An upstream that sends
+// nothing for idle (a slow client does not count) is cut: abort is called
+// and the read fails. It returns why the copy ended early: "" when
+// complete, else client_gone or read_error.
+func copyResponse(w http.ResponseWriter, resp *http.Response, idle time.Duration, abort func()) string {
+	copyHeader(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	timer := stoppedTimer()
+	if idle > 0 {
+		timer = time.AfterFunc(idle, abort)
+	}
+	defer timer.Stop()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			timer.Stop()
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return "client_gone"
+			}
+			_ = rc.Flush()
+			if idle > 0 {
+				timer.Reset(idle)
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				return "read_error"
+			}
+			return ""
+		}
+	}
+}
+
+// checkForwardGlob refuses a forward glob that cannot match a request path.
+func checkForwardGlob(g string) error {
+	if g != "*" && !strings.HasPrefix(g, "/") {
+		return fmt.Errorf("%q: a path glob starts with / (or is * for every path)", g)
+	}
+	if _, err := path.Match(g, ""); err != nil {
+		return fmt.Errorf("%q: %w", g, err)
+	}
+	return nil
+}
+
+// forwards reports whether a forward glob lists the (checked) path.
+func (h *Handler) forwards(p string) bool {
+	for _, g := range h.Forward {
+		if globMatch(g, p) {
+			return true
+		}
+	}
+	return false
+}

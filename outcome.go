@@ -1,0 +1,115 @@
+package llmhedge
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// An attempt's provider bookkeeping is recorded here, in one place, so
+// that it pairs up: every attempt sent to a provider begins once and ends
+// once (the provider's in-flight count), and every breaker probe gets
+// exactly one verdict (a success or a commit closes the breaker, a failure
+// re-opens it, a release frees the slot for the next probe).
+
+// bookkeepingDone, when set (by tests), sees each request after its last
+// bookkeeping, so the pairing can be checked on real races.
+var bookkeepingDone atomic.Pointer[func(st *requestState)]
+
+// begin records that the attempt is sent to its provider now, in the
+// provider's health epoch of now: after an admin reset its failure counts
+// for nothing.
+func (a *attempt) begin() {
+	a.epoch = a.p.health.epoch.Load()
+	a.p.health.beginAttempt()
+	a.begun++
+}
+
+// end records that the attempt no longer holds its provider: it failed or
+// lost, or, a winner, its response is done.
+func (a *attempt) end() {
+	a.p.health.endAttempt()
+	a.ended++
+}
+
+// declineProbe gives back the probe slot a forwarded call was admitted
+// with: a models list or a token count is not a fair probe of completions.
+func declineProbe(p *provider) {
+	p.health.release(true)
+}
+
+// recordWin gives a winner's provider its verdict at the winner's first
+// valid event: a complete body is a success; a stream closes a probed
+// breaker now and has its verdict at its end (recordStreamEnd). A stream's
+// first-event time feeds the hedge delay.
+func (h *Handler) recordWin(st *requestState, a *attempt, now time.Time) {
+	if a.body != nil {
+		a.p.health.onSuccess(now, a.probe)
+	} else {
+		a.p.health.onCommit(now, a.probe) // commit records the stream's end
+	}
+	a.verdicts++
+	if st.req.stream {
+		// Only streams are hedged, and a non-stream's time is the whole
+		// generation, not a first event: it would inflate the hedge delay.
+		a.p.latency.observe(st.req.sizeClass, a.firstEvent, now)
+	}
+}
+
+// recordStreamEnd gives a committed stream's provider the verdict on the
+// whole stream: a complete one is a success, a cut one a failure, unless
+// the client left or the request ran out of time (not the provider's
+// doing).
+func (h *Handler) recordStreamEnd(st *requestState, a *attempt) {
+	switch {
+	case st.relay.Complete:
+		a.p.health.onSuccess(clock(), false)
+	case st.relay.Reason == "client_gone", st.relay.Reason == "total_timeout":
+	default:
+		a.p.health.onFailureIn(a.epoch, clock(), h.cooldown, "stream_"+st.relay.Reason, 0, 0, st.plan.model, false)
+	}
+}
+
+// recordWinnerEnd ends the winner once its response is done, with the
+// tokens it served and, when it won a race, the hedge it won.
+func recordWinnerEnd(w *attempt) {
+	w.end()
+	u := &w.usage
+	w.p.health.addTokens(u.Input, u.Output, u.CacheRead, u.CacheWrite)
+	if w.outcome == "hedge_winner" {
+		w.p.health.noteHedge(true)
+	}
+}
+
+// settle records a finished, non-winning attempt against its provider:
+// provider-level failures count toward cooldown; losers, aborts and
+// request-level errors only release the probe slot.
+func (h *Handler) settle(st *requestState, a *attempt) {
+	now := clock()
+	p := a.p
+	a.end()
+	a.cancel(nil)
+	a.verdicts++ // every branch below gives the probe, if a.probe, its verdict
+	switch {
+	case a.class == classLoser:
+		a.outcome = "hedge_loser_cancelled"
+		p.health.release(a.probe)
+		p.health.noteHedge(false)
+		p.latency.observe(st.req.sizeClass, a.elapsed, now) // the tail must not hide behind cancellations
+		h.metrics.attempt(p.name, "lost")
+	case a.class == classClientAbort || a.class == classTotalTimeout:
+		a.outcome = "client_abort"
+		if a.class == classTotalTimeout {
+			a.outcome = "total_timeout"
+		}
+		p.health.release(a.probe)
+		h.metrics.attempt(p.name, "failed_"+string(a.class))
+	case a.class.providerLevel():
+		a.outcome = "retry_failed"
+		p.health.onFailureIn(a.epoch, now, h.cooldown, string(a.class), a.status, a.retryAfter, st.plan.model, a.probe)
+		h.metrics.attempt(p.name, "failed_"+string(a.class))
+	default:
+		a.outcome = "request_error"
+		p.health.release(a.probe)
+		h.metrics.attempt(p.name, "failed_"+string(a.class))
+	}
+}

@@ -1,0 +1,121 @@
+package llmhedge
+
+import "time"
+
+// The race's policy: what happens next after an attempt failed, the hedge
+// timer fired or a retry's wait is over. Each decision reads the request's
+// state (its plan, attempts, budgets, the providers' health) and returns a
+// step; it starts nothing and changes nothing. runRace carries the step
+// out: it launches, arms the timers and reaps.
+
+// stepKind is what runRace does next.
+type stepKind uint8
+
+const (
+	stepNone       stepKind = iota // start nothing: wait on what is running
+	stepLaunch                     // start an attempt: step.reason says which kind
+	stepRetryLater                 // retry step.attempt's provider after step.wait
+	stepEnd                        // the race is over: step.reason is endFatal or endAbandon
+	stepRecord                     // note step.reason in the decision chain, start nothing
+)
+
+// Reasons of a stepEnd.
+const (
+	endFatal   = "fatal"   // step.attempt's error is the answer: the request or the client's key is wrong
+	endAbandon = "abandon" // the client left or the total timeout ran out
+)
+
+// Reasons of a stepLaunch; "failover" also covers a fallback model and a
+// last-resort probe when no candidate of the plan is left (launchReplacement).
+const (
+	launchFailoverReason = "failover"
+	launchHedgeReason    = "hedge_triggered"
+	launchRetryReason    = "retry"
+)
+
+// step is one decision of the policy.
+type step struct {
+	kind   stepKind
+	reason string
+	// attempt is the attempt the step is about: the fatal one of an
+	// endFatal, the failed one a stepRetryLater retries (and a failover
+	// falls back to retrying), the prepared retry a stepLaunch starts.
+	attempt *attempt
+	wait    time.Duration // stepRetryLater
+	// ifNone is what a stepLaunch falls back to when it starts nothing:
+	// "" nothing, "retry" the retry decision, "failover" a failover.
+	ifNone string
+	// retryBudgetRefused counts the same-provider retries the retry budget
+	// refused on the way to this decision (a metric).
+	retryBudgetRefused int
+}
+
+// afterFailure decides what follows a settled, failed attempt a.
+// retryPending is whether a same-provider retry already waits.
+func (h *Handler) afterFailure(st *requestState, a *attempt, hedging, retryPending bool) step {
+	switch a.class {
+	case classRequest, classClientKey:
+		// The request itself is wrong (every other racer would say so too),
+		// or the client's own key was refused (its answer: a failover would
+		// carry that key to another host). The others lose the race, they
+		// did not fail.
+		return step{kind: stepEnd, reason: endFatal, attempt: a}
+	case classClientAbort, classTotalTimeout:
+		return step{kind: stepEnd, reason: endAbandon}
+	}
+	if st.ctx.Err() != nil {
+		return step{kind: stepEnd, reason: endAbandon}
+	}
+	if hedging {
+		// A racer failed: the next candidate starts at once, without
+		// waiting for a backoff or the hedge delay; only when none can
+		// start is a same-provider retry considered.
+		s := step{kind: stepLaunch, reason: launchFailoverReason, attempt: a}
+		if !retryPending {
+			s.ifNone = launchRetryReason
+		}
+		return s
+	}
+	if retryPending {
+		return step{kind: stepNone}
+	}
+	return h.retryStep(st, a, false)
+}
+
+// onHedgeTimer decides what the hedge delay's end starts: a hedge when
+// another racer fits and the hedge budget has room. With the budget spent
+// the request waits on what is running (up to first_byte), and the
+// decision chain says so.
+func (h *Handler) onHedgeTimer(st *requestState, now time.Time) step {
+	if !h.hedgeRoom(st) {
+		return step{kind: stepNone}
+	}
+	if !h.hedgeBudget.allows(now) {
+		return step{kind: stepRecord, reason: "hedge_budget_exhausted"}
+	}
+	return step{kind: stepLaunch, reason: launchHedgeReason}
+}
+
+// onRetryTimer decides what the end of a retry's wait starts: the retry,
+// prepared as pending, unless the request is over or the retry can no
+// longer go (no attempts left, the provider at max_in_flight, the retry
+// budget spent, its breaker refusing): then a failover when nothing else
+// runs or the request races, else nothing.
+func (h *Handler) onRetryTimer(st *requestState, pending *attempt, hedging bool, now time.Time) step {
+	if st.ctx.Err() != nil {
+		return step{kind: stepEnd, reason: endAbandon}
+	}
+	failover := step{kind: stepNone}
+	if st.live == 0 || hedging {
+		failover = step{kind: stepLaunch, reason: launchFailoverReason}
+	}
+	if st.attemptsLeft() == 0 || pending.p.busy() || !h.retryBudget.allows(now) ||
+		!pending.p.health.admitsAt(now, st.plan.model) {
+		return failover
+	}
+	s := step{kind: stepLaunch, reason: launchRetryReason, attempt: pending}
+	if failover.kind == stepLaunch {
+		s.ifNone = launchFailoverReason // the probe slot went to another request meanwhile
+	}
+	return s
+}

@@ -1,0 +1,406 @@
+package llmhedge
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// race runs the attempts of one request until one is ready to commit and
+// returns it, or returns nil when none can be (the state says why). Without
+// hedging it is plain sequential failover; with hedging a slow streaming
+// attempt is raced by an alternative after the hedge delay, and a failed
+// racer is replaced at once. Every attempt reports once on st.done, so
+// nothing blocks and nothing leaks.
+//
+// When it returns nil every attempt has reported and been settled (the
+// ones still running were cancelled first), so the caller may read their
+// outcomes to answer the client; the losers of a winner are reaped by
+// st.drain after the commit.
+func (h *Handler) race(st *requestState, r *http.Request) *attempt {
+	if a := h.runRace(st, r); a != nil {
+		return a
+	}
+	st.drain()
+	return nil
+}
+
+func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
+	req := st.req
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if repl == nil {
+		repl = caddy.NewReplacer()
+	}
+	st.repl = repl
+	st.plan = newPlan(h.candidates(req.dialect, req.model, req.sessionKey), req.model)
+	// Every launch path checks attemptsLeft, the forced probe included, so
+	// at most Retry.Attempts attempts ever report: none blocks on its
+	// report, even after race returned (drain reaps them).
+	st.done = make(chan *attempt, h.Retry.Attempts)
+
+	hedging := req.stream && h.Hedge.enabled()
+	var hedgeC, retryC <-chan time.Time
+	hedgeTimer := stoppedTimer()
+	retryTimer := stoppedTimer()
+	defer hedgeTimer.Stop()
+	defer retryTimer.Stop()
+	var pending *attempt // a same-provider retry waiting for its backoff
+
+	// rearm restarts the hedge delay for the attempt just launched when it
+	// runs alone (the delay measures how long the current attempt takes,
+	// not the one that failed before it), and arms it when it is idle and
+	// another racer would fit.
+	rearm := func(launched bool) {
+		if !hedging || !h.hedgeRoom(st) || (hedgeC != nil && !(launched && st.live == 1)) {
+			return
+		}
+		newest := st.attempts[len(st.attempts)-1]
+		hedgeTimer.Reset(h.hedgeDelay(newest.p, req.sizeClass))
+		hedgeC = hedgeTimer.C
+	}
+
+	// carryOut does what a step of the policy says; it reports whether
+	// the race is over.
+	var carryOut func(s step) bool
+	carryOut = func(s step) bool {
+		for range s.retryBudgetRefused {
+			h.metrics.budgetExhausted("retry")
+		}
+		switch s.kind {
+		case stepEnd:
+			if s.reason == endFatal {
+				st.fatal = s.attempt
+				st.cancelLive(errHedgeLost)
+			} else {
+				abandon(st, r)
+			}
+			return true
+		case stepRecord:
+			st.skips = append(st.skips, chainEntry{OffsetMs: msSince(st.start), Event: s.reason})
+			h.metrics.budgetExhausted("hedge")
+		case stepRetryLater:
+			h.metrics.retry(s.attempt.p.name, string(s.attempt.class))
+			pending = st.prepare(s.attempt.p, s.attempt.model, launchRetryReason, false)
+			retryTimer.Reset(s.wait)
+			retryC = retryTimer.C
+		case stepLaunch:
+			if h.launchStep(st, r, s) != nil {
+				return false
+			}
+			switch s.ifNone {
+			case launchFailoverReason:
+				return carryOut(step{kind: stepLaunch, reason: launchFailoverReason})
+			case launchRetryReason:
+				return carryOut(h.retryStep(st, s.attempt, true))
+			}
+		}
+		return false
+	}
+
+	if h.launchFirst(st, r) == nil {
+		return nil
+	}
+	rearm(true)
+
+	for st.live > 0 || pending != nil {
+		var s step
+		fromHedgeTimer := false
+		select {
+		case a := <-st.done:
+			st.live--
+			if a.ok() {
+				st.win(a)
+				return a
+			}
+			h.settle(st, a)
+			s = h.afterFailure(st, a, hedging, pending != nil)
+		case <-hedgeC:
+			hedgeC = nil
+			fromHedgeTimer = true
+			s = h.onHedgeTimer(st, clock())
+		case <-retryC:
+			retryC = nil
+			s = h.onRetryTimer(st, pending, hedging, clock())
+			pending = nil
+		case <-st.ctx.Done():
+			s = step{kind: stepEnd, reason: endAbandon}
+		}
+		n := len(st.attempts)
+		if carryOut(s) {
+			return nil
+		}
+		// A hedge timer rearms only with the hedge it launched: with the
+		// budget spent or no admissible candidate it waits on what runs.
+		if !fromHedgeTimer || len(st.attempts) > n {
+			rearm(len(st.attempts) > n)
+		}
+	}
+	return nil
+}
+
+// launchFirst starts a request's first attempt: the first admissible
+// candidate; when every candidate of the model is cooling down, its
+// fallback model comes before a last-resort probe of a provider known to
+// fail.
+func (h *Handler) launchFirst(st *requestState, r *http.Request) *attempt {
+	first := h.launchNext(st, r, "initial", false)
+	if first == nil && len(st.plan.cands) > 0 && st.plan.remaining() == 0 && h.fallback(st) {
+		first = h.launchNext(st, r, "fallback", false)
+	}
+	if first == nil {
+		first = h.launchProbe(st, r)
+	}
+	return first
+}
+
+// launchStep carries out a stepLaunch: a failover, a hedge (charged to the
+// hedge budget, which it gives back when no candidate could start) or the
+// prepared same-provider retry. It returns nil when nothing started.
+func (h *Handler) launchStep(st *requestState, r *http.Request, s step) *attempt {
+	switch s.reason {
+	case launchHedgeReason:
+		tok, ok := h.hedgeBudget.take(clock())
+		if !ok { // another request took the last of the budget meanwhile
+			st.skips = append(st.skips, chainEntry{OffsetMs: msSince(st.start), Event: "hedge_budget_exhausted"})
+			h.metrics.budgetExhausted("hedge")
+			return nil
+		}
+		a := h.launchNext(st, r, launchHedgeReason, true)
+		if a == nil {
+			// Every candidate left is cooling down or busy: no hedge
+			// started, so none is charged.
+			h.hedgeBudget.refund(tok)
+			return nil
+		}
+		st.hedged = true
+		h.metrics.hedgeLaunched(a.p.name)
+		return a
+	case launchRetryReason:
+		if h.launchRetry(st, r, s.attempt) { // charges the retry budget as it starts
+			return s.attempt
+		}
+		return nil
+	}
+	return h.launchFailover(st, r)
+}
+
+// abandon ends a race whose request is over (client gone, total timeout):
+// every attempt is cancelled, and a client that left is marked so, so no
+// error response is written to a closed connection.
+func abandon(st *requestState, r *http.Request) {
+	st.cancelLive(nil)
+	if r.Context().Err() != nil {
+		st.outcome = outcomeClientAbort
+	}
+}
+
+// launchNext starts an attempt on the next admissible candidate; a hedge
+// prefers a vendor that no live attempt uses. Cooling-down candidates are
+// skipped and recorded.
+func (h *Handler) launchNext(st *requestState, r *http.Request, reason string, otherVendor bool) *attempt {
+	if st.attemptsLeft() == 0 {
+		return nil
+	}
+	now := clock()
+	for pass := 0; pass < 2; pass++ {
+		for i, p := range st.plan.cands {
+			if st.plan.used[i] {
+				continue
+			}
+			if pass == 0 && otherVendor && st.liveVendor(p.vendor) {
+				continue
+			}
+			if max := p.cfg.MaxInFlight; max > 0 && p.health.inFlightNow() >= int64(max) {
+				st.skip(p, "busy_skip")
+				continue
+			}
+			ok, probe := p.health.admit(now, st.plan.model)
+			if !ok {
+				st.plan.used[i] = true
+				st.skip(p, "cooldown_skip")
+				if until := p.health.openUntil(); !until.IsZero() && (st.recoverAt.IsZero() || until.Before(st.recoverAt)) {
+					st.recoverAt = until
+				}
+				continue
+			}
+			st.plan.used[i] = true
+			if probe {
+				reason = "probe"
+			}
+			a := st.prepare(p, p.upstreamModel(st.plan.model), reason, probe)
+			st.launch(h, r, a)
+			return a
+		}
+		if !otherVendor {
+			break
+		}
+	}
+	return nil
+}
+
+// launchProbe handles every candidate being open: rather than failing
+// outright, one probe goes to the provider whose open period ends first.
+// Only a provider skipped for its breaker is probed: one that is busy or
+// lacks the model has a closed breaker, and forcing it would break its
+// max_in_flight and let a single failure open it.
+func (h *Handler) launchProbe(st *requestState, r *http.Request) *attempt {
+	if len(st.plan.cands) == 0 || st.attemptsLeft() == 0 {
+		return nil
+	}
+	now := clock()
+	var open []*provider
+	var healths []*providerHealth
+	for _, p := range st.plan.cands {
+		if p.health.state(now) == stateClosed || p.health.modelCooling(now, st.plan.model) || p.busy() || st.plan.tries[p] > 0 {
+			continue // only providers skipped for their breaker, not yet tried by this request
+		}
+		open = append(open, p)
+		healths = append(healths, p.health)
+	}
+	ph, until := earliestRecovery(healths)
+	if ph == nil {
+		return nil
+	}
+	st.recoverAt = until
+	for _, p := range open {
+		if p.health == ph && ph.forceProbe(now) {
+			a := st.prepare(p, p.upstreamModel(st.plan.model), "probe", true)
+			st.launch(h, r, a)
+			return a
+		}
+	}
+	return nil
+}
+
+// launchFailover starts the next candidate after a failure, charged to the
+// retry budget as failoverRouteAt decides. It returns nil when nothing
+// started.
+func (h *Handler) launchFailover(st *requestState, r *http.Request) *attempt {
+	now := clock()
+	switch h.failoverRouteAt(st, now) {
+	case failoverNone:
+		return nil
+	case failoverBudgeted:
+		if tok, ok := h.retryBudget.take(now); ok {
+			a := h.launchReplacement(st, r, false)
+			if a == nil {
+				h.retryBudget.refund(tok) // nothing left to try: no retry happened
+			}
+			return a
+		}
+		fallthrough // another request took the last of the budget meanwhile
+	case failoverPastBudget:
+		if !st.budgetFailoverUsed {
+			if a := h.launchReplacement(st, r, true); a != nil {
+				st.budgetFailoverUsed = true
+				h.retryBudget.charge(clock())
+				return a
+			}
+		}
+	}
+	h.metrics.budgetExhausted("retry")
+	return nil
+}
+
+// launchReplacement starts the next candidate of the plan, or, once every
+// provider of the model failed with provider-level errors, the first of its
+// fallback model. healthyOnly restricts the choice to providers without
+// consecutive failures.
+func (h *Handler) launchReplacement(st *requestState, r *http.Request, healthyOnly bool) *attempt {
+	if a := h.launchFrom(st, r, "failover", healthyOnly); a != nil {
+		return a
+	}
+	if st.plan.remaining() == 0 && st.live == 0 && h.fallback(st) {
+		if a := h.launchFrom(st, r, "fallback", healthyOnly); a != nil {
+			return a
+		}
+	}
+	if st.live == 0 && !healthyOnly && !st.probed() {
+		// The rest of the candidates are cooling down: rather than fail
+		// while attempts remain, probe the one that recovers first (one
+		// probe at a time per provider, as at the start of a request). A
+		// request that already probed ends with its error instead.
+		return h.launchProbe(st, r)
+	}
+	return nil
+}
+
+// launchFrom is launchNext, optionally over the healthy candidates only:
+// the others are set aside for this one choice and stay in the plan.
+func (h *Handler) launchFrom(st *requestState, r *http.Request, reason string, healthyOnly bool) *attempt {
+	if !healthyOnly {
+		return h.launchNext(st, r, reason, false)
+	}
+	pl := st.plan
+	var aside []int
+	for i, p := range pl.cands {
+		if !pl.used[i] && p.health.consecutive.Load() > 0 {
+			pl.used[i] = true
+			aside = append(aside, i)
+		}
+	}
+	a := h.launchNext(st, r, reason, false)
+	for _, i := range aside {
+		pl.used[i] = false
+	}
+	return a
+}
+
+// launchRetry starts a same-provider retry whose wait is over, charging the
+// retry budget now. It returns false, having started nothing, when the
+// attempts or the budget ran out meanwhile or the provider's breaker does
+// not admit it; the caller then fails over.
+func (h *Handler) launchRetry(st *requestState, r *http.Request, a *attempt) bool {
+	if st.attemptsLeft() == 0 {
+		return false
+	}
+	if a.p.busy() {
+		return false // max_in_flight holds for retries too: fail over instead
+	}
+	now := clock()
+	tok, ok := h.retryBudget.take(now)
+	if !ok {
+		return false
+	}
+	ok, probe := a.p.health.admit(now, st.plan.model)
+	if !ok {
+		h.retryBudget.refund(tok)
+		return false
+	}
+	a.probe = probe
+	st.launch(h, r, a)
+	return true
+}
+
+// prepare creates an attempt without starting it.
+func (st *requestState) prepare(p *provider, model, reason string, probe bool) *attempt {
+	return &attempt{p: p, model: model, reason: reason, probe: probe}
+}
+
+// launch starts a prepared attempt in its own goroutine.
+func (st *requestState) launch(h *Handler, r *http.Request, a *attempt) {
+	a.n = len(st.attempts) + 1
+	a.start = time.Now()
+	a.offset = a.start.Sub(st.start)
+	a.ctx, a.cancel = attemptContext(st.ctx)
+	st.attempts = append(st.attempts, a)
+	st.plan.tries[a.p]++
+	st.live++
+	a.begin()
+	go h.run(a, st.req, r, st.repl, st.done)
+}
+
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
+
+// attemptContext derives an attempt's context from the request's: the
+// attempt ends with the request (client gone, total timeout) or alone
+// (lost the race, first-byte timeout), never with the module.
+func attemptContext(parent context.Context) (context.Context, context.CancelCauseFunc) {
+	return context.WithCancelCause(parent)
+}
