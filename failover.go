@@ -40,6 +40,7 @@ func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, d dial
 		req.sessionKey = sessionKey(d, body, r.Header, h.Affinity.Header)
 	}
 	st.req = req
+	h.pinResponse(st, body)
 	h.hedgeBudget.recordRequest(st.start)
 	h.retryBudget.recordRequest(st.start)
 
@@ -229,7 +230,7 @@ func passThrough(w http.ResponseWriter, a *attempt) {
 func (h *Handler) auxCandidates(d dialect) []*provider {
 	out := make([]*provider, 0, len(h.providers))
 	for _, p := range h.providers {
-		if p.dialect == dialectNone || p.dialect == d {
+		if apiServes(p.dialect, d) {
 			out = append(out, p)
 		}
 	}
@@ -276,7 +277,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	st.ctx = ctx
-	cands := h.auxCandidates(d)
+	cands, ok := h.forwardTargets(w, st, d)
+	if !ok {
+		return nil
+	}
 	for i, p := range cands {
 		if p.busy() {
 			st.skip(p, "busy_skip")

@@ -98,6 +98,7 @@ type Handler struct {
 	hedgeBudget *budget
 	retryBudget *budget
 	affinity    *affinityTable
+	owners      *responseOwners
 	rejects     [][]byte
 	cooldown    cooldownConfig
 	logger      *zap.Logger
@@ -171,6 +172,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 	}
 	h.rand = rand.Float64
+	owners, err := loadResponseOwners()
+	if err != nil {
+		return err
+	}
+	h.owners = owners
 	m, err := provisionMetrics(ctx)
 	if err != nil {
 		return err
@@ -222,6 +228,10 @@ func (h *Handler) Cleanup() error {
 	}
 	for _, t := range h.transport {
 		t.CloseIdleConnections()
+	}
+	if h.owners != nil {
+		releaseResponseOwners()
+		h.owners = nil
 	}
 	return nil
 }

@@ -72,6 +72,10 @@ type requestState struct {
 	forwarded     bool // not a completion: models, token counts, forward globs
 
 	budgetFailoverUsed bool
+
+	// pinned is the creator of previous_response_id: the only candidate
+	// (responses_pin.go).
+	pinned *provider
 }
 
 func newRequestState(h *Handler, r *http.Request, d dialect) *requestState {
@@ -140,6 +144,7 @@ func (st *requestState) win(a *attempt) {
 		a.p.latency.observe(st.req.sizeClass, a.firstEvent, now)
 	}
 	st.cancelLive(errHedgeLost)
+	st.rememberResponse(a)
 	if st.h.affinity != nil && st.req.sessionKey != "" {
 		st.h.affinity.put(st.req.sessionKey, a.p.name, now)
 	}
