@@ -146,7 +146,7 @@ func TestResponsesCutIsAnError(t *testing.T) {
 
 // Usage reaches the SDK unchanged and the request log line reads it:
 // input, output and cached tokens, streaming or not, dialect responses.
-func TestResponsesUsage(t *testing.T) {
+func TestResponsesUsageThroughProxy(t *testing.T) {
 	up := newUpstream(t, sim.Config{Tokens: 7, CacheRead: 5})
 	p := startProxy(t, provider("only", up))
 	c := openaiClient(p, "k")
