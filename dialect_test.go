@@ -220,3 +220,48 @@ func TestDialectResponsesGate(t *testing.T) {
 		t.Fatalf("gate = %v (%v), want terminal_before_content", got, g.failed())
 	}
 }
+
+// The session keys each dialect reads with no `affinity header` set:
+// Anthropic's metadata.user_id, else Claude Code's session header; the
+// Responses API's prompt_cache_key, else Codex's session-id and
+// conversation_id headers.
+func TestDialectSessionKeys(t *testing.T) {
+	for _, tt := range []struct {
+		d      dialect
+		body   string
+		header http.Header
+		want   string
+	}{
+		{dialectAnthropic, `{"metadata":{"user_id":"u1"}}`, http.Header{"X-Claude-Code-Session-Id": {"s1"}}, "u1"},
+		{dialectAnthropic, `{"model":"m"}`, http.Header{"X-Claude-Code-Session-Id": {" s1 "}}, "s1"},
+		{dialectAnthropic, `{"model":"m"}`, http.Header{}, ""},
+		{dialectResponses, `{"prompt_cache_key":"k1"}`, http.Header{"Session-Id": {"s1"}}, "k1"},
+		{dialectResponses, `{"model":"m"}`, http.Header{"Session-Id": {"s1"}, "Conversation_id": {"c1"}}, "s1"},
+		{dialectResponses, `{"model":"m"}`, http.Header{"Conversation_id": {"c1"}}, "c1"},
+	} {
+		if got := sessionKey(tt.d, []byte(tt.body), tt.header, ""); got != tt.want {
+			t.Errorf("%v session key of %s %v = %q, want %q", tt.d, tt.body, tt.header, got, tt.want)
+		}
+	}
+}
+
+// A provider's `api` says which client dialects it serves: openai serves
+// Chat Completions and Responses clients, responses only Responses ones.
+func TestDialectAPIServes(t *testing.T) {
+	for _, tt := range []struct {
+		api, client dialect
+		want        bool
+	}{
+		{dialectOpenAI, dialectOpenAI, true},
+		{dialectOpenAI, dialectResponses, true},
+		{dialectResponses, dialectResponses, true},
+		{dialectResponses, dialectOpenAI, false},
+		{dialectAnthropic, dialectResponses, false},
+		{dialectOpenAI, dialectAnthropic, false},
+		{dialectNone, dialectResponses, true},
+	} {
+		if got := apiServes(tt.api, tt.client); got != tt.want {
+			t.Errorf("apiServes(%v, %v) = %v, want %v", tt.api, tt.client, got, tt.want)
+		}
+	}
+}

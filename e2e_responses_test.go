@@ -101,6 +101,23 @@ func TestResponsesFailoverBeforeFirstByte(t *testing.T) {
 			if n := responsesCalls(secondary); n != 2 {
 				t.Fatalf("secondary served %d Responses requests, want 2", n)
 			}
+			// Compaction is a completion of its own endpoint: failed over too.
+			cmp, err := c.Responses.Compact(ctxTimeout(t, 10*time.Second), responses.ResponseCompactParams{
+				Model: "gpt-test",
+				Input: responses.ResponseCompactParamsInputUnion{OfString: openai.String("hello")},
+			})
+			if err != nil || len(cmp.Output) == 0 {
+				t.Fatalf("compact: %v", err)
+			}
+			compacted := 0
+			for _, r := range secondary.Requests() {
+				if r.Path == "/v1/responses/compact" {
+					compacted++
+				}
+			}
+			if compacted != 1 {
+				t.Fatalf("secondary served %d compactions, want 1", compacted)
+			}
 		})
 	}
 }
@@ -300,5 +317,46 @@ func TestResponsesPinnedNoFailover(t *testing.T) {
 	}
 	if responsesCalls(other) != before {
 		t.Fatal("a pinned request failed over to another provider")
+	}
+}
+
+// An `api openai` provider serves Responses clients, with its models and
+// model rewrite; an `api anthropic` one never gets them; an
+// `api responses` one serves Responses clients only.
+func TestResponsesAPIOpenAIProvider(t *testing.T) {
+	anth := newUpstream(t, sim.Config{})
+	oai := newUpstream(t, sim.Config{})
+	resp := newUpstream(t, sim.Config{})
+	p := startProxy(t, provider("anth", anth, "api anthropic", "priority 0")+
+		provider("oai", oai, "api openai", "priority 1", "models gpt-*", "model gpt-test gpt-upstream")+
+		provider("resp", resp, "api responses", "priority 2"))
+	c := openaiClient(p, "k")
+	got := streamResponses(ctxTimeout(t, 10*time.Second), c, responsesParams("gpt-test"))
+	if got.err != nil || got.text != wantText {
+		t.Fatalf("stream: %v %q", got.err, got.text)
+	}
+	if _, err := c.Responses.New(ctxTimeout(t, 10*time.Second), responsesParams("gpt-test")); err != nil {
+		t.Fatal(err)
+	}
+	if len(anth.Requests()) != 0 || len(resp.Requests()) != 0 {
+		t.Fatalf("anthropic provider got %d requests, responses one %d; want 0", len(anth.Requests()), len(resp.Requests()))
+	}
+	for _, r := range oai.Requests() {
+		if r.Path != "/v1/responses" || r.Model != "gpt-upstream" {
+			t.Fatalf("openai provider got %s model %q, want /v1/responses gpt-upstream", r.Path, r.Model)
+		}
+	}
+	// A model only the responses provider serves.
+	if _, err := c.Responses.New(ctxTimeout(t, 10*time.Second), responsesParams("o-other")); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Requests()) != 1 {
+		t.Fatalf("responses provider got %d requests, want 1", len(resp.Requests()))
+	}
+	// A chat client is not served by the responses provider.
+	_, err := c.Chat.Completions.New(ctxTimeout(t, 10*time.Second), openaiParams("o-other"))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
+		t.Fatalf("chat for a model only the responses provider serves: want 404, got %v", err)
 	}
 }
