@@ -89,8 +89,10 @@ type Handler struct {
 	// matches every path. They fail over on connection errors; GET and
 	// HEAD also on a 5xx. Default: none; only the completion paths and
 	// GET /v1/models, GET /v1/models/{id}, POST /v1/messages/count_tokens
-	// and POST /v1/responses/input_tokens are served, every other path is
-	// 404 in the client's dialect.
+	// and POST /v1/responses/input_tokens are served, and the calls on a
+	// response by id (GET/DELETE /v1/responses/{id}, .../cancel,
+	// .../input_items), which go to the provider that created it; every
+	// other path is 404 in the client's dialect.
 	Forward []string `json:"forward,omitempty"`
 
 	providers   []*provider
