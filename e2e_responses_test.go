@@ -264,6 +264,7 @@ func TestResponsesPreviousResponsePinned(t *testing.T) {
 	if err := c.Responses.Delete(ctxTimeout(t, 10*time.Second), body.ID); err != nil {
 		t.Fatalf("DELETE %s: %v", body.ID, err)
 	}
+	var apiErr *openai.Error
 	byID := func(u *upstream) int {
 		n := 0
 		for _, r := range u.Requests() {
@@ -277,9 +278,21 @@ func TestResponsesPreviousResponsePinned(t *testing.T) {
 		t.Fatalf("calls by id: first %d, second %d; want 0 and 3", byID(first), byID(second))
 	}
 
+	// A response the provider does not keep (store false, as Codex sends)
+	// is not remembered: 404 by id, no upstream call.
+	params := responsesParams("gpt-test")
+	params.Store = openai.Bool(false)
+	unstored, err := c.Responses.New(ctxTimeout(t, 10*time.Second), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Responses.Get(ctxTimeout(t, 10*time.Second), unstored.ID, responses.ResponseGetParams{})
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
+		t.Fatalf("GET of a store-false response: want 404, got %v", err)
+	}
+
 	// An unknown id: 404 in OpenAI's shape, no upstream call.
 	_, err = c.Responses.Get(ctxTimeout(t, 10*time.Second), "resp_never_served", responses.ResponseGetParams{})
-	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Type != "invalid_request_error" || apiErr.Message == "" {
 		t.Fatalf("unknown id: want a 404 invalid_request_error, got %v", err)
 	}

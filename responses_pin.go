@@ -67,10 +67,13 @@ func (st *requestState) pinPlan(cands []*provider) []*provider {
 
 // rememberResponse records the winner of a Responses completion as the
 // creator of its response: the id of the response.created event the gate
-// buffered, or the id of the complete body.
+// buffered, or the id of the complete body. A response the provider does
+// not keep (`"store": false`, as Codex sends; a compaction) cannot be read
+// or continued by id: it would only push useful ids out of the table.
 func (st *requestState) rememberResponse(a *attempt) {
 	h := st.h
-	if st.dialect != dialectResponses || h.owners == nil {
+	if st.dialect != dialectResponses || h.owners == nil || !responseStored(st.req.body) ||
+		strings.HasSuffix(strings.TrimSuffix(st.r.URL.Path, "/"), "/compact") {
 		return
 	}
 	var id string
@@ -88,6 +91,20 @@ func (st *requestState) rememberResponse(a *attempt) {
 		}
 	}
 	h.owners.remember(id, ownerKey(a.p), clock())
+}
+
+// responseStored reports whether a request asks the provider to keep its
+// response: unless its top-level store is false (the last of duplicate
+// keys counts, as for the provider).
+func responseStored(body []byte) bool {
+	stored := true
+	_ = scanTopLevel(body, func(key []byte, s, e int) bool {
+		if jsonKeyIs(key, "store") {
+			stored = string(body[s:e]) != "false"
+		}
+		return true
+	})
+	return stored
 }
 
 // responseIDOfPath returns the response id of a call by id
