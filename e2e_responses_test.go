@@ -373,3 +373,29 @@ func TestResponsesAPIOpenAIProvider(t *testing.T) {
 		t.Fatalf("chat for a model only the responses provider serves: want 404, got %v", err)
 	}
 }
+
+// The owners table survives a config reload: a response created before it
+// is continued on, and read from, its creator after it.
+func TestResponsesOwnersSurviveReload(t *testing.T) {
+	a := newUpstream(t, sim.Config{})
+	b := newUpstream(t, sim.Config{})
+	p := startProxy(t, provider("a", a, "priority 1")+provider("b", b, "priority 0"))
+	c := openaiClient(p, "k")
+	resp, err := c.Responses.New(ctxTimeout(t, 10*time.Second), responsesParams("gpt-test"))
+	if err != nil || responsesCalls(b) != 1 {
+		t.Fatalf("create on b: %v, b served %d", err, responsesCalls(b))
+	}
+	// b now comes last: only the pin sends the continuation there.
+	p.reload(t, provider("a", a, "priority 0")+provider("b", b, "priority 1")+"max_body 1MB")
+	params := responsesParams("gpt-test")
+	params.PreviousResponseID = openai.String(resp.ID)
+	if _, err := c.Responses.New(ctxTimeout(t, 10*time.Second), params); err != nil {
+		t.Fatalf("continue after reload: %v", err)
+	}
+	if _, err := c.Responses.Get(ctxTimeout(t, 10*time.Second), resp.ID, responses.ResponseGetParams{}); err != nil {
+		t.Fatalf("GET after reload: %v", err)
+	}
+	if responsesCalls(a) != 0 || responsesCalls(b) != 2 {
+		t.Fatalf("after reload: a served %d, b %d completions; want 0 and 2", responsesCalls(a), responsesCalls(b))
+	}
+}

@@ -138,7 +138,7 @@ func (h *Handler) forwardTargets(w http.ResponseWriter, st *requestState, d dial
 		return []*provider{p}, true
 	}
 	st.dialect = dialectResponses
-	st.refuse(w, http.StatusNotFound, "No response found with id '"+clipID(id)+"' on this proxy: it was not created through it (or has expired from its table).")
+	st.refuse(w, http.StatusNotFound, "No response found with id '"+clipID(id)+"': this proxy did not create it through a provider it serves now (or has forgotten it).")
 	return nil, false
 }
 
