@@ -66,7 +66,7 @@ func (a *attempt) ok() bool { return a.class == classNone && a.err == nil }
 func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.Replacer, done chan<- *attempt) {
 	defer func() { a.elapsed = time.Since(a.start); done <- a }()
 	body := req.bodyFor(a.model)
-	up, err := http.NewRequestWithContext(a.ctx, http.MethodPost, a.p.url(completionPath(req.dialect), r.URL.RawQuery), bytes.NewReader(body))
+	up, err := http.NewRequestWithContext(a.ctx, http.MethodPost, a.p.url(completionPath(req.dialect, r.URL.Path), r.URL.RawQuery), bytes.NewReader(body))
 	if err != nil {
 		a.fail(classConnect, fmt.Errorf("provider %s: building request: %w", a.p.name, err))
 		return

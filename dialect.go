@@ -22,11 +22,12 @@ type dialect interface {
 	// isCompletionPath reports whether a request path (no trailing slash)
 	// is this dialect's completion endpoint.
 	isCompletionPath(path string) bool
-	// completionPath is the provider's canonical completion path: a
-	// client that calls `/chat/completions` or `/messages` (a base URL
-	// that already ends in /v1) reaches the same endpoint as one that
-	// calls the /v1 path.
-	completionPath() string
+	// completionPath is the provider's canonical completion path for a
+	// client's completion path (one isCompletionPath accepts): a client
+	// that calls `/chat/completions` or `/messages` (a base URL that
+	// already ends in /v1) reaches the same endpoint as one that calls
+	// the /v1 path. A dialect with one endpoint ignores clientPath.
+	completionPath(clientPath string) string
 	// auxPaths are the other calls its clients make: read-only or token
 	// counts, so they may move to another provider after a 5xx.
 	auxPaths() []auxPath
@@ -156,6 +157,15 @@ func parseDialect(s string) (dialect, bool) {
 	return dialectNone, false
 }
 
+// dialectNames lists the registered dialects, for a configuration error.
+func dialectNames() string {
+	names := make([]string, len(dialects))
+	for i, d := range dialects {
+		names[i] = d.String()
+	}
+	return strings.Join(names, ", ")
+}
+
 // dialectOfPath infers the dialect of a request from its path. Only the
 // completion endpoints are LLM requests; every other path (models,
 // count_tokens, files, ...) is forwarded without hedging.
@@ -169,8 +179,20 @@ func dialectOfPath(path string) dialect {
 	return dialectNone
 }
 
-// completionPath is the provider's canonical completion path of dialect d.
-func completionPath(d dialect) string { return d.completionPath() }
+// completionPath is the provider's canonical completion path of dialect d
+// for the client's path.
+func completionPath(d dialect, clientPath string) string {
+	return d.completionPath(strings.TrimSuffix(clientPath, "/"))
+}
+
+// apiServes reports whether a provider whose `api` is api takes requests
+// of the client dialect d (SPEC 11): its own dialect, and for `api openai`
+// the Responses API too (OpenAI and the compatible servers serve both
+// under one base URL and key). dialectNone on either side: any.
+func apiServes(api, d dialect) bool {
+	return api == dialectNone || d == dialectNone || api == d ||
+		api == dialectOpenAI && d == dialectResponses
+}
 
 // auxListed reports whether method and path are one of the aux paths of
 // any dialect (SPEC 10, other paths); when only the path is, allow is the
@@ -189,12 +211,7 @@ func auxListed(method, p string) (listed bool, allow string) {
 
 func auxListedIn(paths []auxPath, method, p string) (listed bool, allow string) {
 	for _, a := range paths {
-		match := a.path == p
-		if prefix, ok := strings.CutSuffix(a.path, "{id}"); ok {
-			id, found := strings.CutPrefix(p, prefix)
-			match = found && id != "" && !strings.Contains(id, "/")
-		}
-		if match {
+		if auxPathMatch(a.path, p) {
 			if a.method == method {
 				return true, ""
 			}
@@ -202,6 +219,25 @@ func auxListedIn(paths []auxPath, method, p string) (listed bool, allow string) 
 		}
 	}
 	return false, allow
+}
+
+// auxPathMatch matches a path against an aux path pattern, where each
+// `{id}` is one non-empty path segment.
+func auxPathMatch(pattern, p string) bool {
+	if !strings.Contains(pattern, "{id}") {
+		return pattern == p
+	}
+	for {
+		pseg, prest, pmore := strings.Cut(pattern, "/")
+		seg, rest, more := strings.Cut(p, "/")
+		if pmore != more || (pseg == "{id}" && seg == "") || (pseg != "{id}" && pseg != seg) {
+			return false
+		}
+		if !pmore {
+			return true
+		}
+		pattern, p = prest, rest
+	}
 }
 
 // checkEscapedPath refuses a request path that could leave the provider's

@@ -25,7 +25,7 @@ func (anthropicDialect) isCompletionPath(path string) bool {
 	return path == "/v1/messages" || path == "/messages"
 }
 
-func (anthropicDialect) completionPath() string { return "/v1/messages" }
+func (anthropicDialect) completionPath(string) string { return "/v1/messages" }
 
 var anthropicAuxPaths = []auxPath{
 	{http.MethodGet, "/v1/models"},
@@ -48,8 +48,9 @@ func (anthropicDialect) parseRequest(body []byte) (*llmRequest, error) { return 
 
 func (anthropicDialect) bodyFor(req *llmRequest, model string) []byte { return req.spliceModel(model) }
 
-// sessionKey is metadata.user_id.
-func (anthropicDialect) sessionKey(body []byte, _ http.Header) string {
+// sessionKey is metadata.user_id, else the X-Claude-Code-Session-Id
+// header Claude Code sends.
+func (anthropicDialect) sessionKey(body []byte, header http.Header) string {
 	var user string
 	_ = scanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
 		v := body[vStart:vEnd]
@@ -63,6 +64,9 @@ func (anthropicDialect) sessionKey(body []byte, _ http.Header) string {
 		}
 		return true
 	})
+	if user == "" {
+		user = strings.TrimSpace(header.Get("X-Claude-Code-Session-Id"))
+	}
 	return user
 }
 

@@ -26,12 +26,11 @@ func (openAIDialect) isCompletionPath(path string) bool {
 	return path == "/v1/chat/completions" || path == "/chat/completions"
 }
 
-func (openAIDialect) completionPath() string { return "/v1/chat/completions" }
+func (openAIDialect) completionPath(string) string { return "/v1/chat/completions" }
 
 var openAIAuxPaths = []auxPath{
 	{http.MethodGet, "/v1/models"},
 	{http.MethodGet, "/v1/models/{id}"},
-	{http.MethodPost, "/v1/responses/input_tokens"},
 }
 
 func (openAIDialect) auxPaths() []auxPath { return openAIAuxPaths }

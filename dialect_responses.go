@@ -485,3 +485,97 @@ func responsesErrorEvent(status int, message string, seq int64) []byte {
 	out = append(out, body...)
 	return append(out, "\n\n"...)
 }
+
+// responsesDialect is the OpenAI Responses API: POST /v1/responses and
+// /v1/responses/compact, named SSE events ending with response.completed
+// or response.incomplete, the key as a Bearer token. Its stateful calls
+// (a response by id) are routed by the owners table (responses_pin.go).
+type responsesDialect struct{}
+
+var dialectResponses dialect = responsesDialect{}
+
+func init() { registerDialect(dialectResponses) }
+
+func (responsesDialect) String() string { return "responses" }
+
+func (responsesDialect) isCompletionPath(p string) bool {
+	switch p {
+	case "/v1/responses", "/responses", "/v1/responses/compact", "/responses/compact":
+		return true
+	}
+	return false
+}
+
+// completionPath: compact has an endpoint of its own.
+func (responsesDialect) completionPath(clientPath string) string {
+	if strings.HasSuffix(clientPath, "/compact") {
+		return "/v1/responses/compact"
+	}
+	return "/v1/responses"
+}
+
+var responsesAuxPaths = []auxPath{
+	{http.MethodPost, "/v1/responses/input_tokens"},
+	{http.MethodGet, "/v1/responses/{id}"},
+	{http.MethodDelete, "/v1/responses/{id}"},
+	{http.MethodPost, "/v1/responses/{id}/cancel"},
+	{http.MethodGet, "/v1/responses/{id}/input_items"},
+}
+
+func (responsesDialect) auxPaths() []auxPath { return responsesAuxPaths }
+
+// sniffAux claims the paths under /v1/responses/ (over OpenAI's 1).
+func (responsesDialect) sniffAux(p string, _ headerGetter) int {
+	if strings.HasPrefix(p, "/v1/responses/") || strings.HasPrefix(p, "/responses/") {
+		return 2
+	}
+	return 0
+}
+
+func (responsesDialect) parseRequest(body []byte) (*llmRequest, error) {
+	return parseRequestBody(body)
+}
+
+func (responsesDialect) bodyFor(req *llmRequest, model string) []byte { return req.spliceModel(model) }
+
+func (responsesDialect) sessionKey(body []byte, header http.Header) string {
+	return responsesSessionKey(body, header, "")
+}
+
+func (responsesDialect) credentialHeaders() []string { return openAICredentialHeaders }
+
+func (responsesDialect) setAuth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
+
+func (responsesDialect) inspect(ev sseEvent, withText bool, _ *choiceSet) eventInfo {
+	return inspectResponses(ev, withText)
+}
+
+func (responsesDialect) terminalName(ev sseEvent) string { return responsesTerminalName(ev) }
+
+// finishGrace: nothing before response.completed says the answer is done.
+func (responsesDialect) finishGrace() bool { return false }
+
+func (responsesDialect) checkBody(body []byte) (string, error) { return checkResponsesBody(body) }
+
+func (responsesDialect) checkBodyReject(body []byte, reject [][]byte) error {
+	return checkResponsesBodyReject(body, reject)
+}
+
+func (responsesDialect) observeEvent(u *usage, ev sseEvent) { u.observeResponsesEvent(ev) }
+
+func (responsesDialect) observeBody(u *usage, body []byte) { u.observeResponsesBody(body) }
+
+func (responsesDialect) modelMissing(body []byte) bool { return openAIDialect{}.modelMissing(body) }
+
+func (responsesDialect) errorType(status int) string { return openAIErrorType(status) }
+
+func (responsesDialect) errorJSON(status int, message string) []byte {
+	return responsesErrorJSON(status, message)
+}
+
+// errorEvent carries both the Responses error event's fields and an
+// "error" object: the openai-go SDK reports a stream error only for data
+// with a top-level "error".
+func (responsesDialect) errorEvent(status int, message string) []byte {
+	return responsesErrorEvent(status, message, -1)
+}

@@ -18,6 +18,7 @@ func TestDialectRegistry(t *testing.T) {
 	}{
 		{"anthropic", dialectAnthropic, true},
 		{"OpenAI", dialectOpenAI, true},
+		{"responses", dialectResponses, true},
 		{"", dialectNone, true},
 		{"gemini", dialectNone, false},
 	} {
@@ -29,6 +30,8 @@ func TestDialectRegistry(t *testing.T) {
 		"/v1/messages": dialectAnthropic, "/messages/": dialectAnthropic,
 		"/v1/chat/completions": dialectOpenAI, "/chat/completions": dialectOpenAI,
 		"/v1/models": dialectNone, "/v1/messages/count_tokens": dialectNone,
+		"/v1/responses": dialectResponses, "/responses/compact": dialectResponses,
+		"/v1/responses/input_tokens": dialectNone, "/v1/responses/resp_1": dialectNone,
 	} {
 		if got := dialectOfPath(path); got != want {
 			t.Errorf("dialectOfPath(%q) = %v, want %v", path, got, want)
@@ -44,6 +47,7 @@ func TestDialectRegistry(t *testing.T) {
 		{"/v1/models", http.Header{"X-Api-Key": {"k"}}, dialectAnthropic},
 		{"/v1/models", http.Header{"Authorization": {"Bearer k"}}, dialectOpenAI},
 		{"/v1/files", http.Header{}, dialectOpenAI},
+		{"/v1/responses/resp_1", http.Header{"Authorization": {"Bearer k"}}, dialectResponses},
 	} {
 		if got := dialectOfAuxPath(tt.path, tt.header); got != tt.want {
 			t.Errorf("dialectOfAuxPath(%q, %v) = %v, want %v", tt.path, tt.header, got, tt.want)
@@ -60,6 +64,13 @@ func TestDialectRegistry(t *testing.T) {
 		{"POST", "/v1/messages/count_tokens", true, ""},
 		{"GET", "/v1/messages/count_tokens", false, "POST"},
 		{"POST", "/v1/responses/input_tokens", true, ""},
+		{"GET", "/v1/responses/resp_1", true, ""},
+		{"DELETE", "/v1/responses/resp_1", true, ""},
+		{"POST", "/v1/responses/resp_1", false, "DELETE"},
+		{"POST", "/v1/responses/resp_1/cancel", true, ""},
+		{"GET", "/v1/responses/resp_1/input_items", true, ""},
+		{"GET", "/v1/responses/resp_1/other", false, ""},
+		{"GET", "/v1/responses//input_items", false, ""},
 		{"GET", "/v1/models/a/b", false, ""},
 		{"POST", "/v1/files", false, ""},
 	} {
@@ -84,8 +95,8 @@ func TestDialectsComplete(t *testing.T) {
 			if got, ok := parseDialect(strings.ToUpper(d.String())); !ok || got != d {
 				t.Errorf("parseDialect(%q) = %v, %v", strings.ToUpper(d.String()), got, ok)
 			}
-			if got := dialectOfPath(d.completionPath()); got != d {
-				t.Errorf("dialectOfPath(%q) = %v", d.completionPath(), got)
+			if got := dialectOfPath(d.completionPath("")); got != d {
+				t.Errorf("dialectOfPath(%q) = %v", d.completionPath(""), got)
 			}
 
 			h := http.Header{}
@@ -171,6 +182,7 @@ func TestDialectEventAllocs(t *testing.T) {
 	for d, data := range map[dialect]string{
 		dialectAnthropic: anthropicEvent("content_block_delta", aTextDelta),
 		dialectOpenAI:    openAIChunk(oContent),
+		dialectResponses: responsesEvent(rTextDelta),
 	} {
 		ev := parseEvents(t, sseStream(data))[0]
 		u := usage{Model: "m"}
@@ -188,49 +200,10 @@ func TestDialectEventAllocs(t *testing.T) {
 	}
 }
 
-// responsesSketch is the Responses API written as a dialect over the pure
-// functions of dialect_responses.go: it proves the interface takes a
-// dialect that is only method wrappers, and the gate runs it unchanged.
-type responsesSketch struct{}
-
-var _ dialect = responsesSketch{}
-
-func (responsesSketch) String() string { return "responses" }
-func (responsesSketch) isCompletionPath(p string) bool {
-	return p == "/v1/responses" || p == "/responses"
-}
-func (responsesSketch) completionPath() string                     { return "/v1/responses" }
-func (responsesSketch) auxPaths() []auxPath                        { return nil }
-func (responsesSketch) sniffAux(string, headerGetter) int          { return 0 }
-func (responsesSketch) parseRequest(b []byte) (*llmRequest, error) { return parseRequestBody(b) }
-func (responsesSketch) bodyFor(r *llmRequest, m string) []byte     { return r.spliceModel(m) }
-func (responsesSketch) sessionKey(b []byte, h http.Header) string {
-	return responsesSessionKey(b, h, "")
-}
-func (responsesSketch) credentialHeaders() []string       { return openAICredentialHeaders }
-func (responsesSketch) setAuth(h http.Header, key string) { openAIDialect{}.setAuth(h, key) }
-func (responsesSketch) inspect(ev sseEvent, text bool, _ *choiceSet) eventInfo {
-	return inspectResponses(ev, text)
-}
-func (responsesSketch) terminalName(ev sseEvent) string    { return responsesTerminalName(ev) }
-func (responsesSketch) finishGrace() bool                  { return false }
-func (responsesSketch) checkBody(b []byte) (string, error) { return checkResponsesBody(b) }
-func (responsesSketch) checkBodyReject(b []byte, r [][]byte) error {
-	return checkResponsesBodyReject(b, r)
-}
-func (responsesSketch) observeEvent(u *usage, ev sseEvent) { u.observeResponsesEvent(ev) }
-func (responsesSketch) observeBody(u *usage, b []byte)     { u.observeResponsesBody(b) }
-func (responsesSketch) modelMissing(b []byte) bool         { return openAIDialect{}.modelMissing(b) }
-func (responsesSketch) errorType(status int) string        { return openAIErrorType(status) }
-func (responsesSketch) errorJSON(status int, msg string) []byte {
-	return responsesErrorJSON(status, msg)
-}
-func (responsesSketch) errorEvent(status int, msg string) []byte {
-	return responsesErrorEvent(status, msg, -1)
-}
-
-func TestResponsesSketchGate(t *testing.T) {
-	var d dialect = responsesSketch{}
+// The Responses dialect is only method wrappers over the pure functions of
+// dialect_responses.go, and the gate runs it unchanged.
+func TestDialectResponsesGate(t *testing.T) {
+	d := dialectResponses
 	g := newGate(d, [][]byte{[]byte("I cannot")}, 0, 0)
 	var got gateDecision
 	for _, ev := range parseEvents(t, responsesStream(rCreated, rTextDelta)) {
@@ -245,5 +218,50 @@ func TestResponsesSketchGate(t *testing.T) {
 	}
 	if got != gateFail || g.failed() != gateTerminalBeforeContent {
 		t.Fatalf("gate = %v (%v), want terminal_before_content", got, g.failed())
+	}
+}
+
+// The session keys each dialect reads with no `affinity header` set:
+// Anthropic's metadata.user_id, else Claude Code's session header; the
+// Responses API's prompt_cache_key, else Codex's session-id and
+// conversation_id headers.
+func TestDialectSessionKeys(t *testing.T) {
+	for _, tt := range []struct {
+		d      dialect
+		body   string
+		header http.Header
+		want   string
+	}{
+		{dialectAnthropic, `{"metadata":{"user_id":"u1"}}`, http.Header{"X-Claude-Code-Session-Id": {"s1"}}, "u1"},
+		{dialectAnthropic, `{"model":"m"}`, http.Header{"X-Claude-Code-Session-Id": {" s1 "}}, "s1"},
+		{dialectAnthropic, `{"model":"m"}`, http.Header{}, ""},
+		{dialectResponses, `{"prompt_cache_key":"k1"}`, http.Header{"Session-Id": {"s1"}}, "k1"},
+		{dialectResponses, `{"model":"m"}`, http.Header{"Session-Id": {"s1"}, "Conversation_id": {"c1"}}, "s1"},
+		{dialectResponses, `{"model":"m"}`, http.Header{"Conversation_id": {"c1"}}, "c1"},
+	} {
+		if got := sessionKey(tt.d, []byte(tt.body), tt.header, ""); got != tt.want {
+			t.Errorf("%v session key of %s %v = %q, want %q", tt.d, tt.body, tt.header, got, tt.want)
+		}
+	}
+}
+
+// A provider's `api` says which client dialects it serves: openai serves
+// Chat Completions and Responses clients, responses only Responses ones.
+func TestDialectAPIServes(t *testing.T) {
+	for _, tt := range []struct {
+		api, client dialect
+		want        bool
+	}{
+		{dialectOpenAI, dialectOpenAI, true},
+		{dialectOpenAI, dialectResponses, true},
+		{dialectResponses, dialectResponses, true},
+		{dialectResponses, dialectOpenAI, false},
+		{dialectAnthropic, dialectResponses, false},
+		{dialectOpenAI, dialectAnthropic, false},
+		{dialectNone, dialectResponses, true},
+	} {
+		if got := apiServes(tt.api, tt.client); got != tt.want {
+			t.Errorf("apiServes(%v, %v) = %v, want %v", tt.api, tt.client, got, tt.want)
+		}
 	}
 }

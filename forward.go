@@ -21,7 +21,7 @@ import (
 func (h *Handler) auxCandidates(d dialect) []*provider {
 	out := make([]*provider, 0, len(h.providers))
 	for _, p := range h.providers {
-		if p.dialect == dialectNone || p.dialect == d {
+		if apiServes(p.dialect, d) {
 			out = append(out, p)
 		}
 	}
@@ -67,7 +67,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	st.ctx = ctx
-	cands := h.auxCandidates(d)
+	cands, ok := h.forwardTargets(w, st, d)
+	if !ok {
+		return nil
+	}
 	for i, p := range cands {
 		if p.busy() {
 			st.skip(p, "busy_skip")

@@ -83,8 +83,10 @@ type Handler struct {
 	// matches every path. They fail over on connection errors; GET and
 	// HEAD also on a 5xx. Default: none; only the completion paths and
 	// GET /v1/models, GET /v1/models/{id}, POST /v1/messages/count_tokens
-	// and POST /v1/responses/input_tokens are served, every other path is
-	// 404 in the client's dialect.
+	// and POST /v1/responses/input_tokens are served, and the calls on a
+	// response by id (GET/DELETE /v1/responses/{id}, .../cancel,
+	// .../input_items), which go to the provider that created it; every
+	// other path is 404 in the client's dialect.
 	Forward []string `json:"forward,omitempty"`
 
 	providers   []*provider
@@ -92,6 +94,7 @@ type Handler struct {
 	hedgeBudget *budget
 	retryBudget *budget
 	affinity    *affinityTable
+	owners      *responseOwners
 	rejects     [][]byte
 	cooldown    cooldownConfig
 	logger      *zap.Logger
@@ -165,6 +168,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 	}
 	h.rand = rand.Float64
+	owners, err := loadResponseOwners()
+	if err != nil {
+		return err
+	}
+	h.owners = owners
 	m, err := provisionMetrics(ctx)
 	if err != nil {
 		return err
@@ -216,6 +224,10 @@ func (h *Handler) Cleanup() error {
 	}
 	for _, t := range h.transport {
 		t.CloseIdleConnections()
+	}
+	if h.owners != nil {
+		releaseResponseOwners()
+		h.owners = nil
 	}
 	return nil
 }
@@ -281,6 +293,7 @@ func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, d dial
 		req.sessionKey = sessionKey(d, body, r.Header, h.Affinity.Header)
 	}
 	st.req = req
+	h.pinResponse(st, body)
 	h.hedgeBudget.recordRequest(st.start)
 	h.retryBudget.recordRequest(st.start)
 

@@ -26,8 +26,9 @@ type Provider struct {
 	// first, e.g. `?api-version=...`). Credentials in it (`user:pass@`) are
 	// refused: use key or header_up.
 	BaseURL string `json:"base_url"`
-	// Wire dialect this provider serves: "anthropic" or "openai". Default:
-	// inferred from the request path, so the provider serves both.
+	// Wire dialect this provider serves: "anthropic", "openai" (which
+	// serves both Chat Completions and Responses clients) or "responses".
+	// Default: inferred from the request path, so the provider serves all.
 	API string `json:"api,omitempty"`
 	// API key sent to this provider; `{env.VAR}` is expanded at provision
 	// time. When set, the client's own key and auth-scoping headers
@@ -92,7 +93,7 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	d, ok := parseDialect(pc.API)
 	if !ok {
-		return nil, fmt.Errorf("api %q: want anthropic or openai", pc.API)
+		return nil, fmt.Errorf("api %q: want one of %s", pc.API, dialectNames())
 	}
 	for _, g := range append(append([]string{}, pc.Models...), ruleGlobs(pc.ModelMap)...) {
 		if _, err := path.Match(g, ""); err != nil {
@@ -184,7 +185,7 @@ func newTransport(connect time.Duration, caFile string) (*http.Transport, error)
 // serves reports whether the provider takes requests of dialect d for the
 // (requested) model.
 func (p *provider) serves(d dialect, model string) bool {
-	if p.dialect != dialectNone && d != dialectNone && p.dialect != d {
+	if !apiServes(p.dialect, d) {
 		return false
 	}
 	if len(p.cfg.Models) == 0 {

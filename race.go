@@ -34,13 +34,13 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 		repl = caddy.NewReplacer()
 	}
 	st.repl = repl
-	st.plan = newPlan(h.candidates(req.dialect, req.model, req.sessionKey), req.model)
+	st.plan = newPlan(st.pinPlan(h.candidates(req.dialect, req.model, req.sessionKey)), req.model)
 	// Every launch path checks attemptsLeft, the forced probe included, so
 	// at most Retry.Attempts attempts ever report: none blocks on its
 	// report, even after race returned (drain reaps them).
 	st.done = make(chan *attempt, h.Retry.Attempts)
 
-	hedging := req.stream && h.Hedge.enabled()
+	hedging := req.stream && h.Hedge.enabled() && st.pinned == nil
 	var hedgeC, retryC <-chan time.Time
 	hedgeTimer := stoppedTimer()
 	retryTimer := stoppedTimer()

@@ -50,6 +50,10 @@ type requestState struct {
 	forwarded     bool // not a completion: models, token counts, forward globs
 
 	budgetFailoverUsed bool
+
+	// pinned is the creator of previous_response_id: the only candidate
+	// (responses_pin.go).
+	pinned *provider
 }
 
 func newRequestState(h *Handler, r *http.Request, d dialect) *requestState {
@@ -90,6 +94,7 @@ func (st *requestState) win(a *attempt) {
 	now := clock()
 	st.h.recordWin(st, a, now)
 	st.cancelLive(errHedgeLost)
+	st.rememberResponse(a)
 	if st.h.affinity != nil && st.req.sessionKey != "" {
 		st.h.affinity.put(st.req.sessionKey, a.p.name, now)
 	}

@@ -32,6 +32,12 @@ body=$(curl -sS --max-time 30 http://127.0.0.1:8080/v1/chat/completions \
 	-d '{"model":"gpt-4o","messages":[{"role":"user","content":"hello"}]}')
 echo "$body" | grep -q '"chat.completion"' || fail "non-stream completion: $body"
 
+responses=$(curl -sS -N --max-time 30 http://127.0.0.1:8080/v1/responses \
+	-H 'content-type: application/json' -H 'authorization: Bearer sk-client' \
+	-d '{"model":"gpt-5-codex","stream":true,"input":"hello"}')
+echo "$responses" | grep -q 'response.completed' || fail "responses stream lacks response.completed: $responses"
+echo "$responses" | grep -q 'response.output_text.delta' || fail "responses stream lacks deltas"
+
 status=$(curl -sS -o /dev/null -w '%{http_code}' http://127.0.0.1:2019/llm_hedge/providers)
 [ "$status" = 200 ] || fail "admin providers: $status"
-echo "smoke: 5 passed, 0 failed"
+echo "smoke: 6 passed, 0 failed"
