@@ -100,7 +100,7 @@ func (h *Handler) forwardOnce(ctx context.Context, r *http.Request, p *provider,
 	if len(body) > 0 {
 		rd = bytes.NewReader(body)
 	}
-	up, err := http.NewRequestWithContext(ctx, r.Method, p.url(r.URL.EscapedPath(), r.URL.RawQuery), rd)
+	up, err := http.NewRequestWithContext(ctx, r.Method, p.url(r.URL.EscapedPath(), p.upstreamQuery(r.URL.RawQuery)), rd)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The registry answers what the uint8 switches answered: path to dialect,
@@ -19,7 +20,8 @@ func TestDialectRegistry(t *testing.T) {
 		{"anthropic", dialectAnthropic, true},
 		{"OpenAI", dialectOpenAI, true},
 		{"", dialectNone, true},
-		{"gemini", dialectNone, false},
+		{"Gemini", dialectGemini, true},
+		{"bedrock", dialectNone, false},
 	} {
 		if got, ok := parseDialect(tt.api); got != tt.want || ok != tt.ok {
 			t.Errorf("parseDialect(%q) = %v, %v; want %v, %v", tt.api, got, ok, tt.want, tt.ok)
@@ -29,6 +31,10 @@ func TestDialectRegistry(t *testing.T) {
 		"/v1/messages": dialectAnthropic, "/messages/": dialectAnthropic,
 		"/v1/chat/completions": dialectOpenAI, "/chat/completions": dialectOpenAI,
 		"/v1/models": dialectNone, "/v1/messages/count_tokens": dialectNone,
+		"/v1beta/models/gemini-2.5-pro:streamGenerateContent": dialectGemini,
+		"/v1/models/gemini-2.5-pro:generateContent/":          dialectGemini,
+		"/v1beta/models/gemini-2.5-pro:countTokens":           dialectNone,
+		"/v1beta/models/a%2Fb:generateContent":                dialectNone,
 	} {
 		if got := dialectOfPath(path); got != want {
 			t.Errorf("dialectOfPath(%q) = %v, want %v", path, got, want)
@@ -44,6 +50,9 @@ func TestDialectRegistry(t *testing.T) {
 		{"/v1/models", http.Header{"X-Api-Key": {"k"}}, dialectAnthropic},
 		{"/v1/models", http.Header{"Authorization": {"Bearer k"}}, dialectOpenAI},
 		{"/v1/files", http.Header{}, dialectOpenAI},
+		{"/v1beta/models", http.Header{}, dialectGemini},
+		{"/v1/models/gemini-x:countTokens", http.Header{}, dialectGemini},
+		{"/v1/models", http.Header{"X-Goog-Api-Key": {"k"}}, dialectGemini},
 	} {
 		if got := dialectOfAuxPath(tt.path, tt.header); got != tt.want {
 			t.Errorf("dialectOfAuxPath(%q, %v) = %v, want %v", tt.path, tt.header, got, tt.want)
@@ -62,6 +71,12 @@ func TestDialectRegistry(t *testing.T) {
 		{"POST", "/v1/responses/input_tokens", true, ""},
 		{"GET", "/v1/models/a/b", false, ""},
 		{"POST", "/v1/files", false, ""},
+		{"GET", "/v1beta/models", true, ""},
+		{"GET", "/v1beta/models/gemini-2.5-pro", true, ""},
+		{"POST", "/v1beta/models/gemini-2.5-pro:countTokens", true, ""},
+		{"POST", "/v1/models/gemini-2.5-pro:countTokens", true, ""},
+		{"POST", "/v1beta/models/:countTokens", false, "GET"},
+		{"POST", "/v1beta/models/gemini-2.5-pro:embedContent", false, "GET"},
 	} {
 		if listed, allow := auxListed(tt.method, tt.path); listed != tt.listed || allow != tt.allow {
 			t.Errorf("auxListed(%s %s) = %v %q, want %v %q", tt.method, tt.path, listed, allow, tt.listed, tt.allow)
@@ -199,11 +214,19 @@ func (responsesSketch) String() string { return "responses" }
 func (responsesSketch) isCompletionPath(p string) bool {
 	return p == "/v1/responses" || p == "/responses"
 }
-func (responsesSketch) completionPath() string                     { return "/v1/responses" }
-func (responsesSketch) auxPaths() []auxPath                        { return nil }
-func (responsesSketch) sniffAux(string, headerGetter) int          { return 0 }
-func (responsesSketch) parseRequest(b []byte) (*llmRequest, error) { return parseRequestBody(b) }
-func (responsesSketch) bodyFor(r *llmRequest, m string) []byte     { return r.spliceModel(m) }
+func (responsesSketch) completionPath() string            { return "/v1/responses" }
+func (responsesSketch) auxPaths() []auxPath               { return nil }
+func (responsesSketch) sniffAux(string, headerGetter) int { return 0 }
+func (responsesSketch) parseRequest(_, _ string, b []byte) (*llmRequest, error) {
+	return parseRequestBody(b)
+}
+func (d responsesSketch) upstreamPath(string, string) string { return d.completionPath() }
+func (responsesSketch) streamEnd() []byte                    { return nil }
+func (responsesSketch) classify(status int, b []byte, passThrough bool) failClass {
+	return classifyAnswer(status, b, passThrough)
+}
+func (responsesSketch) retryDelay([]byte) (time.Duration, bool) { return 0, false }
+func (responsesSketch) bodyFor(r *llmRequest, m string) []byte  { return r.spliceModel(m) }
 func (responsesSketch) sessionKey(b []byte, h http.Header) string {
 	return responsesSessionKey(b, h, "")
 }

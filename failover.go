@@ -30,7 +30,7 @@ func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, d dial
 		st.refuse(w, bodyStatus(err), err.Error())
 		return nil
 	}
-	req, err := parseCompletion(d, body)
+	req, err := parseCompletion(d, r.URL.Path, r.URL.RawQuery, body)
 	if err != nil {
 		st.refuse(w, http.StatusBadRequest, err.Error())
 		return nil
@@ -315,7 +315,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 		}
 		a.resp, a.status = resp, resp.StatusCode
 		if move5xx && resp.StatusCode >= 500 {
-			h.readUpstreamError(a, r.Context()) // kept for the answer if no other provider serves it
+			h.readUpstreamError(a, d, r.Context()) // kept for the answer if no other provider serves it
 			p.health.endAttempt()
 			h.metrics.attempt(p.name, "failed_"+string(a.class))
 			a.outcome = "retry_failed"
