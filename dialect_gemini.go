@@ -81,7 +81,7 @@ func (geminiDialect) sniffAux(path string, h headerGetter) int {
 // provider's business.
 func (geminiDialect) parseRequest(path, rawQuery string, body []byte) (*llmRequest, error) {
 	model, method, ok := geminiPath(strings.TrimSuffix(path, "/"))
-	if !ok {
+	if !ok || method == geminiCountTokens {
 		return nil, fmt.Errorf("path %q: not a Gemini model method", path)
 	}
 	it, ok := jsonOpen(body, 0, 0)

@@ -186,6 +186,7 @@ func TestDialectEventAllocs(t *testing.T) {
 	for d, data := range map[dialect]string{
 		dialectAnthropic: anthropicEvent("content_block_delta", aTextDelta),
 		dialectOpenAI:    openAIChunk(oContent),
+		dialectGemini:    "data: " + gText1,
 	} {
 		ev := parseEvents(t, sseStream(data))[0]
 		u := usage{Model: "m"}

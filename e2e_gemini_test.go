@@ -237,7 +237,7 @@ func TestGeminiCutStreamIsAnError(t *testing.T) {
 
 // Usage: the SDK sees the provider's usageMetadata, and the request log
 // line and the dialect label carry the same counts.
-func TestGeminiUsage(t *testing.T) {
+func TestGeminiUsageThroughProxy(t *testing.T) {
 	up := newUpstream(t, sim.Config{CacheRead: 5})
 	p := startProxy(t, provider("only", up))
 	for _, stream := range []bool{true, false} {
