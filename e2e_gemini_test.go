@@ -315,3 +315,67 @@ func TestGeminiModelRewrite(t *testing.T) {
 		t.Fatal("a provider whose models do not match got the request")
 	}
 }
+
+// A provider whose own key Gemini refuses (400 API_KEY_INVALID) is broken,
+// not the request: the request fails over. With the client's key (a
+// provider without one) the same answer is the client's, after one try.
+func TestGeminiInvalidKey(t *testing.T) {
+	wrong := newUpstream(t, sim.Config{Key: "right"})
+	good := newUpstream(t, sim.Config{})
+	p := startProxy(t, provider("wrong", wrong, "key not-right", "priority 0")+provider("good", good, "priority 1")+"hedge off")
+	text, _, err := geminiGenerate(ctxTimeout(t, 5*time.Second), geminiClient(t, p, "k"), "gemini-test", true)
+	if err != nil || text != wantText {
+		t.Fatalf("operator key refused: %q %v; want the next provider's answer", text, err)
+	}
+
+	own := newUpstream(t, sim.Config{Key: "right"})
+	other := newUpstream(t, sim.Config{})
+	p = startProxy(t, provider("own", own, "priority 0")+provider("other", other, "priority 1")+"hedge off")
+	_, _, err = geminiGenerate(ctxTimeout(t, 5*time.Second), geminiClient(t, p, "client-wrong"), "gemini-test", false)
+	var apiErr genai.APIError
+	if !errors.As(err, &apiErr) || apiErr.Code != 400 || !strings.Contains(apiErr.Message, "API key not valid") {
+		t.Fatalf("client key refused: %v; want Gemini's 400 API key not valid", err)
+	}
+	if n := geminiCompletions(other); n != 0 {
+		t.Fatalf("a refused client key was tried on another provider (%d)", n)
+	}
+}
+
+// countTokens and the model list and model calls are forwarded (SPEC 10,
+// other paths) in Gemini's shape, the keyed provider getting its key only.
+func TestGeminiAuxPaths(t *testing.T) {
+	up := newUpstream(t, sim.Config{})
+	p := startProxy(t, provider("only", up, "api gemini", "key sk-operator"))
+	ctx := ctxTimeout(t, 10*time.Second)
+	c := geminiClient(t, p, "client-key")
+	ct, err := c.Models.CountTokens(ctx, "gemini-test", genai.Text("hello there"), nil)
+	if err != nil || ct.TotalTokens <= 0 {
+		t.Fatalf("countTokens: %+v %v", ct, err)
+	}
+	m, err := c.Models.Get(ctx, "gemini-test", nil)
+	if err != nil || !strings.Contains(m.Name, "gemini-test") {
+		t.Fatalf("get model: %+v %v", m, err)
+	}
+	if _, err := c.Models.List(ctx, nil); err != nil {
+		t.Fatalf("list models: %v", err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/v1beta/models/gemini-test:countTokens?key=client-key",
+		strings.NewReader(`{"contents":[{"parts":[{"text":"hi"}]}]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("?key= countTokens: status %d", resp.StatusCode)
+	}
+	recs := up.Requests()
+	if len(recs) != 4 {
+		t.Fatalf("provider got %d requests, want 4", len(recs))
+	}
+	for _, r := range recs {
+		if r.GoogAPIKey != "sk-operator" || r.KeyParam != "" {
+			t.Errorf("%s %s: x-goog-api-key %q, key param %q; want the operator's key only", r.Method, r.Path, r.GoogAPIKey, r.KeyParam)
+		}
+	}
+}
