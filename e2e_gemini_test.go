@@ -379,3 +379,69 @@ func TestGeminiAuxPaths(t *testing.T) {
 		}
 	}
 }
+
+// Requests that name one cachedContent go to one provider (affinity keyed
+// by the cache name: the cache lives where it was made), while requests
+// without one spread.
+func TestGeminiCachedContentAffinity(t *testing.T) {
+	ups := []*upstream{newUpstream(t, sim.Config{}), newUpstream(t, sim.Config{}), newUpstream(t, sim.Config{})}
+	block := "hedge off\n"
+	for i, u := range ups {
+		block += provider(fmt.Sprintf("p%d", i), u)
+	}
+	p := startProxy(t, block)
+	c := geminiClient(t, p, "k")
+	served := func(cache string) int {
+		before := make([]int, len(ups))
+		for i, u := range ups {
+			before[i] = geminiCompletions(u)
+		}
+		var cfg *genai.GenerateContentConfig
+		if cache != "" {
+			cfg = &genai.GenerateContentConfig{CachedContent: cache}
+		}
+		if _, err := c.Models.GenerateContent(ctxTimeout(t, 5*time.Second), "gemini-test", genai.Text("hello"), cfg); err != nil {
+			t.Fatal(err)
+		}
+		for i, u := range ups {
+			if geminiCompletions(u) == before[i]+1 {
+				return i
+			}
+		}
+		t.Fatal("no provider served the request")
+		return -1
+	}
+	first := served("cachedContents/abc123")
+	for i := 0; i < 20; i++ {
+		if got := served("cachedContents/abc123"); got != first {
+			t.Fatalf("request %d with the cache went to p%d, the first to p%d", i+2, got, first)
+		}
+	}
+	seen := map[int]bool{}
+	for i := 0; i < 40; i++ {
+		seen[served("")] = true
+	}
+	if len(seen) < 2 {
+		t.Fatalf("40 requests without a cache all went to one provider")
+	}
+}
+
+// A Gemini SSE stream is hedged: a primary slow to its first chunk is
+// raced, and the alternative's answer wins.
+func TestGeminiHedge(t *testing.T) {
+	primary := newUpstream(t, sim.Config{FirstToken: caddyDur(5 * time.Second)})
+	alt := newUpstream(t, sim.Config{})
+	p := startProxy(t, provider("primary", primary, "priority 0")+provider("alternative", alt, "priority 1")+
+		"hedge {\n after 300ms\n }\n")
+	text, _, err := geminiGenerate(ctxTimeout(t, 10*time.Second), geminiClient(t, p, "k"), "gemini-test", true)
+	if err != nil || text != wantText {
+		t.Fatalf("%q %v", text, err)
+	}
+	if np, na := geminiCompletions(primary), geminiCompletions(alt); np != 1 || na != 1 {
+		t.Fatalf("primary saw %d requests, alternative %d; want 1 each", np, na)
+	}
+	l := observeRequestLines(t, p.LogFile, 1)[0]
+	if l["hedged"] != true || l["provider"] != "alternative" || l["dialect"] != "gemini" {
+		t.Fatalf("request line %v: want hedged, served by the alternative", l)
+	}
+}
