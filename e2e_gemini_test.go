@@ -445,3 +445,28 @@ func TestGeminiHedge(t *testing.T) {
 		t.Fatalf("request line %v: want hedged, served by the alternative", l)
 	}
 }
+
+// The proxy's own errors reach a Gemini client in Google's shape, which
+// the SDK reads as an APIError with the code and status.
+func TestGeminiProxyErrorShape(t *testing.T) {
+	dead := &upstream{URL: "http://127.0.0.1:" + fmt.Sprint(freePort(t))}
+	p := startProxy(t, provider("dead", dead))
+	for _, stream := range []bool{false, true} {
+		_, _, err := geminiGenerate(ctxTimeout(t, 5*time.Second), geminiClient(t, p, "k"), "gemini-test", stream)
+		var apiErr genai.APIError
+		if !errors.As(err, &apiErr) || apiErr.Code != 503 || apiErr.Status != "UNAVAILABLE" || apiErr.Message == "" {
+			t.Fatalf("stream %v: want a 503 UNAVAILABLE APIError, got %#v", stream, err)
+		}
+	}
+	resp, err := http.Get(p.URL + "/v1beta/models/gemini-test:generateContent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Error genai.APIError `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != 405 || body.Error.Code != 405 {
+		t.Fatalf("GET on a completion path: %d %+v %v", resp.StatusCode, body, err)
+	}
+}
