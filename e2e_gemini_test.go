@@ -470,3 +470,28 @@ func TestGeminiProxyErrorShape(t *testing.T) {
 		t.Fatalf("GET on a completion path: %d %+v %v", resp.StatusCode, body, err)
 	}
 }
+
+// A fallback model reaches a Gemini provider in the path: when the model's
+// only provider is overloaded, the fallback model's provider gets
+// .../models/{fallback}:streamGenerateContent and answers.
+func TestGeminiFallbackModel(t *testing.T) {
+	a := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503}}})
+	b := newUpstream(t, sim.Config{})
+	p := startProxy(t, provider("a", a, "models gemini-pro", "key sk-op")+provider("b", b, "models gemini-flash", "key sk-op")+
+		"hedge off\n retry {\n attempts 3\n backoff 10ms 20ms\n fallback_model gemini-pro gemini-flash\n }\n")
+	for _, stream := range []bool{true, false} {
+		text, _, err := geminiGenerate(ctxTimeout(t, 10*time.Second), geminiClient(t, p, "k"), "gemini-pro", stream)
+		if err != nil || text != wantText {
+			t.Fatalf("stream %v: %q %v", stream, text, err)
+		}
+	}
+	recs := b.Requests()
+	if len(recs) != 2 {
+		t.Fatalf("fallback provider got %d requests, want 2", len(recs))
+	}
+	for _, r := range recs {
+		if !strings.HasPrefix(r.Path, "/v1beta/models/gemini-flash:") || r.Model != "gemini-flash" {
+			t.Errorf("fallback request %s for %q: want the fallback model in the path", r.Path, r.Model)
+		}
+	}
+}
