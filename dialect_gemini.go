@@ -24,6 +24,157 @@ const (
 	geminiRetryInfoType = "type.googleapis.com/google.rpc.RetryInfo"
 )
 
+// geminiDialect is Google's Gemini API, served as dialect `gemini`.
+type geminiDialect struct{}
+
+var dialectGemini dialect = geminiDialect{}
+
+func init() { registerDialect(dialectGemini) }
+
+func (geminiDialect) String() string { return "gemini" }
+
+// isCompletionPath: generateContent and streamGenerateContent of a model
+// (countTokens is an aux path).
+func (geminiDialect) isCompletionPath(path string) bool {
+	_, method, ok := geminiPath(path)
+	return ok && method != geminiCountTokens
+}
+
+// completionPath is the shape of a Gemini completion path; the model of an
+// attempt's path is its own (upstreamPath).
+func (geminiDialect) completionPath(string) string {
+	return "/v1beta/models/gemini-2.5-flash:generateContent"
+}
+
+// upstreamPath is the client's path with the upstream model in it (a
+// rewrite or a fallback renames it); a path geminiPath refuses never gets
+// here (isCompletionPath).
+func (geminiDialect) upstreamPath(clientPath, model string) string {
+	return geminiRewritePath(strings.TrimSuffix(clientPath, "/"), model)
+}
+
+var geminiAuxPaths = []auxPath{
+	{http.MethodGet, "/v1beta/models"},
+	{http.MethodGet, "/v1beta/models/{id}"},
+	{http.MethodPost, "/v1beta/models/{id}:countTokens"},
+	{http.MethodGet, "/v1/models"},
+	{http.MethodGet, "/v1/models/{id}"},
+	{http.MethodPost, "/v1/models/{id}:countTokens"},
+}
+
+func (geminiDialect) auxPaths() []auxPath { return geminiAuxPaths }
+
+// sniffAux claims a /v1beta/ path, a countTokens call or a request with
+// Google's key header, over the others. A client that only sends ?key=
+// on a shared path (GET /v1/models) reads as OpenAI's.
+func (geminiDialect) sniffAux(path string, h headerGetter) int {
+	if strings.HasPrefix(path, "/v1beta/") || strings.HasSuffix(path, ":"+geminiCountTokens) || h.Get("x-goog-api-key") != "" {
+		return 3
+	}
+	return 0
+}
+
+// parseRequest reads the model from the path and the stream mode from
+// the method and ?alt=sse: a streamGenerateContent without it answers
+// with one JSON array, handled as a non-stream body (no hedge, the
+// response timeout). The body must be a JSON object; its fields are the
+// provider's business.
+func (geminiDialect) parseRequest(path, rawQuery string, body []byte) (*llmRequest, error) {
+	model, method, ok := geminiPath(strings.TrimSuffix(path, "/"))
+	if !ok || method == geminiCountTokens {
+		return nil, fmt.Errorf("path %q: not a Gemini model method", path)
+	}
+	it, ok := jsonOpen(body, 0, 0)
+	if !ok || !it.isObject() {
+		if !jsonValid(body) {
+			return nil, errInvalidJSON
+		}
+		return nil, errScan
+	}
+	for it.next() {
+	}
+	if !it.end() {
+		return nil, errInvalidJSON
+	}
+	return &llmRequest{
+		body:       body,
+		model:      model,
+		stream:     geminiIsStream(method) && geminiIsSSE(rawQuery),
+		modelStart: -1,
+	}, nil
+}
+
+// bodyFor: the model is in the path, so every attempt sends the body as is.
+func (geminiDialect) bodyFor(req *llmRequest, _ string) []byte { return req.body }
+
+// sessionKey is the request's cachedContent: with affinity on, requests
+// that use one cache go to one provider (the cache lives there). Gemini
+// has no conversation key (SPEC 10: none by default).
+func (geminiDialect) sessionKey(body []byte, _ http.Header) string {
+	return geminiCachedContent(body)
+}
+
+var geminiCredentialHeaders = []string{"X-Goog-Api-Key", "X-Goog-User-Project"}
+
+func (geminiDialect) credentialHeaders() []string { return geminiCredentialHeaders }
+
+func (geminiDialect) setAuth(h http.Header, key string) { h.Set("X-Goog-Api-Key", key) }
+
+// inspect keeps the stream's end state in cs: the candidates, and a
+// blocked prompt (no candidates) as a finished candidate 0, so
+// cs.allFinished is geminiStream.done.
+func (geminiDialect) inspect(ev sseEvent, withText bool, cs *choiceSet) eventInfo {
+	if cs == nil {
+		return inspectGeminiStream(ev, withText, nil)
+	}
+	st := geminiStream{candidates: *cs}
+	info := inspectGeminiStream(ev, withText, &st)
+	*cs = st.candidates
+	if st.blocked {
+		cs.note(0, true)
+	}
+	return info
+}
+
+// terminalName: Gemini sends no terminal event (the gate never sees one).
+func (geminiDialect) terminalName(sseEvent) string { return "end of body" }
+
+// finishGrace: every candidate's finishReason completes the answer, and
+// the body then ends; the relay waits a grace for that end.
+func (geminiDialect) finishGrace() bool { return true }
+
+// streamEnd: a Gemini stream ends with the body, nothing is synthesized.
+func (geminiDialect) streamEnd() []byte { return nil }
+
+func (geminiDialect) checkBody(body []byte) (reason string, err error) { return checkGeminiBody(body) }
+
+func (geminiDialect) checkBodyReject(body []byte, reject [][]byte) error {
+	return checkGeminiBodyReject(body, reject)
+}
+
+func (geminiDialect) observeEvent(u *usage, ev sseEvent) { u.observeGeminiEvent(ev) }
+
+func (geminiDialect) observeBody(u *usage, body []byte) { u.observeGeminiBody(body) }
+
+func (geminiDialect) modelMissing(body []byte) bool { return geminiModelMissing(body) }
+
+func (geminiDialect) classify(status int, body []byte, passThroughKey bool) failClass {
+	return geminiClassify(status, body, passThroughKey)
+}
+
+// retryDelay is the RetryInfo of a 429 RESOURCE_EXHAUSTED body.
+func (geminiDialect) retryDelay(body []byte) (time.Duration, bool) { return geminiRetryDelay(body) }
+
+func (geminiDialect) errorType(status int) string { return geminiStatus(status) }
+
+func (geminiDialect) errorJSON(status int, message string) []byte {
+	return geminiErrorJSON(status, message)
+}
+
+func (geminiDialect) errorEvent(status int, message string) []byte {
+	return geminiErrorEvent(status, message)
+}
+
 // geminiPath splits a Gemini model path,
 // /v1beta/models/{model}:{method} or /v1/models/{model}:{method}, with
 // method generateContent, streamGenerateContent or countTokens. ok is

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // The OpenAI Responses API (SPEC section 10, "responses" column): the event
@@ -532,9 +533,24 @@ func (responsesDialect) sniffAux(p string, _ headerGetter) int {
 	return 0
 }
 
-func (responsesDialect) parseRequest(body []byte) (*llmRequest, error) {
+func (responsesDialect) parseRequest(_, _ string, body []byte) (*llmRequest, error) {
 	return parseRequestBody(body)
 }
+
+// upstreamPath is the canonical path of the client's endpoint (compact or not).
+func (d responsesDialect) upstreamPath(clientPath, _ string) string {
+	return d.completionPath(strings.TrimSuffix(clientPath, "/"))
+}
+
+// streamEnd: a Responses stream ends with response.completed; nothing is synthesized.
+func (responsesDialect) streamEnd() []byte { return nil }
+
+func (responsesDialect) classify(status int, body []byte, passThroughKey bool) failClass {
+	return classifyAnswer(status, body, passThroughKey)
+}
+
+// retryDelay: OpenAI's hints are in the headers only.
+func (responsesDialect) retryDelay([]byte) (time.Duration, bool) { return 0, false }
 
 func (responsesDialect) bodyFor(req *llmRequest, model string) []byte { return req.spliceModel(model) }
 

@@ -95,6 +95,14 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	if !ok {
 		return nil, fmt.Errorf("api %q: want one of %s", pc.API, dialectNames())
 	}
+	if d == dialectGemini {
+		// A Gemini model goes into the upstream path (one segment).
+		for _, r := range pc.ModelMap {
+			if !geminiValidModel(r.To) {
+				return nil, fmt.Errorf("model %s %s: a Gemini model name is letters, digits and - . _ @", r.From, r.To)
+			}
+		}
+	}
 	for _, g := range append(append([]string{}, pc.Models...), ruleGlobs(pc.ModelMap)...) {
 		if _, err := path.Match(g, ""); err != nil {
 			return nil, fmt.Errorf("model glob %q: %w", g, err)
@@ -255,6 +263,16 @@ func (p *provider) url(escapedPath, rawQuery string) string {
 		b.WriteString(rawQuery)
 	}
 	return b.String()
+}
+
+// upstreamQuery is the client's raw query as sent to p: without Google's
+// key parameter when p has a key of its own (as the key headers go in
+// upstreamHeader), else as is, the client's key passing through.
+func (p *provider) upstreamQuery(rawQuery string) string {
+	if p.key == "" {
+		return rawQuery
+	}
+	return geminiStripKey(rawQuery)
 }
 
 // noReplay makes an upstream request one that net/http never sends twice

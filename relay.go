@@ -260,14 +260,18 @@ func endRelay(ctx context.Context, w io.Writer, flush func() error, d dialect, o
 		return res
 	case finishing:
 		// The answer is complete: whatever ended the upstream (EOF, the
-		// grace passing, a cut), finish it the way the client expects.
-		if err := writeClientEvent(w, flush, doneEvent); err != nil {
-			res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", err)
-			return res
+		// grace passing, a cut), finish it the way the client expects
+		// (OpenAI's [DONE]; a Gemini stream just ends, and what is
+		// pending is flushed when the relay returns).
+		if end := d.streamEnd(); end != nil {
+			if err := writeClientEvent(w, flush, end); err != nil {
+				res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", err)
+				return res
+			}
+			res.Events++
+			res.Bytes += int64(len(end))
 		}
 		res.Complete = true
-		res.Events++
-		res.Bytes += int64(len(doneEvent))
 		return res
 	case ctxErr != nil:
 		res.Reason, status = "total_timeout", 504

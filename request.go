@@ -89,9 +89,10 @@ func bodyStatus(err error) int {
 // (the last wins in encoding/json and Python, the first elsewhere) and on
 // letter case (a Go provider reads "Model" as model), so a second model or
 // stream key in any spelling is refused rather than routed by one reading
-// while the provider runs another.
-func parseCompletion(d dialect, body []byte) (*llmRequest, error) {
-	req, err := d.parseRequest(body)
+// while the provider runs another. path and rawQuery are the client's,
+// for a dialect that routes on them (Gemini's model and stream mode).
+func parseCompletion(d dialect, path, rawQuery string, body []byte) (*llmRequest, error) {
+	req, err := d.parseRequest(path, rawQuery, body)
 	if err != nil {
 		return nil, err
 	}
