@@ -122,7 +122,7 @@ type eventClass uint8
 const (
 	evPrelude   eventClass = iota // buffered, not committed: message_start, content_block_start, ping, comments, role-only/empty OpenAI deltas, usage-only chunks, content_block_stop, message_delta
 	evOutput                      // carries model output: Anthropic content_block_delta; OpenAI chunk whose choices[].delta has non-empty content, reasoning_content, reasoning, tool_calls, function_call or refusal
-	evFinish                      // OpenAI chunk with a finish_reason set (not null, not ""): output for the gate (SPEC), and the answer is done
+	evFinish                      // OpenAI chunk with a finish_reason set (not null, not ""): output for the gate, and the answer is done
 	evTerminal                    // Anthropic message_stop; OpenAI [DONE]
 	evError                       // `event: error`, or data whose JSON has a non-null top-level "error" (or Anthropic "type":"error")
 	evMalformed                   // data that is not a JSON object (other than OpenAI's [DONE])
@@ -202,7 +202,7 @@ func completionPath(d dialect, clientPath string) string {
 }
 
 // apiServes reports whether a provider whose `api` is api takes requests
-// of the client dialect d (SPEC 11): its own dialect, and for `api openai`
+// of the client dialect d: its own dialect, and for `api openai`
 // the Responses API too (OpenAI and the compatible servers serve both
 // under one base URL and key). dialectNone on either side: any.
 func apiServes(api, d dialect) bool {
@@ -211,7 +211,7 @@ func apiServes(api, d dialect) bool {
 }
 
 // auxListed reports whether method and path are one of the aux paths of
-// any dialect (SPEC 10, other paths); when only the path is, allow is the
+// any dialect (the other paths); when only the path is, allow is the
 // method it takes.
 func auxListed(method, p string) (listed bool, allow string) {
 	p = strings.TrimSuffix(p, "/")

@@ -280,7 +280,7 @@ func (p *provider) upstreamQuery(rawQuery string) string {
 // request with an Idempotency-Key header) on a new connection when a
 // pooled one breaks, once per pooled connection, and that needs GetBody
 // (or no body at all). Resends are the module's decision alone, within
-// its budgets (SPEC 15). A request without a body gets an empty one that
+// its budgets. A request without a body gets an empty one that
 // cannot be rewound; for GET and the like, net/http finds it empty and
 // sends no body, as before.
 func noReplay(up *http.Request) {

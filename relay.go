@@ -52,8 +52,8 @@ type relayResult struct {
 
 var doneEvent = []byte("data: [DONE]\n\n")
 
-// relayStream copies a committed stream to the client (SPEC section 2,
-// t3..t4): each complete event is written unchanged and flushed at once,
+// relayStream copies a committed stream to the client (from the commit to
+// the end of the answer): each complete event is written unchanged and flushed at once,
 // until the terminal event. A stream that ends any other way, except by
 // the client leaving, gets one error event in the client's dialect
 // (section 6), never a silent end.
