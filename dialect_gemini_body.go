@@ -94,14 +94,7 @@ func checkGeminiBodyReject(body []byte, reject [][]byte) error {
 	} else {
 		text = geminiAppendText(text, body)
 	}
-	var lp []byte
-	for _, p := range reject {
-		lp = appendLowerText(lp[:0], p)
-		if len(lp) > 0 && bytes.Contains(text, lp) {
-			return fmt.Errorf("upstream answer contains the rejected phrase %q", p)
-		}
-	}
-	return nil
+	return rejectedIn(text, reject)
 }
 
 // geminiAppendText appends the lower-cased non-thought text of every

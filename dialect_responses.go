@@ -229,19 +229,11 @@ func checkResponsesBodyReject(body []byte, reject [][]byte) error {
 				continue
 			}
 			if t, _ := jsonLookup(part, "text"); jsonIsString(t) {
-				text = appendLowerText(text, jsonAppendString(nil, t))
-				text = append(text, '\n')
+				text = appendAnswerText(text, t)
 			}
 		}
 	}
-	var lp []byte
-	for _, p := range reject {
-		lp = appendLowerText(lp[:0], p)
-		if len(lp) > 0 && bytes.Contains(text, lp) {
-			return fmt.Errorf("upstream answer contains the rejected phrase %q", p)
-		}
-	}
-	return nil
+	return rejectedIn(text, reject)
 }
 
 var (
