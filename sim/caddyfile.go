@@ -73,6 +73,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.CacheRead, err = intArg(d, sub, 0, 1<<40)
 		case "key":
 			h.Key, err = oneArg(d)
+		case "wire":
+			h.Wire, err = oneArg(d)
+		case "region":
+			h.Region, err = oneArg(d)
+		case "aws_access_key":
+			h.AWSAccessKey, err = oneArg(d)
+		case "aws_secret_key":
+			h.AWSSecretKey, err = oneArg(d)
 		case "seed":
 			var v string
 			if v, err = oneArg(d); err == nil {
