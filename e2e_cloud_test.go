@@ -1,13 +1,17 @@
 package llmhedge_test
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
@@ -189,4 +193,100 @@ func TestBedrockCutAfterCommit(t *testing.T) {
 	}
 }
 
-var _ = anthropic.Message{}
+const vertexToken = "ya29.sim-vertex-token"
+
+// newVertex starts a Vertex simulator and points Application Default
+// Credentials at a service-account file whose token_uri is its token
+// endpoint, so the real ADC flow (a signed JWT exchanged for a token) runs.
+func newVertex(t *testing.T, faults ...sim.Fault) *upstream {
+	vx := newUpstream(t, sim.Config{Wire: sim.WireVertex, Key: vertexToken, Faults: faults})
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := json.Marshal(map[string]string{
+		"type": "service_account", "project_id": "sim-project", "private_key_id": "k1",
+		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		"client_email": "hedge@sim-project.iam.gserviceaccount.com", "client_id": "1",
+		"token_uri": vx.URL + sim.VertexTokenPath,
+	})
+	file := filepath.Join(t.TempDir(), "sa.json")
+	if err := os.WriteFile(file, sa, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", file)
+	return vx
+}
+
+func vertexProvider(name string, u *upstream, opts ...string) string {
+	return provider(name, u, append([]string{"api vertex", "region us-east5", "project sim-project", "model claude-test claude-test@20250101"}, opts...)...)
+}
+
+// Vertex answers Anthropic clients, streaming and not, with a token from
+// Application Default Credentials, the Vertex URL and body rules.
+func TestVertexAnswers(t *testing.T) {
+	vx := newVertex(t)
+	p := startProxy(t, vertexProvider("vertex", vx)+"hedge off")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(p.logs(t))
+		}
+	})
+	ctx := ctxTimeout(t, 10*time.Second)
+	m, err := streamAnthropic(ctx, anthropicClient(p, "sk-client"), anthropicParams("claude-test"))
+	if err != nil || messageText(m) != wantText || m.Usage.OutputTokens != 9 {
+		t.Fatalf("stream: %v, text %q, usage %+v", err, messageText(m), m.Usage)
+	}
+	nm, err := anthropicClient(p, "sk-client").Messages.New(ctx, anthropicParams("claude-test"))
+	if err != nil || messageText(*nm) != wantText {
+		t.Fatalf("non-stream: %v", err)
+	}
+	var got []string
+	for _, r := range vx.Requests() {
+		if r.URI == sim.VertexTokenPath {
+			continue
+		}
+		got = append(got, r.URI)
+		if r.Status != 200 || r.Authorization != "Bearer "+vertexToken || r.APIKey != "" {
+			t.Errorf("%s: status %d, Authorization %q, x-api-key %q", r.URI, r.Status, r.Authorization, r.APIKey)
+		}
+	}
+	const prefix = "/v1/projects/sim-project/locations/us-east5/publishers/anthropic/models/claude-test@20250101"
+	if strings.Join(got, " ") != prefix+":streamRawPredict "+prefix+":rawPredict" {
+		t.Errorf("Vertex URIs %v", got)
+	}
+	for _, l := range observeRequestLines(t, p.LogFile, 2) {
+		if l["provider"] != "vertex" || l["output_tokens"] != 9.0 {
+			t.Errorf("request log %v: want vertex and 9 output tokens", l)
+		}
+	}
+}
+
+// Three clouds for one Claude model: Bedrock throttles, Vertex answers;
+// with Bedrock healthy it answers, and Anthropic stays the last resort.
+func TestCloudThreeWayFailover(t *testing.T) {
+	awsTestEnv(t)
+	br := newBedrock(t, sim.Fault{Kind: sim.FaultStatus, Status: 429, Count: 1})
+	vx := newVertex(t)
+	anth := newUpstream(t, sim.Config{})
+	p := startProxy(t, bedrockProvider("bedrock", br, "priority 0")+vertexProvider("vertex", vx, "priority 1")+
+		provider("anthropic", anth, "api anthropic", "key sk-op", "priority 2")+
+		"hedge off\nretry {\n same_provider 0\n }\ncooldown {\n failures 100\n }")
+	for i, want := range []string{"vertex", "bedrock"} {
+		m, err := streamAnthropic(ctxTimeout(t, 10*time.Second), anthropicClient(p, "sk-client"), anthropicParams("claude-test"))
+		if err != nil || messageText(m) != wantText {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		lines := observeRequestLines(t, p.LogFile, i+1)
+		if got := lines[i]["provider"]; got != want {
+			t.Errorf("request %d answered by %v, want %s", i, got, want)
+		}
+	}
+	if completions(anth) != 0 {
+		t.Errorf("anthropic served %d", completions(anth))
+	}
+}

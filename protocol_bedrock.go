@@ -140,6 +140,7 @@ func (*bedrockProtocol) response(resp *http.Response) {
 // frame ends the stream with a *streamFault classed like its HTTP status.
 type bedrockStream struct {
 	r   io.ReadCloser
+	cr  countReader
 	dec *eventstream.Decoder
 	out []byte // SSE not yet read
 	off int
@@ -167,12 +168,16 @@ func (s *bedrockStream) Read(p []byte) (int, error) {
 
 // next decodes one frame into s.out, or returns the error that ends the stream.
 func (s *bedrockStream) next() error {
-	msg, err := s.dec.Decode(s.r, nil)
+	s.cr.r, s.cr.n = s.r, 0
+	msg, err := s.dec.Decode(&s.cr, nil)
 	switch {
-	case errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
-		return io.EOF
-	case err != nil:
-		if errors.Is(err, io.ErrUnexpectedEOF) {
+	case err == nil:
+	case errors.Is(err, io.EOF) && s.cr.n == 0:
+		return io.EOF // at a frame boundary
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return io.ErrUnexpectedEOF // inside a frame
+	default:
+		if s.cr.eof { // a truncated payload shows as a checksum error
 			return io.ErrUnexpectedEOF
 		}
 		return fmt.Errorf("bedrock event stream: %w", err)
@@ -236,6 +241,23 @@ func appendSSE(b []byte, name string, data []byte) []byte {
 		data = data[i+1:]
 	}
 	return append(b, "\n\n"...)
+}
+
+// countReader counts the bytes one frame's decoding read, and whether it
+// reached the end of the stream.
+type countReader struct {
+	r   io.Reader
+	n   int
+	eof bool
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	if err == io.EOF {
+		c.eof = true
+	}
+	return n, err
 }
 
 func headerString(hs eventstream.Headers, name string) string {

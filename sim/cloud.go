@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -46,7 +47,8 @@ func (s *Simulator) cloud(wire string, w http.ResponseWriter, r *http.Request, r
 		return nil, nil, nil, false
 	}
 	if wire == WireVertex && r.URL.Path == VertexTokenPath {
-		if r.Method != http.MethodPost || r.ParseForm() != nil || !strings.Contains(r.PostForm.Get("grant_type"), "jwt-bearer") || r.PostForm.Get("assertion") == "" {
+		form, err := url.ParseQuery(string(body))
+		if r.Method != http.MethodPost || err != nil || !strings.Contains(form.Get("grant_type"), "jwt-bearer") || form.Get("assertion") == "" {
 			return deny(http.StatusBadRequest, "invalid_grant", "want a JWT-bearer assertion")
 		}
 		w.Header().Set("Content-Type", "application/json")
