@@ -169,7 +169,7 @@ func (s *bedrockStream) Read(p []byte) (int, error) {
 // next decodes one frame into s.out, or returns the error that ends the stream.
 func (s *bedrockStream) next() error {
 	s.cr.r, s.cr.n = s.r, 0
-	msg, err := s.dec.Decode(&s.cr, nil)
+	msg, err := s.decode()
 	switch {
 	case err == nil:
 	case errors.Is(err, io.EOF) && s.cr.n == 0:
@@ -241,6 +241,18 @@ func appendSSE(b []byte, name string, data []byte) []byte {
 		data = data[i+1:]
 	}
 	return append(b, "\n\n"...)
+}
+
+// decode reads one frame. The SDK's decoder panics on a header value type
+// it does not know (checked before the frame's checksum): a malformed
+// frame, not a crash.
+func (s *bedrockStream) decode() (msg eventstream.Message, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			msg, err = eventstream.Message{}, &streamFault{classMalformed, fmt.Sprintf("bedrock event stream: malformed frame: %v", v)}
+		}
+	}()
+	return s.dec.Decode(&s.cr, nil)
 }
 
 // countReader counts the bytes one frame's decoding read, and whether it
