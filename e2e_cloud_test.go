@@ -290,3 +290,55 @@ func TestCloudThreeWayFailover(t *testing.T) {
 		t.Errorf("anthropic served %d", completions(anth))
 	}
 }
+
+// Bedrock's auth shapes: a Bedrock API key goes as Bearer (nothing
+// signed); a signature the cloud refuses (a wrong secret) is a 403 on the
+// provider, which fails over.
+func TestBedrockAuth(t *testing.T) {
+	awsTestEnv(t)
+	keyed := newUpstream(t, sim.Config{Wire: sim.WireBedrock, Key: "br-api-key"})
+	p := startProxy(t, bedrockProvider("bedrock", keyed, "key br-api-key")+"hedge off")
+	if _, err := anthropicClient(p, "sk-client").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-test")); err != nil {
+		t.Fatalf("API key: %v", err)
+	}
+	if r := keyed.Requests()[0]; r.Authorization != "Bearer br-api-key" || r.Status != 200 {
+		t.Errorf("API key: Authorization %q status %d", r.Authorization, r.Status)
+	}
+
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+	br := newBedrock(t)
+	anth := newUpstream(t, sim.Config{})
+	p = startProxy(t, bedrockProvider("bedrock", br, "priority 0")+provider("anthropic", anth, "api anthropic", "key sk-op", "priority 1")+
+		"hedge off\nretry {\n same_provider 0\n }\ncooldown {\n failures 100\n }")
+	if _, err := streamAnthropic(ctxTimeout(t, 10*time.Second), anthropicClient(p, "sk-client"), anthropicParams("claude-test")); err != nil {
+		t.Fatalf("wrong secret: %v", err)
+	}
+	if r := br.Requests()[0]; r.Status != 403 || completions(anth) != 1 {
+		t.Fatalf("wrong secret: bedrock status %d, anthropic served %d; want 403 and the failover", r.Status, completions(anth))
+	}
+	if chain := observeChain(t, observeRequestLines(t, p.LogFile, 1)[0]); chain[0]["error_class"] != "auth" {
+		t.Errorf("chain %v: want the bedrock attempt classed auth", chain)
+	}
+}
+
+// A hedge goes to another cloud: Bedrock is slow to its first token, the
+// hedge to Vertex (another vendor) wins.
+func TestCloudHedge(t *testing.T) {
+	awsTestEnv(t)
+	br := newUpstream(t, sim.Config{Wire: sim.WireBedrock, Region: "us-west-2", AWSAccessKey: testAWSKeyID, AWSSecretKey: testAWSSecret,
+		FirstToken: caddyDur(5 * time.Second)})
+	vx := newVertex(t)
+	p := startProxy(t, bedrockProvider("bedrock", br, "priority 0", "vendor aws")+vertexProvider("vertex", vx, "priority 1", "vendor gcp")+
+		"hedge {\n after 50ms\n }\ncooldown {\n failures 100\n }")
+	for range 3 {
+		m, err := streamAnthropic(ctxTimeout(t, 10*time.Second), anthropicClient(p, "sk-client"), anthropicParams("claude-test"))
+		if err != nil || messageText(m) != wantText {
+			t.Fatalf("stream: %v", err)
+		}
+	}
+	for _, l := range observeRequestLines(t, p.LogFile, 3) {
+		if l["provider"] != "vertex" || l["hedged"] != true {
+			t.Errorf("answered by %v hedged %v, want vertex by a hedge", l["provider"], l["hedged"])
+		}
+	}
+}

@@ -2,15 +2,18 @@ package llmhedge
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/iotest"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+	"github.com/caddyserver/caddy/v2"
 )
 
 func TestCaddyfileCloudOptions(t *testing.T) {
@@ -189,4 +192,62 @@ func FuzzBedrockEventStream(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Provision names the provider and the credential chain it searched when a
+// cloud has no credentials, and the option a cloud needs.
+func TestCloudProvisionErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(dir, "missing.json"))
+	for _, tc := range []struct {
+		name string
+		p    Provider
+		want string
+	}{
+		{"bedrock no credentials", Provider{API: "bedrock", Region: "us-east-1"}, "no AWS credentials found in the AWS default chain (environment, shared config"},
+		{"bedrock missing profile", Provider{API: "bedrock", Region: "us-east-1", AWSProfile: "nope"}, `the AWS shared config profile "nope"`},
+		{"bedrock no region", Provider{API: "bedrock"}, "api bedrock needs region"},
+		{"vertex no credentials", Provider{API: "vertex", Region: "us-east5", Project: "p"}, "no Google credentials found in the Application Default Credentials chain (GOOGLE_APPLICATION_CREDENTIALS"},
+		{"vertex no project", Provider{API: "vertex", Region: "us-east5"}, "api vertex needs project"},
+		{"azure no key", Provider{API: "azure"}, "api azure needs key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pc := tc.p
+			pc.Name, pc.BaseURL = "cloud", "https://cloud.invalid"
+			h := &Handler{Providers: []*Provider{&pc}}
+			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+			defer cancel()
+			err := h.Provision(ctx)
+			if err == nil {
+				_ = h.Cleanup()
+				t.Fatalf("provisioned; want %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), `provider "cloud"`) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q, want the provider and %q", err, tc.want)
+			}
+		})
+	}
+	// A Bedrock API key needs no AWS credentials; the JSON fields parse.
+	var pc Provider
+	if err := json.Unmarshal([]byte(`{"name":"cloud","base_url":"https://cloud.invalid","api":"bedrock","region":"eu-west-1","aws_profile":"x","key":"bedrock-api-key"}`), &pc); err != nil {
+		t.Fatal(err)
+	}
+	if pc.Region != "eu-west-1" || pc.AWSProfile != "x" {
+		t.Fatalf("JSON fields: %+v", pc)
+	}
+	pc.AWSProfile = ""
+	h := &Handler{Providers: []*Provider{&pc}}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	if err := h.Provision(ctx); err != nil {
+		t.Fatalf("bedrock with an API key: %v", err)
+	}
+	_ = h.Cleanup()
 }
