@@ -251,3 +251,26 @@ func TestCloudProvisionErrors(t *testing.T) {
 	}
 	_ = h.Cleanup()
 }
+
+// An exception frame after commit ends the client's stream with Anthropic's
+// error event, after the events before it; usage counts what came.
+func TestBedrockExceptionAfterCommit(t *testing.T) {
+	wire := append(bedrockFrames(t,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`,
+		`{"type":"message_delta","delta":{"stop_reason":null},"usage":{"output_tokens":7}}`),
+		exceptionFrame(t, "modelStreamErrorException", "the model failed")...)
+	var out bytes.Buffer
+	var u usage
+	res := relayStream(context.Background(), &out, nil, newSSEReader(newBedrockStream(io.NopCloser(bytes.NewReader(wire))), 4096), dialectAnthropic, &u, relayOptions{}, nil)
+	if res.Complete || res.Err == nil || !strings.Contains(res.Err.Error(), "modelStreamErrorException") {
+		t.Fatalf("relay result %+v", res)
+	}
+	got := out.String()
+	if !strings.HasPrefix(got, "event: content_block_delta\n") || !strings.Contains(got, "event: error\n") ||
+		!strings.Contains(got, `"type":"error"`) {
+		t.Fatalf("client stream:\n%s", got)
+	}
+	if u.Output != 7 {
+		t.Errorf("usage %+v, want 7 output tokens from message_delta", u)
+	}
+}
