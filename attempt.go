@@ -115,12 +115,12 @@ func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.
 		return
 	}
 	a.resp, a.status = resp, resp.StatusCode
+	if a.p.proto != nil {
+		a.p.proto.response(resp)
+	}
 	if resp.StatusCode != http.StatusOK {
 		h.readUpstreamError(a, req.dialect, r.Context())
 		return
-	}
-	if a.p.proto != nil {
-		a.p.proto.response(resp)
 	}
 	if isEventStream(resp.Header) {
 		if !req.stream {

@@ -6,12 +6,14 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
@@ -340,5 +342,26 @@ func TestCloudHedge(t *testing.T) {
 		if l["provider"] != "vertex" || l["hedged"] != true {
 			t.Errorf("answered by %v hedged %v, want vertex by a hedge", l["provider"], l["hedged"])
 		}
+	}
+}
+
+// A request error from a cloud reaches the client in Anthropic's error
+// shape with the cloud's words (Bedrock's {"message"} and error type).
+func TestBedrockRequestError(t *testing.T) {
+	awsTestEnv(t)
+	br := newBedrock(t, sim.Fault{Kind: sim.FaultStatus, Status: 400})
+	p := startProxy(t, bedrockProvider("bedrock", br)+"hedge off")
+	_, err := anthropicClient(p, "sk-client").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-test"))
+	var apiErr *anthropic.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
+		t.Fatalf("error %v, want a 400", err)
+	}
+	var body struct {
+		Type  string
+		Error struct{ Type, Message string }
+	}
+	if json.Unmarshal([]byte(apiErr.RawJSON()), &body) != nil || body.Type != "error" || body.Error.Type != "invalid_request_error" ||
+		!strings.HasPrefix(body.Error.Message, "bedrock ValidationException: ") {
+		t.Fatalf("client body %s: want Anthropic's error shape with Bedrock's words", apiErr.RawJSON())
 	}
 }

@@ -28,8 +28,9 @@ type protocol interface {
 	// body and the auth that needs them (SigV4 signs both). The header is
 	// already the upstream one (client credentials gone, header_up applied).
 	prepare(ctx context.Context, up *http.Request, req *llmRequest, model string, body []byte) error
-	// response adapts a 200's framing to the dialect's SSE (Bedrock's
-	// event stream); a protocol whose answer is native leaves it.
+	// response adapts an answer before the attempt reads it: a 200's
+	// framing to the dialect's SSE (Bedrock's event stream), an error body
+	// to the dialect's error shape; a native answer is left as is.
 	response(resp *http.Response)
 }
 
@@ -131,4 +132,24 @@ func checkCloudOptions(pc *Provider) error {
 		return fmt.Errorf("aws_profile is read by api bedrock only")
 	}
 	return nil
+}
+
+// cloudErrorBody rewrites a cloud's error answer (Bedrock's {"message"},
+// Google's {"error":{"status","message"}}) in the client dialect's shape
+// with the cloud's words, so that a request error passed through parses in
+// the client's SDK. kind names the cloud's error type when the body does not.
+func cloudErrorBody(resp *http.Response, d dialect, kind string) {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body.Close()
+	msg := upstreamMessage(body)
+	if m, ok := jsonLookup(body, "message"); ok && jsonIsString(m) {
+		msg = string(jsonAppendString(nil, m))
+	}
+	if kind != "" {
+		msg = kind + ": " + msg
+	}
+	out := d.errorJSON(resp.StatusCode, msg)
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(out)), int64(len(out))
+	resp.Header.Set("Content-Type", "application/json")
+	resp.Header.Del("Content-Length")
 }

@@ -127,6 +127,11 @@ func anthropicBetas(h http.Header) []string {
 }
 
 func (*bedrockProtocol) response(resp *http.Response) {
+	if resp.StatusCode != http.StatusOK {
+		kind, _, _ := strings.Cut(resp.Header.Get("X-Amzn-Errortype"), ":")
+		cloudErrorBody(resp, dialectAnthropic, strings.TrimSpace("bedrock "+kind))
+		return
+	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/vnd.amazon.eventstream") {
 		return
 	}

@@ -78,4 +78,8 @@ func (v *vertexProtocol) prepare(ctx context.Context, up *http.Request, req *llm
 	return nil
 }
 
-func (*vertexProtocol) response(*http.Response) {}
+func (*vertexProtocol) response(resp *http.Response) {
+	if resp.StatusCode != http.StatusOK {
+		cloudErrorBody(resp, dialectAnthropic, "vertex")
+	}
+}
