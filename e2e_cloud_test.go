@@ -365,3 +365,31 @@ func TestBedrockRequestError(t *testing.T) {
 		t.Fatalf("client body %s: want Anthropic's error shape with Bedrock's words", apiErr.RawJSON())
 	}
 }
+
+// Gemini clients through Vertex AI (publisher google): the genai SDK
+// streams and not, the token from ADC, the client's key never sent.
+func TestVertexGemini(t *testing.T) {
+	vx := newVertex(t)
+	p := startProxy(t, provider("vertex", vx, "api vertex", "region us-central1", "project sim-project")+"hedge off")
+	ctx := ctxTimeout(t, 10*time.Second)
+	for _, stream := range []bool{true, false} {
+		text, um, err := geminiGenerate(ctx, geminiClient(t, p, "client-gemini-key"), "gemini-test", stream)
+		if err != nil || text != wantText || um == nil || um.CandidatesTokenCount != 9 {
+			t.Fatalf("stream %v: %v, text %q, usage %+v", stream, err, text, um)
+		}
+	}
+	var got []string
+	for _, r := range vx.Requests() {
+		if r.URI == sim.VertexTokenPath {
+			continue
+		}
+		got = append(got, r.URI)
+		if r.Status != 200 || r.Authorization != "Bearer "+vertexToken || r.GoogAPIKey != "" || r.KeyParam != "" {
+			t.Errorf("%s: status %d, Authorization %q, x-goog-api-key %q; want only the ADC token", r.URI, r.Status, r.Authorization, r.GoogAPIKey)
+		}
+	}
+	const prefix = "/v1/projects/sim-project/locations/us-central1/publishers/google/models/gemini-test"
+	if strings.Join(got, " ") != prefix+":streamGenerateContent?alt=sse "+prefix+":generateContent" {
+		t.Errorf("Vertex URIs %v", got)
+	}
+}

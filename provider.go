@@ -29,7 +29,8 @@ type Provider struct {
 	// Wire dialect this provider serves: "anthropic", "openai" (which
 	// serves both Chat Completions and Responses clients) or "responses";
 	// or a cloud protocol (SPEC 11, docs/clouds.md): "azure" (OpenAI
-	// clients), "bedrock" or "vertex" (Anthropic clients).
+	// clients), "bedrock" (Anthropic clients) or "vertex" (Anthropic and
+	// Gemini clients).
 	// Default: inferred from the request path, so the provider serves all.
 	API string `json:"api,omitempty"`
 	// Cloud region: the SigV4 scope of `api bedrock` (us-east-1) and the

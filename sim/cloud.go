@@ -105,6 +105,14 @@ func (s *Simulator) cloud(wire string, w http.ResponseWriter, r *http.Request, r
 		}
 		rest, ok := strings.CutPrefix(r.URL.Path, "/v1/projects/")
 		_, rest, ok2 := strings.Cut(rest, "/locations/")
+		if _, gm, google := strings.Cut(rest, "/publishers/google/models/"); ok && ok2 && google {
+			// Gemini on Vertex: the Gemini API's own request and answer.
+			nr.URL.Path = "/v1beta/models/" + gm
+			nr.URL.RawQuery = r.URL.RawQuery
+			nr.Body, nr.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+			nr.Header.Set("X-Goog-Api-Key", cfg.Key)
+			return w, nr, func() {}, true
+		}
 		_, model, ok3 := strings.Cut(rest, "/publishers/anthropic/models/")
 		model, verb, ok4 := strings.Cut(model, ":")
 		if !ok || !ok2 || !ok3 || !ok4 || (verb != "rawPredict" && verb != "streamRawPredict") {
