@@ -201,13 +201,24 @@ func completionPath(d dialect, clientPath string) string {
 	return d.completionPath(strings.TrimSuffix(clientPath, "/"))
 }
 
+// alsoServedBy lists, for a client dialect, the provider `api` values
+// besides its own that serve it; a dialect file registers them from init.
+var alsoServedBy = map[dialect][]dialect{}
+
 // apiServes reports whether a provider whose `api` is api takes requests
-// of the client dialect d: its own dialect, and for `api openai`
-// the Responses API too (OpenAI and the compatible servers serve both
-// under one base URL and key). dialectNone on either side: any.
+// of the client dialect d: its own dialect, and the ones d's file
+// registered in alsoServedBy (`api openai` serves the Responses API too).
+// dialectNone on either side: any.
 func apiServes(api, d dialect) bool {
-	return api == dialectNone || d == dialectNone || api == d ||
-		api == dialectOpenAI && d == dialectResponses
+	if api == dialectNone || d == dialectNone || api == d {
+		return true
+	}
+	for _, a := range alsoServedBy[d] {
+		if a == api {
+			return true
+		}
+	}
+	return false
 }
 
 // auxListed reports whether method and path are one of the aux paths of

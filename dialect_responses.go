@@ -335,7 +335,12 @@ type responsesDialect struct{}
 
 var dialectResponses dialect = responsesDialect{}
 
-func init() { registerDialect(dialectResponses) }
+func init() {
+	registerDialect(dialectResponses)
+	// OpenAI and the compatible servers serve the Responses API under the
+	// same base URL and key as Chat Completions.
+	alsoServedBy[dialectResponses] = []dialect{dialectOpenAI}
+}
 
 func (responsesDialect) String() string { return "responses" }
 
