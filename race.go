@@ -216,6 +216,11 @@ func (h *Handler) launchNext(st *requestState, r *http.Request, reason string, o
 				st.skip(p, "busy_skip")
 				continue
 			}
+			key, ok := h.keyFor(st, p, now)
+			if !ok {
+				st.plan.used[i] = true
+				continue
+			}
 			ok, probe := p.health.admit(now, st.plan.model)
 			if !ok {
 				st.plan.used[i] = true
@@ -230,6 +235,7 @@ func (h *Handler) launchNext(st *requestState, r *http.Request, reason string, o
 				reason = "probe"
 			}
 			a := st.prepare(p, p.upstreamModel(st.plan.model), reason, probe)
+			a.key = key
 			st.launch(h, r, a)
 			return a
 		}
@@ -265,8 +271,13 @@ func (h *Handler) launchProbe(st *requestState, r *http.Request) *attempt {
 	}
 	st.recoverAt = until
 	for _, p := range open {
-		if p.health == ph && ph.forceProbe(now) {
+		if p.health != ph {
+			continue
+		}
+		key, ok := h.keyFor(st, p, now)
+		if ok && ph.forceProbe(now) {
 			a := st.prepare(p, p.upstreamModel(st.plan.model), "probe", true)
+			a.key = key
 			st.launch(h, r, a)
 			return a
 		}
@@ -364,14 +375,37 @@ func (h *Handler) launchRetry(st *requestState, r *http.Request, a *attempt) boo
 	if !ok {
 		return false
 	}
+	key, ok := h.keyFor(st, a.p, now)
+	if !ok {
+		h.retryBudget.refund(tok)
+		return false
+	}
 	ok, probe := a.p.health.admit(now, st.plan.model)
 	if !ok {
 		h.retryBudget.refund(tok)
 		return false
 	}
-	a.probe = probe
+	a.probe, a.key = probe, key
 	st.launch(h, r, a)
 	return true
+}
+
+// keyFor picks the key of an attempt on p now (nil with the client's own
+// key). When p has keys but none may serve, it records the skip (quota_skip
+// or keys_unavailable) and returns false: p counts as unavailable.
+func (h *Handler) keyFor(st *requestState, p *provider, now time.Time) (*poolKey, bool) {
+	if len(p.keys) == 0 {
+		return nil, true
+	}
+	k, why, until := p.pickKey(now, st.quotaEstimate())
+	if why == "" {
+		return k, true
+	}
+	if why == "quota_skip" && st.noteQuotaSkip(p, until) {
+		h.metrics.quotaSkip(p.name)
+	}
+	st.skip(p, why)
+	return nil, false
 }
 
 // prepare creates an attempt without starting it.
