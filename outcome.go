@@ -86,7 +86,6 @@ func (h *Handler) settleKey(st *requestState, a *attempt, now time.Time) bool {
 	return true
 }
 
-
 // declineProbe gives back the probe slot a forwarded call was admitted
 // with: a models list or a token count is not a fair probe of completions.
 func declineProbe(p *provider) {
