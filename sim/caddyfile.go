@@ -77,7 +77,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if len(args) == 0 {
 				return d.ArgErr()
 			}
-			h.Key, h.Keys = args[0], args[1:]
+			h.Key = args[0]
+			if len(args) > 1 {
+				h.Keys = args[1:]
+			}
 		case "quota":
 			err = h.unmarshalQuota(d)
 		case "seed":
