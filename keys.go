@@ -80,13 +80,13 @@ type poolKey struct {
 }
 
 // left is what the key has left of one limit as far as the proxy knows at
-// now: the provider's last word less the attempts in flight on the key
-// (each will take one request), unlimited when unknown or past its reset.
+// now (unlimited when unknown or past its reset). The request count is the
+// provider's word less the attempts sent since (noteLimit, sendOne).
 func left(n, reset, now int64) (int64, bool) {
 	if n == rateLimitUnset || (reset != 0 && now >= reset) {
 		return 0, false
 	}
-	return n, true
+	return max(n, 0), true
 }
 
 // keyVerdict is what a key allows now: use it (keyOK), or why not, with
@@ -99,7 +99,6 @@ func (k *keyState) verdict(now, estimate int64, reserve int64) (state string, un
 		return keyCooling, c
 	}
 	if n, ok := left(k.reqLeft.Load(), k.reqReset.Load(), now); ok {
-		n -= k.inFlight.Load()
 		if n*(100-reserve)/100 < 1 {
 			return keyExhausted, k.reqReset.Load()
 		}
@@ -118,7 +117,7 @@ func (k *keyState) score(now int64) (int64, int64) {
 	const unknown = 1 << 62
 	r, t := int64(unknown), int64(unknown)
 	if n, ok := left(k.reqLeft.Load(), k.reqReset.Load(), now); ok {
-		r = n - k.inFlight.Load()
+		r = n
 	}
 	if n, ok := left(k.tokLeft.Load(), k.tokReset.Load(), now); ok {
 		t = n
@@ -175,24 +174,39 @@ func (p *provider) usableKeyBut(k *poolKey) bool {
 }
 
 // noteRateLimits records what a response's headers say of its key's quota.
-// Within one window (the same reset) the lowest count holds, since
-// responses may arrive out of order; a new window replaces it.
+// The request count is kept by the proxy between responses: each attempt
+// sent takes one (sendOne), and a response lowers it when the provider
+// counts fewer (another client of the key); a new window (another reset)
+// replaces it, less the other attempts in flight on the key, which the
+// provider may not have counted yet. Tokens take the lowest word within a
+// window, since responses may arrive out of order.
 func (k *keyState) noteRateLimits(rl rateLimits) {
-	noteLimit(&k.reqLeft, &k.reqReset, rl.reqLeft, rl.reqReset)
-	noteLimit(&k.tokLeft, &k.tokReset, rl.tokLeft, rl.tokReset)
+	noteLimit(&k.reqLeft, &k.reqReset, rl.reqLeft, rl.reqReset, max(0, k.inFlight.Load()-1))
+	noteLimit(&k.tokLeft, &k.tokReset, rl.tokLeft, rl.tokReset, 0)
 }
 
-func noteLimit(left, reset *atomic.Int64, n, at int64) {
+func noteLimit(left, reset *atomic.Int64, n, at, pending int64) {
 	if n == rateLimitUnset {
 		return
 	}
 	cur, curAt := left.Load(), reset.Load()
 	sameWindow := cur != rateLimitUnset && at != 0 && curAt != 0 && absNs(at-curAt) < int64(time.Second)
-	if sameWindow && cur <= n {
+	if sameWindow {
+		for cur > n && !left.CompareAndSwap(cur, n) {
+			cur = left.Load()
+		}
 		return
 	}
-	left.Store(n)
+	left.Store(max(0, n-pending))
 	reset.Store(at)
+}
+
+// sendOne counts an attempt sent with the key against its known request
+// quota.
+func (k *keyState) sendOne(now int64) {
+	if _, ok := left(k.reqLeft.Load(), k.reqReset.Load(), now); ok {
+		k.reqLeft.Add(-1)
+	}
 }
 
 func absNs(d int64) int64 {

@@ -24,6 +24,7 @@ func (a *attempt) begin() {
 	a.p.health.beginAttempt()
 	if a.key != nil {
 		a.key.st.inFlight.Add(1)
+		a.key.st.sendOne(clock().UnixNano())
 	}
 	a.begun++
 }
