@@ -24,13 +24,16 @@ const (
 // attempt is one try of a request on one provider, from sending the
 // request (t0) to being ready to commit (t2) or failing.
 type attempt struct {
-	n      int // 1-based number within the request
-	p      *provider
-	model  string   // model sent upstream (rewritten)
-	reason string   // why it started: initial, hedge_triggered, retry, failover, fallback, probe
-	probe  bool     // the half-open probe of p's breaker
-	key    *poolKey // the configured key it uses; nil: the client's own
-	epoch  int64    // p's health epoch when the attempt began (admin resets)
+	n           int // 1-based number within the request
+	p           *provider
+	model       string   // model sent upstream (rewritten)
+	reason      string   // why it started: initial, hedge_triggered, retry, failover, fallback, probe
+	probe       bool     // the half-open probe of p's breaker
+	key         *poolKey // the configured key it uses; nil: the client's own
+	keyAnswered bool     // a response came: no longer awaited on key (keys.go)
+	keySent     int64    // its place among the sends with key
+	keyBefore   int64    // the attempts awaiting a response on key when it was sent
+	epoch       int64    // p's health epoch when the attempt began (admin resets)
 
 	// bookkeeping counts (outcome.go), to check their pairing
 	begun, ended, verdicts int8

@@ -34,6 +34,8 @@ type keyState struct {
 	disabled  atomic.Bool  // 401/403: until an admin reset or a reload
 	coolUntil atomic.Int64 // 429: unix nanos
 	inFlight  atomic.Int64
+	awaiting  atomic.Int64 // attempts sent with the key, their response not yet in
+	sent      atomic.Int64 // attempts sent with the key, ever: their order
 	reqLeft   atomic.Int64 // rateLimitUnset when unknown
 	reqReset  atomic.Int64
 	tokLeft   atomic.Int64
@@ -173,19 +175,31 @@ func (p *provider) usableKeyBut(k *poolKey) bool {
 	return false
 }
 
-// noteRateLimits records what a response's headers say of its key's quota.
-// The request count is kept by the proxy between responses: each attempt
-// sent takes one (sendOne), and a response lowers it when the provider
-// counts fewer (another client of the key); a new window (another reset)
-// replaces it, less the other attempts in flight on the key, which the
-// provider may not have counted yet. Tokens take the lowest word within a
-// window, since responses may arrive out of order.
-func (k *keyState) noteRateLimits(rl rateLimits) {
-	noteLimit(&k.reqLeft, &k.reqReset, rl.reqLeft, rl.reqReset, max(0, k.inFlight.Load()-1))
-	noteLimit(&k.tokLeft, &k.tokReset, rl.tokLeft, rl.tokReset, 0)
+// noteRateLimits records what the response to an attempt says of its
+// key's quota; sent is the attempt's place in the order of sends and
+// before the attempts awaiting a response when it was sent (sendOne).
+//
+// The request count is a lower bound of what the key has left once every
+// attempt sent so far is counted, so a key is never sent more than its
+// quota: each send takes one, and a response that says r left raises it
+// to r less every attempt the provider may not have counted yet (those
+// still awaiting a response when this one was sent, and those sent since),
+// and caps it at r. A new window (another reset) starts over from the
+// response. Tokens take the lowest word within a window.
+func (k *keyState) noteRateLimits(rl rateLimits, sent, before int64) {
+	if rl.reqLeft != rateLimitUnset {
+		lo := max(0, rl.reqLeft-before-(k.sent.Load()-sent))
+		cur, curAt := k.reqLeft.Load(), k.reqReset.Load()
+		if cur != rateLimitUnset && rl.reqReset != 0 && curAt != 0 && absNs(rl.reqReset-curAt) < int64(time.Second) {
+			lo = min(max(cur, lo), rl.reqLeft)
+		}
+		k.reqReset.Store(rl.reqReset)
+		k.reqLeft.Store(lo)
+	}
+	noteLimit(&k.tokLeft, &k.tokReset, rl.tokLeft, rl.tokReset)
 }
 
-func noteLimit(left, reset *atomic.Int64, n, at, pending int64) {
+func noteLimit(left, reset *atomic.Int64, n, at int64) {
 	if n == rateLimitUnset {
 		return
 	}
@@ -197,17 +211,23 @@ func noteLimit(left, reset *atomic.Int64, n, at, pending int64) {
 		}
 		return
 	}
-	left.Store(max(0, n-pending))
+	left.Store(n)
 	reset.Store(at)
 }
 
 // sendOne counts an attempt sent with the key against its known request
-// quota.
-func (k *keyState) sendOne(now int64) {
+// quota. It returns the attempt's place in the order of sends and the
+// attempts awaiting a response before it; answered (or the attempt's end,
+// when no answer came) takes it off those awaiting.
+func (k *keyState) sendOne(now int64) (sent, before int64) {
+	before = k.awaiting.Add(1) - 1
 	if _, ok := left(k.reqLeft.Load(), k.reqReset.Load(), now); ok {
 		k.reqLeft.Add(-1)
 	}
+	return k.sent.Add(1), before
 }
+
+func (k *keyState) answered() { k.awaiting.Add(-1) }
 
 func absNs(d int64) int64 {
 	if d < 0 {

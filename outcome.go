@@ -24,7 +24,7 @@ func (a *attempt) begin() {
 	a.p.health.beginAttempt()
 	if a.key != nil {
 		a.key.st.inFlight.Add(1)
-		a.key.st.sendOne(clock().UnixNano())
+		a.keySent, a.keyBefore = a.key.st.sendOne(clock().UnixNano())
 	}
 	a.begun++
 }
@@ -35,6 +35,9 @@ func (a *attempt) end() {
 	a.p.health.endAttempt()
 	if a.key != nil {
 		a.key.st.inFlight.Add(-1)
+		if !a.keyAnswered {
+			a.key.st.answered()
+		}
 	}
 	a.ended++
 }
@@ -45,8 +48,10 @@ func (a *attempt) noteRateLimits(h http.Header) {
 	if a.key == nil {
 		return
 	}
+	a.keyAnswered = true
+	a.key.st.answered()
 	if rl, ok := parseRateLimits(h, clock()); ok {
-		a.key.st.noteRateLimits(rl)
+		a.key.st.noteRateLimits(rl, a.keySent, a.keyBefore)
 	}
 }
 
@@ -62,6 +67,11 @@ func (h *Handler) settleKey(st *requestState, a *attempt, now time.Time) bool {
 	if k == nil || (a.class != classAuth && a.class != classRateLimited) {
 		return false
 	}
+	if !a.p.usableKeyBut(k) {
+		// The last key in service: its failure is the provider's, as
+		// with a single key (the breaker, its probes and Retry-After).
+		return false
+	}
 	if a.class == classAuth {
 		k.st.disabled.Store(true)
 	} else {
@@ -75,9 +85,6 @@ func (h *Handler) settleKey(st *requestState, a *attempt, now time.Time) bool {
 			until = k.st.tokReset.Load()
 		}
 		k.st.cool(until)
-	}
-	if !a.p.usableKeyBut(k) {
-		return false // the last key: the provider's failure after all
 	}
 	a.outcome = "key_" + string(a.class)
 	a.noRetry = true // the failover takes the provider again, with another key
