@@ -271,19 +271,26 @@ func BenchmarkQuotaBookkeeping(b *testing.B) {
 	}
 }
 
-// rlCannedUpstream is hedgeCannedUpstream with rate-limit headers.
-type rlCannedUpstream struct{ stream []byte }
+// rlCannedUpstream is hedgeCannedUpstream, with rate-limit headers when
+// headers is set.
+type rlCannedUpstream struct {
+	stream  []byte
+	headers bool
+}
 
 func (c *rlCannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Body != nil {
 		_, _ = io.Copy(io.Discard, r.Body)
 		r.Body.Close()
 	}
+	h := http.Header{"Content-Type": {"text/event-stream"}, "Request-Id": {"req_1"}, "Anthropic-Organization-Id": {"org"}}
+	if c.headers {
+		h = http.Header{"Content-Type": {"text/event-stream"}, hAnthReqLeft: {"1000000000"}, hAnthReqReset: {rlResetValue}}
+	}
 	return &http.Response{
 		StatusCode: http.StatusOK,
 		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{"Content-Type": {"text/event-stream"},
-			hAnthReqLeft: {"1000000000"}, hAnthReqReset: {rlResetValue}},
+		Header:  h,
 		Body:    io.NopCloser(bytes.NewReader(c.stream)),
 		Request: r,
 	}, nil
@@ -292,34 +299,46 @@ func (c *rlCannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 var rlResetValue = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 
 // BenchmarkQuotaRequestPath is BenchmarkHedgeRaceNoFire's hedge=off path
-// with a pool of two keys on the primary and rate-limit headers on every
-// response: compare ns/op and allocs/op (the double's extra header fields
-// are two of its own allocations).
+// with a configured key on the primary: one key and no rate-limit headers
+// (what a key cost before pools) vs a pool of two keys with rate-limit
+// headers on every response (the double sends three header fields either
+// way). Compare ns/op and allocs/op.
 func BenchmarkQuotaRequestPath(b *testing.B) {
-	h := &Handler{
-		Providers: []*Provider{
-			{Name: "quotabench-primary", BaseURL: "http://primary.invalid", Keys: []string{"sk-1", "sk-2"}},
-			{Name: "quotabench-spare", BaseURL: "http://spare.invalid", Priority: 1},
-		},
-		Hedge: HedgeConfig{Off: true},
-	}
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	defer cancel()
-	if err := h.Provision(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer h.Cleanup()
-	h.logger = zap.NewNop()
-	up := &rlCannedUpstream{stream: hedgeRecordedStream(b)}
-	for _, p := range h.providers {
-		p.transport.RegisterProtocol("http", up)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		r := httptest.NewRequest(http.MethodPost, "/v1/messages", strings.NewReader(hedgeStreamBody))
-		w := httptest.NewRecorder()
-		if err := h.ServeHTTP(w, r, nil); err != nil || w.Code != http.StatusOK {
-			b.Fatalf("status %d, %v: %s", w.Code, err, w.Body)
-		}
+	for _, tc := range []struct {
+		name    string
+		pc      Provider
+		headers bool
+	}{
+		{"key=one,headers=none", Provider{Key: "sk-1"}, false},
+		{"keys=two,headers=none", Provider{Keys: []string{"sk-1", "sk-2"}}, false},
+		{"keys=two,headers=ratelimit", Provider{Keys: []string{"sk-1", "sk-2"}}, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			primary := tc.pc
+			primary.Name, primary.BaseURL = "quotabench-primary-"+tc.name, "http://primary.invalid"
+			h := &Handler{
+				Providers: []*Provider{&primary, {Name: "quotabench-spare-" + tc.name, BaseURL: "http://spare.invalid", Priority: 1}},
+				Hedge:     HedgeConfig{Off: true},
+			}
+			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+			defer cancel()
+			if err := h.Provision(ctx); err != nil {
+				b.Fatal(err)
+			}
+			defer h.Cleanup()
+			h.logger = zap.NewNop()
+			up := &rlCannedUpstream{stream: hedgeRecordedStream(b), headers: tc.headers}
+			for _, p := range h.providers {
+				p.transport.RegisterProtocol("http", up)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				r := httptest.NewRequest(http.MethodPost, "/v1/messages", strings.NewReader(hedgeStreamBody))
+				w := httptest.NewRecorder()
+				if err := h.ServeHTTP(w, r, nil); err != nil || w.Code != http.StatusOK {
+					b.Fatalf("status %d, %v: %s", w.Code, err, w.Body)
+				}
+			}
+		})
 	}
 }
