@@ -56,8 +56,9 @@ func (a *attempt) noteRateLimits(h http.Header) {
 }
 
 // settleKey records a failure that is its key's, not its provider's: a
-// 401/403 disables the key, a 429 cools it (Retry-After, else the reset of
-// the limit that ran out, else keyCooldownDefault). While another key of
+// 401/403 disables the key, a 429 cools it (Retry-After, else a Gemini
+// body's retryDelay, else the reset of the limit that ran out, else
+// keyCooldownDefault). While another key of
 // the provider is not disabled, the provider stays in service: its breaker
 // is not charged, and the provider goes back into the request's plan so
 // that the failover tries it with another key. It reports whether it
@@ -79,6 +80,8 @@ func (h *Handler) settleKey(st *requestState, a *attempt, now time.Time) bool {
 		switch {
 		case a.hasRA && a.retryAfter > 0:
 			until = now.Add(a.retryAfter).UnixNano()
+		case geminiDelay(a.errBody) > 0:
+			until = now.Add(geminiDelay(a.errBody)).UnixNano()
 		case k.st.reqLeft.Load() == 0 && k.st.reqReset.Load() > now.UnixNano():
 			until = k.st.reqReset.Load()
 		case k.st.tokReset.Load() > now.UnixNano():
@@ -178,4 +181,12 @@ func (h *Handler) settle(st *requestState, a *attempt) {
 		p.health.release(a.probe)
 		h.metrics.attempt(p.name, "failed_"+string(a.class))
 	}
+}
+
+// geminiDelay is a Gemini 429 body's retryDelay, or zero.
+func geminiDelay(body []byte) time.Duration {
+	if d, ok := geminiRetryDelay(body); ok {
+		return d
+	}
+	return 0
 }
