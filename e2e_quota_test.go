@@ -141,6 +141,15 @@ func TestQuotaKeyPoolDisablesRefusedKey(t *testing.T) {
 	if s := v.key(t, "sk-good").State; s != "ok" {
 		t.Fatalf("sk-good state %q, want ok", s)
 	}
+	_, _, metrics := healthAdmin(t, p, http.MethodGet, "/metrics")
+	for _, want := range []string{
+		`caddy_llm_hedge_key_state{key="` + fingerprint("sk-bad") + `",provider="pool"} 3`,
+		`caddy_llm_hedge_key_state{key="` + fingerprint("sk-good") + `",provider="pool"} 0`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 	status, _, body := healthAdmin(t, p, http.MethodPost, "/llm_hedge/providers/pool/reset")
 	if status != http.StatusOK {
 		t.Fatalf("reset: %d %s", status, body)
@@ -195,6 +204,15 @@ func TestQuotaExhaustedKeySkippedUntilReset(t *testing.T) {
 			}
 			if !strings.Contains(p.logs(t), "quota_skip") {
 				t.Fatal("no quota_skip in the decision chain")
+			}
+			_, _, metrics := healthAdmin(t, p, http.MethodGet, "/metrics")
+			for _, want := range []string{
+				`caddy_llm_hedge_quota_skips_total{provider="primary"}`,
+				`caddy_llm_hedge_quota_remaining{key="` + fingerprint("sk-p") + `",kind="requests",provider="primary"} 0`,
+			} {
+				if !strings.Contains(metrics, want) {
+					t.Errorf("metrics lack %s", want)
+				}
 			}
 			// The reset is a point on the clock (shown to the second): wait
 			// for it, then traffic returns.
