@@ -91,8 +91,8 @@ func left(n, reset, now int64) (int64, bool) {
 	return max(n, 0), true
 }
 
-// keyVerdict is what a key allows now: use it (keyOK), or why not, with
-// when it may serve again (zero: not by itself).
+// verdict is what a key allows now: use it (keyOK), or why not, with when
+// it may serve again (zero: not by itself).
 func (k *keyState) verdict(now, estimate int64, reserve int64) (state string, until int64) {
 	if k.disabled.Load() {
 		return keyDisabled, 0
