@@ -70,7 +70,7 @@ func (a *attempt) ok() bool { return a.class == classNone && a.err == nil }
 func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.Replacer, done chan<- *attempt) {
 	defer func() { a.elapsed = time.Since(a.start); done <- a }()
 	body := req.bodyFor(a.model)
-	up, err := http.NewRequestWithContext(a.ctx, http.MethodPost, a.p.url(completionPath(req.dialect, r.URL.Path), r.URL.RawQuery), bytes.NewReader(body))
+	up, err := http.NewRequestWithContext(a.ctx, http.MethodPost, a.p.url(req.dialect.upstreamPath(r.URL.Path, a.model), a.p.upstreamQuery(r.URL.RawQuery)), bytes.NewReader(body))
 	if err != nil {
 		a.fail(classConnect, fmt.Errorf("provider %s: building request: %w", a.p.name, err))
 		return
@@ -119,7 +119,7 @@ func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.
 	a.resp, a.status = resp, resp.StatusCode
 	a.noteRateLimits(resp.Header)
 	if resp.StatusCode != http.StatusOK {
-		h.readUpstreamError(a, r.Context())
+		h.readUpstreamError(a, req.dialect, r.Context())
 		return
 	}
 	if isEventStream(resp.Header) {
@@ -150,14 +150,21 @@ func (a *attempt) fail(c failClass, err error) {
 }
 
 // readUpstreamError keeps a bounded copy of a non-200 body (a request-level
-// error is passed to the client as is) and the retry hints.
-func (h *Handler) readUpstreamError(a *attempt, clientCtx context.Context) {
+// error is passed to the client as is) and the retry hints: Retry-After,
+// else the one in the body in dialect d's words (Gemini's RetryInfo).
+func (h *Handler) readUpstreamError(a *attempt, d dialect, clientCtx context.Context) {
 	resp := a.resp
 	a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	a.errHeader = resp.Header
 	a.retryAfter, a.hasRA = parseRetryAfter(resp.Header, clock())
+	if !a.hasRA && d != dialectNone {
+		a.retryAfter, a.hasRA = d.retryDelay(a.errBody)
+	}
 	a.noRetry = !shouldRetry(resp.Header)
 	c := classifyAnswer(resp.StatusCode, a.errBody, a.p.key == "")
+	if d != dialectNone {
+		c = d.classify(resp.StatusCode, a.errBody, a.p.key == "")
+	}
 	if clientCtx.Err() != nil {
 		c = classClientAbort
 	}

@@ -155,7 +155,7 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser) error {
 		case "api":
 			p.API, err = oneArg(d)
 			if _, ok := parseDialect(p.API); err == nil && (!ok || p.API == "") {
-				return d.Errf("api: %q is not anthropic or openai", p.API)
+				return d.Errf("api: %q is not anthropic, openai or gemini", p.API)
 			}
 		case "key":
 			// One key stays `key` in JSON, as before; several are `keys`.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // dialect is the wire format of an LLM API: how the request body, the
@@ -35,9 +36,14 @@ type dialect interface {
 	// dialect: 0 not, the highest wins (ties: the first registered).
 	sniffAux(path string, h headerGetter) int
 
-	// parseRequest validates a completion body and reads what the proxy
-	// routes on.
-	parseRequest(body []byte) (*llmRequest, error)
+	// parseRequest validates a completion request and reads what the
+	// proxy routes on: the body, and for a dialect that carries the model
+	// or the stream mode there, the path and raw query.
+	parseRequest(path, rawQuery string, body []byte) (*llmRequest, error)
+	// upstreamPath is the escaped path an attempt sends for a client's
+	// completion path and the upstream model: completionPath for the
+	// dialects with the model in the body.
+	upstreamPath(clientPath, model string) string
 	// bodyFor is the request body for an upstream model (a fallback or
 	// a rewrite renames it).
 	bodyFor(req *llmRequest, model string) []byte
@@ -60,6 +66,9 @@ type dialect interface {
 	// terminal event (OpenAI's finish_reason before [DONE]): the relay
 	// then waits only a grace for it and synthesizes it if it is missing.
 	finishGrace() bool
+	// streamEnd is the terminal event the relay writes for an upstream
+	// that finished (finishGrace) but did not send it; nil for none.
+	streamEnd() []byte
 
 	// checkBody detects a fake 200 in a complete non-stream body: the
 	// reason and an error naming it, or "", nil for a real answer.
@@ -74,6 +83,12 @@ type dialect interface {
 	// modelMissing reports whether an upstream error body says the
 	// requested model does not exist.
 	modelMissing(body []byte) bool
+	// classify classifies a non-200 answer (classifyAnswer, or the
+	// dialect's reading of its error body); passThroughKey as there.
+	classify(status int, body []byte, passThroughKey bool) failClass
+	// retryDelay reads a retry hint from an error body, for an answer
+	// without Retry-After; ok false when there is none.
+	retryDelay(body []byte) (d time.Duration, ok bool)
 
 	// errorType is the error type this dialect uses for an HTTP status.
 	errorType(status int) string
@@ -97,7 +112,8 @@ func registerDialect(d dialect) { dialects = append(dialects, d) }
 // headerGetter is the part of a header the dialect sniff reads.
 type headerGetter interface{ Get(string) string }
 
-// auxPath is one non-completion call: `{id}` is one path segment.
+// auxPath is one non-completion call: `{id}` is one path segment, or
+// the start of one when text follows it (`{id}:countTokens`).
 type auxPath struct{ method, path string }
 
 // eventClass is what one upstream event means for the attempt.
@@ -106,7 +122,7 @@ type eventClass uint8
 const (
 	evPrelude   eventClass = iota // buffered, not committed: message_start, content_block_start, ping, comments, role-only/empty OpenAI deltas, usage-only chunks, content_block_stop, message_delta
 	evOutput                      // carries model output: Anthropic content_block_delta; OpenAI chunk whose choices[].delta has non-empty content, reasoning_content, reasoning, tool_calls, function_call or refusal
-	evFinish                      // OpenAI chunk with a finish_reason set (not null, not ""): output for the gate (SPEC), and the answer is done
+	evFinish                      // OpenAI chunk with a finish_reason set (not null, not ""): output for the gate, and the answer is done
 	evTerminal                    // Anthropic message_stop; OpenAI [DONE]
 	evError                       // `event: error`, or data whose JSON has a non-null top-level "error" (or Anthropic "type":"error")
 	evMalformed                   // data that is not a JSON object (other than OpenAI's [DONE])
@@ -186,7 +202,7 @@ func completionPath(d dialect, clientPath string) string {
 }
 
 // apiServes reports whether a provider whose `api` is api takes requests
-// of the client dialect d (SPEC 11): its own dialect, and for `api openai`
+// of the client dialect d: its own dialect, and for `api openai`
 // the Responses API too (OpenAI and the compatible servers serve both
 // under one base URL and key). dialectNone on either side: any.
 func apiServes(api, d dialect) bool {
@@ -195,7 +211,7 @@ func apiServes(api, d dialect) bool {
 }
 
 // auxListed reports whether method and path are one of the aux paths of
-// any dialect (SPEC 10, other paths); when only the path is, allow is the
+// any dialect (the other paths); when only the path is, allow is the
 // method it takes.
 func auxListed(method, p string) (listed bool, allow string) {
 	p = strings.TrimSuffix(p, "/")
@@ -230,7 +246,7 @@ func auxPathMatch(pattern, p string) bool {
 	for {
 		pseg, prest, pmore := strings.Cut(pattern, "/")
 		seg, rest, more := strings.Cut(p, "/")
-		if pmore != more || (pseg == "{id}" && seg == "") || (pseg != "{id}" && pseg != seg) {
+		if pmore != more || !auxSegmentMatch(pseg, seg) {
 			return false
 		}
 		if !pmore {
@@ -238,6 +254,16 @@ func auxPathMatch(pattern, p string) bool {
 		}
 		pattern, p = prest, rest
 	}
+}
+
+// auxSegmentMatch matches one path segment against a pattern segment in
+// which `{id}` stands for a non-empty id (`{id}:countTokens` too).
+func auxSegmentMatch(pseg, seg string) bool {
+	pre, suf, ok := strings.Cut(pseg, "{id}")
+	if !ok {
+		return pseg == seg
+	}
+	return len(seg) > len(pre)+len(suf) && strings.HasPrefix(seg, pre) && strings.HasSuffix(seg, suf)
 }
 
 // checkEscapedPath refuses a request path that could leave the provider's

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // The Anthropic Messages API: POST /v1/messages, named SSE events
@@ -44,7 +45,11 @@ func (anthropicDialect) sniffAux(path string, h headerGetter) int {
 	return 0
 }
 
-func (anthropicDialect) parseRequest(body []byte) (*llmRequest, error) { return parseRequestBody(body) }
+func (anthropicDialect) parseRequest(_, _ string, body []byte) (*llmRequest, error) {
+	return parseRequestBody(body)
+}
+
+func (d anthropicDialect) upstreamPath(string, string) string { return d.completionPath("") }
 
 func (anthropicDialect) bodyFor(req *llmRequest, model string) []byte { return req.spliceModel(model) }
 
@@ -161,6 +166,8 @@ func (anthropicDialect) terminalName(ev sseEvent) string {
 // finishGrace: an Anthropic answer is done only at message_stop.
 func (anthropicDialect) finishGrace() bool { return false }
 
+func (anthropicDialect) streamEnd() []byte { return nil }
+
 // checkBody wants a non-empty content array and no error.
 func (anthropicDialect) checkBody(body []byte) (reason string, err error) {
 	var m [3][]byte
@@ -251,6 +258,13 @@ func (u *usage) observeAnthropicUsage(v []byte, delta bool) {
 func (anthropicDialect) modelMissing(body []byte) bool {
 	return errorField(body, "type") == "not_found_error" && strings.Contains(errorField(body, "message"), "model")
 }
+
+func (anthropicDialect) classify(status int, body []byte, passThroughKey bool) failClass {
+	return classifyAnswer(status, body, passThroughKey)
+}
+
+// retryDelay: Anthropic's hints are in the headers only.
+func (anthropicDialect) retryDelay([]byte) (time.Duration, bool) { return 0, false }
 
 // errorType maps a status to Anthropic's documented error types.
 func (anthropicDialect) errorType(status int) string {

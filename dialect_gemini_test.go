@@ -1007,3 +1007,134 @@ func geminiReferenceClass(data []byte) (eventClass, []string) {
 	}
 	return evPrelude, texts
 }
+
+// The dialect reads the model from the path and the stream mode from the
+// method and alt=sse: a JSON-array stream is a non-stream body to the
+// proxy. The body must be one JSON object; the model never comes from it.
+func TestGeminiDialectParseRequest(t *testing.T) {
+	body := []byte(`{"contents":[{"parts":[{"text":"hi"}]}],"model":"ignored"}`)
+	for _, tt := range []struct {
+		path, query string
+		body        []byte
+		model       string
+		stream      bool
+		err         bool
+	}{
+		{"/v1beta/models/gemini-2.5-pro:generateContent", "", body, "gemini-2.5-pro", false, false},
+		{"/v1beta/models/gemini-2.5-pro:streamGenerateContent", "alt=sse", body, "gemini-2.5-pro", true, false},
+		{"/v1/models/gemini-2.5-pro:streamGenerateContent/", "key=k&alt=SSE", body, "gemini-2.5-pro", true, false},
+		{"/v1beta/models/gemini-2.5-pro:streamGenerateContent", "", body, "gemini-2.5-pro", false, false},
+		{"/v1beta/models/gemini-2.5-pro:streamGenerateContent", "alt=json&alt=sse", body, "gemini-2.5-pro", false, false},
+		{"/v1beta/models/gemini-2.5-pro:generateContent", "alt=sse", body, "gemini-2.5-pro", false, false},
+		{"/v1beta/models/gemini-2.5-pro:generateContent", "", []byte(`[{}]`), "", false, true},
+		{"/v1beta/models/gemini-2.5-pro:generateContent", "", []byte(`{"contents":`), "", false, true},
+		{"/v1beta/models/gemini-2.5-pro:countTokens", "", body, "", false, true},
+	} {
+		req, err := parseCompletion(dialectGemini, tt.path, tt.query, tt.body)
+		if (err != nil) != tt.err {
+			t.Errorf("%s?%s %s: err %v, want error %v", tt.path, tt.query, tt.body, err, tt.err)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if req.model != tt.model || req.stream != tt.stream || req.dialect != dialectGemini {
+			t.Errorf("%s?%s: model %q stream %v, want %q %v", tt.path, tt.query, req.model, req.stream, tt.model, tt.stream)
+		}
+		if got := req.bodyFor("other-model"); !bytes.Equal(got, tt.body) {
+			t.Errorf("%s: bodyFor rewrote the body: %s", tt.path, got)
+		}
+	}
+}
+
+// upstreamPath puts an attempt's model into the client's path, keeping the
+// version and the method; the other dialects send their canonical path.
+func TestGeminiDialectUpstreamPath(t *testing.T) {
+	for _, tt := range []struct {
+		d                dialect
+		path, model, out string
+	}{
+		{dialectGemini, "/v1beta/models/gemini-a:streamGenerateContent", "gemini-b", "/v1beta/models/gemini-b:streamGenerateContent"},
+		{dialectGemini, "/v1/models/gemini-a:generateContent/", "gemini-a", "/v1/models/gemini-a:generateContent"},
+		{dialectOpenAI, "/chat/completions", "gpt-x", "/v1/chat/completions"},
+		{dialectAnthropic, "/messages", "claude-x", "/v1/messages"},
+	} {
+		if got := tt.d.upstreamPath(tt.path, tt.model); got != tt.out {
+			t.Errorf("%v.upstreamPath(%q, %q) = %q, want %q", tt.d, tt.path, tt.model, got, tt.out)
+		}
+	}
+}
+
+// Through the dialect interface the choiceSet is the stream's end state:
+// done once every candidate finished, or the prompt was blocked.
+func TestGeminiDialectEndState(t *testing.T) {
+	for _, tt := range []struct {
+		chunks []string
+		done   bool
+	}{
+		{[]string{gText1}, false},
+		{[]string{gText1, gText2}, true},
+		{[]string{gBlocked}, true},
+		{[]string{gTwoA, gTwoHalf}, false},
+		{[]string{gTwoA, gTwoHalf, gTwoEnd}, true},
+		{[]string{gUsage}, true},
+	} {
+		var cs choiceSet
+		for _, ev := range parseEvents(t, geminiSSE(tt.chunks...)) {
+			_ = dialectGemini.inspect(ev, false, &cs)
+		}
+		if cs.allFinished() != tt.done {
+			t.Errorf("%.60q: done %v, want %v", tt.chunks, cs.allFinished(), tt.done)
+		}
+	}
+}
+
+// The relay ends a Gemini stream as Google does: a complete answer ends
+// with the body and nothing added (no [DONE], which the SDK cannot parse);
+// a body that ends before every candidate finished gets the error chunk.
+func TestGeminiRelayEnd(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		in       string
+		complete bool
+		wantOut  string
+	}{
+		{"complete", geminiSSE(gText1, gText2), true, geminiSSE(gText1, gText2)},
+		{"blocked prompt", geminiSSE(gBlocked), true, geminiSSE(gBlocked)},
+		{"cut", geminiSSE(gText1), false, geminiSSE(gText1) + string(geminiErrorEvent(502, "the upstream ended the stream before it was complete"))},
+		{"one of two candidates finished", geminiSSE(gTwoA, gTwoHalf), false,
+			geminiSSE(gTwoA, gTwoHalf) + string(geminiErrorEvent(502, "the upstream ended the stream before it was complete"))},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &relayClient{}
+			var u usage
+			res := relayStream(context.Background(), c, c.flush, newSSEReader(strings.NewReader(tt.in), 1<<16), dialectGemini, &u,
+				relayOptions{Idle: time.Minute, Coalesce: true}, nil)
+			if res.Complete != tt.complete || c.String() != tt.wantOut {
+				t.Errorf("complete %v (%s), out\n%q\nwant %v\n%q", res.Complete, res.Reason, c.String(), tt.complete, tt.wantOut)
+			}
+		})
+	}
+}
+
+// A keyed Gemini provider sends its key as x-goog-api-key and strips the
+// client's from the header and the query; a provider without a key passes
+// both through.
+func TestGeminiProviderAuth(t *testing.T) {
+	client := http.Header{"X-Goog-Api-Key": {"client"}, "X-Goog-User-Project": {"p"}, "Content-Type": {"application/json"}}
+	keyed := &provider{cfg: &Provider{}, key: "operator", dialect: dialectGemini}
+	h := keyed.upstreamHeader(client, dialectGemini, nil, keyed.key)
+	if h.Get("X-Goog-Api-Key") != "operator" || h.Get("X-Goog-User-Project") != "" || h.Get("Content-Type") == "" {
+		t.Errorf("keyed header %v", h)
+	}
+	if q := keyed.upstreamQuery("alt=sse&key=client&k%65y=c2"); q != "alt=sse" {
+		t.Errorf("keyed query %q, want alt=sse", q)
+	}
+	open := &provider{cfg: &Provider{}, dialect: dialectGemini}
+	if h := open.upstreamHeader(client, dialectGemini, nil, open.key); h.Get("X-Goog-Api-Key") != "client" {
+		t.Errorf("open header %v", h)
+	}
+	if q := open.upstreamQuery("alt=sse&key=client"); q != "alt=sse&key=client" {
+		t.Errorf("open query %q", q)
+	}
+}

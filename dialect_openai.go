@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // The OpenAI Chat Completions API: POST /v1/chat/completions, unnamed SSE
@@ -38,7 +39,11 @@ func (openAIDialect) auxPaths() []auxPath { return openAIAuxPaths }
 // sniffAux: any path is OpenAI's unless another dialect claims it.
 func (openAIDialect) sniffAux(string, headerGetter) int { return 1 }
 
-func (openAIDialect) parseRequest(body []byte) (*llmRequest, error) { return parseRequestBody(body) }
+func (openAIDialect) parseRequest(_, _ string, body []byte) (*llmRequest, error) {
+	return parseRequestBody(body)
+}
+
+func (d openAIDialect) upstreamPath(string, string) string { return d.completionPath("") }
 
 func (openAIDialect) bodyFor(req *llmRequest, model string) []byte { return req.spliceModel(model) }
 
@@ -237,6 +242,9 @@ func (openAIDialect) terminalName(sseEvent) string { return "[DONE]" }
 // answer before [DONE].
 func (openAIDialect) finishGrace() bool { return true }
 
+// streamEnd: the grace ends the stream with the [DONE] the SDKs wait for.
+func (openAIDialect) streamEnd() []byte { return doneEvent }
+
 // checkBody wants a non-empty choices array and no error.
 func (openAIDialect) checkBody(body []byte) (reason string, err error) {
 	var m [2][]byte
@@ -339,6 +347,13 @@ func (openAIDialect) modelMissing(body []byte) bool {
 	msg := errorField(body, "message")
 	return strings.HasPrefix(msg, "the model ") && strings.Contains(msg, "does not exist")
 }
+
+func (openAIDialect) classify(status int, body []byte, passThroughKey bool) failClass {
+	return classifyAnswer(status, body, passThroughKey)
+}
+
+// retryDelay: OpenAI's hints are in the headers only.
+func (openAIDialect) retryDelay([]byte) (time.Duration, bool) { return 0, false }
 
 func (openAIDialect) errorType(status int) string { return openAIErrorType(status) }
 

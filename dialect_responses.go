@@ -2,13 +2,13 @@ package llmhedge
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
-// The OpenAI Responses API (SPEC section 10, "responses" column): the event
+// The OpenAI Responses API: the event
 // classes of its stream, its fake 200s, usage, response ids and session
 // keys. Every event names itself twice, in the SSE `event:` line and in the
 // data's "type"; the clients (openai-go's event union, Codex) dispatch on
@@ -229,19 +229,11 @@ func checkResponsesBodyReject(body []byte, reject [][]byte) error {
 				continue
 			}
 			if t, _ := jsonLookup(part, "text"); jsonIsString(t) {
-				text = appendLowerText(text, jsonAppendString(nil, t))
-				text = append(text, '\n')
+				text = appendAnswerText(text, t)
 			}
 		}
 	}
-	var lp []byte
-	for _, p := range reject {
-		lp = appendLowerText(lp[:0], p)
-		if len(lp) > 0 && bytes.Contains(text, lp) {
-			return fmt.Errorf("upstream answer contains the rejected phrase %q", p)
-		}
-	}
-	return nil
+	return rejectedIn(text, reject)
 }
 
 var (
@@ -335,157 +327,6 @@ func (u *usage) observeResponsesObject(obj []byte, counts bool) {
 	}
 }
 
-// maxResponseIDLen bounds a response id the proxy remembers or looks up.
-const maxResponseIDLen = 256
-
-// responsesCreatedID returns the id of the response a response.created
-// event announces (response.id), or "" for any other event or an id that
-// is not a plausible one (see validResponseID). Other events cost one
-// read of the data's leading "type".
-func responsesCreatedID(ev sseEvent) string {
-	typ, _ := jsonLookup(ev.Data, "type")
-	var buf [64]byte
-	if string(responsesKind(typ, ev.Name, buf[:0])) != "response.created" {
-		return ""
-	}
-	id, _ := jsonLookup(ev.Data, "response", "id")
-	return responseIDValue(id)
-}
-
-// responsesBodyID returns the top-level id of a complete non-stream
-// response body, or "".
-func responsesBodyID(body []byte) string {
-	id, _ := jsonLookup(body, "id")
-	return responseIDValue(id)
-}
-
-// previousResponseID returns the top-level previous_response_id of a
-// request body, or "" when it is absent, null or not a plausible id. Like
-// the providers (and encoding/json), the last of duplicate keys counts, so
-// the proxy pins the request to the provider that will read that id. A
-// body that is not a JSON object has none.
-func previousResponseID(body []byte) string {
-	var id string
-	err := scanTopLevel(body, func(key []byte, s, e int) bool {
-		if jsonKeyIs(key, "previous_response_id") {
-			id = responseIDValue(body[s:e])
-		}
-		return true
-	})
-	if err != nil {
-		return ""
-	}
-	return id
-}
-
-// responseIDValue decodes a raw JSON string holding a response id. Ids
-// are stored, logged and matched against request paths, so one is at most
-// 256 bytes of printable ASCII without spaces, quotes, backslashes or the
-// URL delimiters / ? # %; anything else is "".
-func responseIDValue(v []byte) string {
-	if !jsonIsString(v) || len(v) > 2+6*maxResponseIDLen {
-		return ""
-	}
-	var buf [maxResponseIDLen]byte
-	id := v[1 : len(v)-1]
-	if bytes.IndexByte(id, '\\') >= 0 {
-		id = jsonAppendString(buf[:0], v)
-	}
-	if !validResponseID(id) {
-		return ""
-	}
-	return string(id)
-}
-
-func validResponseID(id []byte) bool {
-	if len(id) == 0 || len(id) > maxResponseIDLen {
-		return false
-	}
-	for _, c := range id {
-		if c <= ' ' || c >= 0x7f {
-			return false
-		}
-		switch c {
-		case '"', '\\', '/', '?', '#', '%':
-			return false
-		}
-	}
-	return true
-}
-
-// responsesSessionKey returns the key that identifies a conversation for
-// affinity, or "": with headerName set only that header; otherwise the
-// body's top-level prompt_cache_key (literally the cache key), else the
-// session-id header, else conversation_id (what Codex CLI sends).
-func responsesSessionKey(body []byte, header http.Header, headerName string) string {
-	if headerName != "" {
-		return strings.TrimSpace(header.Get(headerName))
-	}
-	var cacheKey string
-	_ = scanTopLevel(body, func(key []byte, s, e int) bool {
-		if jsonKeyIs(key, "prompt_cache_key") {
-			if v := body[s:e]; jsonIsString(v) {
-				cacheKey = unquote(v)
-			} else {
-				cacheKey = ""
-			}
-		}
-		return true
-	})
-	if cacheKey != "" {
-		return cacheKey
-	}
-	if k := strings.TrimSpace(header.Get("session-id")); k != "" {
-		return k
-	}
-	return strings.TrimSpace(header.Get("conversation_id"))
-}
-
-// responsesErrorJSON is the error body before commit: OpenAI's shape.
-func responsesErrorJSON(status int, message string) []byte {
-	return openAIErrorJSON(status, message)
-}
-
-// responsesErrorEventBody is the Responses API error event
-// (ResponseErrorEvent: type, code, message, param, sequence_number) plus
-// the OpenAI error object under "error": the official SDKs raise a stream
-// error only for data with a top-level "error" member (openai-go's
-// ssestream, openai-python's Stream); without it the event decodes as an
-// ordinary event and the stream then ends cleanly.
-type responsesErrorEventBody struct {
-	Type           string  `json:"type"`
-	Code           string  `json:"code"`
-	Message        string  `json:"message"`
-	Param          *string `json:"param"`
-	SequenceNumber *int64  `json:"sequence_number,omitempty"`
-	Error          struct {
-		Type    string `json:"type"`
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// responsesErrorEvent renders the event that ends a committed Responses
-// stream with a failure. seq is the sequence_number to give it (one past
-// the last relayed), or negative to leave it out.
-func responsesErrorEvent(status int, message string, seq int64) []byte {
-	var b responsesErrorEventBody
-	b.Type = "error"
-	b.Code = errorCode(status)
-	b.Message = message
-	if seq >= 0 {
-		b.SequenceNumber = &seq
-	}
-	b.Error.Type = openAIErrorType(status)
-	b.Error.Code = b.Code
-	b.Error.Message = message
-	body, _ := json.Marshal(b) // plain structs of strings and numbers: cannot fail
-	out := make([]byte, 0, len(body)+32)
-	out = append(out, "event: error\ndata: "...)
-	out = append(out, body...)
-	return append(out, "\n\n"...)
-}
-
 // responsesDialect is the OpenAI Responses API: POST /v1/responses and
 // /v1/responses/compact, named SSE events ending with response.completed
 // or response.incomplete, the key as a Bearer token. Its stateful calls
@@ -532,9 +373,24 @@ func (responsesDialect) sniffAux(p string, _ headerGetter) int {
 	return 0
 }
 
-func (responsesDialect) parseRequest(body []byte) (*llmRequest, error) {
+func (responsesDialect) parseRequest(_, _ string, body []byte) (*llmRequest, error) {
 	return parseRequestBody(body)
 }
+
+// upstreamPath is the canonical path of the client's endpoint (compact or not).
+func (d responsesDialect) upstreamPath(clientPath, _ string) string {
+	return d.completionPath(strings.TrimSuffix(clientPath, "/"))
+}
+
+// streamEnd: a Responses stream ends with response.completed; nothing is synthesized.
+func (responsesDialect) streamEnd() []byte { return nil }
+
+func (responsesDialect) classify(status int, body []byte, passThroughKey bool) failClass {
+	return classifyAnswer(status, body, passThroughKey)
+}
+
+// retryDelay: OpenAI's hints are in the headers only.
+func (responsesDialect) retryDelay([]byte) (time.Duration, bool) { return 0, false }
 
 func (responsesDialect) bodyFor(req *llmRequest, model string) []byte { return req.spliceModel(model) }
 

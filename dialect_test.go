@@ -20,7 +20,8 @@ func TestDialectRegistry(t *testing.T) {
 		{"OpenAI", dialectOpenAI, true},
 		{"responses", dialectResponses, true},
 		{"", dialectNone, true},
-		{"gemini", dialectNone, false},
+		{"Gemini", dialectGemini, true},
+		{"bedrock", dialectNone, false},
 	} {
 		if got, ok := parseDialect(tt.api); got != tt.want || ok != tt.ok {
 			t.Errorf("parseDialect(%q) = %v, %v; want %v, %v", tt.api, got, ok, tt.want, tt.ok)
@@ -32,6 +33,10 @@ func TestDialectRegistry(t *testing.T) {
 		"/v1/models": dialectNone, "/v1/messages/count_tokens": dialectNone,
 		"/v1/responses": dialectResponses, "/responses/compact": dialectResponses,
 		"/v1/responses/input_tokens": dialectNone, "/v1/responses/resp_1": dialectNone,
+		"/v1beta/models/gemini-2.5-pro:streamGenerateContent": dialectGemini,
+		"/v1/models/gemini-2.5-pro:generateContent/":          dialectGemini,
+		"/v1beta/models/gemini-2.5-pro:countTokens":           dialectNone,
+		"/v1beta/models/a%2Fb:generateContent":                dialectNone,
 	} {
 		if got := dialectOfPath(path); got != want {
 			t.Errorf("dialectOfPath(%q) = %v, want %v", path, got, want)
@@ -48,6 +53,9 @@ func TestDialectRegistry(t *testing.T) {
 		{"/v1/models", http.Header{"Authorization": {"Bearer k"}}, dialectOpenAI},
 		{"/v1/files", http.Header{}, dialectOpenAI},
 		{"/v1/responses/resp_1", http.Header{"Authorization": {"Bearer k"}}, dialectResponses},
+		{"/v1beta/models", http.Header{}, dialectGemini},
+		{"/v1/models/gemini-x:countTokens", http.Header{}, dialectGemini},
+		{"/v1/models", http.Header{"X-Goog-Api-Key": {"k"}}, dialectGemini},
 	} {
 		if got := dialectOfAuxPath(tt.path, tt.header); got != tt.want {
 			t.Errorf("dialectOfAuxPath(%q, %v) = %v, want %v", tt.path, tt.header, got, tt.want)
@@ -73,6 +81,12 @@ func TestDialectRegistry(t *testing.T) {
 		{"GET", "/v1/responses//input_items", false, ""},
 		{"GET", "/v1/models/a/b", false, ""},
 		{"POST", "/v1/files", false, ""},
+		{"GET", "/v1beta/models", true, ""},
+		{"GET", "/v1beta/models/gemini-2.5-pro", true, ""},
+		{"POST", "/v1beta/models/gemini-2.5-pro:countTokens", true, ""},
+		{"POST", "/v1/models/gemini-2.5-pro:countTokens", true, ""},
+		{"POST", "/v1beta/models/:countTokens", false, "GET"},
+		{"POST", "/v1beta/models/gemini-2.5-pro:embedContent", false, "GET"},
 	} {
 		if listed, allow := auxListed(tt.method, tt.path); listed != tt.listed || allow != tt.allow {
 			t.Errorf("auxListed(%s %s) = %v %q, want %v %q", tt.method, tt.path, listed, allow, tt.listed, tt.allow)
@@ -183,6 +197,7 @@ func TestDialectEventAllocs(t *testing.T) {
 		dialectAnthropic: anthropicEvent("content_block_delta", aTextDelta),
 		dialectOpenAI:    openAIChunk(oContent),
 		dialectResponses: responsesEvent(rTextDelta),
+		dialectGemini:    "data: " + gText1,
 	} {
 		ev := parseEvents(t, sseStream(data))[0]
 		u := usage{Model: "m"}

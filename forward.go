@@ -108,7 +108,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 		}
 		a.resp, a.status = resp, resp.StatusCode
 		if move5xx && resp.StatusCode >= 500 {
-			h.readUpstreamError(a, r.Context()) // kept for the answer if no other provider serves it
+			h.readUpstreamError(a, d, r.Context()) // kept for the answer if no other provider serves it
 			a.end()
 			h.metrics.attempt(p.name, "failed_"+string(a.class))
 			a.outcome = "retry_failed"
@@ -190,7 +190,7 @@ func (h *Handler) forwardOnce(ctx context.Context, r *http.Request, p *provider,
 	if len(body) > 0 {
 		rd = bytes.NewReader(body)
 	}
-	up, err := http.NewRequestWithContext(ctx, r.Method, p.url(r.URL.EscapedPath(), r.URL.RawQuery), rd)
+	up, err := http.NewRequestWithContext(ctx, r.Method, p.url(r.URL.EscapedPath(), p.upstreamQuery(r.URL.RawQuery)), rd)
 	if err != nil {
 		return nil, err
 	}

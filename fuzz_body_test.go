@@ -99,7 +99,7 @@ func FuzzRequestBodyAgreesWithEncodingJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := parseCompletion(dialectOpenAI, body)
+		req, err := parseCompletion(dialectOpenAI, "", "", body)
 		if err != nil {
 			return
 		}

@@ -106,7 +106,7 @@ func FuzzParseCompletion(f *testing.F) {
 	}
 	f.Add([]byte(`{"model":"x","stream":true}`), "we\"ird\\model\x00\u2028<>&")
 	f.Fuzz(func(t *testing.T, body []byte, newModel string) {
-		req, err := parseCompletion(dialectAnthropic, body)
+		req, err := parseCompletion(dialectAnthropic, "", "", body)
 		var top map[string]json.RawMessage
 		var ref refBody // keys matched as encoding/json matches them to fields
 		var want string
@@ -205,7 +205,7 @@ func BenchmarkProxyBodyRewrite(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := parseCompletion(dialectAnthropic, body); err != nil {
+			if _, err := parseCompletion(dialectAnthropic, "", "", body); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -214,7 +214,7 @@ func BenchmarkProxyBodyRewrite(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
 		for b.Loop() {
-			req, err := parseCompletion(dialectAnthropic, body)
+			req, err := parseCompletion(dialectAnthropic, "", "", body)
 			if err != nil {
 				b.Fatal(err)
 			}

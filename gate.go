@@ -68,8 +68,8 @@ func (f gateFailure) class() failClass {
 	return classMalformed
 }
 
-// gate is the first-event gate of one streaming attempt (SPEC section 2,
-// t2..t3): it buffers the events that precede the first model output,
+// gate is the first-event gate of one streaming attempt (from the
+// first upstream event to the commit): it buffers the events that precede the first model output,
 // commits at that output, and fails the attempt on a fake 200. After its
 // decision, feed changes nothing.
 type gate struct {

@@ -283,7 +283,7 @@ func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, d dial
 		st.refuse(w, bodyStatus(err), err.Error())
 		return nil
 	}
-	req, err := parseCompletion(d, body)
+	req, err := parseCompletion(d, r.URL.Path, r.URL.RawQuery, body)
 	if err != nil {
 		st.refuse(w, http.StatusBadRequest, err.Error())
 		return nil

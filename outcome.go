@@ -56,7 +56,7 @@ func (a *attempt) noteRateLimits(h http.Header) {
 }
 
 // settleKey records a failure that is its key's, not its provider's: a
-// 401/403 disables the key, a 429 cools it (Retry-After, else a Gemini
+// 401/403 disables the key, a 429 cools it (Retry-After or a Gemini
 // body's retryDelay, else the reset of the limit that ran out, else
 // keyCooldownDefault). While another key of
 // the provider is not disabled, the provider stays in service: its breaker
@@ -80,8 +80,6 @@ func (h *Handler) settleKey(st *requestState, a *attempt, now time.Time) bool {
 		switch {
 		case a.hasRA && a.retryAfter > 0:
 			until = now.Add(a.retryAfter).UnixNano()
-		case geminiDelay(a.errBody) > 0:
-			until = now.Add(geminiDelay(a.errBody)).UnixNano()
 		case k.st.reqLeft.Load() == 0 && k.st.reqReset.Load() > now.UnixNano():
 			until = k.st.reqReset.Load()
 		case k.st.tokReset.Load() > now.UnixNano():
@@ -183,10 +181,3 @@ func (h *Handler) settle(st *requestState, a *attempt) {
 	}
 }
 
-// geminiDelay is a Gemini 429 body's retryDelay, or zero.
-func geminiDelay(body []byte) time.Duration {
-	if d, ok := geminiRetryDelay(body); ok {
-		return d
-	}
-	return 0
-}

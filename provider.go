@@ -105,6 +105,14 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	if !ok {
 		return nil, fmt.Errorf("api %q: want one of %s", pc.API, dialectNames())
 	}
+	if d == dialectGemini {
+		// A Gemini model goes into the upstream path (one segment).
+		for _, r := range pc.ModelMap {
+			if !geminiValidModel(r.To) {
+				return nil, fmt.Errorf("model %s %s: a Gemini model name is letters, digits and - . _ @", r.From, r.To)
+			}
+		}
+	}
 	for _, g := range append(append([]string{}, pc.Models...), ruleGlobs(pc.ModelMap)...) {
 		if _, err := path.Match(g, ""); err != nil {
 			return nil, fmt.Errorf("model glob %q: %w", g, err)
@@ -307,12 +315,22 @@ func (p *provider) url(escapedPath, rawQuery string) string {
 	return b.String()
 }
 
+// upstreamQuery is the client's raw query as sent to p: without Google's
+// key parameter when p has a key of its own (as the key headers go in
+// upstreamHeader), else as is, the client's key passing through.
+func (p *provider) upstreamQuery(rawQuery string) string {
+	if p.key == "" {
+		return rawQuery
+	}
+	return geminiStripKey(rawQuery)
+}
+
 // noReplay makes an upstream request one that net/http never sends twice
 // by itself: its transport replays an idempotent request (GET, or any
 // request with an Idempotency-Key header) on a new connection when a
 // pooled one breaks, once per pooled connection, and that needs GetBody
 // (or no body at all). Resends are the module's decision alone, within
-// its budgets (SPEC 15). A request without a body gets an empty one that
+// its budgets. A request without a body gets an empty one that
 // cannot be rewound; for GET and the like, net/http finds it empty and
 // sends no body, as before.
 func noReplay(up *http.Request) {

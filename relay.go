@@ -52,8 +52,8 @@ type relayResult struct {
 
 var doneEvent = []byte("data: [DONE]\n\n")
 
-// relayStream copies a committed stream to the client (SPEC section 2,
-// t3..t4): each complete event is written unchanged and flushed at once,
+// relayStream copies a committed stream to the client (from the commit to
+// the end of the answer): each complete event is written unchanged and flushed at once,
 // until the terminal event. A stream that ends any other way, except by
 // the client leaving, gets one error event in the client's dialect
 // (section 6), never a silent end.
@@ -260,14 +260,18 @@ func endRelay(ctx context.Context, w io.Writer, flush func() error, d dialect, o
 		return res
 	case finishing:
 		// The answer is complete: whatever ended the upstream (EOF, the
-		// grace passing, a cut), finish it the way the client expects.
-		if err := writeClientEvent(w, flush, doneEvent); err != nil {
-			res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", err)
-			return res
+		// grace passing, a cut), finish it the way the client expects
+		// (OpenAI's [DONE]; a Gemini stream just ends, and what is
+		// pending is flushed when the relay returns).
+		if end := d.streamEnd(); end != nil {
+			if err := writeClientEvent(w, flush, end); err != nil {
+				res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", err)
+				return res
+			}
+			res.Events++
+			res.Bytes += int64(len(end))
 		}
 		res.Complete = true
-		res.Events++
-		res.Bytes += int64(len(doneEvent))
 		return res
 	case ctxErr != nil:
 		res.Reason, status = "total_timeout", 504

@@ -85,13 +85,14 @@ func bodyStatus(err error) int {
 // costs no second pass. Keys are matched as encoding/json matches them to
 // a struct field: escapes decoded ("mod\u0065l" is model) and Unicode case
 // folded ("MODEL", and "\u017ftream" with the long s that folds to s). The
-// body must be unambiguous (SPEC 15): parsers disagree on repeated keys
+// body must be unambiguous: parsers disagree on repeated keys
 // (the last wins in encoding/json and Python, the first elsewhere) and on
 // letter case (a Go provider reads "Model" as model), so a second model or
 // stream key in any spelling is refused rather than routed by one reading
-// while the provider runs another.
-func parseCompletion(d dialect, body []byte) (*llmRequest, error) {
-	req, err := d.parseRequest(body)
+// while the provider runs another. path and rawQuery are the client's,
+// for a dialect that routes on them (Gemini's model and stream mode).
+func parseCompletion(d dialect, path, rawQuery string, body []byte) (*llmRequest, error) {
+	req, err := d.parseRequest(path, rawQuery, body)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +150,7 @@ func parseRequestBody(body []byte) (*llmRequest, error) {
 	return req, nil
 }
 
-// maxModelLen bounds a model name (SPEC 15): every copy the proxy keeps
+// maxModelLen bounds a model name: every copy the proxy keeps
 // (model cooldowns, log lines, error messages) is bounded by it.
 const maxModelLen = 256
 

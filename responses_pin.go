@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Responses API state (SPEC 10): a response lives at the provider that
+// Responses API state: a response lives at the provider that
 // created it. The proxy remembers the creator of every response it served
 // (responses_owner.go) and sends what names that response there: a
 // completion continuing it by previous_response_id, and the calls on

@@ -55,11 +55,14 @@ type Config struct {
 	Pings *int `json:"pings,omitempty"`
 
 	// Reported cache_read_input_tokens. OpenAI reports it as cached_tokens,
-	// included in prompt_tokens as OpenAI does. Default 0.
+	// included in prompt_tokens as OpenAI does; Gemini as
+	// cachedContentTokenCount, included in promptTokenCount. Default 0.
 	CacheRead int `json:"cache_read,omitempty"`
 
 	// API key the requests must carry (Anthropic x-api-key, OpenAI
-	// Authorization: Bearer); others get 401. Default: any key is accepted.
+	// Authorization: Bearer, Gemini x-goog-api-key or ?key=); others get 401
+	// (Gemini: 403 without a key, 400 API_KEY_INVALID with a wrong one).
+	// Default: any key is accepted.
 	Key string `json:"key,omitempty"`
 
 	// Further API keys accepted besides Key; quotas count per key.
@@ -121,7 +124,8 @@ type Fault struct {
 	Kind FaultKind `json:"kind"`
 
 	// HTTP status of a status fault (default 500); for fake200 it picks the
-	// error type of the body (default 529, overloaded_error).
+	// error type of the body (default 529, overloaded_error; Gemini 503
+	// UNAVAILABLE).
 	Status int `json:"status,omitempty"`
 
 	// Probability in percent (0-100) that a matching request gets the fault.

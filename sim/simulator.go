@@ -1,5 +1,6 @@
 // Package sim is a fake LLM provider speaking the Anthropic Messages API,
-// OpenAI Chat Completions and the OpenAI Responses API, with configurable
+// OpenAI Chat Completions, the OpenAI Responses API and the Gemini API
+// (generateContent), with configurable
 // latency and injected faults. It
 // is the embedded default upstream of llm_hedge (the Caddy module
 // http.handlers.llm_sim) and the upstream of its tests: New returns an

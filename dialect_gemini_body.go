@@ -1,0 +1,259 @@
+package llmhedge
+
+// The Gemini dialect (dialect_gemini.go): complete bodies, usage and cachedContent.
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// checkGeminiBody detects a fake 200 in a complete non-stream Gemini body:
+// a GenerateContentResponse object, or the JSON array of them that
+// streamGenerateContent sends without alt=sse. "malformed_body" for
+// anything that is not one of those; "error_body" for a non-null
+// top-level "error" (in any element of an array); "empty_output" when no
+// element has a candidate or a promptFeedback. A blocked prompt
+// (promptFeedback with no candidates) is the truth about the prompt and
+// passes.
+func checkGeminiBody(body []byte) (reason string, err error) {
+	start := jsonWS(body, 0)
+	if start < len(body) && body[start] == '[' {
+		arr, ok := jsonOpen(body, start, 0)
+		answered := false
+		for ok && arr.next() {
+			elem := arr.value()
+			r, a, err := checkGeminiObject(elem, body)
+			if r != "" {
+				return r, err
+			}
+			answered = answered || a
+		}
+		if !ok || !arr.end() {
+			return "malformed_body", fmt.Errorf("upstream 200 body is not valid JSON: %q", clipData(body, 200))
+		}
+		if !answered {
+			return "empty_output", fmt.Errorf("upstream 200 body has no candidates and no prompt feedback")
+		}
+		return "", nil
+	}
+	r, answered, err := checkGeminiObject(body, body)
+	if r != "" {
+		return r, err
+	}
+	if !answered {
+		return "empty_output", fmt.Errorf("upstream 200 body has no candidates and no prompt feedback")
+	}
+	return "", nil
+}
+
+// checkGeminiObject checks one GenerateContentResponse of body: a failure
+// reason, or whether it answers (a non-empty candidates array, or a
+// promptFeedback).
+func checkGeminiObject(obj, body []byte) (reason string, answered bool, err error) {
+	it, ok := jsonOpen(obj, 0, 0)
+	if !ok || !it.isObject() {
+		return "malformed_body", false, fmt.Errorf("upstream 200 body is not a JSON object or array of objects: %q", clipData(body, 200))
+	}
+	var errVal, cands, feedback []byte
+	for it.next() {
+		switch {
+		case it.keyIs("error"):
+			errVal = it.value()
+		case it.keyIs("candidates"):
+			cands = it.value()
+		case it.keyIs("promptFeedback"):
+			feedback = it.value()
+		}
+	}
+	if !it.end() {
+		return "malformed_body", false, fmt.Errorf("upstream 200 body is not valid JSON: %q", clipData(body, 200))
+	}
+	if errVal != nil && !jsonIsNull(errVal) {
+		return "error_body", false, fmt.Errorf("upstream 200 body is an error: %s", upstreamErrorMessage(errVal, obj))
+	}
+	answered = len(cands) > 0 && cands[0] == '[' && jsonNonEmpty(cands) || len(feedback) > 0 && feedback[0] == '{'
+	return "", answered, nil
+}
+
+// checkGeminiBodyReject fails a complete non-stream body (object or array)
+// whose answer text (candidates' non-thought text parts) contains one of
+// the reject phrases, case-insensitively: the text the stream gate checks.
+// The elements of an array are chunks of one answer, so their text is
+// joined as the stream's is.
+func checkGeminiBodyReject(body []byte, reject [][]byte) error {
+	if len(reject) == 0 {
+		return nil
+	}
+	var text []byte
+	start := jsonWS(body, 0)
+	if start < len(body) && body[start] == '[' {
+		arr, ok := jsonOpen(body, start, 0)
+		for ok && arr.next() {
+			text = geminiAppendText(text, arr.value())
+		}
+	} else {
+		text = geminiAppendText(text, body)
+	}
+	return rejectedIn(text, reject)
+}
+
+// geminiAppendText appends the lower-cased non-thought text of every
+// candidate of one response object to text, a newline after each
+// candidate when there are several.
+func geminiAppendText(text, obj []byte) []byte {
+	cands, _ := geminiLast(obj, "candidates")
+	n := 0
+	arr, ok := jsonOpen(cands, 0, 0)
+	for ok && !arr.isObject() && arr.next() {
+		n++
+	}
+	many := n > 1
+	arr, ok = jsonOpen(cands, 0, 0)
+	for ok && !arr.isObject() && arr.next() {
+		content, _ := geminiLast(arr.value(), "content")
+		parts, _ := geminiLast(content, "parts")
+		pit, ok := jsonOpen(parts, 0, 0)
+		for ok && !pit.isObject() && pit.next() {
+			if by, t := geminiPartOutput(pit.value()); by == "text" {
+				text = appendLowerText(text, jsonAppendString(nil, t))
+			}
+		}
+		if many {
+			text = append(text, '\n')
+		}
+	}
+	return text
+}
+
+var (
+	geminiUsageKey = []byte(`"usageMetadata"`)
+	geminiModelKey = []byte(`"modelVersion"`)
+)
+
+// observeGeminiEvent records what a stream chunk says about usage. A chunk
+// without a "usageMetadata" key (or, until the model is known, a
+// "modelVersion" key) is skipped by a substring check; one with it is
+// read without allocating once the model is known.
+func (u *usage) observeGeminiEvent(ev sseEvent) {
+	if u == nil || len(ev.Data) == 0 {
+		return
+	}
+	if !bytes.Contains(ev.Data, geminiUsageKey) && (u.Model != "" || !bytes.Contains(ev.Data, geminiModelKey)) {
+		return
+	}
+	u.observeGeminiObject(ev.Data)
+}
+
+// observeGeminiBody records the usage of a complete non-stream body: one
+// response object, or the JSON array of chunks (each chunk's counts are
+// the running totals, so the last one counts).
+func (u *usage) observeGeminiBody(body []byte) {
+	if u == nil {
+		return
+	}
+	start := jsonWS(body, 0)
+	if start < len(body) && body[start] == '[' {
+		arr, ok := jsonOpen(body, start, 0)
+		for ok && arr.next() {
+			u.observeGeminiObject(arr.value())
+		}
+		return
+	}
+	u.observeGeminiObject(body)
+}
+
+// observeGeminiObject reads one GenerateContentResponse: modelVersion, if
+// no model was seen yet, and usageMetadata. Gemini's counts are running
+// totals, so each one read replaces the last. Input is promptTokenCount
+// (which includes the cached tokens, as OpenAI's prompt_tokens does) plus
+// toolUsePromptTokenCount (tool results fed back to the model, billed as
+// input); Output is candidatesTokenCount plus thoughtsTokenCount (the
+// thinking tokens, billed as output and left out of candidatesTokenCount,
+// as OpenAI counts reasoning in completion_tokens); CacheRead is
+// cachedContentTokenCount.
+func (u *usage) observeGeminiObject(obj []byte) {
+	it, ok := jsonOpen(obj, 0, 0)
+	for ok && it.isObject() && it.next() {
+		switch {
+		case it.keyIs("modelVersion"):
+			if v := it.value(); u.Model == "" && len(v) > 2 && v[0] == '"' {
+				name := jsonStringValue(v)
+				if len(name) > maxModelLen {
+					name = name[:maxModelLen]
+				}
+				u.Model = name
+			}
+		case it.keyIs("usageMetadata"):
+			um, ok := it.enter()
+			if !ok {
+				continue
+			}
+			var prompt, tool, cands, thoughts, cached int64
+			var hasPrompt, hasOutput, hasCached bool
+			for um.isObject() && um.next() {
+				var n *int64
+				switch {
+				case um.keyIs("promptTokenCount"):
+					n, hasPrompt = &prompt, true
+				case um.keyIs("toolUsePromptTokenCount"):
+					n = &tool
+				case um.keyIs("candidatesTokenCount"):
+					n, hasOutput = &cands, true
+				case um.keyIs("thoughtsTokenCount"):
+					n, hasOutput = &thoughts, true
+				case um.keyIs("cachedContentTokenCount"):
+					n, hasCached = &cached, true
+				default:
+					continue
+				}
+				if v, ok := jsonInt(um.value()); ok {
+					*n = v
+				}
+			}
+			it.leave(&um)
+			if !um.isObject() {
+				continue
+			}
+			if hasPrompt {
+				u.Input = prompt + tool
+			}
+			if hasOutput {
+				u.Output = cands + thoughts
+			}
+			if hasCached {
+				u.CacheRead = cached
+			}
+		}
+	}
+}
+
+// maxCachedContentLen bounds a cachedContent name the proxy pins by.
+const maxCachedContentLen = 512
+
+// geminiCachedContent returns the top-level cachedContent of a request
+// body (a resource name like "cachedContents/abc123"): the cache lives
+// with the provider that created it, so the request is pinned there. ""
+// when absent, not a string, or not a plausible name (printable ASCII
+// without spaces, quotes or backslashes, at most 512 bytes); like the
+// providers, the last of duplicate keys counts.
+func geminiCachedContent(body []byte) string {
+	var name string
+	err := scanTopLevel(body, func(key []byte, s, e int) bool {
+		if jsonKeyIs(key, "cachedContent") {
+			name = ""
+			if v := body[s:e]; jsonIsString(v) && len(v) <= 2+6*maxCachedContentLen {
+				name = jsonStringValue(v)
+			}
+		}
+		return true
+	})
+	if err != nil || len(name) > maxCachedContentLen {
+		return ""
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
+			return ""
+		}
+	}
+	return name
+}

@@ -1,0 +1,179 @@
+package llmhedge
+
+// The Gemini dialect (dialect_gemini.go): error shapes, statuses and classification.
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// geminiStatus is Google's canonical status name for an HTTP status
+// (google.rpc.Code's HTTP mapping; 502 and 529, which have none, read as
+// UNAVAILABLE: the client may retry).
+func geminiStatus(status int) string {
+	switch status {
+	case 400, 413, 422:
+		return "INVALID_ARGUMENT"
+	case 401:
+		return "UNAUTHENTICATED"
+	case 403:
+		return "PERMISSION_DENIED"
+	case 404:
+		return "NOT_FOUND"
+	case 409:
+		return "ABORTED"
+	case 429:
+		return "RESOURCE_EXHAUSTED"
+	case 499:
+		return "CANCELLED"
+	case 500:
+		return "INTERNAL"
+	case 501:
+		return "UNIMPLEMENTED"
+	case 502, 503, 529:
+		return "UNAVAILABLE"
+	case 504:
+		return "DEADLINE_EXCEEDED"
+	}
+	if status >= 400 && status < 500 {
+		return "FAILED_PRECONDITION"
+	}
+	return "INTERNAL"
+}
+
+type geminiErrorBody struct {
+	Error struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+		Status  string `json:"status"`
+	} `json:"error"`
+}
+
+// geminiErrorJSON is the error body before commit, Google's shape: the
+// genai SDKs read it as an APIError with that code, message and status.
+func geminiErrorJSON(status int, message string) []byte {
+	var b geminiErrorBody
+	b.Error.Code = status
+	b.Error.Message = message
+	b.Error.Status = geminiStatus(status)
+	out, _ := json.Marshal(b) // a plain struct of strings and an int: cannot fail
+	return out
+}
+
+// geminiErrorEvent renders the chunk that ends a committed Gemini stream
+// with a failure: a data line holding the error object, which the genai
+// SDK yields as an APIError (a stream that just ends is a clean end to
+// it). Lines end in CRLF as Google's do.
+func geminiErrorEvent(status int, message string) []byte {
+	body := geminiErrorJSON(status, message)
+	out := make([]byte, 0, len(body)+10)
+	out = append(out, "data: "...)
+	out = append(out, body...)
+	return append(out, "\r\n\r\n"...)
+}
+
+// geminiRetryDelay reads how long a Gemini error body asks the client to
+// wait: the retryDelay ("2s", "0.5s", a protobuf Duration in JSON) of the
+// google.rpc.RetryInfo entry in error.details. ok is false when there is
+// none or it does not parse; the delay is clamped to [0, 24h].
+func geminiRetryDelay(body []byte) (time.Duration, bool) {
+	details, _ := jsonLookup(body, "error", "details")
+	arr, ok := jsonOpen(details, 0, 0)
+	for ok && !arr.isObject() && arr.next() {
+		entry := arr.value()
+		typ, _ := geminiLast(entry, "@type")
+		if !jsonStringIs(typ, geminiRetryInfoType) {
+			continue
+		}
+		v, _ := geminiLast(entry, "retryDelay")
+		if !jsonIsString(v) {
+			continue
+		}
+		s, found := strings.CutSuffix(jsonStringValue(v), "s")
+		if !found {
+			continue
+		}
+		if ms, ok := parseDecimalMilli(s); ok && strings.TrimSpace(s) == s {
+			return scaleRetryAfter(ms, time.Millisecond), true
+		}
+	}
+	return 0, false
+}
+
+// geminiClassify classifies a non-200 Gemini answer as classifyAnswer
+// does, reading Google's error body: a 400 whose ErrorInfo reason is
+// API_KEY_INVALID (Gemini's answer to a bad or expired key) is about the
+// key, not the request; a 404 is a missing model when its message says
+// so (geminiModelMissing). Every other 400 (INVALID_ARGUMENT,
+// FAILED_PRECONDITION) is the request's own; 429, 500, 503 and 504 are
+// the provider's.
+func geminiClassify(status int, body []byte, passThroughKey bool) failClass {
+	switch {
+	case status == http.StatusBadRequest && geminiKeyInvalid(body):
+		if passThroughKey {
+			return classClientKey
+		}
+		return classAuth
+	case status == http.StatusNotFound && !passThroughKey:
+		if geminiModelMissing(body) {
+			return classModelNotFound
+		}
+		return classRequest
+	}
+	return classifyAnswer(status, body, passThroughKey)
+}
+
+// geminiRequestLevel reports whether a non-200 Gemini answer is about the
+// request itself (relayed to the client, no failover): see geminiClassify.
+func geminiRequestLevel(status int, body []byte) bool {
+	return geminiClassify(status, body, false) == classRequest
+}
+
+// geminiKeyInvalid reports whether an error body rejects the API key:
+// an ErrorInfo detail with reason API_KEY_INVALID, or Google's "API key
+// not valid" / "API key expired" message.
+func geminiKeyInvalid(body []byte) bool {
+	details, _ := jsonLookup(body, "error", "details")
+	arr, ok := jsonOpen(details, 0, 0)
+	for ok && !arr.isObject() && arr.next() {
+		if r, _ := geminiLast(arr.value(), "reason"); jsonStringIs(r, "API_KEY_INVALID") {
+			return true
+		}
+	}
+	msg := geminiErrorMessage(body)
+	return strings.HasPrefix(msg, "api key not valid") || strings.HasPrefix(msg, "api key expired")
+}
+
+// geminiModelMissing reports whether a 404 body says the model does not
+// exist: the Gemini API's "models/x is not found for API version v1beta,
+// or is not supported for generateContent", or Vertex AI's "Publisher
+// Model `...` was not found".
+func geminiModelMissing(body []byte) bool {
+	msg := geminiErrorMessage(body)
+	switch {
+	case strings.Contains(msg, "models/") && strings.Contains(msg, " is not found"):
+		return true
+	case strings.HasPrefix(msg, "publisher model") && strings.Contains(msg, "not found"):
+		return true
+	}
+	return false
+}
+
+// geminiPromptTooLong reports whether a 400 body says the prompt is over
+// the model's context window ("The input token count (N) exceeds the
+// maximum number of tokens allowed (M)."), for context_fallback.
+func geminiPromptTooLong(body []byte) bool {
+	msg := geminiErrorMessage(body)
+	return strings.Contains(msg, "input token count") && strings.Contains(msg, "exceeds the maximum number of tokens")
+}
+
+// geminiErrorMessage returns error.message of an error body, lower-cased.
+func geminiErrorMessage(body []byte) string {
+	v, ok := jsonLookup(body, "error", "message")
+	if !ok || !jsonIsString(v) {
+		return ""
+	}
+	return strings.ToLower(unquote(v))
+}

@@ -1,0 +1,301 @@
+package llmhedge
+
+// The Gemini dialect (dialect_gemini.go): what the chunks of a stream say.
+
+import (
+	"bytes"
+)
+
+// geminiStream is what the chunks of one Gemini stream have said so far
+// about its end. Gemini sends no terminal event: the answer is complete
+// when every candidate seen has a finishReason (or the prompt was
+// blocked), and the body then ends. The end of the body before that is a
+// cut.
+type geminiStream struct {
+	candidates choiceSet // by candidate index (an absent index is 0)
+	blocked    bool      // promptFeedback.blockReason with no candidates
+}
+
+// done reports whether the end of the body after the chunks seen is the
+// end of a complete answer.
+func (s *geminiStream) done() bool { return s.blocked || s.candidates.allFinished() }
+
+// inspectGemini classifies one chunk of a Gemini stream; withText also
+// returns the raw JSON string of the first non-thought text part, which
+// the gate checks for rejected phrases.
+func inspectGemini(ev sseEvent, withText bool) eventInfo {
+	return inspectGeminiStream(ev, withText, nil)
+}
+
+// inspectGeminiStream is inspectGemini that also notes, in st (when not
+// nil), the candidates the chunk carries and which of them finished.
+//
+// Classes: a non-null top-level "error" is evError (errVal is that
+// object: upstreamErrorMessage renders its message); data
+// that is not a JSON object, or whose candidates is neither an array nor
+// null, is evMalformed (the SDK cannot decode it either). A chunk in
+// which every candidate has a finishReason is evFinish: the answer is
+// done, and a finishReason is the model's own verdict (STOP, MAX_TOKENS,
+// SAFETY...) even with no text, as OpenAI's finish_reason is. A chunk
+// with a candidate part holding non-empty text, thought text, a
+// functionCall, inlineData (an image model's output, each part a large
+// base64 blob that would overflow the gate's buffer if held),
+// executableCode or codeExecutionResult is evOutput. A promptFeedback
+// with a blockReason and no candidates is evFinish by "prompt_feedback":
+// it is the truth about the prompt, which every provider would
+// give, so the gate commits it and the relay passes it through as a
+// complete answer; failing over would only repeat it elsewhere. Anything
+// else (usage-only chunks, comments) is evPrelude.
+func inspectGeminiStream(ev sseEvent, withText bool, st *geminiStream) eventInfo {
+	var info eventInfo
+	data := ev.Data
+	start := jsonWS(data, 0)
+	if start == len(data) {
+		return info // no payload: a comment or keepalive
+	}
+	it, ok := jsonOpen(data, start, 0)
+	if !ok || !it.isObject() {
+		info.class = evMalformed
+		return info
+	}
+	var sc geminiCandidates
+	var feedback []byte
+	for it.next() {
+		switch {
+		case it.keyIs("error"):
+			info.errVal = it.value()
+		case it.keyIs("candidates"):
+			sc = geminiCandidates{} // the last of duplicate keys counts
+			arr, ok := it.enter()
+			if !ok {
+				sc.bad = !jsonIsNull(it.value())
+				continue
+			}
+			if arr.isObject() {
+				sc.bad = true
+			} else {
+				sc.scan(&arr, withText)
+			}
+			it.leave(&arr)
+		case it.keyIs("promptFeedback"):
+			feedback = it.value()
+		}
+	}
+	switch {
+	case !it.end():
+		info.class, info.errVal = evMalformed, nil
+		return info
+	case info.errVal != nil && !jsonIsNull(info.errVal):
+		info.class = evError
+		return info
+	case sc.bad:
+		info.class, info.errVal = evMalformed, nil
+		return info
+	}
+	info.errVal = nil
+	info.by = sc.by
+	if st != nil {
+		st.candidates.merge(&sc.notes)
+	}
+	switch {
+	case sc.n > 0 && sc.finished == sc.n:
+		info.class = evFinish
+		if info.by == "" {
+			info.by = "finishReason"
+		}
+	case info.by != "":
+		info.class = evOutput
+	case sc.n == 0 && geminiBlocked(feedback):
+		info.class, info.by = evFinish, "prompt_feedback"
+		if st != nil {
+			st.blocked = true
+		}
+	}
+	if info.class != evPrelude {
+		info.text = sc.text
+	}
+	return info
+}
+
+// geminiCandidates is what the candidates array of one chunk holds.
+type geminiCandidates struct {
+	bad      bool // candidates is neither an array nor null
+	n        int  // candidates (any JSON value)
+	finished int  // candidates with a finishReason
+	by       string
+	text     []byte
+	notes    choiceSet
+}
+
+// scan walks a candidates array once: each candidate's index and
+// finishReason, the first part that carries output (and with withText
+// the first non-thought text). Like encoding/json, the last of duplicate
+// keys counts, so a repeated content or parts member replaces what an
+// earlier one said.
+func (sc *geminiCandidates) scan(arr *jsonIter, withText bool) {
+	for arr.next() {
+		sc.n++
+		cand, ok := arr.enter()
+		if !ok {
+			continue // a scalar: the next call skips it
+		}
+		if !cand.isObject() {
+			arr.leave(&cand)
+			continue
+		}
+		var reason, index []byte
+		var by string
+		var text []byte
+		for cand.next() {
+			switch {
+			case cand.keyIs("content"):
+				by, text = "", nil
+				if content, ok := cand.enter(); ok {
+					by, text = geminiScanContent(&content, withText)
+					cand.leave(&content)
+				}
+			case cand.keyIs("finishReason"):
+				reason = cand.value()
+			case cand.keyIs("index"):
+				index = cand.value()
+			}
+		}
+		arr.leave(&cand)
+		finished := geminiFinishReason(reason)
+		if finished {
+			sc.finished++
+		}
+		idx := int64(0) // an absent index is candidate 0
+		if index != nil && !jsonIsNull(index) {
+			if n, ok := jsonInt(index); ok && bytes.IndexAny(index, ".eE") < 0 {
+				idx = n
+			} else {
+				idx = -1
+			}
+		}
+		sc.notes.note(idx, finished)
+		if sc.by == "" {
+			sc.by = by
+		}
+		if withText && sc.text == nil {
+			sc.text = text
+		}
+	}
+}
+
+// geminiScanContent reads a candidate's content: what its parts carry.
+func geminiScanContent(content *jsonIter, withText bool) (by string, text []byte) {
+	for content.isObject() && content.next() {
+		if !content.keyIs("parts") {
+			continue
+		}
+		by, text = "", nil
+		parts, ok := content.enter()
+		if !ok {
+			continue
+		}
+		for !parts.isObject() && parts.next() {
+			part, ok := parts.enter()
+			if !ok {
+				continue
+			}
+			pby, ptext := geminiScanPart(&part)
+			parts.leave(&part)
+			if by == "" {
+				by = pby
+			}
+			if withText && text == nil {
+				text = ptext
+			}
+		}
+		content.leave(&parts)
+	}
+	return by, text
+}
+
+// merge adds the choices other saw to cs.
+func (cs *choiceSet) merge(other *choiceSet) {
+	for i := range cs.seen {
+		cs.seen[i] |= other.seen[i]
+		cs.finished[i] |= other.finished[i]
+	}
+	cs.other = cs.other || other.other
+}
+
+// geminiFinishReason reports whether a raw finishReason ends its
+// candidate: any non-empty string but FINISH_REASON_UNSPECIFIED, which
+// the continuation protocol sends on intermediate checkpoint chunks.
+func geminiFinishReason(v []byte) bool {
+	return jsonIsString(v) && len(v) > 2 && !jsonStringIs(v, "FINISH_REASON_UNSPECIFIED")
+}
+
+// geminiBlocked reports whether a raw promptFeedback blocks the prompt:
+// a blockReason that is a non-empty string but BLOCKED_REASON_UNSPECIFIED.
+func geminiBlocked(feedback []byte) bool {
+	v, _ := geminiLast(feedback, "blockReason")
+	return jsonIsString(v) && len(v) > 2 && !jsonStringIs(v, "BLOCKED_REASON_UNSPECIFIED")
+}
+
+// geminiPartOutput names what output a raw part carries ("" for none)
+// and, for a non-empty non-thought text part, returns its raw JSON string.
+func geminiPartOutput(part []byte) (by string, text []byte) {
+	it, ok := jsonOpen(part, 0, 0)
+	if !ok {
+		return "", nil
+	}
+	return geminiScanPart(&it)
+}
+
+// geminiScanPart is geminiPartOutput of the part it walks (nothing for an
+// array). Output is non-empty text (thought text when "thought" is true),
+// or a functionCall, inlineData, executableCode or codeExecutionResult
+// object.
+func geminiScanPart(it *jsonIter) (by string, text []byte) {
+	var txt, thought, fc, inline, code, result []byte
+	for it.isObject() && it.next() {
+		switch {
+		case it.keyIs("text"):
+			txt = it.value()
+		case it.keyIs("thought"):
+			thought = it.value()
+		case it.keyIs("functionCall"):
+			fc = it.value()
+		case it.keyIs("inlineData"):
+			inline = it.value()
+		case it.keyIs("executableCode"):
+			code = it.value()
+		case it.keyIs("codeExecutionResult"):
+			result = it.value()
+		}
+	}
+	isObj := func(v []byte) bool { return len(v) > 0 && v[0] == '{' }
+	switch {
+	case jsonIsString(txt) && len(txt) > 2:
+		if string(thought) == "true" {
+			return "thought", nil
+		}
+		return "text", txt
+	case isObj(fc):
+		return "functionCall", nil
+	case isObj(inline):
+		return "inlineData", nil
+	case isObj(code):
+		return "executableCode", nil
+	case isObj(result):
+		return "codeExecutionResult", nil
+	}
+	return "", nil
+}
+
+// geminiLast returns the raw value of the last member named key of the
+// object obj (encoding/json's reading of duplicate keys).
+func geminiLast(obj []byte, key string) ([]byte, bool) {
+	var v []byte
+	it, ok := jsonOpen(obj, 0, 0)
+	for ok && it.isObject() && it.next() {
+		if it.keyIs(key) {
+			v = it.value()
+		}
+	}
+	return v, v != nil
+}
