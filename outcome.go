@@ -180,4 +180,3 @@ func (h *Handler) settle(st *requestState, a *attempt) {
 		h.metrics.attempt(p.name, "failed_"+string(a.class))
 	}
 }
-
