@@ -297,3 +297,30 @@ func TestQuotaKeyPoolLoadNo429(t *testing.T) {
 		t.Fatalf("keys used: %v, want 50 each", seen)
 	}
 }
+
+// A 429 on one key of a pool cools that key alone (for its Retry-After):
+// the request goes on with the other key at once, later requests use only
+// the other key, and the provider's breaker stays closed.
+func TestQuotaKeyPoolCoolsRateLimitedKey(t *testing.T) {
+	up := newUpstream(t, sim.Config{Key: "sk-one", Keys: []string{"sk-two"},
+		Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 429, Count: 1, RetryAfter: "30"}}})
+	p := startProxy(t, provider("cooled", up, "key sk-one sk-two")+"hedge off\n cooldown {\n failures 1\n }\n")
+	for i := range 4 {
+		if status, _, body := quotaPost(t, p, i%2 == 0); status != http.StatusOK {
+			t.Fatalf("request %d: status %d: %s", i, status, body)
+		}
+	}
+	if seen := keysSeen(up); seen["sk-one"] != 1 || seen["sk-two"] != 4 {
+		t.Fatalf("keys seen: %v, want sk-one once (the 429), then sk-two for all 4", seen)
+	}
+	v := quotaView(t, p, "cooled", up)
+	if v.State != "closed" {
+		t.Fatalf("breaker %s, want closed", v.State)
+	}
+	if s := v.key(t, "sk-one").State; s != "cooling" {
+		t.Fatalf("sk-one %q, want cooling", s)
+	}
+	if s := v.key(t, "sk-two").State; s != "ok" {
+		t.Fatalf("sk-two %q, want ok", s)
+	}
+}
