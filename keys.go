@@ -83,7 +83,7 @@ type poolKey struct {
 
 // left is what the key has left of one limit as far as the proxy knows at
 // now (unlimited when unknown or past its reset). The request count is the
-// provider's word less the attempts sent since (noteLimit, sendOne).
+// provider's word less the attempts sent since (noteRateLimits, take).
 func left(n, reset, now int64) (int64, bool) {
 	if n == rateLimitUnset || (reset != 0 && now >= reset) {
 		return 0, false
@@ -177,7 +177,7 @@ func (p *provider) usableKeyBut(k *poolKey) bool {
 
 // noteRateLimits records what the response to an attempt says of its
 // key's quota; sent is the attempt's place in the order of sends and
-// before the attempts awaiting a response when it was sent (sendOne).
+// before the attempts awaiting a response when it was sent (take).
 //
 // The request count is a lower bound of what the key has left once every
 // attempt sent so far is counted, so a key is never sent more than its
@@ -188,13 +188,19 @@ func (p *provider) usableKeyBut(k *poolKey) bool {
 // response. Tokens take the lowest word within a window.
 func (k *keyState) noteRateLimits(rl rateLimits, sent, before int64) {
 	if rl.reqLeft != rateLimitUnset {
-		lo := max(0, rl.reqLeft-before-(k.sent.Load()-sent))
-		cur, curAt := k.reqLeft.Load(), k.reqReset.Load()
-		if cur != rateLimitUnset && rl.reqReset != 0 && curAt != 0 && absNs(rl.reqReset-curAt) < int64(time.Second) {
-			lo = min(max(cur, lo), rl.reqLeft)
+		for {
+			// A take between reading sent and the swap changes reqLeft, so
+			// the swap fails and the count is made again.
+			cur, curAt := k.reqLeft.Load(), k.reqReset.Load()
+			lo := max(0, rl.reqLeft-before-(k.sent.Load()-sent))
+			if cur != rateLimitUnset && rl.reqReset != 0 && curAt != 0 && absNs(rl.reqReset-curAt) < int64(time.Second) {
+				lo = min(max(cur, lo), rl.reqLeft)
+			}
+			if k.reqLeft.CompareAndSwap(cur, lo) {
+				k.reqReset.Store(rl.reqReset)
+				break
+			}
 		}
-		k.reqReset.Store(rl.reqReset)
-		k.reqLeft.Store(lo)
 	}
 	noteLimit(&k.tokLeft, &k.tokReset, rl.tokLeft, rl.tokReset)
 }
@@ -215,16 +221,35 @@ func noteLimit(left, reset *atomic.Int64, n, at int64) {
 	reset.Store(at)
 }
 
-// sendOne counts an attempt sent with the key against its known request
-// quota. It returns the attempt's place in the order of sends and the
+// take claims one request of the key's known quota for an attempt about
+// to be sent, unless another request took the last one meanwhile (then ok
+// is false). It returns the attempt's place in the order of sends and the
 // attempts awaiting a response before it; answered (or the attempt's end,
-// when no answer came) takes it off those awaiting.
-func (k *keyState) sendOne(now int64) (sent, before int64) {
-	before = k.awaiting.Add(1) - 1
-	if _, ok := left(k.reqLeft.Load(), k.reqReset.Load(), now); ok {
-		k.reqLeft.Add(-1)
+// when no answer came) takes it off those awaiting, and release undoes a
+// take whose attempt was not sent after all.
+func (k *keyState) take(now, reserve int64) (sent, before int64, ok bool) {
+	sent = k.sent.Add(1) // first: a response counting sends sees this one before the take below
+	for {
+		n, reset := k.reqLeft.Load(), k.reqReset.Load()
+		if n == rateLimitUnset || (reset != 0 && now >= reset) {
+			break
+		}
+		if max(n, 0)*(100-reserve)/100 < 1 {
+			return 0, 0, false
+		}
+		if k.reqLeft.CompareAndSwap(n, n-1) {
+			break
+		}
 	}
-	return k.sent.Add(1), before
+	return sent, k.awaiting.Add(1) - 1, true
+}
+
+// release undoes a take whose attempt was not sent.
+func (k *keyState) release(now int64) {
+	k.awaiting.Add(-1)
+	if _, ok := left(k.reqLeft.Load(), k.reqReset.Load(), now); ok {
+		k.reqLeft.Add(1)
+	}
 }
 
 func (k *keyState) answered() { k.awaiting.Add(-1) }

@@ -23,8 +23,7 @@ func (a *attempt) begin() {
 	a.epoch = a.p.health.epoch.Load()
 	a.p.health.beginAttempt()
 	if a.key != nil {
-		a.key.st.inFlight.Add(1)
-		a.keySent, a.keyBefore = a.key.st.sendOne(clock().UnixNano())
+		a.key.st.inFlight.Add(1) // its quota was taken by keyFor
 	}
 	a.begun++
 }

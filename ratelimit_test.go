@@ -262,7 +262,7 @@ func BenchmarkQuotaBookkeeping(b *testing.B) {
 			b.Fatal(why)
 		}
 		k.st.inFlight.Add(1)
-		sent, before := k.st.sendOne(now.UnixNano())
+		sent, before, _ := k.st.take(now.UnixNano(), 0)
 		k.st.answered()
 		if rl, ok := parseRateLimits(h, now); ok {
 			k.st.noteRateLimits(rl, sent, before)
