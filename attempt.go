@@ -82,6 +82,12 @@ func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.
 	up.Header = a.p.upstreamHeader(r.Header, req.dialect, repl, secret)
 	up.Header.Set("Content-Type", "application/json")
 	up.ContentLength = int64(len(body))
+	if a.p.proto != nil {
+		if err := a.p.proto.prepare(a.ctx, up, req, a.model, body); err != nil {
+			a.fail(classConnect, fmt.Errorf("provider %s: %s: %w", a.p.name, a.p.proto, err))
+			return
+		}
+	}
 	noReplay(up)
 
 	limit, cause := a.p.firstByte, errFirstByteTimeout
@@ -118,6 +124,9 @@ func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.
 	}
 	a.resp, a.status = resp, resp.StatusCode
 	a.noteRateLimits(resp.Header)
+	if a.p.proto != nil {
+		a.p.proto.response(resp)
+	}
 	if resp.StatusCode != http.StatusOK {
 		h.readUpstreamError(a, req.dialect, r.Context())
 		return
@@ -161,9 +170,9 @@ func (h *Handler) readUpstreamError(a *attempt, d dialect, clientCtx context.Con
 		a.retryAfter, a.hasRA = d.retryDelay(a.errBody)
 	}
 	a.noRetry = !shouldRetry(resp.Header)
-	c := classifyAnswer(resp.StatusCode, a.errBody, a.p.key == "")
+	c := classifyAnswer(resp.StatusCode, a.errBody, a.p.passThroughKey())
 	if d != dialectNone {
-		c = d.classify(resp.StatusCode, a.errBody, a.p.key == "")
+		c = d.classify(resp.StatusCode, a.errBody, a.p.passThroughKey())
 	}
 	if clientCtx.Err() != nil {
 		c = classClientAbort
@@ -180,8 +189,11 @@ func (h *Handler) gateStream(a *attempt, d dialect, clientCtx context.Context) {
 		ev, err := a.rd.Next()
 		if err != nil {
 			c := classClosedEarly
+			var sf *streamFault
 			if errors.Is(err, errEventTooLarge) {
 				c = classMalformed
+			} else if errors.As(err, &sf) {
+				c = sf.class
 			} else if a.ctx.Err() != nil || clientCtx.Err() != nil {
 				c = classifyTransportError(err, a.ctx, clientCtx)
 			}

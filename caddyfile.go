@@ -154,9 +154,16 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser) error {
 		switch opt {
 		case "api":
 			p.API, err = oneArg(d)
-			if _, ok := parseDialect(p.API); err == nil && (!ok || p.API == "") {
-				return d.Errf("api: %q is not anthropic, openai or gemini", p.API)
+			_, cloud := parseProtocol(p.API)
+			if _, ok := parseDialect(p.API); err == nil && !cloud && (!ok || p.API == "") {
+				return d.Errf("api: %q is not anthropic, openai or gemini (want one of %s)", p.API, apiNames())
 			}
+		case "region":
+			p.Region, err = oneArg(d)
+		case "project":
+			p.Project, err = oneArg(d)
+		case "aws_profile":
+			p.AWSProfile, err = oneArg(d)
 		case "key":
 			// One key stays `key` in JSON, as before; several are `keys`.
 			if p.Key != "" || len(p.Keys) > 0 {
@@ -228,6 +235,9 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser) error {
 		if err != nil {
 			return err
 		}
+	}
+	if err := checkCloudOptions(p); err != nil {
+		return d.Errf("provider %q: %v", p.Name, err)
 	}
 	h.Providers = append(h.Providers, p)
 	return nil

@@ -21,7 +21,7 @@ import (
 func (h *Handler) auxCandidates(d dialect) []*provider {
 	out := make([]*provider, 0, len(h.providers))
 	for _, p := range h.providers {
-		if apiServes(p.dialect, d) {
+		if apiServes(p.dialect, d) && p.proto == nil { // a cloud takes completions only
 			out = append(out, p)
 		}
 	}

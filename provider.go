@@ -27,9 +27,21 @@ type Provider struct {
 	// refused: use key or header_up.
 	BaseURL string `json:"base_url"`
 	// Wire dialect this provider serves: "anthropic", "openai" (which
-	// serves both Chat Completions and Responses clients) or "responses".
+	// serves both Chat Completions and Responses clients) or "responses";
+	// or a cloud protocol (SPEC 11, docs/clouds.md): "azure" (OpenAI
+	// clients), "bedrock" (Anthropic clients) or "vertex" (Anthropic and
+	// Gemini clients).
 	// Default: inferred from the request path, so the provider serves all.
 	API string `json:"api,omitempty"`
+	// Cloud region: the SigV4 scope of `api bedrock` (us-east-1) and the
+	// location of `api vertex` (us-east5, global). Required by both.
+	Region string `json:"region,omitempty"`
+	// Google Cloud project of `api vertex`. Required by it.
+	Project string `json:"project,omitempty"`
+	// AWS shared-config profile whose credentials `api bedrock` signs with.
+	// Default: the AWS default chain (env, shared config's default
+	// profile, web identity, container and instance roles).
+	AWSProfile string `json:"aws_profile,omitempty"`
 	// API key sent to this provider; `{env.VAR}` is expanded at provision
 	// time. When set, the client's own key and auth-scoping headers
 	// (OpenAI-Organization, OpenAI-Project, Anthropic-Organization,
@@ -75,6 +87,7 @@ type provider struct {
 	baseURL   *url.URL
 	basePath  string     // escaped, without a trailing slash
 	dialect   dialect    // dialectNone: serves whichever the request speaks
+	proto     protocol   // a cloud (protocol.go), or nil for a native API
 	key       string     // the first key of the pool: forwarded calls use it
 	keys      []*poolKey // empty: the client's key is passed through
 	reserve   int64      // quota_reserve
@@ -102,8 +115,15 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	d, ok := parseDialect(pc.API)
+	pi, cloud := parseProtocol(pc.API)
+	if cloud {
+		d, ok = pi.native, true
+	}
 	if !ok {
-		return nil, fmt.Errorf("api %q: want one of %s", pc.API, dialectNames())
+		return nil, fmt.Errorf("api %q: want one of %s", pc.API, apiNames())
+	}
+	if err := checkCloudOptions(pc); err != nil {
+		return nil, err
 	}
 	if d == dialectGemini {
 		// A Gemini model goes into the upstream path (one segment).
@@ -151,6 +171,11 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	}
 	if p.firstByte <= 0 {
 		p.firstByte = time.Duration(h.Timeouts.FirstByte)
+	}
+	if cloud {
+		if p.proto, err = pi.ctor(pc, p); err != nil {
+			return nil, err
+		}
 	}
 	if pc.HeadersUp != nil {
 		if err := pc.HeadersUp.Provision(caddy.Context{}); err != nil {
@@ -243,7 +268,7 @@ func newTransport(connect time.Duration, caFile string) (*http.Transport, error)
 // serves reports whether the provider takes requests of dialect d for the
 // (requested) model.
 func (p *provider) serves(d dialect, model string) bool {
-	if !apiServes(p.dialect, d) {
+	if !apiServes(p.dialect, d) || p.proto != nil && !p.proto.serves(d) {
 		return false
 	}
 	if len(p.cfg.Models) == 0 {
@@ -256,6 +281,10 @@ func (p *provider) serves(d dialect, model string) bool {
 	}
 	return false
 }
+
+// passThroughKey reports whether the client's own key reaches the provider
+// (no `key`, no cloud credentials).
+func (p *provider) passThroughKey() bool { return p.key == "" && p.proto == nil }
 
 // upstreamModel applies the provider's model rewrite rules: the first rule
 // whose glob matches wins; no match keeps the model.
@@ -394,7 +423,7 @@ func (p *provider) upstreamHeader(client http.Header, d dialect, repl *caddy.Rep
 			out.Del(strings.TrimSpace(f))
 		}
 	}
-	if key != "" {
+	if key != "" || p.proto != nil {
 		for _, k := range clientKeyHeaders {
 			out.Del(k)
 		}
@@ -403,7 +432,12 @@ func (p *provider) upstreamHeader(client http.Header, d dialect, repl *caddy.Rep
 				out.Del(k)
 			}
 		}
-		d.setAuth(out, key)
+		switch {
+		case p.proto != nil && key != "":
+			p.proto.setKey(out, key)
+		case p.proto == nil:
+			d.setAuth(out, key)
+		}
 	}
 	if p.cfg.HeadersUp != nil {
 		p.cfg.HeadersUp.ApplyTo(out, repl)

@@ -83,6 +83,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "quota":
 			err = h.unmarshalQuota(d)
+		case "wire":
+			h.Wire, err = oneArg(d)
+		case "region":
+			h.Region, err = oneArg(d)
+		case "aws_access_key":
+			h.AWSAccessKey, err = oneArg(d)
+		case "aws_secret_key":
+			h.AWSSecretKey, err = oneArg(d)
 		case "seed":
 			var v string
 			if v, err = oneArg(d); err == nil {

@@ -55,6 +55,12 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				{Kind: FaultReset, Percent: 0.5},
 			},
 		}},
+		{"cloud", `llm_sim {
+			wire bedrock
+			region us-west-2
+			aws_access_key AKIDSIM
+			aws_secret_key sim-secret
+		}`, Config{Wire: WireBedrock, Region: "us-west-2", AWSAccessKey: "AKIDSIM", AWSSecretKey: "sim-secret"}},
 		{"stall and malformed", `llm_sim {
 			fault stall after 2 delay 1m
 			fault malformed after 0
@@ -186,6 +192,7 @@ func TestConfigValidate(t *testing.T) {
 		{"fault percent", Config{Faults: []Fault{{Kind: FaultCut, Percent: -1}}}, "percent"},
 		{"fault after", Config{Faults: []Fault{{Kind: FaultCut, After: -1}}}, "after"},
 		{"fault delay", Config{Faults: []Fault{{Kind: FaultCut, Delay: -1}}}, "delay"},
+		{"wire", Config{Wire: "gcp"}, `wire "gcp": want bedrock, vertex or azure`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

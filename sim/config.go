@@ -79,6 +79,21 @@ type Config struct {
 	// tokens) allowed per key per window. Default: unlimited.
 	QuotaTokens *Quota `json:"quota_tokens,omitempty"`
 
+	// Cloud the simulator fronts (SPEC 11): "bedrock", "vertex" or
+	// "azure" checks that cloud's URL, body rules and auth, then answers in
+	// its framing (Bedrock: AWS event-stream frames, a stream error as an
+	// exception frame). Default "": the native APIs.
+	Wire string `json:"wire,omitempty"`
+
+	// Region a Bedrock SigV4 signature must be scoped to. Default us-east-1.
+	Region string `json:"region,omitempty"`
+
+	// The AWS access key id and secret a Bedrock request must be signed
+	// with (SigV4, service bedrock); the signature is verified. Default: a
+	// Bearer Key (a Bedrock API key) is required instead.
+	AWSAccessKey string `json:"aws_access_key,omitempty"`
+	AWSSecretKey string `json:"aws_secret_key,omitempty"`
+
 	// Seed of the random choices (slow share, fault percent). Default 0:
 	// seeded from the clock.
 	Seed int64 `json:"seed,omitempty"`
@@ -182,6 +197,11 @@ func (c Config) Validate() error {
 		if d.d < 0 {
 			return fmt.Errorf("%s %v: must not be negative", d.name, time.Duration(d.d))
 		}
+	}
+	switch c.Wire {
+	case "", WireBedrock, WireVertex, WireAzure:
+	default:
+		return fmt.Errorf("wire %q: want bedrock, vertex or azure", c.Wire)
 	}
 	if err := validPercent(c.SlowPercent); err != nil {
 		return fmt.Errorf("slow: %w", err)

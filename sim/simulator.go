@@ -161,6 +161,14 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() { s.rec.end(rec, now()) }()
 	defer s.watchCancel(r.Context(), rec)()
 
+	if wire := s.plan.Load().cfg.Wire; wire != "" {
+		var finish func()
+		var ok bool
+		if w, r, finish, ok = s.cloud(wire, w, r, rec); !ok {
+			return
+		}
+		defer finish()
+	}
 	ex := &exchange{
 		s:   s,
 		p:   s.plan.Load(),

@@ -28,6 +28,13 @@ type RequestRecord struct {
 	Authorization string // Authorization
 	GoogAPIKey    string // x-goog-api-key (Gemini)
 	KeyParam      string // the key query parameter (Gemini ?key=)
+	AzureKey      string // api-key (Azure OpenAI)
+
+	// URI is the request target as received (escaped path and query), and
+	// CloudBody the body, for a simulator with a wire (bedrock, vertex,
+	// azure): tests check the cloud's URL and body rules.
+	URI       string
+	CloudBody []byte
 
 	Start      time.Time
 	FirstDelta time.Time // first content delta sent (non-stream: body sent); zero if none
@@ -72,6 +79,8 @@ func (rc *recorder) begin(r *http.Request, now time.Time) *RequestRecord {
 		APIKey:        r.Header.Get("X-Api-Key"),
 		Authorization: r.Header.Get("Authorization"),
 		GoogAPIKey:    r.Header.Get("X-Goog-Api-Key"),
+		AzureKey:      r.Header.Get("Api-Key"),
+		URI:           r.URL.RequestURI(),
 		Start:         now,
 	}
 	if r.URL.RawQuery != "" {

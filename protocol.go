@@ -1,0 +1,155 @@
+package llmhedge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// protocol is how a provider reached through a cloud (SPEC 11) differs from
+// the dialect its clients speak: where the request goes, how its body and
+// auth change, and how the answer's framing becomes that dialect's SSE.
+// Each protocol is one file (protocol_azure.go, protocol_bedrock.go,
+// protocol_vertex.go) registering a constructor; a provider with a native
+// `api` (a dialect) has no protocol.
+type protocol interface {
+	// String is the `api` option value.
+	String() string
+	// serves reports whether the protocol takes requests of client dialect d.
+	serves(d dialect) bool
+	// setKey puts a static key (the provider's `key`) where the cloud reads it.
+	setKey(h http.Header, key string)
+	// prepare turns the dialect's request into the cloud's: the URL, the
+	// body and the auth that needs them (SigV4 signs both). The header is
+	// already the upstream one (client credentials gone, header_up applied).
+	prepare(ctx context.Context, up *http.Request, req *llmRequest, model string, body []byte) error
+	// response adapts an answer before the attempt reads it: a 200's
+	// framing to the dialect's SSE (Bedrock's event stream), an error body
+	// to the dialect's error shape; a native answer is left as is.
+	response(resp *http.Response)
+}
+
+// protocolCtor provisions the protocol of one provider from its options.
+type protocolCtor func(pc *Provider, p *provider) (protocol, error)
+
+// protocolInfo is one registered protocol: its name, the dialect a provider
+// of it reports as its own (for apiServes), and its constructor.
+type protocolInfo struct {
+	name   string
+	native dialect
+	ctor   protocolCtor
+}
+
+var protocols []protocolInfo
+
+func registerProtocol(name string, native dialect, ctor protocolCtor) {
+	protocols = append(protocols, protocolInfo{name, native, ctor})
+}
+
+func parseProtocol(s string) (protocolInfo, bool) {
+	for _, pi := range protocols {
+		if strings.EqualFold(s, pi.name) {
+			return pi, true
+		}
+	}
+	return protocolInfo{}, false
+}
+
+// apiNames lists every `api` value: the dialects and the protocols.
+func apiNames() string {
+	names := dialectNames()
+	for _, pi := range protocols {
+		names += ", " + pi.name
+	}
+	return names
+}
+
+// setBody replaces the body of an upstream request.
+func setBody(up *http.Request, body []byte) {
+	up.Body = io.NopCloser(bytes.NewReader(body))
+	up.ContentLength = int64(len(body))
+}
+
+// setURL points an upstream request at the provider's base URL joined with
+// an escaped path, the base URL's query kept.
+func (p *provider) setURL(up *http.Request, escapedPath string) error {
+	u, err := url.Parse(p.url(escapedPath, ""))
+	if err != nil {
+		return err
+	}
+	up.URL, up.Host = u, ""
+	return nil
+}
+
+// cloudBody edits a JSON request body for a cloud: drops the named members
+// and sets others (values are raw JSON). Member order is not kept.
+func cloudBody(body []byte, drop []string, set map[string]json.RawMessage) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, fmt.Errorf("request body: %w", err)
+	}
+	for _, k := range drop {
+		delete(m, k)
+	}
+	for k, v := range set {
+		m[k] = v
+	}
+	return json.Marshal(m)
+}
+
+// streamFault is a failure a cloud reports inside a 200 stream (a Bedrock
+// exception frame): the read error of the adapted stream, with the class
+// the same failure has as an HTTP status.
+type streamFault struct {
+	class failClass
+	msg   string
+}
+
+func (e *streamFault) Error() string { return e.msg }
+
+// checkCloudOptions reports a cloud's missing option and an option given to
+// a provider that does not read it, at parse time (with the line) and at
+// provision time (JSON configs).
+func checkCloudOptions(pc *Provider) error {
+	api := strings.ToLower(pc.API)
+	switch {
+	case (api == "bedrock" || api == "vertex") && pc.Region == "":
+		return fmt.Errorf("api %s needs region", api)
+	case api == "vertex" && pc.Project == "":
+		return fmt.Errorf("api vertex needs project")
+	case api == "azure" && pc.Key == "":
+		return fmt.Errorf("api azure needs key (the resource's API key, sent as api-key)")
+	case pc.Region != "" && api != "bedrock" && api != "vertex":
+		return fmt.Errorf("region is read by api bedrock and vertex only")
+	case pc.Project != "" && api != "vertex":
+		return fmt.Errorf("project is read by api vertex only")
+	case pc.AWSProfile != "" && api != "bedrock":
+		return fmt.Errorf("aws_profile is read by api bedrock only")
+	}
+	return nil
+}
+
+// cloudErrorBody rewrites a cloud's error answer (Bedrock's {"message"},
+// Google's {"error":{"status","message"}}) in the client dialect's shape
+// with the cloud's words, so that a request error passed through parses in
+// the client's SDK. kind names the cloud's error type when the body does not.
+func cloudErrorBody(resp *http.Response, d dialect, kind string) {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body.Close()
+	msg := upstreamMessage(body)
+	if m, ok := jsonLookup(body, "message"); ok && jsonIsString(m) {
+		msg = string(jsonAppendString(nil, m))
+	}
+	if kind != "" {
+		msg = kind + ": " + msg
+	}
+	out := d.errorJSON(resp.StatusCode, msg)
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(out)), int64(len(out))
+	resp.Header.Set("Content-Type", "application/json")
+	resp.Header.Del("Content-Length")
+}

@@ -1,0 +1,59 @@
+package llmhedge
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// azureProtocol is Azure OpenAI (SPEC 11): OpenAI's wire format under
+// /openai. A base URL whose query carries `api-version` uses the
+// deployments form, `{base}/openai/deployments/{model}/chat/completions`,
+// where the deployment is the (rewritten) model: name deployments after
+// models or map them with `model`; otherwise the v1 form,
+// `{base}/openai/v1/chat/completions` or `/responses`. The key goes in
+// `api-key`; the base URL's query is kept.
+type azureProtocol struct {
+	p           *provider
+	deployments bool
+}
+
+func init() {
+	registerProtocol("azure", dialectOpenAI, func(pc *Provider, p *provider) (protocol, error) {
+		return &azureProtocol{p: p, deployments: p.baseURL.Query().Get("api-version") != ""}, nil
+	})
+}
+
+func (*azureProtocol) String() string { return "azure" }
+
+func (*azureProtocol) serves(d dialect) bool { return d == dialectOpenAI || d == dialectResponses }
+
+func (*azureProtocol) setKey(h http.Header, key string) { h.Set("Api-Key", key) }
+
+func (az *azureProtocol) prepare(_ context.Context, up *http.Request, req *llmRequest, model string, _ []byte) error {
+	op := "/chat/completions"
+	if req.dialect == dialectResponses {
+		op = "/responses"
+	}
+	base := strings.TrimSuffix(az.p.basePath, "/v1")
+	base = strings.TrimSuffix(base, "/openai")
+	var path string
+	switch {
+	case az.deployments && op == "/chat/completions":
+		path = "/openai/deployments/" + url.PathEscape(model) + op
+	case az.deployments:
+		path = "/openai" + op // the preview Responses API: the deployment is the body's model
+	default:
+		path = "/openai/v1" + op
+	}
+	u, err := url.Parse(az.p.baseURL.Scheme + "://" + az.p.baseURL.Host + base + path)
+	if err != nil {
+		return err
+	}
+	u.RawQuery = az.p.baseURL.RawQuery
+	up.URL, up.Host = u, ""
+	return nil
+}
+
+func (*azureProtocol) response(*http.Response) {}

@@ -1,0 +1,276 @@
+package llmhedge
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+	"github.com/caddyserver/caddy/v2"
+)
+
+func TestCaddyfileCloudOptions(t *testing.T) {
+	h, err := parseHandler(`llm_hedge {
+		provider br https://bedrock-runtime.us-east-1.amazonaws.com {
+			api bedrock
+			region us-east-1
+			aws_profile prod
+		}
+		provider vx https://us-east5-aiplatform.googleapis.com {
+			api vertex
+			region us-east5
+			project my-project
+		}
+		provider az https://r.openai.azure.com?api-version=2024-10-21 {
+			api azure
+			key {env.AZURE_KEY}
+		}
+	}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, vx, az := h.Providers[0], h.Providers[1], h.Providers[2]
+	if br.API != "bedrock" || br.Region != "us-east-1" || br.AWSProfile != "prod" ||
+		vx.API != "vertex" || vx.Region != "us-east5" || vx.Project != "my-project" ||
+		az.API != "azure" || az.Key != "{env.AZURE_KEY}" {
+		t.Fatalf("parsed %+v %+v %+v", br, vx, az)
+	}
+	for _, tc := range []struct{ block, want string }{
+		{"api bedrock", "api bedrock needs region, at Testfile:"},
+		{"api vertex\n region us-east5", "api vertex needs project, at Testfile:"},
+		{"api azure", "api azure needs key"},
+		{"api anthropic\n region us-east-1", "region is read by api bedrock and vertex only"},
+		{"api bedrock\n region x\n project p", "project is read by api vertex only"},
+		{"api vertex\n region x\n project p\n aws_profile a", "aws_profile is read by api bedrock only"},
+		{"api gcp", `api: "gcp" is not anthropic, openai or gemini (want one of anthropic`},
+	} {
+		_, err := parseHandler("llm_hedge {\n provider p https://x {\n " + tc.block + "\n }\n}")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.block, err, tc.want)
+		}
+	}
+}
+
+// bedrockFrames encodes Anthropic events as Bedrock chunk frames.
+func bedrockFrames(t testing.TB, events ...string) []byte {
+	var buf bytes.Buffer
+	enc := eventstream.NewEncoder()
+	for _, ev := range events {
+		var msg eventstream.Message
+		msg.Headers.Set(":message-type", eventstream.StringValue("event"))
+		msg.Headers.Set(":event-type", eventstream.StringValue("chunk"))
+		msg.Headers.Set(":content-type", eventstream.StringValue("application/json"))
+		msg.Payload, _ = json.Marshal(map[string]string{"bytes": base64.StdEncoding.EncodeToString([]byte(ev))})
+		if err := enc.Encode(&buf, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf.Bytes()
+}
+
+func exceptionFrame(t testing.TB, kind, message string) []byte {
+	var buf bytes.Buffer
+	var msg eventstream.Message
+	msg.Headers.Set(":message-type", eventstream.StringValue("exception"))
+	msg.Headers.Set(":exception-type", eventstream.StringValue(kind))
+	msg.Payload, _ = json.Marshal(map[string]string{"message": message})
+	if err := eventstream.NewEncoder().Encode(&buf, msg); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// twoReads returns its parts one read each (or more when p is short).
+type twoReads struct {
+	parts [][]byte
+}
+
+func (s *twoReads) Read(p []byte) (int, error) {
+	for len(s.parts) > 0 && len(s.parts[0]) == 0 {
+		s.parts = s.parts[1:]
+	}
+	if len(s.parts) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, s.parts[0])
+	s.parts[0] = s.parts[0][n:]
+	return n, nil
+}
+
+// The event stream decodes to the same Anthropic SSE events wherever the
+// network splits the bytes, and the SSE reader reads them as the events.
+func TestBedrockEventStreamSplits(t *testing.T) {
+	events := []string{
+		`{"type":"message_start","message":{"id":"m1","type":"message","role":"assistant","content":[],"model":"x","usage":{"input_tokens":3,"output_tokens":1}}}`,
+		`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`,
+		`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}`,
+		`{"type":"message_stop","amazon-bedrock-invocationMetrics":{"inputTokenCount":3,"outputTokenCount":2}}`,
+	}
+	wire := bedrockFrames(t, events...)
+	var want strings.Builder
+	for _, ev := range events {
+		var v struct{ Type string }
+		json.Unmarshal([]byte(ev), &v)
+		want.WriteString("event: " + v.Type + "\ndata: " + ev + "\n\n")
+	}
+	for split := 0; split <= len(wire); split++ {
+		in := &twoReads{parts: [][]byte{append([]byte(nil), wire[:split]...), append([]byte(nil), wire[split:]...)}}
+		got, err := io.ReadAll(newBedrockStream(io.NopCloser(in)))
+		if err != nil || string(got) != want.String() {
+			t.Fatalf("split %d: %v\n%s", split, err, got)
+		}
+	}
+	got, err := io.ReadAll(newBedrockStream(io.NopCloser(iotest.OneByteReader(bytes.NewReader(wire)))))
+	if err != nil || string(got) != want.String() {
+		t.Fatalf("one byte at a time: %v", err)
+	}
+	rd := newSSEReader(newBedrockStream(io.NopCloser(bytes.NewReader(wire))), 0)
+	for i, ev := range events {
+		e, err := rd.Next()
+		if err != nil || string(e.Data) != ev {
+			t.Fatalf("event %d: %v %q", i, err, e.Data)
+		}
+	}
+	if _, err := rd.Next(); err != io.EOF {
+		t.Fatalf("after the last event: %v, want EOF", err)
+	}
+	// A cut inside a frame is an unexpected EOF, wherever it falls.
+	for cut := len(wire) - 1; cut > len(wire)-40; cut-- {
+		_, err := io.ReadAll(newBedrockStream(io.NopCloser(bytes.NewReader(wire[:cut]))))
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("cut at %d: %v, want unexpected EOF", cut, err)
+		}
+	}
+}
+
+// Exception frames end the stream with the class their HTTP status has.
+func TestBedrockExceptionClasses(t *testing.T) {
+	for kind, want := range map[string]failClass{
+		"throttlingException":           classRateLimited,
+		"serviceUnavailableException":   classOverloaded,
+		"modelStreamErrorException":     classStatus5xx,
+		"internalServerException":       classStatus5xx,
+		"validationException":           classRequest,
+		"ThrottlingException":           classRateLimited,
+		"somethingNewException":         classStatus5xx,
+		"serviceQuotaExceededException": classRateLimited,
+	} {
+		wire := append(bedrockFrames(t, `{"type":"ping"}`), exceptionFrame(t, kind, "slow down")...)
+		got, err := io.ReadAll(newBedrockStream(io.NopCloser(bytes.NewReader(wire))))
+		var sf *streamFault
+		if !errors.As(err, &sf) || sf.class != want || !strings.Contains(sf.msg, kind) || !strings.Contains(sf.msg, "slow down") {
+			t.Errorf("%s: %v, want class %s", kind, err, want)
+		}
+		if string(got) != "event: ping\ndata: {\"type\":\"ping\"}\n\n" {
+			t.Errorf("%s: events before the exception %q", kind, got)
+		}
+	}
+}
+
+func FuzzBedrockEventStream(f *testing.F) {
+	f.Add(bedrockFrames(f, `{"type":"ping"}`, `{"type":"message_stop"}`))
+	f.Add(exceptionFrame(f, "throttlingException", "x"))
+	f.Add(bedrockFrames(f, "{\"type\":\"a\nb\",\r\n\"x\":1}"))
+	f.Add([]byte{0, 0, 0, 16, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rd := newSSEReader(newBedrockStream(io.NopCloser(bytes.NewReader(b))), 1<<20)
+		for range 1000 {
+			ev, err := rd.Next()
+			if err != nil {
+				return
+			}
+			if !bytes.HasSuffix(ev.Raw, []byte("\n\n")) {
+				t.Fatalf("event %q does not end in a blank line", ev.Raw)
+			}
+		}
+	})
+}
+
+// Provision names the provider and the credential chain it searched when a
+// cloud has no credentials, and the option a cloud needs.
+func TestCloudProvisionErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(dir, "missing.json"))
+	for _, tc := range []struct {
+		name string
+		p    Provider
+		want string
+	}{
+		{"bedrock no credentials", Provider{API: "bedrock", Region: "us-east-1"}, "no AWS credentials found in the AWS default chain (environment, shared config"},
+		{"bedrock missing profile", Provider{API: "bedrock", Region: "us-east-1", AWSProfile: "nope"}, `the AWS shared config profile "nope"`},
+		{"bedrock no region", Provider{API: "bedrock"}, "api bedrock needs region"},
+		{"vertex no credentials", Provider{API: "vertex", Region: "us-east5", Project: "p"}, "no Google credentials found in the Application Default Credentials chain (GOOGLE_APPLICATION_CREDENTIALS"},
+		{"vertex no project", Provider{API: "vertex", Region: "us-east5"}, "api vertex needs project"},
+		{"azure no key", Provider{API: "azure"}, "api azure needs key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pc := tc.p
+			pc.Name, pc.BaseURL = "cloud", "https://cloud.invalid"
+			h := &Handler{Providers: []*Provider{&pc}}
+			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+			defer cancel()
+			err := h.Provision(ctx)
+			if err == nil {
+				_ = h.Cleanup()
+				t.Fatalf("provisioned; want %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), `provider "cloud"`) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q, want the provider and %q", err, tc.want)
+			}
+		})
+	}
+	// A Bedrock API key needs no AWS credentials; the JSON fields parse.
+	var pc Provider
+	if err := json.Unmarshal([]byte(`{"name":"cloud","base_url":"https://cloud.invalid","api":"bedrock","region":"eu-west-1","aws_profile":"x","key":"bedrock-api-key"}`), &pc); err != nil {
+		t.Fatal(err)
+	}
+	if pc.Region != "eu-west-1" || pc.AWSProfile != "x" {
+		t.Fatalf("JSON fields: %+v", pc)
+	}
+	pc.AWSProfile = ""
+	h := &Handler{Providers: []*Provider{&pc}}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	if err := h.Provision(ctx); err != nil {
+		t.Fatalf("bedrock with an API key: %v", err)
+	}
+	_ = h.Cleanup()
+}
+
+// An exception frame after commit ends the client's stream with Anthropic's
+// error event, after the events before it; usage counts what came.
+func TestBedrockExceptionAfterCommit(t *testing.T) {
+	wire := append(bedrockFrames(t,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`,
+		`{"type":"message_delta","delta":{"stop_reason":null},"usage":{"output_tokens":7}}`),
+		exceptionFrame(t, "modelStreamErrorException", "the model failed")...)
+	var out bytes.Buffer
+	var u usage
+	res := relayStream(context.Background(), &out, nil, newSSEReader(newBedrockStream(io.NopCloser(bytes.NewReader(wire))), 4096), dialectAnthropic, &u, relayOptions{}, nil)
+	if res.Complete || res.Err == nil || !strings.Contains(res.Err.Error(), "modelStreamErrorException") {
+		t.Fatalf("relay result %+v", res)
+	}
+	got := out.String()
+	if !strings.HasPrefix(got, "event: content_block_delta\n") || !strings.Contains(got, "event: error\n") ||
+		!strings.Contains(got, `"type":"error"`) {
+		t.Fatalf("client stream:\n%s", got)
+	}
+	if u.Output != 7 {
+		t.Errorf("usage %+v, want 7 output tokens from message_delta", u)
+	}
+}

@@ -1,0 +1,103 @@
+package llmhedge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"cloud.google.com/go/auth"
+	"cloud.google.com/go/auth/credentials"
+)
+
+// vertexProtocol is Anthropic's Messages API on Google Vertex AI (SPEC 11):
+// `POST {base}/v1/projects/{project}/locations/{region}/publishers/anthropic/models/{model}:streamRawPredict`
+// (`:rawPredict` without a stream), the body without `model` and with
+// Vertex's anthropic_version, a Bearer token from Google Application
+// Default Credentials. The answer is Anthropic's own SSE.
+//
+// Gemini clients go to publisher google, `…/publishers/google/models/{model}:generateContent`
+// or `:streamGenerateContent` (with the client's `?alt=sse`), the body as is.
+type vertexProtocol struct {
+	p      *provider
+	prefix string // escaped /v1/projects/{project}/locations/{region}/publishers/
+	creds  *auth.Credentials
+}
+
+const vertexAnthropicVersion = `"vertex-2023-10-16"`
+
+func init() {
+	// dialectNone: it serves two dialects, which serves says.
+	registerProtocol("vertex", dialectNone, newVertexProtocol)
+}
+
+func newVertexProtocol(pc *Provider, p *provider) (protocol, error) {
+	v := &vertexProtocol{p: p, prefix: "/v1/projects/" + url.PathEscape(pc.Project) +
+		"/locations/" + url.PathEscape(pc.Region) + "/publishers/"}
+	if p.key != "" {
+		return v, nil // a static access token, sent as Bearer
+	}
+	// The library caches the token and refreshes it before it expires; the
+	// token is never logged.
+	creds, err := credentials.DetectDefault(&credentials.DetectOptions{
+		Scopes: []string{"https://www.googleapis.com/auth/cloud-platform"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("api vertex: no Google credentials found in the Application Default Credentials chain "+
+			"(GOOGLE_APPLICATION_CREDENTIALS, gcloud's application_default_credentials.json, the metadata server): %w", err)
+	}
+	v.creds = creds
+	return v, nil
+}
+
+func (*vertexProtocol) String() string { return "vertex" }
+
+func (*vertexProtocol) serves(d dialect) bool { return d == dialectAnthropic || d == dialectGemini }
+
+func (*vertexProtocol) setKey(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
+
+func (v *vertexProtocol) prepare(ctx context.Context, up *http.Request, req *llmRequest, model string, body []byte) error {
+	if req.dialect == dialectGemini {
+		// The method is the client's (upstreamPath kept it after the model).
+		method := up.URL.Path[strings.LastIndexByte(up.URL.Path, ':')+1:]
+		if err := v.p.setURL(up, v.prefix+"google/models/"+url.PathEscape(model)+":"+method); err != nil {
+			return err
+		}
+		if req.stream {
+			up.URL.RawQuery = strings.TrimPrefix(up.URL.RawQuery+"&alt=sse", "&")
+		}
+	} else {
+		var err error
+		body, err = cloudBody(body, []string{"model"}, map[string]json.RawMessage{"anthropic_version": json.RawMessage(vertexAnthropicVersion)})
+		if err != nil {
+			return err
+		}
+		verb := ":rawPredict"
+		if req.stream {
+			verb = ":streamRawPredict"
+		}
+		if err := v.p.setURL(up, v.prefix+"anthropic/models/"+url.PathEscape(model)+verb); err != nil {
+			return err
+		}
+		up.Header.Del("Anthropic-Version")
+		setBody(up, body)
+	}
+	if v.creds == nil {
+		return nil
+	}
+	tok, err := v.creds.Token(ctx)
+	if err != nil {
+		return fmt.Errorf("Google credentials: %w", err)
+	}
+	up.Header.Set("Authorization", "Bearer "+tok.Value)
+	return nil
+}
+
+func (*vertexProtocol) response(resp *http.Response) {
+	// Gemini's errors are Google's shape already.
+	if resp.StatusCode != http.StatusOK && !strings.Contains(resp.Request.URL.Path, "/publishers/google/") {
+		cloudErrorBody(resp, dialectAnthropic, "vertex")
+	}
+}
