@@ -22,7 +22,8 @@ func init() {
 }
 
 // adminProviders is the admin API module that shows the health of every
-// llm_hedge provider and resets a provider's breaker:
+// llm_hedge provider and resets a provider's breaker (and re-enables its
+// disabled keys):
 //
 //	GET  /llm_hedge/providers[?format=text]
 //	POST /llm_hedge/providers/<name>/reset
@@ -164,6 +165,9 @@ func writeProviderTable(w io.Writer, now time.Time, views []providerView) error 
 			until, _ := time.Parse(time.RFC3339, mc.Until)
 			fmt.Fprintf(tw, "  model %s\t\t\tcooling for %s\t\t\t\t\t\t\t\t\n", mc.Model, shortSpan(now, until))
 		}
+		for _, k := range v.Keys {
+			fmt.Fprintf(tw, "  key %s\t\t\t%s\t\t%d\t\t\t\t\t\t\n", k.Fingerprint, k.State, k.InFlight)
+		}
 	}
 	return tw.Flush()
 }
@@ -257,9 +261,43 @@ type providerView struct {
 	ModelCooldowns      []modelCooldownView `json:"model_cooldowns,omitempty"`
 	FirstEventP50Ms     *float64            `json:"first_event_p50_ms,omitempty"`
 	FirstEventP95Ms     *float64            `json:"first_event_p95_ms,omitempty"`
+	Keys                []keyView           `json:"keys,omitempty"`
 
 	// openUntil is kept for the text view, which shows it relative to now.
 	openUntil time.Time
+}
+
+// keyView is one configured key: its fingerprint, never the key.
+type keyView struct {
+	Fingerprint       string `json:"fingerprint"`
+	State             string `json:"state"`
+	RequestsRemaining *int64 `json:"requests_remaining,omitempty"`
+	RequestsReset     string `json:"requests_reset,omitempty"`
+	TokensRemaining   *int64 `json:"tokens_remaining,omitempty"`
+	TokensReset       string `json:"tokens_reset,omitempty"`
+	CoolingUntil      string `json:"cooling_until,omitempty"`
+	InFlight          int64  `json:"in_flight"`
+}
+
+func (k *keyState) view(now time.Time) keyView {
+	t := now.UnixNano()
+	v := keyView{Fingerprint: k.fp, State: k.state(t), InFlight: k.inFlight.Load()}
+	if n, ok := left(k.reqLeft.Load(), k.reqReset.Load(), t); ok {
+		v.RequestsRemaining = &n
+		if r := k.reqReset.Load(); r != 0 {
+			v.RequestsReset = viewTime(time.Unix(0, r))
+		}
+	}
+	if n, ok := left(k.tokLeft.Load(), k.tokReset.Load(), t); ok {
+		v.TokensRemaining = &n
+		if r := k.tokReset.Load(); r != 0 {
+			v.TokensReset = viewTime(time.Unix(0, r))
+		}
+	}
+	if c := k.coolUntil.Load(); c > t {
+		v.CoolingUntil = viewTime(time.Unix(0, c))
+	}
+	return v
 }
 
 type tokensView struct {
@@ -317,6 +355,9 @@ func (ph *providerHealth) snapshot(now time.Time) providerView {
 			}
 		}
 		sort.Slice(v.ModelCooldowns, func(i, j int) bool { return v.ModelCooldowns[i].Model < v.ModelCooldowns[j].Model })
+	}
+	for _, k := range ph.keys.all() {
+		v.Keys = append(v.Keys, k.view(now))
 	}
 	if firstEventQuantiles != nil {
 		if p50, p95, ok := firstEventQuantiles(ph); ok {

@@ -24,12 +24,16 @@ const (
 // attempt is one try of a request on one provider, from sending the
 // request (t0) to being ready to commit (t2) or failing.
 type attempt struct {
-	n      int // 1-based number within the request
-	p      *provider
-	model  string // model sent upstream (rewritten)
-	reason string // why it started: initial, hedge_triggered, retry, failover, fallback, probe
-	probe  bool   // the half-open probe of p's breaker
-	epoch  int64  // p's health epoch when the attempt began (admin resets)
+	n           int // 1-based number within the request
+	p           *provider
+	model       string   // model sent upstream (rewritten)
+	reason      string   // why it started: initial, hedge_triggered, retry, failover, fallback, probe
+	probe       bool     // the half-open probe of p's breaker
+	key         *poolKey // the configured key it uses; nil: the client's own
+	keyAnswered bool     // a response came: no longer awaited on key (keys.go)
+	keySent     int64    // its place among the sends with key
+	keyBefore   int64    // the attempts awaiting a response on key when it was sent
+	epoch       int64    // p's health epoch when the attempt began (admin resets)
 
 	// bookkeeping counts (outcome.go), to check their pairing
 	begun, ended, verdicts int8
@@ -71,7 +75,11 @@ func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.
 		a.fail(classConnect, fmt.Errorf("provider %s: building request: %w", a.p.name, err))
 		return
 	}
-	up.Header = a.p.upstreamHeader(r.Header, req.dialect, repl)
+	var secret string
+	if a.key != nil {
+		secret = a.key.secret
+	}
+	up.Header = a.p.upstreamHeader(r.Header, req.dialect, repl, secret)
 	up.Header.Set("Content-Type", "application/json")
 	up.ContentLength = int64(len(body))
 	if a.p.proto != nil {
@@ -115,6 +123,7 @@ func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.
 		return
 	}
 	a.resp, a.status = resp, resp.StatusCode
+	a.noteRateLimits(resp.Header)
 	if a.p.proto != nil {
 		a.p.proto.response(resp)
 	}

@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -164,7 +165,32 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser) error {
 		case "aws_profile":
 			p.AWSProfile, err = oneArg(d)
 		case "key":
-			p.Key, err = oneArg(d)
+			// One key stays `key` in JSON, as before; several are `keys`.
+			if p.Key != "" || len(p.Keys) > 0 {
+				return d.Errf("provider %q: key given twice; list every key of the pool on one key line", p.Name)
+			}
+			a := d.RemainingArgs()
+			if len(a) == 0 {
+				return d.Errf("key: want <key> [<key>...]")
+			}
+			for i, k := range a {
+				if k == "" {
+					return d.Errf("key %d: empty", i+1)
+				}
+				if slices.Contains(a[:i], k) {
+					return d.Errf("key %d: the same key twice in one pool", i+1)
+				}
+			}
+			if len(a) == 1 {
+				p.Key = a[0]
+			} else {
+				p.Keys = a
+			}
+		case "quota_reserve":
+			p.QuotaReserve, err = intArg(d, 0)
+			if err == nil && p.QuotaReserve > 100 {
+				return d.Errf("quota_reserve: want a percent, 0-100")
+			}
 		case "vendor":
 			p.Vendor, err = oneArg(d)
 		case "priority":

@@ -112,6 +112,16 @@ func (p *plan) remaining() int {
 	return n
 }
 
+// reopen puts p back among the candidates left: one of its keys failed,
+// and another may serve.
+func (p *plan) reopen(pr *provider) {
+	for i, c := range p.cands {
+		if c == pr {
+			p.used[i] = false
+		}
+	}
+}
+
 // busy reports whether the provider has max_in_flight attempts running.
 func (p *provider) busy() bool {
 	return p.cfg.MaxInFlight > 0 && p.health.inFlightNow() >= int64(p.cfg.MaxInFlight)

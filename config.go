@@ -47,6 +47,10 @@ const (
 	defaultAffinityTTL      = time.Hour // affinity.ttl: a prompt cache rarely outlives an hour
 	defaultAffinityCapacity = 100_000   // sessions remembered, about 5 MB
 
+	defaultQuotaReserve = 0                // a provider's quota_reserve, percent
+	keyCooldownDefault  = 30 * time.Second // a key's 429 cooldown with no Retry-After or reset header
+	rateLimitResetMax   = 24 * time.Hour   // a rate-limit reset further away is clock skew or garbage: clamped
+
 	// maxClientDeadline bounds X-Stainless-Timeout before it is converted,
 	// so a huge value cannot overflow a Duration (it could only raise total,
 	// which a client deadline never does).

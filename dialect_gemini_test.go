@@ -1123,7 +1123,7 @@ func TestGeminiRelayEnd(t *testing.T) {
 func TestGeminiProviderAuth(t *testing.T) {
 	client := http.Header{"X-Goog-Api-Key": {"client"}, "X-Goog-User-Project": {"p"}, "Content-Type": {"application/json"}}
 	keyed := &provider{cfg: &Provider{}, key: "operator", dialect: dialectGemini}
-	h := keyed.upstreamHeader(client, dialectGemini, nil)
+	h := keyed.upstreamHeader(client, dialectGemini, nil, keyed.key)
 	if h.Get("X-Goog-Api-Key") != "operator" || h.Get("X-Goog-User-Project") != "" || h.Get("Content-Type") == "" {
 		t.Errorf("keyed header %v", h)
 	}
@@ -1131,7 +1131,7 @@ func TestGeminiProviderAuth(t *testing.T) {
 		t.Errorf("keyed query %q, want alt=sse", q)
 	}
 	open := &provider{cfg: &Provider{}, dialect: dialectGemini}
-	if h := open.upstreamHeader(client, dialectGemini, nil); h.Get("X-Goog-Api-Key") != "client" {
+	if h := open.upstreamHeader(client, dialectGemini, nil, open.key); h.Get("X-Goog-Api-Key") != "client" {
 		t.Errorf("open header %v", h)
 	}
 	if q := open.upstreamQuery("alt=sse&key=client"); q != "alt=sse&key=client" {

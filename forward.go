@@ -194,7 +194,7 @@ func (h *Handler) forwardOnce(ctx context.Context, r *http.Request, p *provider,
 	if err != nil {
 		return nil, err
 	}
-	up.Header = p.upstreamHeader(r.Header, d, repl)
+	up.Header = p.upstreamHeader(r.Header, d, repl, p.key)
 	up.ContentLength = int64(len(body))
 	noReplay(up)
 	return p.transport.RoundTrip(up)

@@ -136,6 +136,9 @@ type providerHealth struct {
 	tokensCacheRead  atomic.Int64
 	tokensCacheWrite atomic.Int64
 	lastErr          atomic.Pointer[lastFailure]
+
+	// keys holds the state of each configured key by fingerprint (keys.go).
+	keys keyStates
 }
 
 // Destruct implements caddy.Destructor; there is nothing to stop.
@@ -362,6 +365,7 @@ func (ph *providerHealth) reset() {
 	ph.consecutive.Store(0)
 	ph.probeSince.Store(0)
 	ph.models.Store(nil)
+	ph.keys.reset()
 }
 
 func (ph *providerHealth) modelCooling(now time.Time, model string) bool {

@@ -27,6 +27,8 @@ type handlerMetrics struct {
 	retries    *prometheus.CounterVec
 	exhausted  *prometheus.CounterVec
 	state      prometheus.Collector
+	quotaSkips *prometheus.CounterVec
+	keys       prometheus.Collector
 }
 
 const ns, sub = "caddy", "llm_hedge"
@@ -50,6 +52,14 @@ func newHandlerMetrics() *handlerMetrics {
 			Help: "Hedges or retries refused because their budget was spent."}, []string{"kind"}),
 		state: stateCollector{desc: prometheus.NewDesc(ns+"_"+sub+"_provider_state",
 			"Breaker state of each provider: 0 closed, 1 half_open, 2 open.", []string{"provider"}, nil)},
+		quotaSkips: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "quota_skips_total",
+			Help: "Providers skipped without an attempt because every key was out of quota or cooling."}, []string{"provider"}),
+		keys: keyCollector{
+			state: prometheus.NewDesc(ns+"_"+sub+"_key_state",
+				"State of each configured key, by fingerprint: 0 ok, 1 cooling, 2 exhausted, 3 disabled.", []string{"provider", "key"}, nil),
+			remaining: prometheus.NewDesc(ns+"_"+sub+"_quota_remaining",
+				"What a key has left as its provider's rate-limit headers last said, by kind (requests, tokens).", []string{"provider", "key", "kind"}, nil),
+		},
 	}
 }
 
@@ -60,7 +70,8 @@ func provisionMetrics(ctx caddy.Context) (*handlerMetrics, error) {
 		return collectors, nil
 	}
 	for _, c := range []prometheus.Collector{collectors.requests, collectors.attempts, collectors.hedges,
-		collectors.firstEvent, collectors.tokens, collectors.retries, collectors.exhausted, collectors.state} {
+		collectors.firstEvent, collectors.tokens, collectors.retries, collectors.exhausted, collectors.state,
+		collectors.quotaSkips, collectors.keys} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -105,6 +116,12 @@ func (m *handlerMetrics) budgetExhausted(kind string) {
 	}
 }
 
+func (m *handlerMetrics) quotaSkip(provider string) {
+	if m != nil {
+		m.quotaSkips.WithLabelValues(provider).Inc()
+	}
+}
+
 func (m *handlerMetrics) won(provider string, firstEventSeconds float64, u *usage) {
 	if m == nil {
 		return
@@ -142,4 +159,52 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for name, s := range worst {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(s), name)
 	}
+}
+
+// keyCollector reports every configured key's state and remaining quota at
+// scrape time, by fingerprint. A name shared by two health entries (two
+// upstreams under one name) reports each fingerprint once, the first seen.
+type keyCollector struct{ state, remaining *prometheus.Desc }
+
+func (c keyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.state; ch <- c.remaining }
+
+func (c keyCollector) Collect(ch chan<- prometheus.Metric) {
+	now := clock().UnixNano()
+	var hs []*providerHealth
+	providerPool.Range(func(_, v any) bool {
+		if ph, ok := v.(*providerHealth); ok {
+			hs = append(hs, ph)
+		}
+		return true
+	})
+	seen := map[[2]string]bool{}
+	for _, ph := range hs {
+		for _, k := range ph.keys.all() {
+			id := [2]string{ph.name, k.fp}
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, float64(keyStateValue(k.state(now))), ph.name, k.fp)
+			if n, ok := left(k.reqLeft.Load(), k.reqReset.Load(), now); ok {
+				ch <- prometheus.MustNewConstMetric(c.remaining, prometheus.GaugeValue, float64(n), ph.name, k.fp, "requests")
+			}
+			if n, ok := left(k.tokLeft.Load(), k.tokReset.Load(), now); ok {
+				ch <- prometheus.MustNewConstMetric(c.remaining, prometheus.GaugeValue, float64(n), ph.name, k.fp, "tokens")
+			}
+		}
+	}
+}
+
+// keyStateValue is a key state's value in the key_state gauge.
+func keyStateValue(s string) int {
+	switch s {
+	case keyCooling:
+		return 1
+	case keyExhausted:
+		return 2
+	case keyDisabled:
+		return 3
+	}
+	return 0
 }

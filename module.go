@@ -145,7 +145,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return fmt.Errorf("provider %q: %w", pc.Name, err)
 		}
-		if pc.Key != "" && !strings.Contains(pc.Key, "{") {
+		if literalKey(pc) {
 			// The module never logs a key, but Caddy serves its whole config at
 			// GET /config/ and logs it at debug level: keep keys out of it.
 			h.logger.Warn("provider key is written literally in the config, where Caddy's admin API and debug log can show it; use {env.VAR}",
@@ -311,6 +311,17 @@ func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, d dial
 	return nil
 }
 
+// literalKey reports whether a provider key is written in the config
+// itself rather than taken from the environment.
+func literalKey(pc *Provider) bool {
+	for _, k := range append([]string{pc.Key}, pc.Keys...) {
+		if k != "" && !strings.Contains(k, "{") {
+			return true
+		}
+	}
+	return false
+}
+
 // answerFailure writes the final error when no attempt could commit: a
 // request-level error passes through as the provider sent it;
 // a client that left gets nothing; otherwise 503 (or 504, or the 4xx every
@@ -331,6 +342,13 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 		st.outcome = outcomeClientError
 		writeError(w, st.dialect, http.StatusNotFound,
 			fmt.Sprintf("model %q: no configured provider serves it for the %s API", st.req.model, st.dialect))
+		return
+	}
+	if st.outOfQuota() {
+		secs := max(1, int(math.Ceil(float64(st.quotaUntil-clock().UnixNano())/float64(time.Second))))
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		st.outcome, st.status = outcomeExhausted, http.StatusTooManyRequests
+		writeError(w, st.dialect, http.StatusTooManyRequests, "all providers are out of quota: retry after the reset")
 		return
 	}
 	// The client reads what kind of failure it was, never which provider

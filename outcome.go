@@ -1,6 +1,7 @@
 package llmhedge
 
 import (
+	"net/http"
 	"sync/atomic"
 	"time"
 )
@@ -21,6 +22,9 @@ var bookkeepingDone atomic.Pointer[func(st *requestState)]
 func (a *attempt) begin() {
 	a.epoch = a.p.health.epoch.Load()
 	a.p.health.beginAttempt()
+	if a.key != nil {
+		a.key.st.inFlight.Add(1) // its quota was taken by keyFor
+	}
 	a.begun++
 }
 
@@ -28,7 +32,66 @@ func (a *attempt) begin() {
 // lost, or, a winner, its response is done.
 func (a *attempt) end() {
 	a.p.health.endAttempt()
+	if a.key != nil {
+		a.key.st.inFlight.Add(-1)
+		if !a.keyAnswered {
+			a.key.st.answered()
+		}
+	}
 	a.ended++
+}
+
+// noteRateLimits records what a response's rate-limit headers say of the
+// quota of the attempt's key, whatever its status.
+func (a *attempt) noteRateLimits(h http.Header) {
+	if a.key == nil {
+		return
+	}
+	a.keyAnswered = true
+	a.key.st.answered()
+	if rl, ok := parseRateLimits(h, clock()); ok {
+		a.key.st.noteRateLimits(rl, a.keySent, a.keyBefore)
+	}
+}
+
+// settleKey records a failure that is its key's, not its provider's: a
+// 401/403 disables the key, a 429 cools it (Retry-After or a Gemini
+// body's retryDelay, else the reset of the limit that ran out, else
+// keyCooldownDefault). While another key of
+// the provider is not disabled, the provider stays in service: its breaker
+// is not charged, and the provider goes back into the request's plan so
+// that the failover tries it with another key. It reports whether it
+// settled the attempt.
+func (h *Handler) settleKey(st *requestState, a *attempt, now time.Time) bool {
+	k := a.key
+	if k == nil || (a.class != classAuth && a.class != classRateLimited) {
+		return false
+	}
+	if !a.p.usableKeyBut(k) {
+		// The last key in service: its failure is the provider's, as
+		// with a single key (the breaker, its probes and Retry-After).
+		return false
+	}
+	if a.class == classAuth {
+		k.st.disabled.Store(true)
+	} else {
+		until := now.Add(keyCooldownDefault).UnixNano()
+		switch {
+		case a.hasRA && a.retryAfter > 0:
+			until = now.Add(a.retryAfter).UnixNano()
+		case k.st.reqLeft.Load() == 0 && k.st.reqReset.Load() > now.UnixNano():
+			until = k.st.reqReset.Load()
+		case k.st.tokReset.Load() > now.UnixNano():
+			until = k.st.tokReset.Load()
+		}
+		k.st.cool(until)
+	}
+	a.outcome = "key_" + string(a.class)
+	a.noRetry = true // the failover takes the provider again, with another key
+	a.p.health.release(a.probe)
+	st.plan.reopen(a.p)
+	h.metrics.attempt(a.p.name, "failed_"+string(a.class))
+	return true
 }
 
 // declineProbe gives back the probe slot a forwarded call was admitted
@@ -89,6 +152,9 @@ func (h *Handler) settle(st *requestState, a *attempt) {
 	a.end()
 	a.cancel(nil)
 	a.verdicts++ // every branch below gives the probe, if a.probe, its verdict
+	if h.settleKey(st, a, now) {
+		return
+	}
 	switch {
 	case a.class == classLoser:
 		a.outcome = "hedge_loser_cancelled"

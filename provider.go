@@ -49,6 +49,14 @@ type Provider struct {
 	// through, and the provider's 401/403/404/429 to it are the client's
 	// answer: relayed as is, never counted against the provider.
 	Key string `json:"key,omitempty"`
+	// More API keys of this provider, after key: together a pool in which
+	// each key has its own health and quota (a 401/403 disables that key,
+	// a 429 cools it, its rate-limit headers say what it has left).
+	// `{env.VAR}` is expanded; an empty value or a key twice is an error.
+	Keys []string `json:"keys,omitempty"`
+	// Percent of a key's remaining quota (requests and tokens, as the
+	// provider's rate-limit headers say) kept unused, 0-100. Default: 0.
+	QuotaReserve int `json:"quota_reserve,omitempty"`
 	// Failure domain; hedges go to another vendor first. Default: the base
 	// URL's host.
 	Vendor string `json:"vendor,omitempty"`
@@ -77,10 +85,12 @@ type provider struct {
 	cfg       *Provider
 	name      string
 	baseURL   *url.URL
-	basePath  string   // escaped, without a trailing slash
-	dialect   dialect  // dialectNone: serves whichever the request speaks
-	proto     protocol // a cloud (protocol.go), or nil for a native API
-	key       string
+	basePath  string     // escaped, without a trailing slash
+	dialect   dialect    // dialectNone: serves whichever the request speaks
+	proto     protocol   // a cloud (protocol.go), or nil for a native API
+	key       string     // the first key of the pool: forwarded calls use it
+	keys      []*poolKey // empty: the client's key is passed through
+	reserve   int64      // quota_reserve
 	vendor    string
 	weight    int
 	firstByte time.Duration
@@ -142,6 +152,17 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	if pc.Key != "" && p.key == "" {
 		return nil, fmt.Errorf("key: expands to an empty value (is the environment variable set?)")
 	}
+	if pc.QuotaReserve < 0 || pc.QuotaReserve > 100 {
+		return nil, fmt.Errorf("quota_reserve %d: want a percent, 0-100", pc.QuotaReserve)
+	}
+	p.reserve = int64(pc.QuotaReserve)
+	secrets, err := poolSecrets(pc, repl)
+	if err != nil {
+		return nil, err
+	}
+	if len(secrets) > 0 {
+		p.key = secrets[0]
+	}
 	if p.vendor == "" {
 		p.vendor = u.Hostname()
 	}
@@ -171,7 +192,36 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 		return nil, err
 	}
 	p.latency = p.health.latency
+	for _, k := range secrets {
+		st := p.health.keys.key(keyFingerprint(k))
+		st.disabled.Store(false) // a reload gives a refused key another chance
+		p.keys = append(p.keys, &poolKey{secret: k, st: st})
+	}
 	return p, nil
+}
+
+// poolSecrets expands the provider's keys (key, then keys): an empty
+// expansion or a key twice is an error, which names the key by its place
+// and fingerprint, never by its value.
+func poolSecrets(pc *Provider, repl *caddy.Replacer) ([]string, error) {
+	raw := pc.Keys
+	if pc.Key != "" {
+		raw = append([]string{pc.Key}, pc.Keys...)
+	}
+	out := make([]string, 0, len(raw))
+	for i, k := range raw {
+		v := repl.ReplaceAll(k, "")
+		if v == "" {
+			return nil, fmt.Errorf("key %d of %d: expands to an empty value (is the environment variable set?)", i+1, len(raw))
+		}
+		for _, o := range out {
+			if o == v {
+				return nil, fmt.Errorf("key %d of %d (%s): the same key twice in one pool", i+1, len(raw), keyFingerprint(v))
+			}
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 func ruleGlobs(rules []ModelRule) []string {
@@ -360,7 +410,7 @@ var clientKeyHeaders = []string{"Api-Key", "X-Goog-Api-Key", "X-Goog-User-Projec
 // With a configured key, the client's own credentials and auth-scoping
 // headers are removed: they never reach another party's host, and nothing
 // the client sends can make the provider refuse the operator's key.
-func (p *provider) upstreamHeader(client http.Header, d dialect, repl *caddy.Replacer) http.Header {
+func (p *provider) upstreamHeader(client http.Header, d dialect, repl *caddy.Replacer, key string) http.Header {
 	out := make(http.Header, len(client)+2)
 	for k, v := range client {
 		out[k] = v
@@ -373,7 +423,7 @@ func (p *provider) upstreamHeader(client http.Header, d dialect, repl *caddy.Rep
 			out.Del(strings.TrimSpace(f))
 		}
 	}
-	if p.key != "" || p.proto != nil {
+	if key != "" || p.proto != nil {
 		for _, k := range clientKeyHeaders {
 			out.Del(k)
 		}
@@ -383,10 +433,10 @@ func (p *provider) upstreamHeader(client http.Header, d dialect, repl *caddy.Rep
 			}
 		}
 		switch {
-		case p.proto != nil && p.key != "":
-			p.proto.setKey(out, p.key)
+		case p.proto != nil && key != "":
+			p.proto.setKey(out, key)
 		case p.proto == nil:
-			d.setAuth(out, p.key)
+			d.setAuth(out, key)
 		}
 	}
 	if p.cfg.HeadersUp != nil {

@@ -216,8 +216,14 @@ func (h *Handler) launchNext(st *requestState, r *http.Request, reason string, o
 				st.skip(p, "busy_skip")
 				continue
 			}
+			key, ok := h.keyFor(st, p, now)
+			if !ok {
+				st.plan.used[i] = true
+				continue
+			}
 			ok, probe := p.health.admit(now, st.plan.model)
 			if !ok {
+				key.release(now)
 				st.plan.used[i] = true
 				st.skip(p, "cooldown_skip")
 				if until := p.health.openUntil(); !until.IsZero() && (st.recoverAt.IsZero() || until.Before(st.recoverAt)) {
@@ -230,6 +236,7 @@ func (h *Handler) launchNext(st *requestState, r *http.Request, reason string, o
 				reason = "probe"
 			}
 			a := st.prepare(p, p.upstreamModel(st.plan.model), reason, probe)
+			key.attach(a)
 			st.launch(h, r, a)
 			return a
 		}
@@ -265,8 +272,17 @@ func (h *Handler) launchProbe(st *requestState, r *http.Request) *attempt {
 	}
 	st.recoverAt = until
 	for _, p := range open {
-		if p.health == ph && ph.forceProbe(now) {
+		if p.health != ph {
+			continue
+		}
+		key, ok := h.keyFor(st, p, now)
+		if ok && !ph.forceProbe(now) {
+			key.release(now)
+			ok = false
+		}
+		if ok {
 			a := st.prepare(p, p.upstreamModel(st.plan.model), "probe", true)
+			key.attach(a)
 			st.launch(h, r, a)
 			return a
 		}
@@ -364,14 +380,67 @@ func (h *Handler) launchRetry(st *requestState, r *http.Request, a *attempt) boo
 	if !ok {
 		return false
 	}
-	ok, probe := a.p.health.admit(now, st.plan.model)
+	key, ok := h.keyFor(st, a.p, now)
 	if !ok {
 		h.retryBudget.refund(tok)
 		return false
 	}
+	ok, probe := a.p.health.admit(now, st.plan.model)
+	if !ok {
+		key.release(now)
+		h.retryBudget.refund(tok)
+		return false
+	}
 	a.probe = probe
+	key.attach(a)
 	st.launch(h, r, a)
 	return true
+}
+
+// keyUse is the key an attempt is about to use, its quota taken.
+type keyUse struct {
+	k            *poolKey // nil: the client's own key
+	sent, before int64
+}
+
+// attach gives the key to the attempt.
+func (u keyUse) attach(a *attempt) { a.key, a.keySent, a.keyBefore = u.k, u.sent, u.before }
+
+// release gives the key's quota back when the attempt was not sent.
+func (u keyUse) release(now time.Time) {
+	if u.k != nil {
+		u.k.st.release(now.UnixNano())
+	}
+}
+
+// keyFor picks the key of an attempt on p now and takes one request of its
+// quota (none with the client's own key). When p has keys but none may
+// serve, it records the skip (quota_skip or keys_unavailable) and returns
+// false: p counts as unavailable. The caller releases the key when it does
+// not send the attempt after all.
+func (h *Handler) keyFor(st *requestState, p *provider, now time.Time) (keyUse, bool) {
+	if len(p.keys) == 0 {
+		return keyUse{}, true
+	}
+	var why string
+	var until int64
+	for range len(p.keys) + 1 {
+		var k *poolKey
+		k, why, until = p.pickKey(now, st.quotaEstimate())
+		if why != "" {
+			break
+		}
+		if sent, before, ok := k.st.take(now.UnixNano(), p.reserve); ok {
+			return keyUse{k: k, sent: sent, before: before}, true
+		}
+		// another request took that key's last request: choose again
+		why, until = "quota_skip", now.Add(time.Second).UnixNano()
+	}
+	if why == "quota_skip" && st.noteQuotaSkip(p, until) {
+		h.metrics.quotaSkip(p.name)
+	}
+	st.skip(p, why)
+	return keyUse{}, false
 }
 
 // prepare creates an attempt without starting it.

@@ -51,13 +51,19 @@ type requestState struct {
 
 	budgetFailoverUsed bool
 
+	// quota: the request's token estimate (-1 until needed), the
+	// providers skipped for their keys' quota and the earliest reset.
+	quotaEst     int64
+	quotaSkipped []*provider
+	quotaUntil   int64
+
 	// pinned is the creator of previous_response_id: the only candidate
 	// (responses_pin.go).
 	pinned *provider
 }
 
 func newRequestState(h *Handler, r *http.Request, d dialect) *requestState {
-	return &requestState{h: h, r: r, dialect: d, start: time.Now(), ctx: r.Context(), fellBack: map[string]bool{}}
+	return &requestState{h: h, r: r, dialect: d, start: time.Now(), ctx: r.Context(), fellBack: map[string]bool{}, quotaEst: -1}
 }
 
 func (st *requestState) attemptsLeft() int { return st.h.Retry.Attempts - len(st.attempts) }
@@ -78,6 +84,49 @@ func (st *requestState) skip(p *provider, event string) {
 		}
 	}
 	st.skips = append(st.skips, chainEntry{Provider: p.name, OffsetMs: msSince(st.start), Event: event})
+}
+
+// quotaEstimate is the request's token estimate for the quota check,
+// computed once, when a provider with keys first needs it.
+func (st *requestState) quotaEstimate() int64 {
+	if st.quotaEst < 0 {
+		st.quotaEst = quotaEstimate(st.req.body)
+	}
+	return st.quotaEst
+}
+
+// noteQuotaSkip records p as out of quota until until; it reports whether
+// p is newly skipped in this request.
+func (st *requestState) noteQuotaSkip(p *provider, until int64) bool {
+	if st.quotaUntil == 0 || until < st.quotaUntil {
+		st.quotaUntil = until
+	}
+	for _, q := range st.quotaSkipped {
+		if q == p {
+			return false
+		}
+	}
+	st.quotaSkipped = append(st.quotaSkipped, p)
+	return true
+}
+
+// outOfQuota reports whether every candidate was skipped for its keys'
+// quota and none was tried: the client is told to come back at the
+// earliest reset (429), not that the providers failed.
+func (st *requestState) outOfQuota() bool {
+	if len(st.attempts) > 0 || st.plan == nil || len(st.plan.cands) == 0 {
+		return false
+	}
+	for _, p := range st.plan.cands {
+		found := false
+		for _, q := range st.quotaSkipped {
+			found = found || q == p
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // win marks the winner: every other live attempt is cancelled at once, so

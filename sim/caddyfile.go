@@ -34,7 +34,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		model       <name>           # reported instead of the requested model
 //		pings       <n>              # Anthropic pings before the first delta; default 1
 //		cache_read  <n>              # reported cache-read input tokens; default 0
-//		key         <value>          # API key requests must carry; default any
+//		key         <value>...       # API keys accepted (any of them); default any
+//		quota requests|tokens <n> per <duration>  # per key; over it 429 until the window ends
 //		seed        <n>              # seed of the random choices; default the clock
 //		fault <kind> [status <code>] [percent <p>] [count <n>] [after <n>] [retry_after <value>] [no_retry] [model <glob>] [header <field>] [delay <duration>]
 //	}
@@ -72,7 +73,16 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "cache_read":
 			h.CacheRead, err = intArg(d, sub, 0, 1<<40)
 		case "key":
-			h.Key, err = oneArg(d)
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			h.Key = args[0]
+			if len(args) > 1 {
+				h.Keys = args[1:]
+			}
+		case "quota":
+			err = h.unmarshalQuota(d)
 		case "wire":
 			h.Wire, err = oneArg(d)
 		case "region":
@@ -99,6 +109,35 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// unmarshalQuota reads `quota requests|tokens <n> per <duration>`.
+func (h *Handler) unmarshalQuota(d *caddyfile.Dispenser) error {
+	args := d.RemainingArgs()
+	if len(args) != 4 || args[2] != "per" {
+		return d.Errf("quota: want requests|tokens <n> per <duration>")
+	}
+	n, err := strconv.ParseInt(args[1], 10, 64)
+	if err != nil || n < 0 {
+		return d.Errf("quota %s %q: not a count", args[0], args[1])
+	}
+	dur, err := parseDuration(d, "quota", args[3])
+	if err != nil {
+		return err
+	}
+	if dur <= 0 {
+		return d.Errf("quota: the window must be positive")
+	}
+	q := &Quota{N: n, Per: dur}
+	switch args[0] {
+	case "requests":
+		h.QuotaRequests = q
+	case "tokens":
+		h.QuotaTokens = q
+	default:
+		return d.Errf("quota %q: want requests or tokens", args[0])
 	}
 	return nil
 }

@@ -65,6 +65,20 @@ type Config struct {
 	// Default: any key is accepted.
 	Key string `json:"key,omitempty"`
 
+	// Further API keys accepted besides Key; quotas count per key.
+	// Default none.
+	Keys []string `json:"keys,omitempty"`
+
+	// Requests allowed per key per window; over it, 429 with Retry-After
+	// until the window ends. Every answer carries the rate-limit headers of
+	// its dialect (anthropic-ratelimit-* on /v1/messages, x-ratelimit-* on
+	// OpenAI paths). Default: unlimited.
+	QuotaRequests *Quota `json:"quota_requests,omitempty"`
+
+	// Tokens (input estimated as body bytes / 4, plus the response's
+	// tokens) allowed per key per window. Default: unlimited.
+	QuotaTokens *Quota `json:"quota_tokens,omitempty"`
+
 	// Cloud the simulator fronts (SPEC 11): "bedrock", "vertex" or
 	// "azure" checks that cloud's URL, body rules and auth, then answers in
 	// its framing (Bedrock: AWS event-stream frames, a stream error as an
@@ -197,6 +211,11 @@ func (c Config) Validate() error {
 	}
 	if c.Pings != nil && *c.Pings < 0 {
 		return fmt.Errorf("pings %d: must not be negative", *c.Pings)
+	}
+	for _, q := range []*Quota{c.QuotaRequests, c.QuotaTokens} {
+		if q != nil && (q.N < 0 || q.Per <= 0) {
+			return fmt.Errorf("quota %d per %v: want n >= 0 per a positive duration", q.N, time.Duration(q.Per))
+		}
 	}
 	if c.CacheRead < 0 {
 		return fmt.Errorf("cache_read %d: must not be negative", c.CacheRead)

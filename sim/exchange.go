@@ -143,6 +143,9 @@ func (ex *exchange) serve() {
 	if !ex.readBody(ep) || !ex.resolveResponse(ep) {
 		return
 	}
+	if (ep == endpointMessages || ep == endpointChat || ep == endpointResponses) && !ex.chargeQuota() {
+		return
+	}
 
 	ex.fault = ex.p.pickFault(ex.req.Model, ex.r.Header)
 	if ex.fault != nil {
@@ -181,10 +184,21 @@ func (ex *exchange) serve() {
 // authorized checks the configured key in the header of the dialect; the
 // models list, shared by both, accepts either header.
 func (ex *exchange) authorized(ep endpoint) bool {
-	key := ex.p.cfg.Key
-	if key == "" {
+	if ex.p.cfg.Key == "" && len(ex.p.cfg.Keys) == 0 {
 		return true
 	}
+	if ex.p.cfg.Key != "" && ex.authorizedWith(ep, ex.p.cfg.Key) {
+		return true
+	}
+	for _, k := range ex.p.cfg.Keys {
+		if ex.authorizedWith(ep, k) {
+			return true
+		}
+	}
+	return false
+}
+
+func (ex *exchange) authorizedWith(ep endpoint, key string) bool {
 	anthropicOK := ex.r.Header.Get("X-Api-Key") == key
 	openaiOK := ex.r.Header.Get("Authorization") == "Bearer "+key
 	switch {

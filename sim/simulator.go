@@ -29,6 +29,7 @@ type Simulator struct {
 	rec   recorder
 	store responseStore // Responses API responses, for GET by id and previous_response_id
 	ids   atomic.Uint64
+	quota quotaBook // per-key use of the quotas
 
 	// unloaded ends stalls when the Caddy module is unloaded; nil otherwise.
 	unloaded <-chan struct{}

@@ -1,0 +1,286 @@
+package llmhedge
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Key pools: a provider with several configured keys uses each by its own
+// health and quota. The state of a key is kept with its provider's health
+// (it survives reloads) under its fingerprint, the first 8 hex digits of
+// the key's SHA-256: the key itself lives only in the provider's memory.
+
+// keyFingerprint names a key in the admin view, the metrics and the state.
+func keyFingerprint(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:4])
+}
+
+// Key states, as in the admin view and the key_state gauge (its value is
+// the order here).
+const (
+	keyOK        = "ok"
+	keyCooling   = "cooling"
+	keyExhausted = "exhausted"
+	keyDisabled  = "disabled"
+)
+
+// keyState is the shared state of one key of one provider: atomics only.
+type keyState struct {
+	fp        string
+	disabled  atomic.Bool  // 401/403: until an admin reset or a reload
+	coolUntil atomic.Int64 // 429: unix nanos
+	inFlight  atomic.Int64
+	awaiting  atomic.Int64 // attempts sent with the key, their response not yet in
+	sent      atomic.Int64 // attempts sent with the key, ever: their order
+	reqLeft   atomic.Int64 // rateLimitUnset when unknown
+	reqReset  atomic.Int64
+	tokLeft   atomic.Int64
+	tokReset  atomic.Int64
+}
+
+func newKeyState(fp string) *keyState {
+	ks := &keyState{fp: fp}
+	ks.reqLeft.Store(rateLimitUnset)
+	ks.tokLeft.Store(rateLimitUnset)
+	return ks
+}
+
+// keyStates is a provider health's set of keys, in the order first seen.
+type keyStates struct {
+	mu   sync.Mutex
+	list []*keyState
+}
+
+// key returns the state of the key with fingerprint fp, creating it.
+func (ks *keyStates) key(fp string) *keyState {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	for _, k := range ks.list {
+		if k.fp == fp {
+			return k
+		}
+	}
+	k := newKeyState(fp)
+	ks.list = append(ks.list, k)
+	return k
+}
+
+func (ks *keyStates) all() []*keyState {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return append([]*keyState(nil), ks.list...)
+}
+
+// poolKey is one configured key of a provider.
+type poolKey struct {
+	secret string
+	st     *keyState
+}
+
+// left is what the key has left of one limit as far as the proxy knows at
+// now (unlimited when unknown or past its reset). The request count is the
+// provider's word less the attempts sent since (noteRateLimits, take).
+func left(n, reset, now int64) (int64, bool) {
+	if n == rateLimitUnset || (reset != 0 && now >= reset) {
+		return 0, false
+	}
+	return max(n, 0), true
+}
+
+// verdict is what a key allows now: use it (keyOK), or why not, with when
+// it may serve again (zero: not by itself).
+func (k *keyState) verdict(now, estimate int64, reserve int64) (state string, until int64) {
+	if k.disabled.Load() {
+		return keyDisabled, 0
+	}
+	if c := k.coolUntil.Load(); c > now {
+		return keyCooling, c
+	}
+	if n, ok := left(k.reqLeft.Load(), k.reqReset.Load(), now); ok {
+		if n*(100-reserve)/100 < 1 {
+			return keyExhausted, k.reqReset.Load()
+		}
+	}
+	if n, ok := left(k.tokLeft.Load(), k.tokReset.Load(), now); ok && estimate > 0 {
+		if n*(100-reserve)/100 < estimate {
+			return keyExhausted, k.tokReset.Load()
+		}
+	}
+	return keyOK, 0
+}
+
+// score ranks usable keys: the most requests left (unknown is most), then
+// the most tokens left.
+func (k *keyState) score(now int64) (int64, int64) {
+	const unknown = 1 << 62
+	r, t := int64(unknown), int64(unknown)
+	if n, ok := left(k.reqLeft.Load(), k.reqReset.Load(), now); ok {
+		r = n
+	}
+	if n, ok := left(k.tokLeft.Load(), k.tokReset.Load(), now); ok {
+		t = n
+	}
+	return r, t
+}
+
+// pickKey chooses the key of an attempt on p: among the usable keys, the
+// one with the most quota left, then the fewest in flight. With none
+// usable it returns nil, the skip event (quota_skip when a key is only out
+// of quota or cooling, keys_unavailable when all are disabled) and the
+// earliest time one may serve again (zero when none will by itself). A
+// provider without configured keys gets (nil, "", 0): the client's key.
+func (p *provider) pickKey(now time.Time, estimate int64) (*poolKey, string, int64) {
+	if len(p.keys) == 0 {
+		return nil, "", 0
+	}
+	t := now.UnixNano()
+	var best *poolKey
+	var br, bt, bf int64
+	var until int64
+	for _, k := range p.keys {
+		state, u := k.st.verdict(t, estimate, p.reserve)
+		if state != keyOK {
+			if u != 0 && (until == 0 || u < until) {
+				until = u
+			}
+			continue
+		}
+		r, tk := k.st.score(t)
+		f := k.st.inFlight.Load()
+		if best == nil || r > br || (r == br && (tk > bt || (tk == bt && f < bf))) {
+			best, br, bt, bf = k, r, tk, f
+		}
+	}
+	if best != nil {
+		return best, "", 0
+	}
+	if until == 0 {
+		return nil, "keys_unavailable", 0
+	}
+	return nil, "quota_skip", until
+}
+
+// usableKeyBut reports whether p has a key other than k that is not
+// disabled: a failure of k then leaves the provider in service.
+func (p *provider) usableKeyBut(k *poolKey) bool {
+	for _, o := range p.keys {
+		if o != k && !o.st.disabled.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// noteRateLimits records what the response to an attempt says of its
+// key's quota; sent is the attempt's place in the order of sends and
+// before the attempts awaiting a response when it was sent (take).
+//
+// The request count is a lower bound of what the key has left once every
+// attempt sent so far is counted, so a key is never sent more than its
+// quota: each send takes one, and a response that says r left raises it
+// to r less every attempt the provider may not have counted yet (those
+// still awaiting a response when this one was sent, and those sent since),
+// and caps it at r. A new window (another reset) starts over from the
+// response. Tokens take the lowest word within a window.
+func (k *keyState) noteRateLimits(rl rateLimits, sent, before int64) {
+	if rl.reqLeft != rateLimitUnset {
+		for {
+			// A take between reading sent and the swap changes reqLeft, so
+			// the swap fails and the count is made again.
+			cur, curAt := k.reqLeft.Load(), k.reqReset.Load()
+			lo := max(0, rl.reqLeft-before-(k.sent.Load()-sent))
+			if cur != rateLimitUnset && rl.reqReset != 0 && curAt != 0 && absNs(rl.reqReset-curAt) < int64(time.Second) {
+				lo = min(max(cur, lo), rl.reqLeft)
+			}
+			if k.reqLeft.CompareAndSwap(cur, lo) {
+				k.reqReset.Store(rl.reqReset)
+				break
+			}
+		}
+	}
+	noteLimit(&k.tokLeft, &k.tokReset, rl.tokLeft, rl.tokReset)
+}
+
+func noteLimit(left, reset *atomic.Int64, n, at int64) {
+	if n == rateLimitUnset {
+		return
+	}
+	cur, curAt := left.Load(), reset.Load()
+	sameWindow := cur != rateLimitUnset && at != 0 && curAt != 0 && absNs(at-curAt) < int64(time.Second)
+	if sameWindow {
+		for cur > n && !left.CompareAndSwap(cur, n) {
+			cur = left.Load()
+		}
+		return
+	}
+	left.Store(n)
+	reset.Store(at)
+}
+
+// take claims one request of the key's known quota for an attempt about
+// to be sent, unless another request took the last one meanwhile (then ok
+// is false). It returns the attempt's place in the order of sends and the
+// attempts awaiting a response before it; answered (or the attempt's end,
+// when no answer came) takes it off those awaiting, and release undoes a
+// take whose attempt was not sent after all.
+func (k *keyState) take(now, reserve int64) (sent, before int64, ok bool) {
+	sent = k.sent.Add(1) // first: a response counting sends sees this one before the take below
+	for {
+		n, reset := k.reqLeft.Load(), k.reqReset.Load()
+		if n == rateLimitUnset || (reset != 0 && now >= reset) {
+			break
+		}
+		if max(n, 0)*(100-reserve)/100 < 1 {
+			return 0, 0, false
+		}
+		if k.reqLeft.CompareAndSwap(n, n-1) {
+			break
+		}
+	}
+	return sent, k.awaiting.Add(1) - 1, true
+}
+
+// release undoes a take whose attempt was not sent.
+func (k *keyState) release(now int64) {
+	k.awaiting.Add(-1)
+	if _, ok := left(k.reqLeft.Load(), k.reqReset.Load(), now); ok {
+		k.reqLeft.Add(1)
+	}
+}
+
+func (k *keyState) answered() { k.awaiting.Add(-1) }
+
+func absNs(d int64) int64 {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+// cool takes the key out until until (a 429).
+func (k *keyState) cool(until int64) {
+	for {
+		cur := k.coolUntil.Load()
+		if cur >= until || k.coolUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// state is the key's state for the admin view and the gauge.
+func (k *keyState) state(now int64) string {
+	s, _ := k.verdict(now, 0, 0)
+	return s
+}
+
+// resetKeys re-enables the disabled keys and ends the cooldowns.
+func (ks *keyStates) reset() {
+	for _, k := range ks.all() {
+		k.disabled.Store(false)
+		k.coolUntil.Store(0)
+	}
+}

@@ -1,0 +1,344 @@
+package llmhedge
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+)
+
+var rlNow = time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
+
+func hdr(kv ...string) http.Header {
+	h := http.Header{}
+	for i := 0; i < len(kv); i += 2 {
+		h.Set(kv[i], kv[i+1])
+	}
+	return h
+}
+
+func TestRateLimitHeadersAnthropic(t *testing.T) {
+	h := hdr(
+		"anthropic-ratelimit-requests-remaining", "42",
+		"anthropic-ratelimit-requests-reset", "2026-12-01T04:00:30Z",
+		"anthropic-ratelimit-tokens-remaining", "9000",
+		"anthropic-ratelimit-tokens-reset", "2026-12-01T04:01:00Z",
+		"anthropic-ratelimit-input-tokens-remaining", "5000",
+		"anthropic-ratelimit-input-tokens-reset", "2026-12-01T04:00:10Z",
+		"anthropic-ratelimit-output-tokens-remaining", "7000",
+		"anthropic-ratelimit-output-tokens-reset", "2026-12-01T04:00:20Z",
+	)
+	rl, ok := parseRateLimits(h, rlNow)
+	if !ok || rl.reqLeft != 42 || rl.reqReset != rlNow.Add(30*time.Second).UnixNano() {
+		t.Fatalf("requests: %+v", rl)
+	}
+	// the lowest of the token limits speaks, with its own reset
+	if rl.tokLeft != 5000 || rl.tokReset != rlNow.Add(10*time.Second).UnixNano() {
+		t.Fatalf("tokens: %+v", rl)
+	}
+}
+
+func TestRateLimitHeadersOpenAI(t *testing.T) {
+	for _, tc := range []struct {
+		reset string
+		want  time.Duration
+	}{
+		{"6m0s", 6 * time.Minute}, {"1s", time.Second}, {"20ms", 20 * time.Millisecond}, {"1m30.5s", 90*time.Second + 500*time.Millisecond},
+	} {
+		h := hdr("x-ratelimit-remaining-requests", "7", "x-ratelimit-reset-requests", tc.reset,
+			"x-ratelimit-remaining-tokens", "1200", "x-ratelimit-reset-tokens", tc.reset)
+		rl, ok := parseRateLimits(h, rlNow)
+		if !ok || rl.reqLeft != 7 || rl.tokLeft != 1200 || rl.reqReset != rlNow.Add(tc.want).UnixNano() || rl.tokReset != rl.reqReset {
+			t.Fatalf("%s: %+v", tc.reset, rl)
+		}
+	}
+}
+
+func TestRateLimitHeadersMalformedAndSkew(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		h         http.Header
+		ok        bool
+		left      int64
+		resetFrom time.Duration // the reset, from rlNow; -1: none
+	}{
+		{"no headers", hdr(), false, rateLimitUnset, -1},
+		{"not a number", hdr("x-ratelimit-remaining-requests", "many"), false, rateLimitUnset, -1},
+		{"negative", hdr("x-ratelimit-remaining-requests", "-3"), false, rateLimitUnset, -1},
+		{"float", hdr("anthropic-ratelimit-requests-remaining", "1.5"), false, rateLimitUnset, -1},
+		{"bad duration", hdr("x-ratelimit-remaining-requests", "3", "x-ratelimit-reset-requests", "soon"), true, 3, -1},
+		{"negative duration", hdr("x-ratelimit-remaining-requests", "3", "x-ratelimit-reset-requests", "-5s"), true, 3, -1},
+		{"bad time", hdr("anthropic-ratelimit-requests-remaining", "3", "anthropic-ratelimit-requests-reset", "tomorrow"), true, 3, -1},
+		{"past reset ignored", hdr("anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", "2026-12-01T03:59:00Z"), true, 0, -1},
+		{"far reset clamped", hdr("anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", "2027-06-01T00:00:00Z"), true, 0, rateLimitResetMax},
+		{"long duration clamped", hdr("x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "900h"), true, 0, rateLimitResetMax},
+	} {
+		rl, ok := parseRateLimits(tc.h, rlNow)
+		if ok != tc.ok || rl.reqLeft != tc.left {
+			t.Errorf("%s: ok %v %+v", tc.name, ok, rl)
+			continue
+		}
+		want := int64(0)
+		if tc.resetFrom >= 0 {
+			want = rlNow.Add(tc.resetFrom).UnixNano()
+		}
+		if rl.reqReset != want {
+			t.Errorf("%s: reset %v, want %v", tc.name, time.Unix(0, rl.reqReset), time.Unix(0, want))
+		}
+	}
+}
+
+// The key choice: the most requests left, then the fewest in flight; out
+// of quota is skipped until its reset, disabled until a reset.
+func TestKeyPickAndQuotaSkip(t *testing.T) {
+	ph := &providerHealth{}
+	p := &provider{name: "p", health: ph}
+	for _, s := range []string{"k1", "k2"} {
+		p.keys = append(p.keys, &poolKey{secret: s, st: ph.keys.key(keyFingerprint(s))})
+	}
+	now := rlNow
+	k, why, _ := p.pickKey(now, 10)
+	if k != p.keys[0] || why != "" {
+		t.Fatalf("unknown quotas: %v %q, want the first key", k, why)
+	}
+	p.keys[0].st.inFlight.Add(1)
+	if k, _, _ := p.pickKey(now, 10); k != p.keys[1] {
+		t.Fatal("a tie goes to the key with fewer in flight")
+	}
+	p.keys[0].st.inFlight.Add(-1)
+	reset := now.Add(2 * time.Second).UnixNano()
+	p.keys[0].st.noteRateLimits(rateLimits{reqLeft: 5, reqReset: reset, tokLeft: rateLimitUnset}, 0, 0)
+	p.keys[1].st.noteRateLimits(rateLimits{reqLeft: 9, reqReset: reset, tokLeft: rateLimitUnset}, 0, 0)
+	if k, _, _ := p.pickKey(now, 10); k != p.keys[1] {
+		t.Fatal("the key with the most requests left goes first")
+	}
+	p.keys[1].st.noteRateLimits(rateLimits{reqLeft: 0, reqReset: reset, tokLeft: rateLimitUnset}, 0, 0)
+	p.keys[0].st.noteRateLimits(rateLimits{reqLeft: 3, reqReset: reset, tokLeft: 100, tokReset: reset + 1}, 0, 0)
+	if k, _, _ := p.pickKey(now, 99); k != p.keys[0] {
+		t.Fatal("k1 has 3 requests and 100 tokens for an estimate of 99")
+	}
+	p.reserve = 10 // 100 tokens less 10% is 90: too few for 99
+	k, why, until := p.pickKey(now, 99)
+	if k != nil || why != "quota_skip" || until != reset {
+		t.Fatalf("both out of quota: %v %q until %v, want quota_skip until the earliest reset", k, why, time.Unix(0, until))
+	}
+	if k, _, _ := p.pickKey(now.Add(3*time.Second), 99); k == nil {
+		t.Fatal("after the reset the keys serve again")
+	}
+	p.keys[0].st.disabled.Store(true)
+	p.keys[1].st.disabled.Store(true)
+	if _, why, until := p.pickKey(now, 0); why != "keys_unavailable" || until != 0 {
+		t.Fatalf("all disabled: %q %d", why, until)
+	}
+	ph.keys.reset()
+	if k, _, _ := p.pickKey(now.Add(3*time.Second), 0); k == nil {
+		t.Fatal("an admin reset re-enables the keys")
+	}
+}
+
+func TestKeyFingerprint(t *testing.T) {
+	// sha256("sk-test") = 0a0b3c5f...
+	if fp := keyFingerprint("sk-test"); len(fp) != 8 || strings.Contains(fp, "sk") {
+		t.Fatalf("fingerprint %q", fp)
+	}
+}
+
+func TestQuotaEstimate(t *testing.T) {
+	body := []byte(`{"model":"m","max_tokens":100,"messages":[]}`)
+	if got, want := quotaEstimate(body), int64(len(body)/4+100); got != want {
+		t.Fatalf("estimate %d, want %d", got, want)
+	}
+	body = []byte(`{"model":"m","max_completion_tokens":7}`)
+	if got, want := quotaEstimate(body), int64(len(body)/4+7); got != want {
+		t.Fatalf("estimate %d, want %d", got, want)
+	}
+}
+
+func TestCaddyfileKeyPool(t *testing.T) {
+	h, err := parseHandler("llm_hedge {\n provider a http://x {\n key {env.A} {env.B}\n quota_reserve 10\n }\n provider b http://y {\n key {env.C}\n }\n}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := h.Providers[0]; a.Key != "" || len(a.Keys) != 2 || a.QuotaReserve != 10 {
+		t.Fatalf("pool: %+v", a)
+	}
+	if b := h.Providers[1]; b.Key != "{env.C}" || b.Keys != nil {
+		t.Fatalf("one key stays key: %+v", b)
+	}
+	for _, tc := range []struct {
+		body, want string
+		line       int
+	}{
+		{"key a b a", "the same key twice", 3},
+		{"key", "want <key>", 3},
+		{"key a\n key b", "key given twice", 4},
+		{"quota_reserve 101", "0-100", 3},
+		{"quota_reserve -1", "below the minimum", 3},
+	} {
+		_, err := parseHandler("llm_hedge {\n provider a http://x {\n " + tc.body + "\n }\n}")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "Testfile:"+itoa(tc.line)) {
+			t.Errorf("%q: %v, want %q at line %d", tc.body, err, tc.want, tc.line)
+		}
+	}
+}
+
+// A key pool whose keys expand to the same value, or to nothing, fails to
+// provision and names the key by place and fingerprint, never by value.
+func TestProvisionKeyPoolErrors(t *testing.T) {
+	t.Setenv("LLMHEDGE_QUOTA_K1", "sk-same")
+	t.Setenv("LLMHEDGE_QUOTA_K2", "sk-same")
+	repl := caddy.NewReplacer()
+	_, err := poolSecrets(&Provider{Keys: []string{"{env.LLMHEDGE_QUOTA_K1}", "{env.LLMHEDGE_QUOTA_K2}"}}, repl)
+	if err == nil || !strings.Contains(err.Error(), "twice") || strings.Contains(err.Error(), "sk-same") {
+		t.Fatalf("duplicate after expansion: %v", err)
+	}
+	_, err = poolSecrets(&Provider{Key: "{env.LLMHEDGE_QUOTA_UNSET}"}, repl)
+	if err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Fatalf("empty expansion: %v", err)
+	}
+}
+
+func FuzzRateLimitHeaders(f *testing.F) {
+	f.Add("42", "2026-12-01T04:00:30Z", "6m0s", "1m30.5s")
+	f.Add("-1", "garbage", "20ms", "")
+	f.Add("99999999999999999999", "9999-12-31T23:59:59Z", "-5s", "1h")
+	f.Fuzz(func(t *testing.T, left, rfc, dur1, dur2 string) {
+		h := http.Header{}
+		h[hAnthReqLeft] = []string{left}
+		h[hAnthReqReset] = []string{rfc}
+		h[hAnthTokLeft] = []string{left}
+		h[hAnthTokReset] = []string{rfc}
+		h[hOAIReqLeft] = []string{left}
+		h[hOAIReqReset] = []string{dur1}
+		h[hOAITokLeft] = []string{left}
+		h[hOAITokReset] = []string{dur2}
+		rl, _ := parseRateLimits(h, rlNow)
+		for _, n := range []int64{rl.reqLeft, rl.tokLeft} {
+			if n < rateLimitUnset {
+				t.Fatalf("remaining %d", n)
+			}
+		}
+		for _, r := range []int64{rl.reqReset, rl.tokReset} {
+			if r != 0 && (r <= rlNow.UnixNano() || r > rlNow.Add(rateLimitResetMax).UnixNano()) {
+				t.Fatalf("reset %v outside (now, now+24h]", time.Unix(0, r))
+			}
+		}
+		ks := newKeyState("fuzz")
+		ks.noteRateLimits(rl, 0, 0)
+		_ = ks.state(rlNow.UnixNano())
+	})
+}
+
+// BenchmarkQuotaBookkeeping is what a key pool adds to an attempt on the
+// request path: the key choice, the send, the rate-limit headers of the
+// response and the end. It must not allocate.
+func BenchmarkQuotaBookkeeping(b *testing.B) {
+	ph := &providerHealth{}
+	p := &provider{name: "p", health: ph}
+	for _, s := range []string{"k1", "k2", "k3"} {
+		p.keys = append(p.keys, &poolKey{secret: s, st: ph.keys.key(keyFingerprint(s))})
+	}
+	now := time.Now()
+	h := hdr(
+		"anthropic-ratelimit-requests-remaining", "1000000000",
+		"anthropic-ratelimit-requests-reset", now.Add(time.Hour).UTC().Format(time.RFC3339),
+		"anthropic-ratelimit-tokens-remaining", "1000000000",
+		"anthropic-ratelimit-tokens-reset", now.Add(time.Hour).UTC().Format(time.RFC3339),
+		"x-ratelimit-remaining-requests", "1000000000",
+		"x-ratelimit-reset-requests", "59m0s",
+	)
+	body := []byte(hedgeStreamBody)
+	b.ReportAllocs()
+	for b.Loop() {
+		k, why, _ := p.pickKey(now, quotaEstimate(body))
+		if why != "" {
+			b.Fatal(why)
+		}
+		k.st.inFlight.Add(1)
+		sent, before, _ := k.st.take(now.UnixNano(), 0)
+		k.st.answered()
+		if rl, ok := parseRateLimits(h, now); ok {
+			k.st.noteRateLimits(rl, sent, before)
+		}
+		k.st.inFlight.Add(-1)
+	}
+}
+
+// rlCannedUpstream is hedgeCannedUpstream, with rate-limit headers when
+// headers is set.
+type rlCannedUpstream struct {
+	stream  []byte
+	headers bool
+}
+
+func (c *rlCannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	h := http.Header{"Content-Type": {"text/event-stream"}, "Request-Id": {"req_1"}, "Anthropic-Organization-Id": {"org"}}
+	if c.headers {
+		h = http.Header{"Content-Type": {"text/event-stream"}, hAnthReqLeft: {"1000000000"}, hAnthReqReset: {rlResetValue}}
+	}
+	return &http.Response{
+		StatusCode: http.StatusOK,
+		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:  h,
+		Body:    io.NopCloser(bytes.NewReader(c.stream)),
+		Request: r,
+	}, nil
+}
+
+var rlResetValue = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+
+// BenchmarkQuotaRequestPath is BenchmarkHedgeRaceNoFire's hedge=off path
+// with a configured key on the primary: one key and no rate-limit headers
+// (what a key cost before pools) vs a pool of two keys with rate-limit
+// headers on every response (the double sends three header fields either
+// way). Compare ns/op and allocs/op.
+func BenchmarkQuotaRequestPath(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		pc      Provider
+		headers bool
+	}{
+		{"key=one,headers=none", Provider{Key: "sk-1"}, false},
+		{"keys=two,headers=none", Provider{Keys: []string{"sk-1", "sk-2"}}, false},
+		{"keys=two,headers=ratelimit", Provider{Keys: []string{"sk-1", "sk-2"}}, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			primary := tc.pc
+			primary.Name, primary.BaseURL = "quotabench-primary-"+tc.name, "http://primary.invalid"
+			h := &Handler{
+				Providers: []*Provider{&primary, {Name: "quotabench-spare-" + tc.name, BaseURL: "http://spare.invalid", Priority: 1}},
+				Hedge:     HedgeConfig{Off: true},
+			}
+			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+			defer cancel()
+			if err := h.Provision(ctx); err != nil {
+				b.Fatal(err)
+			}
+			defer h.Cleanup()
+			h.logger = zap.NewNop()
+			up := &rlCannedUpstream{stream: hedgeRecordedStream(b), headers: tc.headers}
+			for _, p := range h.providers {
+				p.transport.RegisterProtocol("http", up)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				r := httptest.NewRequest(http.MethodPost, "/v1/messages", strings.NewReader(hedgeStreamBody))
+				w := httptest.NewRecorder()
+				if err := h.ServeHTTP(w, r, nil); err != nil || w.Code != http.StatusOK {
+					b.Fatalf("status %d, %v: %s", w.Code, err, w.Body)
+				}
+			}
+		})
+	}
+}
