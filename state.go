@@ -44,6 +44,9 @@ type requestState struct {
 	recoverAt     time.Time
 	fellBack      map[string]bool
 	fallbackModel string
+	// contextFellBack is the number of attempts made before the one
+	// context_fallback started (0: none yet); it happens once.
+	contextFellBack int
 	relay         relayResult
 	fatal         *attempt // a request-level error that ended the race
 	refused       string

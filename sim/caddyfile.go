@@ -36,10 +36,11 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		cache_read  <n>              # reported cache-read input tokens; default 0
 //		key         <value>          # API key requests must carry; default any
 //		seed        <n>              # seed of the random choices; default the clock
-//		fault <kind> [status <code>] [percent <p>] [count <n>] [after <n>] [retry_after <value>] [no_retry] [model <glob>] [header <field>] [delay <duration>]
+//		fault <kind> [status <code>] [percent <p>] [count <n>] [after <n>] [retry_after <value>] [no_retry] [model <glob>] [header <field>] [delay <duration>] [message <text>]
 //	}
 //
-// Fault kinds: status, fake200, cut, stall, malformed, reset. fault is
+// Fault kinds: status, fake200, cut, stall, malformed, reset, context_length
+// (the 400 of a prompt over the context window, worded per dialect). fault is
 // repeatable; the first fault that matches a request applies.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive name
@@ -153,6 +154,8 @@ func unmarshalFault(d *caddyfile.Dispenser) (Fault, error) {
 			f.Model, err = nextArg(d)
 		case "header":
 			f.Header, err = nextArg(d)
+		case "message":
+			f.Message, err = nextArg(d)
 		case "delay":
 			var v string
 			if v, err = nextArg(d); err == nil {
