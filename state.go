@@ -47,10 +47,10 @@ type requestState struct {
 	// contextFellBack is the number of attempts made before the one
 	// context_fallback started (0: none yet); it happens once.
 	contextFellBack int
-	relay         relayResult
-	fatal         *attempt // a request-level error that ended the race
-	refused       string
-	forwarded     bool // not a completion: models, token counts, forward globs
+	relay           relayResult
+	fatal           *attempt // a request-level error that ended the race
+	refused         string
+	forwarded       bool // not a completion: models, token counts, forward globs
 
 	budgetFailoverUsed bool
 
