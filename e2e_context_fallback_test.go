@@ -188,3 +188,19 @@ func TestContextFallbackOnce(t *testing.T) {
 		t.Fatalf("attempts 1: status %d, %v: want the 400", status, err)
 	}
 }
+
+// With hedging on (a streaming request races), the rescue is the same:
+// one attempt on the small model, then the large model answers.
+func TestContextFallbackHedged(t *testing.T) {
+	small := newUpstream(t, sim.Config{Faults: []sim.Fault{tooLong}})
+	big := newUpstream(t, sim.Config{})
+	p := startProxy(t, provider("small", small, "models small-*")+provider("big", big, "models big-model")+
+		"retry {\n attempts 3\n context_fallback small-* big-model\n }\n")
+	m, err := streamAnthropic(ctxTimeout(t, 10*time.Second), anthropicClient(p, "k"), anthropicParams("small-model"))
+	if err != nil || messageText(m) != wantText || string(m.Model) != "big-model" {
+		t.Fatalf("%q from %q, %v: want the large model's answer", messageText(m), m.Model, err)
+	}
+	if s, b := completions(small), completions(big); s != 1 || b != 1 {
+		t.Fatalf("small got %d requests, big %d: want one each", s, b)
+	}
+}
