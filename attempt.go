@@ -27,7 +27,7 @@ type attempt struct {
 	n           int // 1-based number within the request
 	p           *provider
 	model       string   // model sent upstream (rewritten)
-	reason      string   // why it started: initial, hedge_triggered, retry, failover, fallback, probe
+	reason      string   // why it started: initial, hedge_triggered, retry, failover, fallback, context_fallback, probe
 	probe       bool     // the half-open probe of p's breaker
 	key         *poolKey // the configured key it uses; nil: the client's own
 	keyAnswered bool     // a response came: no longer awaited on key (keys.go)

@@ -64,6 +64,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			retry_after_max <duration>
 //			budget          <percent>
 //			fallback_model  <from> <to>
+//			context_fallback <from> <to>
 //		}
 //		cooldown {
 //			failures <n>
@@ -365,6 +366,12 @@ func (h *Handler) parseRetry(d *caddyfile.Dispenser) error {
 				return d.Errf("retry fallback_model: want <from> <to>")
 			}
 			h.Retry.FallbackModels = append(h.Retry.FallbackModels, ModelRule{From: a[0], To: a[1]})
+		case "context_fallback":
+			a := d.RemainingArgs()
+			if len(a) != 2 {
+				return d.Errf("retry context_fallback: want <from> <to>")
+			}
+			h.Retry.ContextFallbacks = append(h.Retry.ContextFallbacks, ModelRule{From: a[0], To: a[1]})
 		default:
 			return d.Errf("retry: unknown option %q", d.Val())
 		}

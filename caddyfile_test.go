@@ -1,6 +1,7 @@
 package llmhedge
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -182,3 +183,31 @@ func TestCaddyfileBad(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// context_fallback is repeatable; a line without <from> <to> is refused
+// with its line number.
+func TestCaddyfileContextFallback(t *testing.T) {
+	const p = "provider a http://127.0.0.1:1\n"
+	h, err := parseHandler("llm_hedge {\n" + p + "retry {\n context_fallback claude-haiku-* claude-sonnet-4-5\n context_fallback gpt-4o-mini gpt-4.1\n}\n}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ModelRule{{From: "claude-haiku-*", To: "claude-sonnet-4-5"}, {From: "gpt-4o-mini", To: "gpt-4.1"}}
+	if !slices.Equal(h.Retry.ContextFallbacks, want) {
+		t.Fatalf("context_fallbacks %+v, want %+v", h.Retry.ContextFallbacks, want)
+	}
+	for _, body := range []string{"context_fallback a\n", "context_fallback a b c\n", "context_fallback\n"} {
+		_, err := parseHandler("llm_hedge {\n" + p + "retry {\n attempts 3\n " + body + "}\n}")
+		if err == nil {
+			t.Fatalf("%q accepted", body)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "context_fallback: want <from> <to>") || !strings.Contains(msg, "Testfile:5") {
+			t.Errorf("%q: error %q, want the option and line 5 named", body, msg)
+		}
+	}
+	c := RetryConfig{ContextFallbacks: []ModelRule{{From: "a"}}}
+	c.setDefaults()
+	if err := c.validate(); err == nil || !strings.Contains(err.Error(), "context_fallback") {
+		t.Error("a context_fallback without <to> validated")
+	}
+}

@@ -150,6 +150,12 @@ type RetryConfig struct {
 	// After every provider of a model failed retryably, try another model.
 	// Default: none.
 	FallbackModels []ModelRule `json:"fallback_models,omitempty"`
+	// A request for a model matching From that a provider refuses with a
+	// 400 saying the prompt is too long (over the model's context window)
+	// is retried once with the model To, on any provider that serves it.
+	// The retry counts in attempts and the retry budget. Without a rule,
+	// or with no provider of To, the 400 is the answer. Default: none.
+	ContextFallbacks []ModelRule `json:"context_fallbacks,omitempty"`
 }
 
 func (c *RetryConfig) setDefaults() {
@@ -201,6 +207,11 @@ func (c *RetryConfig) validate() error {
 	for _, f := range c.FallbackModels {
 		if f.From == "" || f.To == "" {
 			return fmt.Errorf("retry: fallback_model needs <from> and <to>")
+		}
+	}
+	for _, f := range c.ContextFallbacks {
+		if f.From == "" || f.To == "" {
+			return fmt.Errorf("retry: context_fallback needs <from> and <to>")
 		}
 	}
 	return nil

@@ -83,6 +83,9 @@ type dialect interface {
 	// modelMissing reports whether an upstream error body says the
 	// requested model does not exist.
 	modelMissing(body []byte) bool
+	// promptTooLong reports whether a 400 error body says the prompt is
+	// over the model's context window (retry context_fallback).
+	promptTooLong(body []byte) bool
 	// classify classifies a non-200 answer (classifyAnswer, or the
 	// dialect's reading of its error body); passThroughKey as there.
 	classify(status int, body []byte, passThroughKey bool) failClass

@@ -259,6 +259,11 @@ func (anthropicDialect) modelMissing(body []byte) bool {
 	return errorField(body, "type") == "not_found_error" && strings.Contains(errorField(body, "message"), "model")
 }
 
+// promptTooLong: an invalid_request_error "prompt is too long: N tokens > M maximum".
+func (anthropicDialect) promptTooLong(body []byte) bool {
+	return errorField(body, "type") == "invalid_request_error" && strings.Contains(errorField(body, "message"), "prompt is too long")
+}
+
 func (anthropicDialect) classify(status int, body []byte, passThroughKey bool) failClass {
 	return classifyAnswer(status, body, passThroughKey)
 }

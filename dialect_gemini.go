@@ -156,6 +156,8 @@ func (geminiDialect) observeBody(u *usage, body []byte) { u.observeGeminiBody(bo
 
 func (geminiDialect) modelMissing(body []byte) bool { return geminiModelMissing(body) }
 
+func (geminiDialect) promptTooLong(body []byte) bool { return geminiPromptTooLong(body) }
+
 func (geminiDialect) classify(status int, body []byte, passThroughKey bool) failClass {
 	return geminiClassify(status, body, passThroughKey)
 }

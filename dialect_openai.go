@@ -348,6 +348,12 @@ func (openAIDialect) modelMissing(body []byte) bool {
 	return strings.HasPrefix(msg, "the model ") && strings.Contains(msg, "does not exist")
 }
 
+// promptTooLong: the context_length_exceeded code, or "This model's
+// maximum context length is N tokens" (what compatible servers copy).
+func (openAIDialect) promptTooLong(body []byte) bool {
+	return errorField(body, "code") == "context_length_exceeded" || strings.Contains(errorField(body, "message"), "maximum context length")
+}
+
 func (openAIDialect) classify(status int, body []byte, passThroughKey bool) failClass {
 	return classifyAnswer(status, body, passThroughKey)
 }

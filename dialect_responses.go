@@ -428,6 +428,8 @@ func (responsesDialect) observeBody(u *usage, body []byte) { u.observeResponsesB
 
 func (responsesDialect) modelMissing(body []byte) bool { return openAIDialect{}.modelMissing(body) }
 
+func (responsesDialect) promptTooLong(body []byte) bool { return openAIDialect{}.promptTooLong(body) }
+
 func (responsesDialect) errorType(status int) string { return openAIErrorType(status) }
 
 func (responsesDialect) errorJSON(status int, message string) []byte {

@@ -20,7 +20,7 @@ import (
 type chainEntry struct {
 	Provider     string
 	OffsetMs     int64
-	Event        string // initial, hedge_triggered, retry, failover, fallback, probe, cooldown_skip, busy_skip
+	Event        string // initial, hedge_triggered, retry, failover, fallback, context_fallback, probe, cooldown_skip, busy_skip
 	Outcome      string // request_success, hedge_winner, hedge_loser_cancelled, retry_failed, request_error, client_abort
 	Status       int
 	Class        string

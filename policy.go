@@ -31,6 +31,8 @@ const (
 	launchFailoverReason = "failover"
 	launchHedgeReason    = "hedge_triggered"
 	launchRetryReason    = "retry"
+	// a too-long prompt retried once with a larger model (retry.go)
+	launchContextFallbackReason = "context_fallback"
 )
 
 // step is one decision of the policy.
@@ -54,7 +56,17 @@ type step struct {
 // retryPending is whether a same-provider retry already waits.
 func (h *Handler) afterFailure(st *requestState, a *attempt, hedging, retryPending bool) step {
 	switch a.class {
-	case classRequest, classClientKey:
+	case classRequest:
+		if h.contextFallbackTo(st, a) != "" {
+			return step{kind: stepLaunch, reason: launchContextFallbackReason, attempt: a, ifNone: endFatal}
+		}
+		if st.contextFellBack > 0 && a.n <= st.contextFellBack && (st.live > 0 || retryPending) && st.dialect.promptTooLong(a.errBody) {
+			// A racer of the too-long model said so too: the attempt on
+			// the larger model answers.
+			return step{kind: stepNone}
+		}
+		return step{kind: stepEnd, reason: endFatal, attempt: a}
+	case classClientKey:
 		// The request itself is wrong (every other racer would say so too),
 		// or the client's own key was refused (its answer: a failover would
 		// carry that key to another host). The others lose the race, they

@@ -94,6 +94,8 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 				return carryOut(step{kind: stepLaunch, reason: launchFailoverReason})
 			case launchRetryReason:
 				return carryOut(h.retryStep(st, s.attempt, true))
+			case endFatal: // a context_fallback that could not start
+				return carryOut(step{kind: stepEnd, reason: endFatal, attempt: s.attempt})
 			}
 		}
 		return false
@@ -182,6 +184,8 @@ func (h *Handler) launchStep(st *requestState, r *http.Request, s step) *attempt
 			return s.attempt
 		}
 		return nil
+	case launchContextFallbackReason:
+		return h.launchContextFallback(st, r, s.attempt)
 	}
 	return h.launchFailover(st, r)
 }

@@ -1,6 +1,7 @@
 package llmhedge
 
 import (
+	"net/http"
 	"time"
 )
 
@@ -80,6 +81,55 @@ func (h *Handler) fallback(st *requestState) bool {
 		return true
 	}
 	return false
+}
+
+// contextFallbackTo is the model a context_fallback rule retries a failed
+// attempt with, or "": the attempt's 400 says the prompt is too long, the
+// plan's model matches the rule's <from>, a provider serves its <to>, and
+// the request has not fallen back for its context yet and still has an
+// attempt and room in the retry budget.
+func (h *Handler) contextFallbackTo(st *requestState, a *attempt) string {
+	if len(h.Retry.ContextFallbacks) == 0 || st.contextFellBack > 0 || st.pinned != nil ||
+		a.status != 400 || st.attemptsLeft() == 0 || !st.dialect.promptTooLong(a.errBody) {
+		return ""
+	}
+	for _, f := range h.Retry.ContextFallbacks {
+		if f.To == st.plan.model || !globMatch(f.From, st.plan.model) {
+			continue
+		}
+		for _, p := range h.providers {
+			if p.serves(st.dialect, f.To) {
+				if !h.retryBudget.allows(clock()) {
+					return ""
+				}
+				return f.To
+			}
+		}
+	}
+	return ""
+}
+
+// launchContextFallback switches the plan to the context_fallback model
+// for a's too-long prompt and starts its first admissible candidate,
+// charged to the retry budget. It returns nil when nothing started; the
+// 400 is then the answer.
+func (h *Handler) launchContextFallback(st *requestState, r *http.Request, a *attempt) *attempt {
+	to := h.contextFallbackTo(st, a)
+	if to == "" {
+		return nil
+	}
+	tok, ok := h.retryBudget.take(clock())
+	if !ok {
+		return nil
+	}
+	st.contextFellBack = len(st.attempts)
+	st.fallbackModel = to
+	st.plan = newPlan(h.candidates(st.dialect, to, st.req.sessionKey), to)
+	n := h.launchNext(st, r, launchContextFallbackReason, false)
+	if n == nil {
+		h.retryBudget.refund(tok) // every provider of it is cooling down: no retry happened
+	}
+	return n
 }
 
 // retryCandidate picks the attempt to retry on its own provider once

@@ -44,10 +44,13 @@ type requestState struct {
 	recoverAt     time.Time
 	fellBack      map[string]bool
 	fallbackModel string
-	relay         relayResult
-	fatal         *attempt // a request-level error that ended the race
-	refused       string
-	forwarded     bool // not a completion: models, token counts, forward globs
+	// contextFellBack is the number of attempts made before the one
+	// context_fallback started (0: none yet); it happens once.
+	contextFellBack int
+	relay           relayResult
+	fatal           *attempt // a request-level error that ended the race
+	refused         string
+	forwarded       bool // not a completion: models, token counts, forward globs
 
 	budgetFailoverUsed bool
 

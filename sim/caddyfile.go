@@ -37,10 +37,11 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		key         <value>...       # API keys accepted (any of them); default any
 //		quota requests|tokens <n> per <duration>  # per key; over it 429 until the window ends
 //		seed        <n>              # seed of the random choices; default the clock
-//		fault <kind> [status <code>] [percent <p>] [count <n>] [after <n>] [retry_after <value>] [no_retry] [model <glob>] [header <field>] [delay <duration>]
+//		fault <kind> [status <code>] [percent <p>] [count <n>] [after <n>] [retry_after <value>] [no_retry] [model <glob>] [header <field>] [delay <duration>] [message <text>]
 //	}
 //
-// Fault kinds: status, fake200, cut, stall, malformed, reset. fault is
+// Fault kinds: status, fake200, cut, stall, malformed, reset, context_length
+// (the 400 of a prompt over the context window, worded per dialect). fault is
 // repeatable; the first fault that matches a request applies.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive name
@@ -192,6 +193,8 @@ func unmarshalFault(d *caddyfile.Dispenser) (Fault, error) {
 			f.Model, err = nextArg(d)
 		case "header":
 			f.Header, err = nextArg(d)
+		case "message":
+			f.Message, err = nextArg(d)
 		case "delay":
 			var v string
 			if v, err = nextArg(d); err == nil {

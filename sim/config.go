@@ -124,9 +124,12 @@ const (
 	FaultMalformed FaultKind = "malformed"
 	// FaultReset closes the connection without any response, like a crash.
 	FaultReset FaultKind = "reset"
+	// FaultContextLength answers 400 "the prompt is too long" in the
+	// request's dialect, worded as the real provider words it.
+	FaultContextLength FaultKind = "context_length"
 )
 
-var faultKinds = []FaultKind{FaultStatus, FaultFake200, FaultCut, FaultStall, FaultMalformed, FaultReset}
+var faultKinds = []FaultKind{FaultStatus, FaultFake200, FaultCut, FaultStall, FaultMalformed, FaultReset, FaultContextLength}
 
 // midStream reports whether the fault strikes after the response started.
 func (k FaultKind) midStream() bool {
@@ -172,6 +175,10 @@ type Fault struct {
 
 	// Wait before the fault strikes. Default 0.
 	Delay caddy.Duration `json:"delay,omitempty"`
+
+	// The error message of a status fault. Default: the dialect's usual
+	// message for the status (for 400, the prompt is too long).
+	Message string `json:"message,omitempty"`
 }
 
 // withDefaults returns c with every unset field at its default.

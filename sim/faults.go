@@ -71,7 +71,9 @@ func (ex *exchange) strikeNow() {
 	}
 	switch f.Kind {
 	case FaultStatus:
-		ex.fail(cmp.Or(f.Status, http.StatusInternalServerError), "")
+		ex.fail(cmp.Or(f.Status, http.StatusInternalServerError), f.Message)
+	case FaultContextLength:
+		ex.promptTooLong()
 	case FaultFake200:
 		status := cmp.Or(f.Status, statusOverloaded)
 		message := ex.wire.defaultMessage(status, ex.req.Model)
@@ -86,6 +88,21 @@ func (ex *exchange) strikeNow() {
 		}
 		ex.writeHeader(http.StatusOK, "application/json")
 		ex.w.Write(ex.wire.errorBody(status, message))
+	}
+}
+
+// promptTooLong answers the 400 a provider sends for a prompt over the
+// model's context window.
+func (ex *exchange) promptTooLong() {
+	switch ex.wire.name() {
+	case "openai", "responses":
+		ex.failWith(http.StatusBadRequest, errorWith("This model's maximum context length is 128000 tokens. "+
+			"However, your messages resulted in 210000 tokens. Please reduce the length of the messages.",
+			"invalid_request_error", "messages", "context_length_exceeded"))
+	case "gemini":
+		ex.fail(http.StatusBadRequest, "The input token count (2100000) exceeds the maximum number of tokens allowed (1048576).")
+	default:
+		ex.fail(http.StatusBadRequest, "prompt is too long: 210000 tokens > 200000 maximum")
 	}
 }
 
