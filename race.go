@@ -401,52 +401,6 @@ func (h *Handler) launchRetry(st *requestState, r *http.Request, a *attempt) boo
 	return true
 }
 
-// keyUse is the key an attempt is about to use, its quota taken.
-type keyUse struct {
-	k            *poolKey // nil: the client's own key
-	sent, before int64
-}
-
-// attach gives the key to the attempt.
-func (u keyUse) attach(a *attempt) { a.key, a.keySent, a.keyBefore = u.k, u.sent, u.before }
-
-// release gives the key's quota back when the attempt was not sent.
-func (u keyUse) release(now time.Time) {
-	if u.k != nil {
-		u.k.st.release(now.UnixNano())
-	}
-}
-
-// keyFor picks the key of an attempt on p now and takes one request of its
-// quota (none with the client's own key). When p has keys but none may
-// serve, it records the skip (quota_skip or keys_unavailable) and returns
-// false: p counts as unavailable. The caller releases the key when it does
-// not send the attempt after all.
-func (h *Handler) keyFor(st *requestState, p *provider, now time.Time) (keyUse, bool) {
-	if len(p.keys) == 0 {
-		return keyUse{}, true
-	}
-	var why string
-	var until int64
-	for range len(p.keys) + 1 {
-		var k *poolKey
-		k, why, until = p.pickKey(now, st.quotaEstimate())
-		if why != "" {
-			break
-		}
-		if sent, before, ok := k.st.take(now.UnixNano(), p.reserve); ok {
-			return keyUse{k: k, sent: sent, before: before}, true
-		}
-		// another request took that key's last request: choose again
-		why, until = "quota_skip", now.Add(time.Second).UnixNano()
-	}
-	if why == "quota_skip" && st.noteQuotaSkip(p, until) {
-		h.metrics.quotaSkip(p.name)
-	}
-	st.skip(p, why)
-	return keyUse{}, false
-}
-
 // prepare creates an attempt without starting it.
 func (st *requestState) prepare(p *provider, model, reason string, probe bool) *attempt {
 	return &attempt{p: p, model: model, reason: reason, probe: probe}

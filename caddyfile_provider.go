@@ -1,0 +1,127 @@
+package llmhedge
+
+// The `provider` block of the llm_hedge Caddyfile (caddyfile.go has the syntax).
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
+)
+
+func (h *Handler) parseProvider(d *caddyfile.Dispenser) error {
+	args := d.RemainingArgs()
+	if len(args) != 2 {
+		return d.Errf("provider: want <name> <base_url>, got %d arguments", len(args))
+	}
+	for _, p := range h.Providers {
+		if p.Name == args[0] {
+			return d.Errf("provider %q: duplicate name", args[0])
+		}
+	}
+	if !strings.HasPrefix(args[1], "http://") && !strings.HasPrefix(args[1], "https://") {
+		return d.Errf("provider %q: base_url %q must start with http:// or https://", args[0], args[1])
+	}
+	if u, err := url.Parse(args[1]); err != nil {
+		return d.Errf("provider %q: base_url: %v", args[0], err)
+	} else if err := checkBaseURL(u); err != nil {
+		return d.Errf("provider %q: base_url %q: %v", args[0], u.Redacted(), err)
+	}
+	p := &Provider{Name: args[0], BaseURL: args[1]}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		var err error
+		switch opt {
+		case "api":
+			p.API, err = oneArg(d)
+			_, cloud := parseProtocol(p.API)
+			if _, ok := parseDialect(p.API); err == nil && !cloud && (!ok || p.API == "") {
+				return d.Errf("api: %q is not anthropic, openai or gemini (want one of %s)", p.API, apiNames())
+			}
+		case "region":
+			p.Region, err = oneArg(d)
+		case "project":
+			p.Project, err = oneArg(d)
+		case "aws_profile":
+			p.AWSProfile, err = oneArg(d)
+		case "key":
+			// One key stays `key` in JSON, as before; several are `keys`.
+			if p.Key != "" || len(p.Keys) > 0 {
+				return d.Errf("provider %q: key given twice; list every key of the pool on one key line", p.Name)
+			}
+			a := d.RemainingArgs()
+			if len(a) == 0 {
+				return d.Errf("key: want <key> [<key>...]")
+			}
+			for i, k := range a {
+				if k == "" {
+					return d.Errf("key %d: empty", i+1)
+				}
+				if slices.Contains(a[:i], k) {
+					return d.Errf("key %d: the same key twice in one pool", i+1)
+				}
+			}
+			if len(a) == 1 {
+				p.Key = a[0]
+			} else {
+				p.Keys = a
+			}
+		case "quota_reserve":
+			p.QuotaReserve, err = intArg(d, 0)
+			if err == nil && p.QuotaReserve > 100 {
+				return d.Errf("quota_reserve: want a percent, 0-100")
+			}
+		case "vendor":
+			p.Vendor, err = oneArg(d)
+		case "priority":
+			p.Priority, err = intArg(d, -1<<31)
+		case "weight":
+			p.Weight, err = intArg(d, 1)
+		case "models":
+			p.Models = d.RemainingArgs()
+			if len(p.Models) == 0 {
+				return d.ArgErr()
+			}
+		case "model":
+			a := d.RemainingArgs()
+			if len(a) != 2 {
+				return d.Errf("model: want <from|*> <to>")
+			}
+			p.ModelMap = append(p.ModelMap, ModelRule{From: a[0], To: a[1]})
+		case "header_up":
+			a := d.RemainingArgs()
+			if len(a) < 1 || len(a) > 2 {
+				return d.Errf("header_up: want [+|-]<field> [<value>]")
+			}
+			if p.HeadersUp == nil {
+				p.HeadersUp = new(headers.HeaderOps)
+			}
+			val := ""
+			if len(a) == 2 {
+				val = a[1]
+			}
+			err = headers.CaddyfileHeaderOp(p.HeadersUp, a[0], val, nil)
+		case "max_in_flight":
+			p.MaxInFlight, err = intArg(d, 1)
+		case "first_byte_timeout":
+			var dur caddy.Duration
+			dur, err = durationArg(d)
+			p.FirstByteTimeout = dur
+		case "tls_trusted_ca":
+			p.TLSTrustedCA, err = oneArg(d)
+		default:
+			return d.Errf("provider %q: unknown option %q", p.Name, opt)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := checkCloudOptions(p); err != nil {
+		return d.Errf("provider %q: %v", p.Name, err)
+	}
+	h.Providers = append(h.Providers, p)
+	return nil
+}
