@@ -16,7 +16,6 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -31,7 +30,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/bench/load"
@@ -398,159 +396,6 @@ func timedRequest(ctx context.Context, c *http.Client, url string, m benchMode, 
 		return 0, err
 	}
 	return lat, nil
-}
-
-// medians folds the rounds of each cell into one result of medians.
-func medians(rs []cellResult) []cellResult {
-	type key struct {
-		mode, config string
-		conc         int
-	}
-	groups := map[key][]cellResult{}
-	var order []key
-	for _, r := range rs {
-		k := key{r.mode, r.config, r.conc}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], r)
-	}
-	var out []cellResult
-	for _, k := range order {
-		g := groups[k]
-		m := g[0]
-		m.rps = medianF(g, func(r cellResult) float64 { return r.rps })
-		m.p50 = time.Duration(medianF(g, func(r cellResult) float64 { return float64(r.p50) }))
-		m.p99 = time.Duration(medianF(g, func(r cellResult) float64 { return float64(r.p99) }))
-		m.cpuPer1k = medianF(g, func(r cellResult) float64 { return r.cpuPer1k })
-		m.hwmKB = int64(medianF(g, func(r cellResult) float64 { return float64(r.hwmKB) }))
-		for _, r := range g[1:] {
-			m.requests += r.requests
-			m.failed += r.failed
-			m.failSample = cmp.Or(m.failSample, r.failSample)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-func medianF(g []cellResult, f func(cellResult) float64) float64 {
-	v := make([]float64, len(g))
-	for i, r := range g {
-		v[i] = f(r)
-	}
-	sort.Float64s(v)
-	return v[len(v)/2]
-}
-
-func printTable(w *os.File, rs []cellResult, modes []string, concs []int, configs []string) {
-	find := func(mode string, conc int, config string) *cellResult {
-		for i := range rs {
-			if rs[i].mode == mode && rs[i].conc == conc && rs[i].config == config {
-				return &rs[i]
-			}
-		}
-		return nil
-	}
-	sizes, events := map[string]int{}, map[string]int{}
-	for _, r := range rs {
-		sizes[r.mode] = max(sizes[r.mode], r.respBytes)
-		events[r.mode] = max(events[r.mode], r.events)
-	}
-	var shapes []string
-	for _, mode := range modes {
-		if mode == "non-stream" {
-			shapes = append(shapes, fmt.Sprintf("%s: %d-byte responses", mode, sizes[mode]))
-		} else {
-			shapes = append(shapes, fmt.Sprintf("%s: %d events, %d bytes", mode, events[mode], sizes[mode]))
-		}
-	}
-	fmt.Fprintf(w, "\n%s; %v measured per cell after %v warm-up; %d round(s), medians\n",
-		strings.Join(shapes, "; "), *duration, *warmup, *rounds)
-	fmt.Fprintln(w, "ratios (×) and Δp50 are against reverse_proxy in the same row group; CPU and RSS are the Caddy process's")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tconc\tconfig\treq/s\tp50\tp99\tCPU s/1k req\tpeak RSS MiB\treq/s ×\tCPU ×\tRSS ×\tΔp50\t")
-	var verdicts []string
-	for _, mode := range modes {
-		for _, conc := range concs {
-			base := find(mode, conc, "reverse_proxy")
-			for _, config := range configs {
-				r := find(mode, conc, config)
-				if r == nil {
-					continue
-				}
-				failed := ""
-				if r.failed > 0 {
-					failed = fmt.Sprintf("  %d of %d requests FAILED, e.g. %.120s", r.failed, r.failed+r.requests, r.failSample)
-				}
-				if r.requests == 0 {
-					fmt.Fprintf(tw, "%s\t%d\t%s\tFAILED\t-\t-\t-\t-\t\t\t\t\t%s\n", mode, conc, config, failed)
-					if strings.HasPrefix(config, "llm_hedge") {
-						verdicts = append(verdicts, fmt.Sprintf("  %-16s c=%-3d %-12s FAILED: no request succeeded (%d errors), e.g. %.120s",
-							mode, conc, config, r.failed, r.failSample))
-					}
-					continue
-				}
-				cpu, rss := "-", "-"
-				if r.cpuPer1k >= 0 {
-					cpu = fmt.Sprintf("%.3f", r.cpuPer1k)
-					rss = fmt.Sprintf("%.1f", float64(r.hwmKB)/1024)
-				}
-				ratios := "\t\t\t\t"
-				if base != nil && base.requests > 0 && r.cpuPer1k >= 0 {
-					ratios = fmt.Sprintf("%.2f\t%.2f\t%.2f\t%+dµs\t", r.rps/base.rps, r.cpuPer1k/base.cpuPer1k,
-						float64(r.hwmKB)/float64(base.hwmKB), (r.p50 - base.p50).Microseconds())
-					if strings.HasPrefix(config, "llm_hedge") {
-						verdicts = append(verdicts, verdict(r, base))
-					}
-				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s%s\n", mode, conc, config, r.rps, fmtDur(r.p50), fmtDur(r.p99), cpu, rss, ratios, failed)
-			}
-		}
-	}
-	tw.Flush()
-	if len(verdicts) > 0 {
-		fmt.Fprintln(w, "\ntargets: throughput ≥ 0.90×, CPU/request ≤ 1.20×, added p50 < 100µs at concurrency 1 (against reverse_proxy)")
-		for _, v := range verdicts {
-			fmt.Fprintln(w, v)
-		}
-	}
-}
-
-// verdict compares a cell with the targets. Added latency is judged where
-// it is the proxy's own, at concurrency 1: with 16 or 64 requests in flight
-// on a 2-core machine shared by the load generator, the simulator and
-// Caddy, p50 is mostly queueing for a CPU, and its difference is shown for
-// information only.
-func verdict(r, base *cellResult) string {
-	mark := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		return "MISSED"
-	}
-	rps := r.rps / base.rps
-	cpu := r.cpuPer1k / base.cpuPer1k
-	dp := r.p50 - base.p50
-	lat := fmt.Sprintf("Δp50 %+dµs (queueing, not judged)", dp.Microseconds())
-	if r.conc == 1 {
-		lat = fmt.Sprintf("Δp50 %+dµs %s", dp.Microseconds(), mark(dp < 100*time.Microsecond))
-	}
-	if r.failed > 0 || base.failed > 0 {
-		lat += fmt.Sprintf(", FAILED requests: %d here, %d in reverse_proxy", r.failed, base.failed)
-	}
-	return fmt.Sprintf("  %-16s c=%-3d %-12s throughput %.3f× %s, CPU %.3f× %s, %s",
-		r.mode, r.conc, r.config, rps, mark(rps >= 0.9), cpu, mark(cpu <= 1.2), lat)
-}
-
-func fmtDur(d time.Duration) string {
-	switch {
-	case d >= 10*time.Millisecond:
-		return fmt.Sprintf("%.1fms", float64(d)/1e6)
-	case d >= time.Millisecond:
-		return fmt.Sprintf("%.2fms", float64(d)/1e6)
-	}
-	return fmt.Sprintf("%dµs", d.Microseconds())
 }
 
 func parseInts(s string) ([]int, error) {
