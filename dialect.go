@@ -198,12 +198,6 @@ func dialectOfPath(path string) dialect {
 	return dialectNone
 }
 
-// completionPath is the provider's canonical completion path of dialect d
-// for the client's path.
-func completionPath(d dialect, clientPath string) string {
-	return d.completionPath(strings.TrimSuffix(clientPath, "/"))
-}
-
 // alsoServedBy lists, for a client dialect, the provider `api` values
 // besides its own that serve it; a dialect file registers them from init.
 var alsoServedBy = map[dialect][]dialect{}

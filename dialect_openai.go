@@ -312,26 +312,8 @@ func (u *usage) observeOpenAI(obj []byte) {
 				u.Model = string(jsonAppendString(nil, v))
 			}
 		case it.keyIs("usage"):
-			uo, ok := it.enter()
-			for ok && uo.isObject() && uo.next() {
-				switch {
-				case uo.keyIs("prompt_tokens"):
-					if n, ok := jsonInt(uo.value()); ok {
-						u.Input = n
-					}
-				case uo.keyIs("completion_tokens"):
-					if n, ok := jsonInt(uo.value()); ok {
-						u.Output = n
-					}
-				case uo.keyIs("prompt_tokens_details"):
-					if c, ok := jsonLookup(uo.value(), "cached_tokens"); ok {
-						if n, ok := jsonInt(c); ok {
-							u.CacheRead = n
-						}
-					}
-				}
-			}
-			if ok {
+			if uo, ok := it.enter(); ok {
+				u.readTokenCounts(&uo, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
 				it.leave(&uo)
 			}
 		}

@@ -301,26 +301,8 @@ func (u *usage) observeResponsesObject(obj []byte, counts bool) {
 				u.Model = jsonStringValue(v)
 			}
 		case counts && it.keyIs("usage"):
-			uo, ok := it.enter()
-			for ok && uo.isObject() && uo.next() {
-				switch {
-				case uo.keyIs("input_tokens"):
-					if n, ok := jsonInt(uo.value()); ok {
-						u.Input = n
-					}
-				case uo.keyIs("output_tokens"):
-					if n, ok := jsonInt(uo.value()); ok {
-						u.Output = n
-					}
-				case uo.keyIs("input_tokens_details"):
-					if c, ok := jsonLookup(uo.value(), "cached_tokens"); ok {
-						if n, ok := jsonInt(c); ok {
-							u.CacheRead = n
-						}
-					}
-				}
-			}
-			if ok {
+			if uo, ok := it.enter(); ok {
+				u.readTokenCounts(&uo, "input_tokens", "output_tokens", "input_tokens_details")
 				it.leave(&uo)
 			}
 		}

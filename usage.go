@@ -49,3 +49,27 @@ func (u *usage) observeModel(obj []byte) {
 		u.Model = string(name)
 	}
 }
+
+// readTokenCounts reads an OpenAI-style usage object (Chat Completions and
+// Responses name the same three counts differently): the input and output
+// counts, and cached_tokens inside the details object.
+func (u *usage) readTokenCounts(uo *jsonIter, input, output, details string) {
+	for uo.isObject() && uo.next() {
+		switch {
+		case uo.keyIs(input):
+			if n, ok := jsonInt(uo.value()); ok {
+				u.Input = n
+			}
+		case uo.keyIs(output):
+			if n, ok := jsonInt(uo.value()); ok {
+				u.Output = n
+			}
+		case uo.keyIs(details):
+			if c, ok := jsonLookup(uo.value(), "cached_tokens"); ok {
+				if n, ok := jsonInt(c); ok {
+					u.CacheRead = n
+				}
+			}
+		}
+	}
+}
