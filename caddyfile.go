@@ -316,6 +316,20 @@ func (h *Handler) parseStream(d *caddyfile.Dispenser) error {
 			h.Stream.DropMalformed = &on
 		case "max_buffer":
 			h.Stream.MaxBuffer, err = sizeArg(d)
+		case "resume":
+			n := 0
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			if d.Val() != "off" {
+				if n, err = strconv.Atoi(d.Val()); err != nil || n < 0 {
+					return d.Errf("resume: want a count >= 0 or off, got %q", d.Val())
+				}
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.Stream.Resume = &n
 		default:
 			return d.Errf("stream: unknown option %q", d.Val())
 		}

@@ -104,6 +104,10 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser) error {
 				val = a[1]
 			}
 			err = headers.CaddyfileHeaderOp(p.HeadersUp, a[0], val, nil)
+		case "prefill":
+			var on bool
+			on, err = onOff(d, "prefill")
+			p.Prefill = &on
 		case "max_in_flight":
 			p.MaxInFlight, err = intArg(d, 1)
 		case "first_byte_timeout":
@@ -124,4 +128,22 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser) error {
 	}
 	h.Providers = append(h.Providers, p)
 	return nil
+}
+
+// onOff reads the single on|off argument of an option.
+func onOff(d *caddyfile.Dispenser, name string) (bool, error) {
+	if !d.NextArg() {
+		return false, d.ArgErr()
+	}
+	v := d.Val()
+	if d.NextArg() {
+		return false, d.ArgErr()
+	}
+	switch v {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	}
+	return false, d.Errf("%s: want on or off, got %q", name, v)
 }

@@ -1,6 +1,7 @@
 package llmhedge
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"strconv"
@@ -51,7 +52,16 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 				zap.Duration("gap", gap), zap.Duration("idle_timeout", time.Duration(h.Timeouts.Idle)))
 		},
 	}
+	rs := h.newResumer(st, a)
+	if rs != nil {
+		opts.Track, opts.HoldError = rs, true
+	}
 	st.relay = relayStream(st.ctx, w, rc.Flush, a.rd, st.dialect, &a.usage, opts, func() { a.cancel(errIdleTimeout) })
+	own := st.relay // the winner's own stream, for its provider's verdict
+	if rs != nil && !st.relay.Complete {
+		a.cancel(nil)
+		h.resume(w, rc.Flush, st, rs)
+	}
 	switch {
 	case st.relay.Complete:
 		st.outcome = outcomeSuccess
@@ -62,7 +72,28 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	default:
 		st.outcome = outcomeStreamError
 	}
-	h.recordStreamEnd(st, a)
+	h.recordStreamEnd(st, a, own)
+}
+
+// newResumer follows the committed stream for a continuation, from the
+// events the gate buffered (already written): nil when continuation is
+// off or the dialect or request cannot be continued.
+func (h *Handler) newResumer(st *requestState, a *attempt) resumer {
+	if *h.Stream.Resume <= 0 {
+		return nil
+	}
+	rs := st.dialect.newResumer(st.req)
+	if rs == nil {
+		return nil
+	}
+	rd := newSSEReader(bytes.NewReader(a.gate.buffered()), 0)
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			return rs
+		}
+		rs.track(ev, st.dialect.inspect(ev, true, nil))
+	}
 }
 
 var errIdleTimeout = errors.New("no stream event within the idle timeout")

@@ -39,6 +39,7 @@ const (
 	breakerDefaultDuration = 30 * time.Second // cooldown.duration; cooldown.max defaults to it
 
 	defaultMaxBuffer   = 1 << 20     // stream.max_buffer, bytes before commit
+	defaultResume      = 1           // stream.resume, continuations of a cut stream per request
 	defaultGateBuffer  = 1 << 20     // a gate's buffer when none is given: stream.max_buffer's default
 	defaultGateEvents  = 1000        // events a gate buffers before the first valid one
 	sseDefaultMaxEvent = 1 << 20     // one event's size when the reader has no bound
@@ -262,6 +263,12 @@ type StreamConfig struct {
 	// Bytes buffered before commit; overflowing fails the attempt.
 	// Default: 1 MiB.
 	MaxBuffer int64 `json:"max_buffer,omitempty"`
+	// Continuations per request of a committed stream that is cut,
+	// stalls past the idle timeout or ends in an error event while
+	// everything delivered is text (resume.go); 0 turns it off. Each
+	// continuation attempt counts in retry.attempts and the retry budget.
+	// Default: 1.
+	Resume *int `json:"resume,omitempty"`
 }
 
 func (c *StreamConfig) setDefaults() {
@@ -271,6 +278,9 @@ func (c *StreamConfig) setDefaults() {
 	}
 	if c.MaxBuffer == 0 {
 		c.MaxBuffer = defaultMaxBuffer
+	}
+	if c.Resume == nil {
+		c.Resume = new(defaultResume)
 	}
 }
 

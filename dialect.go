@@ -99,6 +99,10 @@ type dialect interface {
 	// event that ends a committed stream with a failure.
 	errorJSON(status int, message string) []byte
 	errorEvent(status int, message string) []byte
+
+	// newResumer follows a committed stream of req for a continuation
+	// (resume.go); nil when the dialect cannot continue it.
+	newResumer(req *llmRequest) resumer
 }
 
 // dialectNone marks a path that is not an LLM completion (forwarded as

@@ -312,3 +312,6 @@ func queryName(raw string) string {
 	}
 	return raw
 }
+
+// newResumer: no continuation yet.
+func (geminiDialect) newResumer(*llmRequest) resumer { return nil }

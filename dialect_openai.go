@@ -392,3 +392,6 @@ func openAIErrorJSON(status int, message string) []byte {
 func (openAIDialect) errorEvent(status int, message string) []byte {
 	return sseErrorEvent("", openAIErrorJSON(status, message))
 }
+
+// newResumer: no continuation yet.
+func (openAIDialect) newResumer(*llmRequest) resumer { return nil }

@@ -29,6 +29,8 @@ type handlerMetrics struct {
 	state      prometheus.Collector
 	quotaSkips *prometheus.CounterVec
 	keys       prometheus.Collector
+	resumes    *prometheus.CounterVec
+	resumeIn   *prometheus.CounterVec
 }
 
 const ns, sub = "caddy", "llm_hedge"
@@ -54,6 +56,10 @@ func newHandlerMetrics() *handlerMetrics {
 			"Breaker state of each provider: 0 closed, 1 half_open, 2 open.", []string{"provider"}, nil)},
 		quotaSkips: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "quota_skips_total",
 			Help: "Providers skipped without an attempt because every key was out of quota or cooling."}, []string{"provider"}),
+		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "resume_total",
+			Help: "Mid-stream continuations of a cut stream, by outcome (completed, diverged, prefill_rejected, failed, ineligible, budget_exhausted)."}, []string{"outcome"}),
+		resumeIn: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "resume_input_tokens_total",
+			Help: "Input tokens the continuations' providers reported: the price of continuing, by provider."}, []string{"provider"}),
 		keys: keyCollector{
 			state: prometheus.NewDesc(ns+"_"+sub+"_key_state",
 				"State of each configured key, by fingerprint: 0 ok, 1 cooling, 2 exhausted, 3 disabled.", []string{"provider", "key"}, nil),
@@ -71,7 +77,7 @@ func provisionMetrics(ctx caddy.Context) (*handlerMetrics, error) {
 	}
 	for _, c := range []prometheus.Collector{collectors.requests, collectors.attempts, collectors.hedges,
 		collectors.firstEvent, collectors.tokens, collectors.retries, collectors.exhausted, collectors.state,
-		collectors.quotaSkips, collectors.keys} {
+		collectors.quotaSkips, collectors.keys, collectors.resumes, collectors.resumeIn} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -113,6 +119,18 @@ func (m *handlerMetrics) retry(provider, reason string) {
 func (m *handlerMetrics) budgetExhausted(kind string) {
 	if m != nil {
 		m.exhausted.WithLabelValues(kind).Inc()
+	}
+}
+
+func (m *handlerMetrics) resumed(outcome string) {
+	if m != nil {
+		m.resumes.WithLabelValues(outcome).Inc()
+	}
+}
+
+func (m *handlerMetrics) resumeInput(provider string, tokens int64) {
+	if m != nil && tokens > 0 {
+		m.resumeIn.WithLabelValues(provider).Add(float64(tokens))
 	}
 }
 

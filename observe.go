@@ -26,6 +26,8 @@ type chainEntry struct {
 	Class        string
 	Error        string // what went wrong, for the operator only: clients read a generic message
 	FirstEventMs int64
+	Strategy     string // resume: prefill, replay or finish
+	Delivered    int    // resume: bytes of text the client had
 }
 
 // maxLoggedError bounds the error of one attempt in the log line: it may
@@ -52,6 +54,12 @@ func (c chainEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	}
 	if c.FirstEventMs > 0 {
 		enc.AddInt64("first_event_ms", c.FirstEventMs)
+	}
+	if c.Event == "resume" {
+		if c.Strategy != "" {
+			enc.AddString("strategy", c.Strategy)
+		}
+		enc.AddInt("delivered_bytes", c.Delivered)
 	}
 	return nil
 }
@@ -124,6 +132,10 @@ func (h *Handler) finish(st *requestState) {
 		} else {
 			h.metrics.won(provider, w.firstEvent.Seconds(), &u)
 		}
+	}
+	if ru := st.resumeUsage; ru != nil {
+		// A continued stream: the usage its client was told.
+		u.Input, u.Output = ru.Input, ru.Output
 	}
 	h.metrics.request(st.outcome)
 	if check := bookkeepingDone.Load(); check != nil {

@@ -122,13 +122,13 @@ func (h *Handler) recordWin(st *requestState, a *attempt, now time.Time) {
 // whole stream: a complete one is a success, a cut one a failure, unless
 // the client left or the request ran out of time (not the provider's
 // doing).
-func (h *Handler) recordStreamEnd(st *requestState, a *attempt) {
+func (h *Handler) recordStreamEnd(st *requestState, a *attempt, res relayResult) {
 	switch {
-	case st.relay.Complete:
+	case res.Complete:
 		a.p.health.onSuccess(clock(), false)
-	case st.relay.Reason == "client_gone", st.relay.Reason == "total_timeout":
+	case res.Reason == "client_gone", res.Reason == "total_timeout":
 	default:
-		a.p.health.onFailureIn(a.epoch, clock(), h.cooldown, "stream_"+st.relay.Reason, 0, 0, st.plan.model, false)
+		a.p.health.onFailureIn(a.epoch, clock(), h.cooldown, "stream_"+res.Reason, 0, 0, st.plan.model, false)
 	}
 }
 

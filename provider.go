@@ -73,6 +73,11 @@ type Provider struct {
 	HeadersUp *headers.HeaderOps `json:"headers_up,omitempty"`
 	// Attempts at once on this provider. Default: 0 (unlimited).
 	MaxInFlight int `json:"max_in_flight,omitempty"`
+	// Whether the provider accepts an assistant turn last and continues
+	// from its exact text: a mid-stream continuation there sends the
+	// delivered text as that turn (resume.go). Default: on for api
+	// anthropic, bedrock and vertex; off otherwise.
+	Prefill *bool `json:"prefill,omitempty"`
 	// Overrides timeouts.first_byte for this provider.
 	FirstByteTimeout caddy.Duration `json:"first_byte_timeout,omitempty"`
 	// PEM file of extra certificate authorities trusted for this provider
@@ -94,6 +99,7 @@ type provider struct {
 	vendor    string
 	weight    int
 	firstByte time.Duration
+	prefill   bool // continues an assistant turn last (resume.go)
 	transport *http.Transport
 	health    *providerHealth
 	latency   *latencyTracker
@@ -176,6 +182,13 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 		if p.proto, err = pi.ctor(pc, p); err != nil {
 			return nil, err
 		}
+	}
+	switch strings.ToLower(pc.API) {
+	case "anthropic", "bedrock", "vertex": // the APIs that continue an assistant turn
+		p.prefill = true
+	}
+	if pc.Prefill != nil {
+		p.prefill = *pc.Prefill
 	}
 	if pc.HeadersUp != nil {
 		if err := pc.HeadersUp.Provision(caddy.Context{}); err != nil {

@@ -39,6 +39,13 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 	// at most Retry.Attempts attempts ever report: none blocks on its
 	// report, even after race returned (drain reaps them).
 	st.done = make(chan *attempt, h.Retry.Attempts)
+	return h.racePlan(st, r)
+}
+
+// racePlan runs the race over st.plan with st.req: a request's, or a
+// continuation's (resume.go).
+func (h *Handler) racePlan(st *requestState, r *http.Request) *attempt {
+	req := st.req
 
 	hedging := req.stream && h.Hedge.enabled() && st.pinned == nil
 	var hedgeC, retryC <-chan time.Time
@@ -147,8 +154,12 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 // fallback model comes before a last-resort probe of a provider known to
 // fail.
 func (h *Handler) launchFirst(st *requestState, r *http.Request) *attempt {
-	first := h.launchNext(st, r, "initial", false)
-	if first == nil && len(st.plan.cands) > 0 && st.plan.remaining() == 0 && h.fallback(st) {
+	reason := "initial"
+	if st.resuming != "" {
+		reason = "resume_" + st.resuming
+	}
+	first := h.launchNext(st, r, reason, false)
+	if first == nil && len(st.plan.cands) > 0 && st.plan.remaining() == 0 && st.resuming == "" && h.fallback(st) {
 		first = h.launchNext(st, r, "fallback", false)
 	}
 	if first == nil {

@@ -38,6 +38,12 @@ type relayOptions struct {
 	// events costs one write to the client, not one each, and no event
 	// waits in the buffer while the upstream is quiet.
 	Coalesce bool
+	// Track, if set, is told every event the client receives (resume.go).
+	Track resumer
+	// HoldError keeps the error event that would end an incomplete stream
+	// in the result (Held) instead of writing it, an upstream error event
+	// included: the caller may still continue the stream.
+	HoldError bool
 }
 
 // relayResult is how a committed stream ended.
@@ -48,6 +54,7 @@ type relayResult struct {
 	Events   int // events written after commit (a synthesized [DONE] included)
 	Dropped  int // malformed events dropped
 	Bytes    int64
+	Held     string // the error event not written (HoldError)
 }
 
 var doneEvent = []byte("data: [DONE]\n\n")
@@ -127,10 +134,17 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 		if err != nil {
 			return endRelay(ctx, w, flush, d, opts, wd, finishing, err, res)
 		}
-		class := d.inspect(ev, false, cs).class
+		info := d.inspect(ev, opts.Track != nil, cs)
+		class := info.class
 		if class == evMalformed && opts.DropMalformed {
 			res.Dropped++
 			continue
+		}
+		if class == evError && opts.HoldError {
+			res.Held = string(ev.Raw)
+			res.Reason = "upstream_error_event"
+			res.Err = fmt.Errorf("upstream sent an error event after commit: %s", upstreamErrorMessage(info.errVal, ev.Data))
+			return res
 		}
 		if err := writeClientEvent(w, write, ev.Raw); err != nil {
 			res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", err)
@@ -139,6 +153,9 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 		res.Events++
 		res.Bytes += int64(len(ev.Raw))
 		u.observeEvent(d, ev)
+		if opts.Track != nil {
+			opts.Track.track(ev, info)
+		}
 		switch class {
 		case evTerminal:
 			if write == nil && flush != nil {
@@ -293,6 +310,10 @@ func endRelay(ctx context.Context, w io.Writer, flush func() error, d dialect, o
 		res.Reason, status = "read_error", 502
 		res.Err = readErr
 		message = "reading the upstream stream failed"
+	}
+	if opts.HoldError {
+		res.Held = string(errorEvent(d, status, message))
+		return res
 	}
 	// The client is told; if it cannot be, it is gone anyway.
 	_ = writeClientEvent(w, flush, errorEvent(d, status, message))

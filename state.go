@@ -63,6 +63,13 @@ type requestState struct {
 	// pinned is the creator of previous_response_id: the only candidate
 	// (responses_pin.go).
 	pinned *provider
+
+	// continuation (resume.go): the strategy of the race running now
+	// ("" for the request's own), the providers whose stream broke after
+	// commit, and the usage the client was told when a splice completed.
+	resuming    string
+	broke       []*provider
+	resumeUsage *usage
 }
 
 func newRequestState(h *Handler, r *http.Request, d dialect) *requestState {
@@ -135,6 +142,13 @@ func (st *requestState) outOfQuota() bool {
 // win marks the winner: every other live attempt is cancelled at once, so
 // its provider sees the connection close and stops generating.
 func (st *requestState) win(a *attempt) {
+	if st.resuming != "" {
+		// A continuation: the committed stream keeps its winner.
+		a.outcome = "resume_" + st.resuming
+		st.h.recordWin(st, a, clock())
+		st.cancelLive(errHedgeLost)
+		return
+	}
 	st.winner = a
 	// A winner of a race (a hedge, or another attempt still running) is
 	// the hedge_winner; a failover that simply worked is a request_success.

@@ -1,0 +1,179 @@
+package llmhedge
+
+import (
+	"io"
+	"slices"
+
+	"go.uber.org/zap"
+)
+
+// Mid-stream continuation (SPEC 12): a committed stream that is cut,
+// stalls past idle or ends in an error event, while everything the client
+// has is text, is finished by another attempt, and the client reads one
+// well-formed answer. The continuation either sends the delivered text as
+// an assistant turn (prefill: the target continues from it) or sends the
+// original request and forwards only what comes after the delivered text
+// (replay-match: a continuation that says anything else is cancelled).
+// When neither works the client gets the error event it would have had.
+
+// The strategies, as the chain and the attempts' reasons name them.
+const (
+	strategyPrefill = "prefill"
+	strategyReplay  = "replay"
+	strategyFinish  = "finish" // only the terminal event was missing
+)
+
+// Continuation outcomes, as resume_total counts them.
+const (
+	resumeCompleted       = "completed"
+	resumeDiverged        = "diverged"
+	resumePrefillRejected = "prefill_rejected"
+	resumeFailed          = "failed"
+	resumeIneligible      = "ineligible"
+	resumeBudget          = "budget_exhausted"
+)
+
+// resumableEnd reports whether a relay that ended so may be continued:
+// not when the client left or the request ran out of time.
+func resumableEnd(reason string) bool {
+	switch reason {
+	case "upstream_cut", "idle_timeout", "upstream_error_event", "read_error", "event_too_large":
+		return true
+	}
+	return false
+}
+
+// resume ends a committed stream the relay could not complete: continued
+// on other attempts, or, when that cannot be, with the error event the
+// relay held back. st.relay says how it ended when it returns.
+func (h *Handler) resume(w io.Writer, flush func() error, st *requestState, rs resumer) {
+	held := st.relay.Held
+	defer func() {
+		if !st.relay.Complete && st.relay.Reason != "client_gone" && held != "" {
+			_ = writeClientEvent(w, flush, []byte(held)) // the client is told; if it cannot be, it is gone anyway
+		}
+	}()
+	st.broke = append(st.broke, st.winner.p)
+	for left := *h.Stream.Resume; left > 0 && resumableEnd(st.relay.Reason); left-- {
+		delivered := len(rs.text())
+		if why := rs.ineligible(); why != "" {
+			h.noteResume(st, "", delivered, resumeIneligible, why)
+			return
+		}
+		if rs.finished() {
+			if err := rs.writeEnd(w, contEnd{}); err == nil && flush() == nil {
+				st.relay.Complete, st.relay.Reason, st.relay.Err = true, "", nil
+			}
+			h.noteResume(st, strategyFinish, delivered, resumeCompleted, "")
+			return
+		}
+		if st.ctx.Err() != nil || st.attemptsLeft() == 0 {
+			h.noteResume(st, "", delivered, resumeFailed, "no attempt left")
+			return
+		}
+		if !h.retryBudget.tryAcquire(clock()) {
+			h.metrics.budgetExhausted("retry")
+			h.noteResume(st, "", delivered, resumeBudget, "")
+			return
+		}
+		h.continueStream(w, flush, st, rs)
+		if st.relay.Complete || !resumableEnd(st.relay.Reason) {
+			return
+		}
+	}
+}
+
+// continueStream is one continuation: prefill on the targets that accept
+// it, then replay-match on every candidate, each target in turn until one
+// completes the stream, adds text and breaks (the next continuation goes
+// on from there), or none is left.
+func (h *Handler) continueStream(w io.Writer, flush func() error, st *requestState, rs resumer) {
+	text := rs.text()
+	orig, model := st.req, st.plan.model
+	defer func() { st.req, st.resuming, st.fatal = orig, "", nil }()
+	cands := h.resumeCandidates(st)
+	pre, ws := trimPrefill(text)
+	outcome, why := resumeFailed, "no candidate continued the stream"
+	for _, strategy := range []string{strategyPrefill, strategyReplay} {
+		req, plan, sp := orig, cands, splicer{hold: text}
+		if strategy == strategyPrefill {
+			plan = slices.DeleteFunc(slices.Clone(cands), func(p *provider) bool { return !p.prefill })
+			if len(plan) == 0 || pre == "" {
+				continue
+			}
+			body, err := rs.prefill(orig.body, pre)
+			if err != nil {
+				continue
+			}
+			if req, err = parseCompletion(st.dialect, st.r.URL.Path, st.r.URL.RawQuery, body); err != nil {
+				continue
+			}
+			req.sizeClass, req.sessionKey = orig.sizeClass, orig.sessionKey
+			sp = splicer{hold: ws, lenient: true}
+		}
+		st.req, st.resuming = req, strategy
+		st.plan = newPlan(plan, model)
+		for st.attemptsLeft() > 0 && st.ctx.Err() == nil {
+			st.fatal = nil
+			a := h.racePlan(st, st.r)
+			if a == nil {
+				st.drain()
+				if f := st.lastFailure(); strategy == strategyPrefill && f != nil && isPrefillRejection(f.errBody) {
+					outcome, why = resumePrefillRejected, "the target refused the assistant prefill"
+				}
+				break
+			}
+			sp := sp // each target starts the hold afresh
+			res := h.splice(w, flush, st, a, rs, &sp, strategy, len(text))
+			st.drain()
+			switch {
+			case res.complete:
+				st.relay.Complete, st.relay.Reason, st.relay.Err = true, "", nil
+				h.noteResume(st, strategy, len(text), resumeCompleted, "")
+				return
+			case res.reason == "client_gone":
+				st.relay.Reason, st.relay.Err = res.reason, res.err
+				h.noteResume(st, strategy, len(text), resumeFailed, "client gone")
+				return
+			case res.wrote:
+				// It added text, then broke: the next continuation goes
+				// on from there.
+				st.broke = append(st.broke, a.p)
+				st.relay.Reason, st.relay.Err = res.reason, res.err
+				h.noteResume(st, strategy, len(text), resumeFailed, res.reason)
+				return
+			case res.diverged:
+				outcome, why = resumeDiverged, res.reason
+			}
+		}
+	}
+	h.noteResume(st, "", len(text), outcome, why)
+}
+
+// resumeCandidates are the request's candidates for a continuation: the
+// providers whose stream broke in this request go last.
+func (h *Handler) resumeCandidates(st *requestState) []*provider {
+	cands := slices.Clone(st.pinPlan(h.candidates(st.dialect, st.plan.model, st.req.sessionKey)))
+	slices.SortStableFunc(cands, func(a, b *provider) int {
+		ba, bb := slices.Contains(st.broke, a), slices.Contains(st.broke, b)
+		switch {
+		case ba == bb:
+			return 0
+		case ba:
+			return 1
+		}
+		return -1
+	})
+	return cands
+}
+
+// noteResume records one continuation's outcome: the chain, the metric
+// and, when it could not complete the stream, a log line saying why.
+func (h *Handler) noteResume(st *requestState, strategy string, delivered int, outcome, why string) {
+	st.skips = append(st.skips, chainEntry{OffsetMs: msSince(st.start), Event: "resume", Outcome: outcome,
+		Strategy: strategy, Delivered: delivered, Error: why})
+	h.metrics.resumed(outcome)
+	if outcome != resumeCompleted {
+		h.logger.Debug("stream not continued", zap.String("outcome", outcome), zap.String("reason", why), zap.Int("delivered_bytes", delivered))
+	}
+}

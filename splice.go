@@ -1,0 +1,190 @@
+package llmhedge
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// spliceResult is how one continuation attempt ended.
+type spliceResult struct {
+	complete bool   // the client's stream is finished
+	diverged bool   // it contradicted the client's text, or sent other output: cancelled
+	wrote    bool   // the client got text from it
+	reason   string // why it ended when not complete: a relay reason, or the divergence
+	err      error
+}
+
+// splice reads the continuation a and writes to the client what it adds
+// to the committed stream, in the client's ids and indexes (rs): held back
+// by sp until it reproduced what it must, watched for idle like the relay,
+// and ended with the request. delivered is the bytes of text the client
+// had when the continuation started.
+func (h *Handler) splice(w io.Writer, flush func() error, st *requestState, a *attempt, rs resumer, sp *splicer, strategy string, delivered int) (res spliceResult) {
+	defer a.cancel(nil)
+	defer a.resp.Body.Close()
+	d := st.dialect
+	finish, finished := "", false
+
+	handle := func(ev sseEvent) bool {
+		c := rs.read(ev, d.inspect(ev, true, nil))
+		switch c.kind {
+		case contText:
+			out, diverged := sp.feed(c.text)
+			if diverged {
+				res.diverged, res.reason = true, "the continuation's text differs from the delivered text"
+				return true
+			}
+			if out != "" {
+				if err := rs.writeText(w, out); err != nil {
+					res.reason, res.err = "client_gone", err
+					return true
+				}
+				if err := flush(); err != nil {
+					res.reason, res.err = "client_gone", err
+					return true
+				}
+				res.wrote = true
+			}
+		case contOther:
+			res.diverged, res.reason = true, "the continuation sent output that is not text"
+			return true
+		case contFinish:
+			finish, finished = c.finish, true
+		case contTerminal:
+			if c.finish != "" {
+				finish = c.finish
+			}
+			finished = true
+			return true
+		case contError:
+			res.reason = "upstream_error_event"
+			res.err = errors.New("the continuation sent an error event")
+			return true
+		}
+		return false
+	}
+
+	over := false
+	buffered := newSSEReader(bytes.NewReader(a.gate.buffered()), 0)
+	for !over {
+		ev, err := buffered.Next()
+		if err != nil {
+			break
+		}
+		over = handle(ev)
+	}
+	if !over {
+		over = h.spliceRest(st, a, &res, handle)
+	}
+	if finished && res.reason != "client_gone" && !res.diverged {
+		res.reason, res.err = "", nil
+		if !sp.done() {
+			res.diverged, res.reason = true, "the continuation ended before it reproduced the delivered text"
+		} else {
+			u := h.resumeUsage(st, a, strategy, delivered)
+			if err := rs.writeEnd(w, contEnd{finish: finish, input: u.Input, output: u.Output}); err != nil || flush() != nil {
+				res.reason = "client_gone"
+			} else {
+				res.complete = true
+				st.resumeUsage = u
+			}
+		}
+	}
+	h.settleContinuation(st, a, res)
+	return res
+}
+
+// spliceRest reads the continuation's events after the gate's, under the
+// idle limit and the request's context, until handle says it is over or
+// the stream ends (res.reason says how).
+func (h *Handler) spliceRest(st *requestState, a *attempt, res *spliceResult, handle func(sseEvent) bool) bool {
+	idle := time.Duration(h.Timeouts.Idle)
+	wd := newRelayWatchdog(relayOptions{Idle: idle}, func() { a.cancel(errIdleTimeout) })
+	defer wd.stop()
+	aborted := make(chan struct{})
+	stopAbort := context.AfterFunc(st.ctx, func() {
+		defer close(aborted)
+		a.cancel(context.Cause(st.ctx))
+	})
+	defer func() {
+		if !stopAbort() {
+			<-aborted
+		}
+	}()
+	for {
+		wd.waitStart()
+		ev, err := a.rd.Next()
+		wd.waitEnd()
+		if err != nil {
+			switch ctxErr := st.ctx.Err(); {
+			case ctxErr == context.Canceled:
+				res.reason = "client_gone"
+			case ctxErr != nil:
+				res.reason = "total_timeout"
+			case wd.expired.Load():
+				res.reason = "idle_timeout"
+			case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+				res.reason = "upstream_cut"
+			case errors.Is(err, errEventTooLarge):
+				res.reason = "event_too_large"
+			default:
+				res.reason = "read_error"
+			}
+			res.err = fmt.Errorf("continuation on %s: %w", a.p.name, err)
+			return false
+		}
+		a.usage.observeEvent(st.dialect, ev)
+		if handle(ev) {
+			return true
+		}
+	}
+}
+
+// resumeUsage is the usage a spliced stream reports: the original input,
+// and every output token the client's text took. A replay-match
+// continuation generated the whole text again, so its output counts it all;
+// a prefill continuation's output is only the new part, and the text sent
+// as the prefill counts what its input grew by (estimated from its length
+// when the original input is unknown).
+func (h *Handler) resumeUsage(st *requestState, a *attempt, strategy string, delivered int) *usage {
+	u := &usage{Input: a.usage.Input, Output: a.usage.Output}
+	origIn := st.winner.usage.Input
+	if origIn > 0 {
+		u.Input = origIn
+	}
+	if strategy == strategyPrefill {
+		covered := a.usage.Input - origIn
+		if origIn == 0 || covered <= 0 {
+			covered = int64(delivered+3) / 4
+		}
+		u.Output += covered
+	}
+	return u
+}
+
+// settleContinuation gives a continuation's provider its verdict and ends
+// the attempt: a finished or diverged stream is the provider working, a
+// broken one a failure, a client that left or a request out of time is
+// neither.
+func (h *Handler) settleContinuation(st *requestState, a *attempt, res spliceResult) {
+	now := clock()
+	switch {
+	case res.complete || res.diverged:
+		a.p.health.onSuccess(now, false)
+	case res.reason == "client_gone", res.reason == "total_timeout":
+	default:
+		a.p.health.onFailureIn(a.epoch, now, h.cooldown, "stream_"+res.reason, 0, 0, st.plan.model, false)
+	}
+	if res.diverged {
+		a.outcome = "resume_diverged"
+	} else if !res.complete {
+		a.outcome = "resume_broken"
+	}
+	h.metrics.attempt(a.p.name, "resumed")
+	h.metrics.resumeInput(a.p.name, a.usage.Input)
+	recordWinnerEnd(a)
+}

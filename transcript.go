@@ -1,0 +1,216 @@
+package llmhedge
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// resumer is one dialect's side of a mid-stream continuation (resume.go):
+// it follows what the client of a committed stream received, builds the
+// continuation's request, reads the continuation's events, and writes the
+// client's next events in the committed stream's own ids and indexes. A
+// dialect that cannot continue a stream returns nil from newResumer.
+type resumer interface {
+	// track notes one event the client received; info is its inspect
+	// with the text.
+	track(ev sseEvent, info eventInfo)
+	// ineligible says why the stream cannot be continued ("" when it
+	// can): output that is not text (a tool call, thinking, reasoning, a
+	// refusal), several choices, or more text than is kept.
+	ineligible() string
+	// text is the output text the client has.
+	text() string
+	// finished reports that the client already has the whole answer
+	// but its terminal event: writeEnd alone completes it.
+	finished() bool
+	// prefill is the request body with an assistant turn holding text
+	// last (or the client's own last assistant turn extended by it).
+	prefill(body []byte, text string) ([]byte, error)
+	// read interprets one event of a continuation.
+	read(ev sseEvent, info eventInfo) contEvent
+	// writeText writes the client's next text delta.
+	writeText(w io.Writer, text string) error
+	// writeEnd closes the client's stream: the open block or item, the
+	// finish with the usage, the terminal event.
+	writeEnd(w io.Writer, end contEnd) error
+}
+
+// contKind is what one continuation event means for the splice.
+type contKind uint8
+
+const (
+	contSkip     contKind = iota // framing of the continuation's own message or block: dropped
+	contText                     // a text delta
+	contOther                    // output that is not text: the continuation cannot be spliced
+	contFinish                   // the answer is finished (more framing, usage or the terminal may follow)
+	contTerminal                 // the stream's terminal event
+	contError                    // an error event
+)
+
+// contEvent is one continuation event as the splice sees it.
+type contEvent struct {
+	kind   contKind
+	text   string
+	finish string // the dialect's stop reason, with contFinish or contTerminal
+}
+
+// contEnd is how a spliced stream ends: the continuation's finish and the
+// usage the client is told.
+type contEnd struct {
+	finish        string
+	input, output int64
+}
+
+// maxResumeText bounds the text a stream keeps for a continuation: past
+// it the stream is no longer eligible (its prefill would be huge).
+const maxResumeText = 4 << 20
+
+// textLog accumulates the text the client has; the part every dialect's
+// resumer shares.
+type textLog struct {
+	buf []byte
+	bad string
+}
+
+// appendJSON appends the decoded JSON string raw.
+func (t *textLog) appendJSON(raw []byte) {
+	if t.bad != "" {
+		return
+	}
+	t.buf = jsonAppendString(t.buf, raw)
+	t.checkSize()
+}
+
+func (t *textLog) appendText(s string) {
+	if t.bad != "" {
+		return
+	}
+	t.buf = append(t.buf, s...)
+	t.checkSize()
+}
+
+func (t *textLog) checkSize() {
+	if len(t.buf) > maxResumeText {
+		t.fail("more text than a continuation keeps")
+	}
+}
+
+// fail makes the stream ineligible; the first reason stays.
+func (t *textLog) fail(why string) {
+	if t.bad == "" {
+		t.bad = why
+		t.buf = nil
+	}
+}
+
+func (t *textLog) ineligible() string { return t.bad }
+
+func (t *textLog) text() string { return string(t.buf) }
+
+// jsonText encodes s as a JSON string.
+func jsonText(s string) []byte {
+	b, _ := json.Marshal(s) // a string always encodes
+	return b
+}
+
+// errNoTurns is a body a prefill cannot extend: no conversation array.
+var errNoTurns = errors.New("the request has no conversation to extend")
+
+// appendTurn returns body with its conversation array (member key) ending
+// in an assistant turn holding text: merge extends the client's own last
+// assistant turn and reports whether it did; turn renders a new one.
+func appendTurn(body []byte, key string, merge func(last json.RawMessage, text string) (json.RawMessage, bool), turn func(text string) any, text string) ([]byte, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return nil, err
+	}
+	var turns []json.RawMessage
+	if raw, ok := top[key]; !ok || json.Unmarshal(raw, &turns) != nil || len(turns) == 0 {
+		return nil, errNoTurns
+	}
+	if merged, ok := merge(turns[len(turns)-1], text); ok {
+		turns[len(turns)-1] = merged
+	} else {
+		t, err := json.Marshal(turn(text))
+		if err != nil {
+			return nil, err
+		}
+		turns = append(turns, t)
+	}
+	raw, err := json.Marshal(turns)
+	if err != nil {
+		return nil, err
+	}
+	top[key] = raw
+	return json.Marshal(top)
+}
+
+// splicer holds back the start of a continuation until it reproduced what
+// it must: for replay-match the whole text the client has (strict: a
+// difference is a divergence), for prefill the whitespace the prefill
+// left out (lenient: a difference just ends the hold).
+type splicer struct {
+	hold    string
+	matched int
+	lenient bool
+}
+
+// feed takes the continuation's next text and returns the part the client
+// does not have yet, or diverged when it contradicts the client's text.
+func (s *splicer) feed(t string) (out string, diverged bool) {
+	if s.matched >= len(s.hold) {
+		return t, false
+	}
+	rest := s.hold[s.matched:]
+	n := commonPrefix(rest, t)
+	if n == len(t) { // all of it is text the client has
+		s.matched += n
+		return "", false
+	}
+	if n == len(rest) { // it reproduced the rest, and goes on
+		s.matched = len(s.hold)
+		return t[n:], false
+	}
+	if !s.lenient {
+		return "", true
+	}
+	s.matched = len(s.hold) // the prefill's whitespace did not come back: go on
+	return t[n:], false
+}
+
+// done reports whether the hold is over: whatever comes now is new.
+func (s *splicer) done() bool { return s.matched >= len(s.hold) }
+
+// commonPrefix is the length of the longest common prefix of a and b that
+// does not split a UTF-8 character.
+func commonPrefix(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	for n > 0 && n < len(a) && !utf8.RuneStart(a[n]) {
+		n--
+	}
+	return n
+}
+
+// trimPrefill splits the text for a prefill: the text without its trailing
+// whitespace (Anthropic refuses an assistant turn that ends in it) and the
+// whitespace.
+func trimPrefill(text string) (prefill, ws string) {
+	p := strings.TrimRightFunc(text, func(r rune) bool { return r == ' ' || r == '\n' || r == '\t' || r == '\r' })
+	return p, text[len(p):]
+}
+
+// isPrefillRejection reports whether an error body says the target does
+// not accept an assistant turn last, or not one like this.
+func isPrefillRejection(body []byte) bool {
+	b := bytes.ToLower(body)
+	return bytes.Contains(b, []byte("prefill")) ||
+		bytes.Contains(b, []byte("final assistant content")) ||
+		bytes.Contains(b, []byte("must end with a user message"))
+}
