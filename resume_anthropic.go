@@ -12,9 +12,9 @@ import (
 // client's last text block (or a new one after it, if it was closed).
 type anthropicResumer struct {
 	textLog
-	blocks    int  // content blocks the client has seen start
-	open      bool // the last one is still open
-	stopped   bool // message_delta with a stop_reason reached the client
+	blocks  int  // content blocks the client has seen start
+	open    bool // the last one is still open
+	stopped bool // message_delta with a stop_reason reached the client
 }
 
 func (anthropicDialect) newResumer(*llmRequest) resumer { return &anthropicResumer{} }
