@@ -94,6 +94,29 @@ type Config struct {
 	AWSAccessKey string `json:"aws_access_key,omitempty"`
 	AWSSecretKey string `json:"aws_secret_key,omitempty"`
 
+	// What a request whose conversation ends in an assistant turn gets (an
+	// assistant prefill: Anthropic or chat messages, a Responses input
+	// message, or Gemini contents ending with role assistant / model; its
+	// text parts joined are the prefill P). "on" (the default): when P is a
+	// prefix of the answer text, only the rest is answered, from the rest of
+	// the delta P ends in; input tokens grow by the deltas P covers completely
+	// and output tokens are the deltas sent. Otherwise the whole answer. The
+	// Anthropic-bodied wires refuse a P ending in whitespace with 400
+	// invalid_request_error "messages: final assistant content cannot end
+	// with trailing whitespace". "off": a model without prefill; the request
+	// gets 400 in its dialect whose message contains "assistant message
+	// prefill" (see PrefillUnsupported*).
+	Prefill string `json:"prefill,omitempty"`
+
+	// "deterministic" (the default): every answer is Text. "sampled": every
+	// request gets a different text: the first two words of Text, then the
+	// other words (Text split at whitespace, joined by single spaces) in a
+	// random order drawn from the seeded source; an order equal to Text's or
+	// to the previous request's is rotated by one, so two requests in a row
+	// differ whenever Text has at least three words after the first two,
+	// not all the same.
+	Sampling string `json:"sampling,omitempty"`
+
 	// Seed of the random choices (slow share, fault percent). Default 0:
 	// seeded from the clock.
 	Seed int64 `json:"seed,omitempty"`
@@ -209,6 +232,16 @@ func (c Config) Validate() error {
 	case "", WireBedrock, WireVertex, WireAzure:
 	default:
 		return fmt.Errorf("wire %q: want bedrock, vertex or azure", c.Wire)
+	}
+	switch c.Prefill {
+	case "", PrefillOn, PrefillOff:
+	default:
+		return fmt.Errorf("prefill %q: want on or off", c.Prefill)
+	}
+	switch c.Sampling {
+	case "", SamplingDeterministic, SamplingSampled:
+	default:
+		return fmt.Errorf("sampling %q: want deterministic or sampled", c.Sampling)
 	}
 	if err := validPercent(c.SlowPercent); err != nil {
 		return fmt.Errorf("slow: %w", err)
