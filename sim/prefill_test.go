@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -368,5 +370,129 @@ func TestPrefillContinuation(t *testing.T) {
 				t.Errorf("stats %+v, want %d prefills", st, prefills)
 			}
 		})
+	}
+}
+
+// TestPrefillOff: a model without prefill refuses a conversation ending in
+// an assistant turn with a 400 in the wire's shape that names "assistant
+// message prefill", before any fault, and serves the others.
+func TestPrefillOff(t *testing.T) {
+	for _, w := range prefillWires {
+		t.Run(w.name, func(t *testing.T) {
+			cfg := w.cfg
+			cfg.Prefill, cfg.Tokens = PrefillOff, prefillTokens
+			cfg.Faults = []Fault{{Kind: FaultStatus, Status: 503, Count: 1}}
+			s, srv := serve(t, cfg)
+			for _, stream := range []bool{false, true} {
+				p := "The quick"
+				status, body, _ := askWire(t, w, srv.URL, stream, &p)
+				var want string
+				switch {
+				case w.cfg.Wire == WireBedrock:
+					want = "ValidationException " + string(mustJSON(map[string]string{"message": PrefillUnsupportedAnthropic}))
+				case w.family == "anthropic":
+					want = string(anthropicWire{}.errorBody(400, PrefillUnsupportedAnthropic))
+				case w.family == "openai":
+					want = `{"error":{"message":"` + PrefillUnsupportedOpenAI + `","type":"invalid_request_error","param":"messages","code":null}}`
+				case w.family == "responses":
+					want = `{"error":{"message":"` + PrefillUnsupportedOpenAI + `","type":"invalid_request_error","param":"input","code":null}}`
+				case w.family == "gemini":
+					want = `{"error":{"code":400,"message":"` + PrefillUnsupportedGemini + `","status":"INVALID_ARGUMENT"}}`
+				}
+				if status != http.StatusBadRequest || string(body) != want || !strings.Contains(want, "assistant message prefill") {
+					t.Errorf("stream %v: %d %s\nwant 400 %s", stream, status, body, want)
+				}
+			}
+			if st := s.Stats(); st.Prefills != 2 || st.Faulted != 0 {
+				t.Errorf("stats %+v, want 2 prefills and no fault", st)
+			}
+			if status, _, _ := askWire(t, w, srv.URL, false, nil); status != http.StatusServiceUnavailable {
+				t.Errorf("the fault: %d", status)
+			}
+			if status, body, a := askWire(t, w, srv.URL, true, nil); status != http.StatusOK || a.text != DefaultText {
+				t.Errorf("no prefill: %d %q (%s)", status, a.text, body)
+			}
+		})
+	}
+}
+
+// TestPrefillFaults: faults apply to a continuation, and after counts the
+// deltas of the rest.
+func TestPrefillFaults(t *testing.T) {
+	for _, w := range prefillWires {
+		t.Run(w.name, func(t *testing.T) {
+			cfg := w.cfg
+			cfg.Tokens = prefillTokens
+			cfg.Faults = []Fault{{Kind: FaultCut, After: 2}}
+			s, srv := serve(t, cfg)
+			p := "The quick"
+			status, body, a := askWire(t, w, srv.URL, true, &p)
+			if status != http.StatusOK || a.text != " brown " || a.output != 0 || lastRecord(t, s).Deltas != 2 {
+				t.Errorf("%d %q output %d, want \" brown \" cut (%s)", status, a.text, a.output, body)
+			}
+		})
+	}
+}
+
+// TestPrefillSampling: sampled answers differ from one request to the next
+// and from the configured text, keeping its first two words and its words;
+// deterministic ones are the text. A prefix of the sampled answer is
+// continued.
+func TestPrefillSampling(t *testing.T) {
+	sorted := func(s string) string {
+		w := strings.Fields(s)
+		slices.Sort(w)
+		return strings.Join(w, " ")
+	}
+	for _, w := range prefillWires {
+		t.Run(w.name, func(t *testing.T) {
+			for _, sampling := range []string{"", SamplingDeterministic, SamplingSampled} {
+				cfg := w.cfg
+				cfg.Tokens, cfg.Sampling, cfg.Seed = prefillTokens, sampling, 7
+				_, srv := serve(t, cfg)
+				var texts []string
+				for _, stream := range []bool{false, true, true} {
+					status, body, a := askWire(t, w, srv.URL, stream, nil)
+					if status != http.StatusOK || a.output != prefillTokens {
+						t.Fatalf("%s: %d output %d (%s)", sampling, status, a.output, body)
+					}
+					texts = append(texts, a.text)
+				}
+				for i, text := range texts {
+					switch {
+					case sampling != SamplingSampled && text != DefaultText:
+						t.Errorf("%q: answer %d %q, want %q", sampling, i, text, DefaultText)
+					case sampling != SamplingSampled:
+					case text == DefaultText || !strings.HasPrefix(text, "The quick ") || sorted(text) != sorted(DefaultText):
+						t.Errorf("sampled answer %d %q", i, text)
+					case i > 0 && text == texts[i-1]:
+						t.Errorf("sampled answers %d and %d are both %q", i-1, i, text)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestSample(t *testing.T) {
+	r := &lockedRand{r: rand.New(rand.NewPCG(1, 2))}
+	prev := ""
+	for range 200 {
+		got := r.sample("a b c d e")
+		if got == "a b c d e" || got == prev || !strings.HasPrefix(got, "a b ") || len(got) != len("a b c d e") {
+			t.Fatalf("sample %q after %q", got, prev)
+		}
+		prev = got
+	}
+	// Only one other order: it is used every time.
+	for range 3 {
+		if got := r.sample("a b c  d"); got != "a b d c" {
+			t.Errorf("sample = %q, want a b d c", got)
+		}
+	}
+	for _, text := range []string{"a b c", "a b c c c"} {
+		if got := r.sample(text); got != text {
+			t.Errorf("sample(%q) = %q", text, got)
+		}
 	}
 }
