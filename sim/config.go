@@ -94,18 +94,20 @@ type Config struct {
 	AWSAccessKey string `json:"aws_access_key,omitempty"`
 	AWSSecretKey string `json:"aws_secret_key,omitempty"`
 
-	// What a request whose conversation ends in an assistant turn gets (an
-	// assistant prefill: Anthropic or chat messages, a Responses input
-	// message, or Gemini contents ending with role assistant / model; its
-	// text parts joined are the prefill P). "on" (the default): when P is a
-	// prefix of the answer text, only the rest is answered, from the rest of
-	// the delta P ends in; input tokens grow by the deltas P covers completely
-	// and output tokens are the deltas sent. Otherwise the whole answer. The
-	// Anthropic-bodied wires refuse a P ending in whitespace with 400
-	// invalid_request_error "messages: final assistant content cannot end
-	// with trailing whitespace". "off": a model without prefill; the request
-	// gets 400 in its dialect whose message contains "assistant message
-	// prefill" (see PrefillUnsupported*).
+	// Whether the model accepts an assistant prefill: a conversation ending
+	// in an assistant turn (Anthropic or chat messages, a Responses input
+	// message, Gemini contents ending with role model), whose text parts
+	// joined are the prefill P. Default "on": when P is a prefix of the
+	// answer, only the rest is sent, starting with the rest of the delta P
+	// ends in (faults apply to the rest; a fault's after counts its deltas);
+	// the input tokens grow by the deltas P covers completely and the output
+	// tokens are the deltas sent. When P is not a prefix, the whole answer.
+	// The Anthropic-bodied wires (native, bedrock, vertex) refuse a P that
+	// ends in whitespace: 400 invalid_request_error "messages: final
+	// assistant content cannot end with trailing whitespace". "off": a model
+	// without prefill refuses such a request with a 400 in its dialect whose
+	// message contains "assistant message prefill" (PrefillUnsupported*).
+	// A prefill is checked after the quota and before any fault.
 	Prefill string `json:"prefill,omitempty"`
 
 	// "deterministic" (the default): every answer is Text. "sampled": every

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,10 +126,9 @@ func compile(cfg Config) *plan {
 
 // setDeltas makes deltas the answer, rendered for every dialect.
 func (p *plan) setDeltas(deltas []string) {
-	p.deltas, p.text = deltas, ""
+	p.deltas, p.text = deltas, strings.Join(deltas, "")
 	p.anthropicDeltas, p.openaiDeltas, p.responsesDeltas = nil, nil, nil
 	for _, d := range deltas {
-		p.text += d
 		p.anthropicDeltas = append(p.anthropicDeltas, anthropicDeltaEvent(d))
 		p.openaiDeltas = append(p.openaiDeltas, openaiContentDelta(d))
 		p.responsesDeltas = append(p.responsesDeltas, mustJSON(d))
