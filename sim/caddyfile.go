@@ -36,6 +36,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		cache_read  <n>              # reported cache-read input tokens; default 0
 //		key         <value>...       # API keys accepted (any of them); default any
 //		quota requests|tokens <n> per <duration>  # per key; over it 429 until the window ends
+//		prefill     on|off           # continue a conversation ending in an assistant turn; off: 400 "... assistant message prefill ..."; default on
+//		sampling    deterministic|sampled  # sampled: the words after the first two reordered per request; default deterministic
 //		seed        <n>              # seed of the random choices; default the clock
 //		fault <kind> [status <code>] [percent <p>] [count <n>] [after <n>] [retry_after <value>] [no_retry] [model <glob>] [header <field>] [delay <duration>] [message <text>]
 //	}
@@ -92,6 +94,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.AWSAccessKey, err = oneArg(d)
 		case "aws_secret_key":
 			h.AWSSecretKey, err = oneArg(d)
+		case "prefill":
+			if h.Prefill, err = oneArg(d); err == nil && h.Prefill != PrefillOn && h.Prefill != PrefillOff {
+				return d.Errf("prefill %q: want on or off", h.Prefill)
+			}
+		case "sampling":
+			if h.Sampling, err = oneArg(d); err == nil && h.Sampling != SamplingDeterministic && h.Sampling != SamplingSampled {
+				return d.Errf("sampling %q: want deterministic or sampled", h.Sampling)
+			}
 		case "seed":
 			var v string
 			if v, err = oneArg(d); err == nil {

@@ -208,3 +208,51 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestCaddyfilePrefillSampling reads prefill and sampling, rejects other
+// values (in the Caddyfile and in Validate), and adapts them to JSON.
+func TestCaddyfilePrefillSampling(t *testing.T) {
+	var h Handler
+	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("llm_sim {\n\tprefill off\n\tsampling sampled\n}")); err != nil {
+		t.Fatal(err)
+	}
+	if want := (Config{Prefill: PrefillOff, Sampling: SamplingSampled}); !reflect.DeepEqual(h.Config, want) {
+		t.Errorf("config %+v, want %+v", h.Config, want)
+	}
+	if err := h.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	for _, v := range []string{"prefill on", "sampling deterministic"} {
+		var h Handler
+		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("llm_sim {\n\t" + v + "\n}")); err != nil || h.Validate() != nil {
+			t.Errorf("%s: %v", v, err)
+		}
+	}
+	for input, wantErr := range map[string]string{
+		"prefill maybe":       `prefill "maybe": want on or off`,
+		"prefill":             "wrong argument count",
+		"prefill on off":      "wrong argument count",
+		"sampling random":     `sampling "random": want deterministic or sampled`,
+		"sampling":            "wrong argument count",
+		"sampling sampled on": "wrong argument count",
+	} {
+		var h Handler
+		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("llm_sim {\n\t" + input + "\n}"))
+		if err == nil || !strings.Contains(err.Error(), wantErr) || !strings.Contains(err.Error(), "Testfile:2") {
+			t.Errorf("%s: error %v, want %q on line 2", input, err, wantErr)
+		}
+	}
+	for _, cfg := range []Config{{Prefill: "yes"}, {Sampling: "random"}, {Prefill: "ON"}} {
+		h := Handler{Config: cfg}
+		if err := h.Validate(); err == nil {
+			t.Errorf("Validate accepted %+v", cfg)
+		}
+	}
+	out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(":9001 {\n\tllm_sim {\n\t\tprefill off\n\t\tsampling sampled\n\t}\n}"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `{"handler":"llm_sim","prefill":"off","sampling":"sampled"}`) {
+		t.Errorf("adapted: %s", out)
+	}
+}

@@ -94,6 +94,31 @@ type Config struct {
 	AWSAccessKey string `json:"aws_access_key,omitempty"`
 	AWSSecretKey string `json:"aws_secret_key,omitempty"`
 
+	// Whether the model accepts an assistant prefill: a conversation ending
+	// in an assistant turn (Anthropic or chat messages, a Responses input
+	// message, Gemini contents ending with role model), whose text parts
+	// joined are the prefill P. Default "on": when P is a prefix of the
+	// answer, only the rest is sent, starting with the rest of the delta P
+	// ends in (faults apply to the rest; a fault's after counts its deltas);
+	// the input tokens grow by the deltas P covers completely and the output
+	// tokens are the deltas sent. When P is not a prefix, the whole answer.
+	// The Anthropic-bodied wires (native, bedrock, vertex) refuse a P that
+	// ends in whitespace: 400 invalid_request_error "messages: final
+	// assistant content cannot end with trailing whitespace". "off": a model
+	// without prefill refuses such a request with a 400 in its dialect whose
+	// message contains "assistant message prefill" (PrefillUnsupported*).
+	// A prefill is checked after the quota and before any fault.
+	Prefill string `json:"prefill,omitempty"`
+
+	// "deterministic" (the default): every answer is Text. "sampled": every
+	// request gets a different text: the first two words of Text, then the
+	// other words (Text split at whitespace, joined by single spaces) in a
+	// random order drawn from the seeded source; an order equal to Text's or
+	// to the previous request's is rotated by one, so two requests in a row
+	// differ whenever Text has at least three words after the first two,
+	// not all the same.
+	Sampling string `json:"sampling,omitempty"`
+
 	// Seed of the random choices (slow share, fault percent). Default 0:
 	// seeded from the clock.
 	Seed int64 `json:"seed,omitempty"`
@@ -209,6 +234,16 @@ func (c Config) Validate() error {
 	case "", WireBedrock, WireVertex, WireAzure:
 	default:
 		return fmt.Errorf("wire %q: want bedrock, vertex or azure", c.Wire)
+	}
+	switch c.Prefill {
+	case "", PrefillOn, PrefillOff:
+	default:
+		return fmt.Errorf("prefill %q: want on or off", c.Prefill)
+	}
+	switch c.Sampling {
+	case "", SamplingDeterministic, SamplingSampled:
+	default:
+		return fmt.Errorf("sampling %q: want deterministic or sampled", c.Sampling)
 	}
 	if err := validPercent(c.SlowPercent); err != nil {
 		return fmt.Errorf("slow: %w", err)

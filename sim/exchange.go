@@ -49,6 +49,11 @@ type request struct {
 	Instructions       json.RawMessage `json:"instructions"`
 	Metadata           json.RawMessage `json:"metadata"`
 	Store              *bool           `json:"store"`
+
+	// The conversation, read for an assistant prefill: Anthropic and chat
+	// messages, Gemini contents (the Responses API's is Input).
+	Messages json.RawMessage `json:"messages"`
+	Contents json.RawMessage `json:"contents"`
 }
 
 // exchange is one request being served.
@@ -144,6 +149,9 @@ func (ex *exchange) serve() {
 		return
 	}
 	if (ep == endpointMessages || ep == endpointChat || ep == endpointResponses) && !ex.chargeQuota() {
+		return
+	}
+	if !ex.prepareAnswer(ep) {
 		return
 	}
 

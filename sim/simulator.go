@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,13 +120,19 @@ func compile(cfg Config) *plan {
 		faults:     compileFaults(cfg.Faults),
 		rng:        &lockedRand{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))},
 	}
-	for _, d := range p.deltas {
-		p.text += d
+	p.setDeltas(p.deltas)
+	return p
+}
+
+// setDeltas makes deltas the answer, rendered for every dialect.
+func (p *plan) setDeltas(deltas []string) {
+	p.deltas, p.text = deltas, strings.Join(deltas, "")
+	p.anthropicDeltas, p.openaiDeltas, p.responsesDeltas = nil, nil, nil
+	for _, d := range deltas {
 		p.anthropicDeltas = append(p.anthropicDeltas, anthropicDeltaEvent(d))
 		p.openaiDeltas = append(p.openaiDeltas, openaiContentDelta(d))
 		p.responsesDeltas = append(p.responsesDeltas, mustJSON(d))
 	}
-	return p
 }
 
 // firstTokenDelay draws the wait before the first delta of one request.
@@ -138,8 +145,9 @@ func (p *plan) firstTokenDelay() time.Duration {
 
 // lockedRand is a seeded source shared by the requests.
 type lockedRand struct {
-	mu sync.Mutex
-	r  *rand.Rand
+	mu         sync.Mutex
+	r          *rand.Rand
+	lastSample string // the text of the latest sampled answer
 }
 
 // chance reports true with probability percent/100.

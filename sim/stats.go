@@ -45,6 +45,12 @@ type RequestRecord struct {
 	Canceled   bool
 	CanceledAt time.Time
 
+	// Prefilled: the conversation ended in an assistant turn, whose text
+	// is Prefill (see Config.Prefill), whether it was continued, answered
+	// in full or refused.
+	Prefilled bool
+	Prefill   string
+
 	Status int    // HTTP status sent; 0 if none (reset, stall before headers)
 	Deltas int    // content deltas sent
 	Fault  *Fault // the fault applied, nil if none
@@ -60,6 +66,10 @@ type Stats struct {
 	// Responses API requests whose previous_response_id this simulator does
 	// not know, answered 404 previous_response_not_found.
 	PreviousNotFound int64
+
+	// Requests whose conversation ended in an assistant turn (a prefill),
+	// continued, answered in full or refused.
+	Prefills int64
 }
 
 // recorder keeps the stats and a ring of the latest records. Every field is
@@ -140,6 +150,14 @@ func (rc *recorder) faulted(rec *RequestRecord, f *Fault) {
 	defer rc.mu.Unlock()
 	rec.Fault = f
 	rc.stats.Faulted++
+	rc.notify()
+}
+
+func (rc *recorder) prefilled(rec *RequestRecord, text string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rec.Prefilled, rec.Prefill = true, text
+	rc.stats.Prefills++
 	rc.notify()
 }
 
