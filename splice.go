@@ -23,51 +23,10 @@ type spliceResult struct {
 // by sp until it reproduced what it must, watched for idle like the relay,
 // and ended with the request. delivered is the bytes of text the client
 // had when the continuation started.
-func (h *Handler) splice(w io.Writer, flush func() error, st *requestState, a *attempt, rs resumer, sp *splicer, strategy string, delivered int) (res spliceResult) {
+func (h *Handler) splice(w io.Writer, flush func() error, st *requestState, a *attempt, rs resumer, sp *splicer, strategy string, delivered int) spliceResult {
 	defer a.cancel(nil)
 	defer a.resp.Body.Close()
-	d := st.dialect
-	finish, finished := "", false
-
-	handle := func(ev sseEvent) bool {
-		c := rs.read(ev, d.inspect(ev, true, nil))
-		switch c.kind {
-		case contText:
-			out, diverged := sp.feed(c.text)
-			if diverged {
-				res.diverged, res.reason = true, "the continuation's text differs from the delivered text"
-				return true
-			}
-			if out != "" {
-				if err := rs.writeText(w, out); err != nil {
-					res.reason, res.err = "client_gone", err
-					return true
-				}
-				if err := flush(); err != nil {
-					res.reason, res.err = "client_gone", err
-					return true
-				}
-				res.wrote = true
-			}
-		case contOther:
-			res.diverged, res.reason = true, "the continuation sent output that is not text"
-			return true
-		case contFinish:
-			finish, finished = c.finish, true
-		case contTerminal:
-			if c.finish != "" {
-				finish = c.finish
-			}
-			finished = true
-			return true
-		case contError:
-			res.reason = "upstream_error_event"
-			res.err = errors.New("the continuation sent an error event")
-			return true
-		}
-		return false
-	}
-
+	run := &spliceRun{d: st.dialect, rs: rs, sp: sp, w: w, flush: flush}
 	over := false
 	buffered := newSSEReader(bytes.NewReader(a.gate.buffered()), 0)
 	for !over {
@@ -75,33 +34,101 @@ func (h *Handler) splice(w io.Writer, flush func() error, st *requestState, a *a
 		if err != nil {
 			break
 		}
-		over = handle(ev)
+		over = run.handle(ev)
 	}
 	if !over {
-		over = h.spliceRest(st, a, &res, handle)
+		h.spliceRest(st, a, &run.res, run.handle)
 	}
-	if finished && res.reason != "client_gone" && !res.diverged {
-		res.reason, res.err = "", nil
-		if !sp.done() {
-			res.diverged, res.reason = true, "the continuation ended before it reproduced the delivered text"
-		} else {
-			u := h.resumeUsage(st, a, strategy, delivered)
-			if err := rs.writeEnd(w, contEnd{finish: finish, input: u.Input, output: u.Output}); err != nil || flush() != nil {
-				res.reason = "client_gone"
-			} else {
-				res.complete = true
-				st.resumeUsage = u
-			}
+	if run.finishing() {
+		u := h.resumeUsage(st, a, strategy, delivered)
+		if run.end(u) {
+			st.resumeUsage = u
 		}
 	}
-	h.settleContinuation(st, a, res)
-	return res
+	h.settleContinuation(st, a, run.res)
+	return run.res
+}
+
+// spliceRun is the splice of one continuation stream, event by event.
+type spliceRun struct {
+	d        dialect
+	rs       resumer
+	sp       *splicer
+	w        io.Writer
+	flush    func() error
+	finish   string
+	finished bool
+	res      spliceResult
+}
+
+// handle takes one continuation event; it reports whether the splice is
+// over (a terminal event, a divergence, an error, the client gone).
+func (s *spliceRun) handle(ev sseEvent) bool {
+	c := s.rs.read(ev, s.d.inspect(ev, true, nil))
+	switch c.kind {
+	case contText:
+		out, diverged := s.sp.feed(c.text)
+		if diverged {
+			s.res.diverged, s.res.reason = true, "the continuation's text differs from the delivered text"
+			return true
+		}
+		if out != "" {
+			if err := s.rs.writeText(s.w, out); err != nil {
+				s.res.reason, s.res.err = "client_gone", err
+				return true
+			}
+			if err := s.flush(); err != nil {
+				s.res.reason, s.res.err = "client_gone", err
+				return true
+			}
+			s.res.wrote = true
+		}
+	case contOther:
+		s.res.diverged, s.res.reason = true, "the continuation sent output that is not text"
+		return true
+	case contFinish:
+		s.finish, s.finished = c.finish, true
+	case contTerminal:
+		if c.finish != "" {
+			s.finish = c.finish
+		}
+		s.finished = true
+		return true
+	case contError:
+		s.res.reason = "upstream_error_event"
+		s.res.err = errors.New("the continuation sent an error event")
+		return true
+	}
+	return false
+}
+
+// finishing reports whether the continuation finished its answer (then
+// whatever ended its stream, end completes the client's).
+func (s *spliceRun) finishing() bool {
+	return s.finished && s.res.reason != "client_gone" && !s.res.diverged
+}
+
+// end completes the client's stream with the usage u, unless the
+// continuation stopped short of the text the client has (a divergence).
+// It reports whether the stream is complete.
+func (s *spliceRun) end(u *usage) bool {
+	s.res.reason, s.res.err = "", nil
+	if !s.sp.done() {
+		s.res.diverged, s.res.reason = true, "the continuation ended before it reproduced the delivered text"
+		return false
+	}
+	if err := s.rs.writeEnd(s.w, contEnd{finish: s.finish, input: u.Input, output: u.Output}); err != nil || s.flush() != nil {
+		s.res.reason = "client_gone"
+		return false
+	}
+	s.res.complete = true
+	return true
 }
 
 // spliceRest reads the continuation's events after the gate's, under the
 // idle limit and the request's context, until handle says it is over or
 // the stream ends (res.reason says how).
-func (h *Handler) spliceRest(st *requestState, a *attempt, res *spliceResult, handle func(sseEvent) bool) bool {
+func (h *Handler) spliceRest(st *requestState, a *attempt, res *spliceResult, handle func(sseEvent) bool) {
 	idle := time.Duration(h.Timeouts.Idle)
 	wd := newRelayWatchdog(relayOptions{Idle: idle}, func() { a.cancel(errIdleTimeout) })
 	defer wd.stop()
@@ -135,11 +162,11 @@ func (h *Handler) spliceRest(st *requestState, a *attempt, res *spliceResult, ha
 				res.reason = "read_error"
 			}
 			res.err = fmt.Errorf("continuation on %s: %w", a.p.name, err)
-			return false
+			return
 		}
 		a.usage.observeEvent(st.dialect, ev)
 		if handle(ev) {
-			return true
+			return
 		}
 	}
 }

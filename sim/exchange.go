@@ -74,6 +74,7 @@ type exchange struct {
 	id          string
 	created     int64
 	inputTokens int
+	bodyLen     int
 	buf         []byte // reused for each event
 
 	// Responses API: the id in the path, the stored response it names or
@@ -234,6 +235,7 @@ func (ex *exchange) readBody(ep endpoint) bool {
 		return false
 	}
 	ex.inputTokens = max(1, len(body)/4)
+	ex.bodyLen = len(body)
 	gw, gemini := ex.wire.(*geminiWire)
 	if ep == endpointModels || ep.storedEndpoint() || ep == endpointGeminiModels || ep == endpointGeminiModel {
 		return true

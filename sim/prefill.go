@@ -65,9 +65,12 @@ func (ex *exchange) prepareAnswer(ep endpoint) bool {
 		deltas = splitText(ex.p.rng.sample(cfg.Text), cfg.Tokens)
 	}
 	if prefilled {
+		// The prefill's tokens are the deltas it covers, as a tokenizer
+		// would count the same text; the rest of the input is the body
+		// without the assistant turn, as the request without it counts.
 		var covered int
 		deltas, covered = continueFrom(deltas, prefill)
-		ex.inputTokens += covered
+		ex.inputTokens = max(1, (ex.bodyLen-ex.lastTurnLen())/4) + covered
 	}
 	p := *ex.p
 	p.setDeltas(deltas)
@@ -207,4 +210,21 @@ func (l *lockedRand) sample(text string) string {
 	}
 	l.lastSample = out
 	return out
+}
+
+// lastTurnLen is the bytes the last turn of the conversation takes in the
+// body, with the comma before it.
+func (ex *exchange) lastTurnLen() int {
+	raw := ex.req.Messages
+	switch ex.wire.name() {
+	case "responses":
+		raw = ex.req.Input
+	case "gemini":
+		raw = ex.req.Contents
+	}
+	var turns []json.RawMessage
+	if json.Unmarshal(raw, &turns) != nil || len(turns) < 2 {
+		return 0
+	}
+	return len(turns[len(turns)-1]) + 1
 }

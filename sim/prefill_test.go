@@ -32,7 +32,7 @@ func TestPrefillContinuation(t *testing.T) {
 			cfg := w.cfg
 			cfg.Tokens = prefillTokens
 			s, srv := serve(t, cfg)
-			prefills := int64(0)
+			prefills, plains := int64(0), int64(0)
 			for _, stream := range []bool{false, true} {
 				for _, tc := range prefillCases {
 					p := tc.prefill
@@ -65,9 +65,13 @@ func TestPrefillContinuation(t *testing.T) {
 					if status != http.StatusOK || full.text != DefaultText || full.output != prefillTokens {
 						t.Fatalf("stream %v %s not a prefix: %d %q output %d (%s)", stream, tc.name, status, full.text, full.output, body)
 					}
-					if added := a.input - full.input; added != tc.covered || added+a.output != full.output {
-						t.Errorf("stream %v %s: input %d, without a prefix %d: +%d, want +%d; +%d + output %d != %d",
-							stream, tc.name, a.input, full.input, added, tc.covered, added, a.output, full.output)
+					// The prefill adds the deltas it covers to the input of
+					// the same request without the assistant turn.
+					_, _, plain := askWire(t, w, srv, stream, nil)
+					plains++
+					if added := a.input - plain.input; added != tc.covered || added+a.output != full.output {
+						t.Errorf("stream %v %s: input %d, without the prefill %d: +%d, want +%d; +%d + output %d != %d",
+							stream, tc.name, a.input, plain.input, added, tc.covered, added, a.output, full.output)
 					}
 				}
 			}
@@ -75,7 +79,7 @@ func TestPrefillContinuation(t *testing.T) {
 			if status != http.StatusOK || a.text != DefaultText || a.output != prefillTokens || lastRecord(t, s).Prefilled {
 				t.Errorf("no prefill: %d %q output %d (%s)", status, a.text, a.output, body)
 			}
-			if st := s.Stats(); st.Prefills != prefills || st.Requests != prefills+1 {
+			if st := s.Stats(); st.Prefills != prefills || st.Requests != prefills+plains+1 {
 				t.Errorf("stats %+v, want %d prefills", st, prefills)
 			}
 		})
