@@ -149,15 +149,21 @@ func TestClaudeCodeStreamCut(t *testing.T) {
 			t.Fatalf("claude printed the truncated answer %q\n%s", out.Result, res)
 		}
 	}
-	want := []string{"primary stream", "primary plain", "secondary plain"}
+	// The proxy tries to continue the cut stream first: replay-match on the
+	// secondary (another text: cancelled), then on the primary (the same
+	// text, cut again before it adds anything); then the client's error
+	// event and Claude Code's own non-streaming fallback.
+	want := []string{"primary stream", "secondary stream", "primary stream", "primary plain", "secondary plain"}
 	if got := attempts(ups); strings.Join(got, ", ") != strings.Join(want, ", ") {
-		t.Fatalf("attempts %v, want %v (the cut stream, then Claude Code's non-streaming fallback failing over)\n%s\n%s", got, want, trace(ups), res)
+		t.Fatalf("attempts %v, want %v (the cut stream, its two continuations, then Claude Code's non-streaming fallback failing over)\n%s\n%s", got, want, trace(ups), res)
 	}
 }
 
-// The primary's first stream is cut after commit, once. Claude Code retries
-// by itself (as a non-streaming request), the primary answers it whole, and
-// the CLI prints the whole text, never the first three words.
+// The primary's first stream is cut after commit, once. The proxy
+// continues it by replay-match: the secondary answers another text (its
+// continuation is cancelled), the primary answers the same text again and
+// only what follows the delivered words reaches Claude Code. The CLI prints
+// the whole text and never sends a request of its own again.
 func TestClaudeCodeStreamCutRetried(t *testing.T) {
 	primary := newUpstream(t, sim.Config{Text: claudePrimaryText, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 3, Count: 1}}})
 	secondary := newUpstream(t, sim.Config{Text: claudeSecondaryText})
@@ -169,9 +175,43 @@ func TestClaudeCodeStreamCutRetried(t *testing.T) {
 	if res.Exit != 0 || out.IsError || out.Result != claudePrimaryText {
 		t.Fatalf("want exit 0 and the primary's whole text %q, got is_error=%v result=%q\n%s\n%s", claudePrimaryText, out.IsError, out.Result, trace(ups), res)
 	}
-	want := []string{"primary stream", "primary plain"}
+	want := []string{"primary stream", "secondary stream", "primary stream"}
 	if got := attempts(ups); strings.Join(got, ", ") != strings.Join(want, ", ") {
-		t.Fatalf("attempts %v, want %v (the cut stream, then Claude Code's own retry)\n%s\n%s", got, want, trace(ups), res)
+		t.Fatalf("attempts %v, want %v (the cut stream, then the proxy's two replay-match continuations)\n%s\n%s", got, want, trace(ups), res)
+	}
+}
+
+// The primary's stream is cut after commit; the secondary is an Anthropic
+// API (prefill on) that serves the same model: the proxy sends it the
+// delivered text as an assistant turn and splices the rest. Claude Code
+// prints the complete text with exit 0, and the simulators saw one full
+// request from it: the other is the continuation with its prefill.
+func TestClaudeCodeStreamContinued(t *testing.T) {
+	primary := newUpstream(t, sim.Config{Text: claudePrimaryText, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 3}}})
+	secondary := newUpstream(t, sim.Config{Text: claudePrimaryText})
+	p := startProxy(t, provider("primary", primary, "priority 0", "api anthropic")+provider("secondary", secondary, "priority 1", "api anthropic")+
+		"hedge off\n retry {\n same_provider 0\n }\n")
+
+	out, res := runClaude(t, p, "CLAUDE_CODE_MAX_RETRIES=0")
+	ups := map[string]*upstream{"primary": primary, "secondary": secondary}
+	if res.Exit != 0 || out.IsError || out.Result != claudePrimaryText {
+		t.Fatalf("want exit 0 and the whole text %q, got is_error=%v result=%q\n%s\n%s", claudePrimaryText, out.IsError, out.Result, trace(ups), res)
+	}
+	full, prefilled := 0, 0
+	for _, u := range ups {
+		for _, r := range messageRecs(u) {
+			if r.Prefilled {
+				prefilled++
+				if r.Prefill != "primary says one" {
+					t.Errorf("prefill %q, want the delivered text without its trailing space", r.Prefill)
+				}
+			} else {
+				full++
+			}
+		}
+	}
+	if full != 1 || prefilled != 1 {
+		t.Fatalf("%d full requests and %d continuations, want 1 and 1\n%s\n%s", full, prefilled, trace(ups), res)
 	}
 }
 

@@ -705,8 +705,10 @@ func TestHealthAllOpenProbesEarliest(t *testing.T) {
 func TestHealthCutStreamsOpenTheBreaker(t *testing.T) {
 	primary := newUpstream(t, sim.Config{Model: healthByPrimary, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 3}}})
 	secondary := newUpstream(t, sim.Config{Model: healthBySecondary})
+	// Without continuation: a continued stream would reach the client whole
+	// (the breaker counts the cut all the same: TestResumeCutStillCountsAgainstTheProvider).
 	p := startProxy(t, provider("primary", primary, "priority 0")+provider("secondary", secondary, "priority 1")+
-		healthIsolated+healthCooldown(2, "30s"))
+		healthIsolated+healthCooldown(2, "30s")+"stream {\n resume off\n }\n")
 	for i := range 2 {
 		if _, _, err := healthAsk(ctxTimeout(t, 10*time.Second), p, 2+i%2); err == nil {
 			t.Fatalf("cut stream %d finished cleanly", i)

@@ -549,7 +549,8 @@ func TestStreamCutIsAnError(t *testing.T) {
 func TestStreamIdleTimeout(t *testing.T) {
 	const idle = 500 * time.Millisecond
 	up := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStall, After: 3, Count: len(streamDialects)}}})
-	p := startProxy(t, provider("only", up)+"timeouts {\n idle 500ms\n }")
+	// Without continuation (TestResumeStall continues a stalled stream).
+	p := startProxy(t, provider("only", up)+"timeouts {\n idle 500ms\n }\nstream {\n resume off\n }")
 	for i, d := range streamDialects {
 		_, ac, oc := streamTapped(p)
 		_, text, err := streamAsk(ctxTimeout(t, 10*time.Second), ac, oc, d)
