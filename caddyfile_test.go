@@ -161,6 +161,10 @@ func TestCaddyfileBad(t *testing.T) {
 		{"fallback args", p + "retry {\n fallback_model a\n}\n", 4, "want <from> <to>"},
 		{"cooldown", p + "cooldown {\n failures x\n}\n", 4, "not an integer"},
 		{"stream", p + "stream {\n drop_malformed maybe\n}\n", 4, "want on or off"},
+		{"resume word", p + "stream {\n resume always\n}\n", 4, "want a count >= 0 or off"},
+		{"resume negative", p + "stream {\n resume -1\n}\n", 4, "want a count >= 0 or off"},
+		{"resume args", p + "stream {\n resume 1 2\n}\n", 4, "wrong argument count"},
+		{"prefill", "provider a http://x {\n prefill maybe\n}\n", 3, "prefill: want on or off"},
 		{"size", p + "max_body lots\n", 3, "not a size"},
 		{"affinity", p + "affinity sticky\n", 3, "affinity: want"},
 		{"extra args", p + "max_body 1MiB 2MiB\n", 3, "exactly one argument"},
@@ -209,5 +213,26 @@ func TestCaddyfileContextFallback(t *testing.T) {
 	c.setDefaults()
 	if err := c.validate(); err == nil || !strings.Contains(err.Error(), "context_fallback") {
 		t.Error("a context_fallback without <to> validated")
+	}
+}
+
+// stream.resume takes a count or off; a provider's prefill is on or off,
+// and defaults by api.
+func TestCaddyfileResume(t *testing.T) {
+	h, err := parseHandler("llm_hedge {\nprovider a http://127.0.0.1:1 {\n prefill on\n}\nprovider b http://127.0.0.1:2\nstream {\n resume 2\n}\n}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *h.Stream.Resume != 2 || h.Providers[0].Prefill == nil || !*h.Providers[0].Prefill || h.Providers[1].Prefill != nil {
+		t.Fatalf("resume %v, prefill %v %v", *h.Stream.Resume, h.Providers[0].Prefill, h.Providers[1].Prefill)
+	}
+	h, err = parseHandler("llm_hedge {\nprovider a http://127.0.0.1:1\nstream {\n resume off\n}\n}")
+	if err != nil || *h.Stream.Resume != 0 {
+		t.Fatalf("resume off: %v %v", err, h.Stream.Resume)
+	}
+	var d StreamConfig
+	d.setDefaults()
+	if *d.Resume != 1 {
+		t.Fatalf("default resume %d, want 1", *d.Resume)
 	}
 }
