@@ -37,7 +37,7 @@ bench: caddy
 	go run ./bench -caddy ./caddy
 
 fuzz:
-	for f in FuzzSSEReader FuzzGate FuzzBedrockEventStream FuzzJSONScanner FuzzParseRetryAfter FuzzCaddyfile FuzzParseCompletion; do go test -run '^$$' -fuzz "^$$f$$" -fuzztime 5m . || exit 1; done
+	for f in FuzzSSEReader FuzzGate FuzzBedrockEventStream FuzzJSONScanner FuzzParseRetryAfter FuzzCaddyfile FuzzParseCompletion FuzzResumeSplice; do go test -run '^$$' -fuzz "^$$f$$" -fuzztime 5m . || exit 1; done
 
 clean:
 	rm -f caddy
