@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	llmhedge "github.com/llmhedge/caddy-llm-hedge"
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
@@ -208,5 +209,39 @@ func TestResumeCutStillCountsAgainstTheProvider(t *testing.T) {
 	v := healthWaitAdmin(t, p, "cut", cut, "the cut streams to settle", func(v *healthView) bool { return v != nil && v.InFlight == 0 })
 	if v.State != "open" {
 		t.Fatalf("after 2 cut (and continued) streams with failures 2: %+v, want open", *v)
+	}
+}
+
+// Every continuation attempt pairs its bookkeeping like any other: one end
+// per begin and one verdict, whether it completed the stream, diverged, or
+// was refused its prefill.
+func TestResumeBookkeepingPairs(t *testing.T) {
+	reports := llmhedge.WatchBookkeeping(t)
+	cut := newUpstream(t, sim.Config{Tokens: 60, Text: longText, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 40, Header: "X-Cut"}}})
+	sampled := newUpstream(t, sim.Config{Tokens: 60, Text: longText, Sampling: sim.SamplingSampled, Prefill: sim.PrefillOff})
+	same := newUpstream(t, sim.Config{Tokens: 60, Text: longText, Prefill: sim.PrefillOff})
+	p := startProxy(t, provider("cut", cut, "priority 1", "api anthropic")+provider("sampled", sampled, "priority 2", "api anthropic")+
+		provider("same", same, "priority 3", "api anthropic")+"hedge off\ncooldown {\n failures 100\n}\n")
+	for i := range 3 {
+		req, _ := http.NewRequest("POST", p.URL+"/v1/messages", strings.NewReader(`{"model":"claude-test","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("X-Cut", "1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(resp); !strings.Contains(body, "message_stop") {
+			t.Fatalf("request %d not continued: %s", i, body)
+		}
+		select {
+		case rep := <-reports:
+			for _, pr := range rep.Problems {
+				t.Errorf("request %d: %s", i, pr)
+			}
+			if rep.Attempts < 3 {
+				t.Errorf("request %d: %d attempts, want the cut one and its continuations", i, rep.Attempts)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the request never finished")
+		}
 	}
 }
