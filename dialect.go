@@ -100,6 +100,9 @@ type dialect interface {
 	errorJSON(status int, message string) []byte
 	errorEvent(status int, message string) []byte
 
+	// cachedInInput reports whether the usage's Input already counts the
+	// cached prompt tokens (OpenAI, Gemini) or not (Anthropic).
+	cachedInInput() bool
 	// newResumer follows a committed stream of req for a continuation
 	// (resume.go); nil when the dialect cannot continue it.
 	newResumer(req *llmRequest) resumer

@@ -318,3 +318,5 @@ func (d anthropicDialect) errorJSON(status int, message string) []byte {
 func (d anthropicDialect) errorEvent(status int, message string) []byte {
 	return sseErrorEvent("error", d.errorJSON(status, message))
 }
+
+func (anthropicDialect) cachedInInput() bool { return false }

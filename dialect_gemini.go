@@ -315,3 +315,5 @@ func queryName(raw string) string {
 
 // newResumer: no continuation yet.
 func (geminiDialect) newResumer(*llmRequest) resumer { return nil }
+
+func (geminiDialect) cachedInInput() bool { return true }

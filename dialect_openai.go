@@ -395,3 +395,5 @@ func (openAIDialect) errorEvent(status int, message string) []byte {
 
 // newResumer: no continuation yet.
 func (openAIDialect) newResumer(*llmRequest) resumer { return nil }
+
+func (openAIDialect) cachedInInput() bool { return true }

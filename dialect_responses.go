@@ -427,3 +427,5 @@ func (responsesDialect) errorEvent(status int, message string) []byte {
 
 // newResumer: no continuation yet.
 func (responsesDialect) newResumer(*llmRequest) resumer { return nil }
+
+func (responsesDialect) cachedInInput() bool { return true }

@@ -365,12 +365,16 @@ func TestRelayContext(t *testing.T) {
 const openAIDeltaChunk = `data: {"id":"chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG","object":"chat.completion.chunk","created":1741569952,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_eb9dce56a8","choices":[{"index":0,"delta":{"content":" the quick brown fox jumps over"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n"
 
 func benchmarkRelay(b *testing.B, d dialect, event, tail string) {
+	benchmarkRelayWith(b, d, event, tail, relayOptions{Idle: time.Minute})
+}
+
+func benchmarkRelayWith(b *testing.B, d dialect, event, tail string, opts relayOptions) {
 	var u usage
 	rd := newSSEReader(&repeatReader{event: []byte(event), n: b.N, tail: []byte(tail)}, 1<<20)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(event)))
 	b.ResetTimer()
-	res := relayStream(context.Background(), io.Discard, func() error { return nil }, rd, d, &u, relayOptions{Idle: time.Minute}, func() {})
+	res := relayStream(context.Background(), io.Discard, func() error { return nil }, rd, d, &u, opts, func() {})
 	if !res.Complete || res.Events != b.N+1 {
 		b.Fatalf("%+v", res)
 	}
@@ -378,6 +382,13 @@ func benchmarkRelay(b *testing.B, d dialect, event, tail string) {
 
 func BenchmarkRelayAnthropic(b *testing.B) {
 	benchmarkRelay(b, dialectAnthropic, anthropicDelta, sseStream(anthropicEvent("message_stop", aMessageStop)))
+}
+
+// The relay of a stream that may be continued: every event is also
+// tracked (its text kept for a continuation).
+func BenchmarkRelayAnthropicTracked(b *testing.B) {
+	benchmarkRelayWith(b, dialectAnthropic, anthropicDelta, sseStream(anthropicEvent("message_stop", aMessageStop)),
+		relayOptions{Idle: time.Minute, Track: &anthropicResumer{}, HoldError: true})
 }
 
 func BenchmarkRelayOpenAI(b *testing.B) {

@@ -33,17 +33,19 @@ type anthropicFrame struct {
 	} `json:"delta"`
 }
 
-func anthropicEventType(ev sseEvent) string {
+// anthropicEventType is the event's name, or its data's type when it has
+// none (switched on as string(...): no copy).
+func anthropicEventType(ev sseEvent) []byte {
 	if ev.Name != nil {
-		return string(ev.Name)
+		return ev.Name
 	}
 	var f anthropicFrame
 	_ = json.Unmarshal(ev.Data, &f)
-	return f.Type
+	return []byte(f.Type)
 }
 
 func (r *anthropicResumer) track(ev sseEvent, info eventInfo) {
-	switch anthropicEventType(ev) {
+	switch string(anthropicEventType(ev)) {
 	case "content_block_delta":
 		if info.text == nil {
 			r.fail("a delta that is not text")
@@ -99,7 +101,7 @@ func mergeAnthropicTurn(last json.RawMessage, text string) (json.RawMessage, boo
 }
 
 func (r *anthropicResumer) read(ev sseEvent, info eventInfo) contEvent {
-	switch anthropicEventType(ev) {
+	switch string(anthropicEventType(ev)) {
 	case "content_block_delta":
 		if info.text == nil {
 			return contEvent{kind: contOther}

@@ -179,18 +179,30 @@ func (h *Handler) spliceRest(st *requestState, a *attempt, res *spliceResult, ha
 // when the original input is unknown).
 func (h *Handler) resumeUsage(st *requestState, a *attempt, strategy string, delivered int) *usage {
 	u := &usage{Input: a.usage.Input, Output: a.usage.Output}
-	origIn := st.winner.usage.Input
-	if origIn > 0 {
-		u.Input = origIn
+	orig := &st.winner.usage
+	if orig.Input > 0 {
+		u.Input = orig.Input
 	}
 	if strategy == strategyPrefill {
-		covered := a.usage.Input - origIn
-		if origIn == 0 || covered <= 0 {
+		// The prompt grew by the prefill: with caching (another provider
+		// may miss the cache) only the whole prompt compares. A token is
+		// at least a byte: a growth beyond that is not the prefill.
+		covered := promptTokens(st.dialect, &a.usage) - promptTokens(st.dialect, orig)
+		if orig.Input == 0 || covered <= 0 || covered > int64(delivered) {
 			covered = int64(delivered+3) / 4
 		}
 		u.Output += covered
 	}
 	return u
+}
+
+// promptTokens is the whole prompt a usage counts, cached tokens included.
+func promptTokens(d dialect, u *usage) int64 {
+	n := u.Input + u.CacheWrite
+	if !d.cachedInInput() {
+		n += u.CacheRead
+	}
+	return n
 }
 
 // settleContinuation gives a continuation's provider its verdict and ends
