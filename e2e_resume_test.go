@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	llmhedge "github.com/llmhedge/caddy-llm-hedge"
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
@@ -243,5 +244,65 @@ func TestResumeBookkeepingPairs(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the request never finished")
 		}
+	}
+}
+
+// A continuation is raced like any streaming attempt: when its target is
+// slow to its first token, a hedge goes to the next one, which wins; the
+// slow one is cancelled.
+func TestResumeHedged(t *testing.T) {
+	cut := cutOnce(t)
+	slow := newUpstream(t, sim.Config{Tokens: 60, Text: longText, FirstToken: caddy.Duration(5 * time.Second)})
+	fast := newUpstream(t, sim.Config{Tokens: 60, Text: longText})
+	p := startProxy(t, provider("cut", cut, "priority 1", "api anthropic", "vendor a")+provider("slow", slow, "priority 2", "api anthropic", "vendor b")+
+		provider("fast", fast, "priority 3", "api anthropic", "vendor c")+"hedge {\n after 100ms\n budget 100\n}\n")
+	m, err := streamAnthropic(ctxTimeout(t, 10*time.Second), anthropicClient(p, "k"), anthropicParams("claude-test"))
+	if err != nil || messageText(m) != longText {
+		t.Fatalf("continued stream: %v, text %q", err, messageText(m))
+	}
+	line, resumes := resumeLine(t, p)
+	if len(resumes) != 1 || resumes[0]["outcome"] != "completed" || line["hedged"] != true {
+		t.Fatalf("hedged %v, resume entries %v", line["hedged"], resumes)
+	}
+	var hedge bool
+	for _, e := range line["chain"].([]any) {
+		if m := e.(map[string]any); m["provider"] == "fast" && m["event"] == "hedge_triggered" {
+			hedge = true
+		}
+	}
+	if !hedge {
+		t.Fatalf("no hedge to fast in the chain %v", line["chain"])
+	}
+	streamWait(t, 5*time.Second, "the slow continuation to be cancelled", func() bool {
+		recs := slow.Requests()
+		return len(recs) == 1 && recs[0].Canceled
+	})
+}
+
+// A stream cut after its message_delta (the stop reason and the usage) but
+// before message_stop only lacks its terminal event: the proxy writes it,
+// with no other attempt.
+func TestResumeOnlyTerminalMissing(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_f\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude-test\",\"stop_reason\":null,\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"+
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"+
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Done.\"}}\n\n"+
+			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"+
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":2}}\n\n")
+	}))
+	t.Cleanup(up.Close)
+	other := newUpstream(t, sim.Config{})
+	p := startProxy(t, fmt.Sprintf("\t\tprovider only %s {\n\t\t\tpriority 1\n\t\t}\n", up.URL)+provider("other", other, "priority 2")+"hedge off\n")
+	m, err := streamAnthropic(ctxTimeout(t, 10*time.Second), anthropicClient(p, "k"), anthropicParams("claude-test"))
+	if err != nil || messageText(m) != "Done." || m.StopReason != "end_turn" || m.Usage.OutputTokens != 2 {
+		t.Fatalf("stream: %v, %+v", err, m)
+	}
+	if n := len(other.Requests()); n != 0 {
+		t.Fatalf("other saw %d requests, want none", n)
+	}
+	_, resumes := resumeLine(t, p)
+	if len(resumes) != 1 || resumes[0]["strategy"] != "finish" || resumes[0]["outcome"] != "completed" {
+		t.Fatalf("resume entries %v", resumes)
 	}
 }
