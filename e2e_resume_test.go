@@ -68,6 +68,9 @@ func TestResumePrefillAnthropic(t *testing.T) {
 	if line["outcome"] != "success" || len(resumes) != 1 || resumes[0]["outcome"] != "completed" || resumes[0]["strategy"] != "prefill" {
 		t.Fatalf("log line outcome %v, resume entries %v", line["outcome"], resumes)
 	}
+	if want := len(strings.Join(strings.Fields(longText)[:40], " ")) + 1; resumes[0]["delivered_chars"] != float64(want) {
+		t.Errorf("delivered_chars %v, want %d (the 40 words delivered)", resumes[0]["delivered_chars"], want)
+	}
 	if line["output_tokens"] != float64(60) {
 		t.Errorf("logged output tokens %v, want 60", line["output_tokens"])
 	}

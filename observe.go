@@ -27,7 +27,7 @@ type chainEntry struct {
 	Error        string // what went wrong, for the operator only: clients read a generic message
 	FirstEventMs int64
 	Strategy     string // resume: prefill, replay or finish
-	Delivered    int    // resume: bytes of text the client had
+	Delivered    int    // resume: characters of text the client had
 }
 
 // maxLoggedError bounds the error of one attempt in the log line: it may
@@ -59,7 +59,7 @@ func (c chainEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 		if c.Strategy != "" {
 			enc.AddString("strategy", c.Strategy)
 		}
-		enc.AddInt("delivered_bytes", c.Delivered)
+		enc.AddInt("delivered_chars", c.Delivered)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package llmhedge
 import (
 	"io"
 	"slices"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 )
@@ -55,7 +56,7 @@ func (h *Handler) resume(w io.Writer, flush func() error, st *requestState, rs r
 	}()
 	st.broke = append(st.broke, st.winner.p)
 	for left := *h.Stream.Resume; left > 0 && resumableEnd(st.relay.Reason); left-- {
-		delivered := len(rs.text())
+		delivered := utf8.RuneCountInString(rs.text())
 		if why := rs.ineligible(); why != "" {
 			h.noteResume(st, "", delivered, resumeIneligible, why)
 			return
@@ -89,6 +90,7 @@ func (h *Handler) resume(w io.Writer, flush func() error, st *requestState, rs r
 // on from there), or none is left.
 func (h *Handler) continueStream(w io.Writer, flush func() error, st *requestState, rs resumer) {
 	text := rs.text()
+	chars := utf8.RuneCountInString(text)
 	orig, model := st.req, st.plan.model
 	defer func() { st.req, st.resuming, st.fatal = orig, "", nil }()
 	cands := h.resumeCandidates(st)
@@ -129,25 +131,25 @@ func (h *Handler) continueStream(w io.Writer, flush func() error, st *requestSta
 			switch {
 			case res.complete:
 				st.relay.Complete, st.relay.Reason, st.relay.Err = true, "", nil
-				h.noteResume(st, strategy, len(text), resumeCompleted, "")
+				h.noteResume(st, strategy, chars, resumeCompleted, "")
 				return
 			case res.reason == "client_gone":
 				st.relay.Reason, st.relay.Err = res.reason, res.err
-				h.noteResume(st, strategy, len(text), resumeFailed, "client gone")
+				h.noteResume(st, strategy, chars, resumeFailed, "client gone")
 				return
 			case res.wrote:
 				// It added text, then broke: the next continuation goes
 				// on from there.
 				st.broke = append(st.broke, a.p)
 				st.relay.Reason, st.relay.Err = res.reason, res.err
-				h.noteResume(st, strategy, len(text), resumeFailed, res.reason)
+				h.noteResume(st, strategy, chars, resumeFailed, res.reason)
 				return
 			case res.diverged:
 				outcome, why = resumeDiverged, res.reason
 			}
 		}
 	}
-	h.noteResume(st, "", len(text), outcome, why)
+	h.noteResume(st, "", chars, outcome, why)
 }
 
 // resumeCandidates are the request's candidates for a continuation: the
@@ -174,6 +176,6 @@ func (h *Handler) noteResume(st *requestState, strategy string, delivered int, o
 		Strategy: strategy, Delivered: delivered, Error: why})
 	h.metrics.resumed(outcome)
 	if outcome != resumeCompleted {
-		h.logger.Debug("stream not continued", zap.String("outcome", outcome), zap.String("reason", why), zap.Int("delivered_bytes", delivered))
+		h.logger.Debug("stream not continued", zap.String("outcome", outcome), zap.String("reason", why), zap.Int("delivered_chars", delivered))
 	}
 }
