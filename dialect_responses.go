@@ -424,6 +424,3 @@ func (responsesDialect) errorJSON(status int, message string) []byte {
 func (responsesDialect) errorEvent(status int, message string) []byte {
 	return responsesErrorEvent(status, message, -1)
 }
-
-// newResumer: no continuation yet.
-func (responsesDialect) newResumer(*llmRequest) resumer { return nil }
