@@ -67,7 +67,7 @@ func responsesEventKind(ev sseEvent, info eventInfo) string {
 
 func (r *responsesResumer) track(ev sseEvent, info eventInfo) {
 	if n, ok := jsonLookup(ev.Data, "sequence_number"); ok {
-		if v, err := strconv.ParseInt(string(n), 10, 64); err == nil && v > r.seq {
+		if v, ok := parseSeq(n); ok && v > r.seq {
 			r.seq = v
 		}
 	}
@@ -233,6 +233,22 @@ func (r *responsesResumer) read(ev sseEvent, info eventInfo) contEvent {
 		return contEvent{kind: contOther}
 	}
 	return contEvent{kind: contSkip} // response.created, in_progress, output_text.done, ...
+}
+
+// parseSeq reads a sequence_number: a non-negative integer, without
+// allocating (track runs on every delta).
+func parseSeq(n []byte) (int64, bool) {
+	if len(n) == 0 || len(n) > 18 {
+		return 0, false
+	}
+	var v int64
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	return v, true
 }
 
 // next is the sequence number of the client's next event.
