@@ -17,22 +17,29 @@ import (
 // replay-match on a provider that gives the same answer: the openai-go
 // client reads the whole text, one response id from response.created to
 // response.completed, and the usage of the whole answer. With store true
-// (the default), or with continuation off, the client gets the error.
+// (the default), with continuation off, or when the other provider's answer
+// differs, the client gets the error after the text it had.
 func TestResumeReplayResponses(t *testing.T) {
 	cases := []struct {
-		name    string
-		store   bool
-		block   string
-		resumed bool
+		name      string
+		store     bool
+		block     string
+		otherText string // the other provider's answer, when not the same
+		resumed   bool
 	}{
 		{name: "store false", resumed: true},
 		{name: "store true", store: true},
 		{name: "resume off", block: "stream {\n resume off\n }\n"},
+		{name: "diverged", otherText: "something else entirely"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cut := newUpstream(t, sim.Config{Tokens: 60, Text: longText, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 40, Count: 1}}})
-			other := newUpstream(t, sim.Config{Tokens: 60, Text: longText})
+			cut := newUpstream(t, sim.Config{Tokens: 60, Text: longText, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 40}}})
+			otherText := longText
+			if tc.otherText != "" {
+				otherText = tc.otherText
+			}
+			other := newUpstream(t, sim.Config{Tokens: 60, Text: otherText})
 			p := startProxy(t, provider("cut", cut, "priority 1")+provider("other", other, "priority 2", "prefill off")+tc.block)
 			params := responsesParams("gpt-test")
 			if !tc.store {
@@ -46,8 +53,8 @@ func TestResumeReplayResponses(t *testing.T) {
 				if !strings.HasPrefix(longText, got.text) || got.text == longText {
 					t.Fatalf("client text %q is not a strict prefix of the answer", got.text)
 				}
-				if n := responsesCalls(other); n != 0 {
-					t.Fatalf("other saw %d Responses requests, want 0", n)
+				if n, want := responsesCalls(other), len(tc.otherText); (n == 0) != (want == 0) {
+					t.Fatalf("other saw %d Responses requests; a continuation expected: %v", n, want != 0)
 				}
 				return
 			}
@@ -142,5 +149,44 @@ func TestResumeResponsesWire(t *testing.T) {
 	}
 	if text.String() != longText {
 		t.Fatalf("text = %q", text.String())
+	}
+}
+
+// Codex (store false, its own retries off) through a stream cut after
+// three deltas: a provider with the same answer finishes it and Codex
+// prints the whole answer; when the other provider's answer differs (and
+// the first cuts again) Codex reports the error and never prints the
+// truncated text.
+func TestResumeCodex(t *testing.T) {
+	cases := []struct {
+		name, otherText string
+		resumed         bool
+	}{
+		{name: "same answer", otherText: codexPrimaryText, resumed: true},
+		{name: "other answer", otherText: codexSecondaryText},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			primary := newUpstream(t, sim.Config{Text: codexPrimaryText, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 3}}})
+			secondary := newUpstream(t, sim.Config{Text: tc.otherText})
+			p := startProxy(t, provider("primary", primary, "priority 0")+provider("secondary", secondary, "priority 1", "prefill off")+
+				"hedge off\n retry {\n same_provider 0\n }\n cooldown {\n failures 100\n }\n")
+
+			last, res := runCodex(t, p)
+			ups := map[string]*upstream{"primary": primary, "secondary": secondary}
+			if tc.resumed {
+				checkCodexAnswer(t, last, res, codexPrimaryText)
+				checkCodexAttempts(t, ups, res, "primary stream", "secondary stream")
+				return
+			}
+			if res.Exit == 0 {
+				t.Fatalf("the continuation diverged, yet codex exited 0 with %q\n%s", last, res)
+			}
+			prefix := strings.Join(strings.Fields(codexPrimaryText)[:3], " ")
+			if strings.Contains(res.Stdout, prefix) || strings.Contains(last, prefix) {
+				t.Fatalf("codex printed the truncated answer (last message %q)\n%s", last, res)
+			}
+			checkCodexAttempts(t, ups, res, "primary stream", "secondary stream", "primary stream")
+		})
 	}
 }
