@@ -81,7 +81,7 @@ func (r *responsesResumer) track(ev sseEvent, info eventInfo) {
 		r.appendJSON(info.text)
 		return
 	case "response.created":
-		if resp, ok := jsonLookup(ev.Data, "response"); ok && len(resp) > 0 && resp[0] == '{' {
+		if resp, ok := jsonLookup(ev.Data, "response"); ok && len(resp) > 0 && resp[0] == '{' && json.Valid(resp) {
 			r.created = append([]byte(nil), resp...)
 		}
 		return
@@ -224,8 +224,9 @@ func (r *responsesResumer) read(ev sseEvent, info eventInfo) contEvent {
 		return contEvent{kind: contTerminal, finish: "completed"}
 	case "response.incomplete":
 		r.incompleteReason = nil
-		if v, ok := jsonLookup(ev.Data, "response", "incomplete_details", "reason"); ok && jsonIsString(v) {
-			r.incompleteReason = append([]byte(nil), v...)
+		var reason string
+		if v, ok := jsonLookup(ev.Data, "response", "incomplete_details", "reason"); ok && json.Unmarshal(v, &reason) == nil && reason != "" {
+			r.incompleteReason = jsonText(reason)
 		}
 		return contEvent{kind: contTerminal, finish: "incomplete"}
 	}

@@ -104,6 +104,18 @@ func TestResponsesResumerTrack(t *testing.T) {
 	}
 }
 
+// A stream whose response.created the resumer cannot read cannot be ended
+// in the client's response: it is not continued.
+func TestResponsesResumerNoCreated(t *testing.T) {
+	broken := strings.Replace(rsCreated, `"model":"gpt-test"`, `"model":gpt-test`, 1)
+	for _, head := range []string{broken, rsInProgress} {
+		rs := rsTracked(t, rsStream(head, rsMessage, rsPart, rsDelta1))
+		if why := rs.ineligible(); why != "no response.created" {
+			t.Errorf("ineligible() = %q, want no response.created", why)
+		}
+	}
+}
+
 // Only a response the provider does not store is continued.
 func TestResponsesResumerStore(t *testing.T) {
 	for body, want := range map[string]bool{
