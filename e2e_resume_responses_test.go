@@ -190,3 +190,33 @@ func TestResumeCodex(t *testing.T) {
 		})
 	}
 }
+
+// A fallback that accepts an assistant prefill (prefill on) continues the
+// cut stream from the delivered text: the client reads the whole text in
+// its own response, and the fallback saw the text as the input's last,
+// assistant, message.
+func TestResumePrefillResponses(t *testing.T) {
+	cut := newUpstream(t, sim.Config{Tokens: 60, Text: longText, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 40}}})
+	other := newUpstream(t, sim.Config{Tokens: 60, Text: longText})
+	p := startProxy(t, provider("cut", cut, "priority 1")+provider("other", other, "priority 2", "prefill on")+"hedge off\n")
+	params := responsesParams("gpt-test")
+	params.Store = openai.Bool(false)
+	got := streamResponses(ctxTimeout(t, 10*time.Second), openaiClient(p, "k"), params)
+	if got.err != nil || got.completed == nil || got.text != longText {
+		t.Fatalf("continued stream: err %v, completed %v, text %q", got.err, got.completed != nil, got.text)
+	}
+	if got.completed.ID != got.id || got.completed.OutputText() != longText {
+		t.Errorf("completed response %q with text %q, want %q with the whole text", got.completed.ID, got.completed.OutputText(), got.id)
+	}
+	recs := other.Requests()
+	if len(recs) != 1 || !recs[0].Prefilled || !strings.HasPrefix(longText, recs[0].Prefill) || len(recs[0].Prefill) < 100 {
+		t.Fatalf("the fallback saw %+v, want one request with the delivered text as its prefill", recs)
+	}
+	if u := got.completed.Usage; u.OutputTokens < 60 || u.TotalTokens != u.InputTokens+u.OutputTokens {
+		t.Errorf("usage %+v: want at least the 60 tokens of the answer", u)
+	}
+	_, resumes := resumeLine(t, p)
+	if len(resumes) != 1 || resumes[0]["strategy"] != "prefill" || resumes[0]["outcome"] != "completed" {
+		t.Fatalf("resume entries %v, want one completed prefill", resumes)
+	}
+}
