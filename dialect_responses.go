@@ -425,7 +425,4 @@ func (responsesDialect) errorEvent(status int, message string) []byte {
 	return responsesErrorEvent(status, message, -1)
 }
 
-// newResumer: no continuation yet.
-func (responsesDialect) newResumer(*llmRequest) resumer { return nil }
-
 func (responsesDialect) cachedInInput() bool { return true }

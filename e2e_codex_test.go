@@ -162,14 +162,15 @@ func TestCodexHedge(t *testing.T) {
 }
 
 // Every stream is cut after 3 deltas, after the proxy committed to it: the
-// proxy relays the cut. Codex, with its own retries off, must report the
-// error and exit non-zero; it must never print the truncated text.
+// proxy relays the cut (continuation off: e2e_resume_responses_test.go has
+// Codex with it). Codex, with its own retries off, must report the error
+// and exit non-zero; it must never print the truncated text.
 func TestCodexStreamCut(t *testing.T) {
 	cut := []sim.Fault{{Kind: sim.FaultCut, After: 3}}
 	primary := newUpstream(t, sim.Config{Text: codexPrimaryText, Faults: cut})
 	secondary := newUpstream(t, sim.Config{Text: codexSecondaryText, Faults: cut})
 	p := startProxy(t, provider("primary", primary, "priority 0")+provider("secondary", secondary, "priority 1")+
-		"hedge off\n retry {\n same_provider 0\n }\n cooldown {\n failures 100\n }\n")
+		"hedge off\n retry {\n same_provider 0\n }\n cooldown {\n failures 100\n }\n stream {\n resume off\n }\n")
 
 	last, res := runCodex(t, p)
 	ups := map[string]*upstream{"primary": primary, "secondary": secondary}
@@ -185,12 +186,13 @@ func TestCodexStreamCut(t *testing.T) {
 
 // The primary's first stream is cut after commit, once, and Codex may retry
 // a stream once (stream_max_retries 1 for this run): its retry gets the whole
-// answer, and Codex prints that, never the first three words.
+// answer, and Codex prints that, never the first three words (the proxy's
+// continuation off, so that Codex's retry is what finishes it).
 func TestCodexStreamCutRetried(t *testing.T) {
 	primary := newUpstream(t, sim.Config{Text: codexPrimaryText, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 3, Count: 1}}})
 	secondary := newUpstream(t, sim.Config{Text: codexSecondaryText})
 	p := startProxy(t, provider("primary", primary, "priority 0")+provider("secondary", secondary, "priority 1")+
-		"hedge off\n retry {\n same_provider 0\n }\n cooldown {\n failures 100\n }\n")
+		"hedge off\n retry {\n same_provider 0\n }\n cooldown {\n failures 100\n }\n stream {\n resume off\n }\n")
 
 	last, res := runCodex(t, p, "-c", "model_providers.hedge.stream_max_retries=1")
 	ups := map[string]*upstream{"primary": primary, "secondary": secondary}

@@ -191,6 +191,12 @@ func (h *Handler) resumeUsage(st *requestState, a *attempt, strategy string, del
 		if orig.Input == 0 || covered <= 0 || covered > int64(delivered) {
 			covered = int64(delivered+3) / 4
 		}
+		if orig.Input == 0 {
+			// The original input is unknown (Chat and Responses report
+			// usage at the end only): the continuation's counts the prefill,
+			// which is output the client was told about.
+			u.Input = max(1, u.Input-covered)
+		}
 		u.Output += covered
 	}
 	return u

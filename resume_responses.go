@@ -1,0 +1,402 @@
+package llmhedge
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strconv"
+)
+
+// responsesResumer continues an OpenAI Responses stream whose client has
+// one response (response.created) with one message item holding one
+// output_text part: a continuation's deltas go on in that part, under the
+// client's item id and indexes and with sequence numbers that go on from
+// the client's last, and the client's response object, completed, ends it.
+type responsesResumer struct {
+	textLog
+	created      []byte // the response object of the client's response.created
+	itemID       string // the client's message item
+	outputIndex  int64
+	contentIndex int64
+	items, parts int   // output items and content parts the client has seen added
+	seq          int64 // the last sequence_number the client got (-1: none)
+	// The done events the client already has: the text is whole.
+	textDone, partDone, itemDone bool
+	// why the continuation that ended with response.incomplete stopped
+	incompleteReason []byte
+}
+
+// newResumer continues only a response the provider does not keep
+// (`"store": false`): a stored response would hold the cut answer under
+// the id the client has, and another provider's stored copy the whole
+// answer under an id the client never sees, so neither could be read back
+// or continued by previous_response_id as the client was told.
+func (responsesDialect) newResumer(req *llmRequest) resumer {
+	if responseStored(req.body) {
+		return nil
+	}
+	return &responsesResumer{seq: -1}
+}
+
+// responsesFrame is the part of a Responses event a resumer reads.
+type responsesFrame struct {
+	OutputIndex  int64  `json:"output_index"`
+	ContentIndex int64  `json:"content_index"`
+	ItemID       string `json:"item_id"`
+	Item         *struct {
+		ID      string            `json:"id"`
+		Type    string            `json:"type"`
+		Content []json.RawMessage `json:"content"`
+	} `json:"item"`
+	Part *struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"part"`
+}
+
+// responsesEventKind is what a Responses event is: the output name inspect
+// gave it, else the data's type (or the event name).
+func responsesEventKind(ev sseEvent, info eventInfo) string {
+	if info.by != "" && info.by != "response.*.delta" {
+		return info.by
+	}
+	typ, _ := jsonLookup(ev.Data, "type")
+	var buf [64]byte
+	return string(responsesKind(typ, ev.Name, buf[:0]))
+}
+
+func (r *responsesResumer) track(ev sseEvent, info eventInfo) {
+	if n, ok := jsonLookup(ev.Data, "sequence_number"); ok {
+		if v, ok := parseSeq(n); ok && v > r.seq {
+			r.seq = v
+		}
+	}
+	kind := responsesEventKind(ev, info)
+	switch kind {
+	case "response.output_text.delta":
+		if info.text == nil || r.parts == 0 {
+			r.fail("a text delta outside an output_text part")
+			return
+		}
+		r.appendJSON(info.text)
+		return
+	case "response.created":
+		if resp, ok := jsonLookup(ev.Data, "response"); ok && len(resp) > 0 && resp[0] == '{' && json.Valid(resp) {
+			r.created = append([]byte(nil), resp...)
+		}
+		return
+	case "response.output_item.added":
+		var f responsesFrame
+		switch {
+		case json.Unmarshal(ev.Data, &f) != nil || f.Item == nil:
+			r.fail("an unreadable output item")
+		case f.Item.Type != "message":
+			r.fail("an output item that is not a message (" + f.Item.Type + ")")
+		case r.items > 0:
+			r.fail("a second output item")
+		case len(f.Item.Content) > 0:
+			r.fail("a message item that arrived with its content")
+		default:
+			r.items, r.itemID, r.outputIndex = 1, f.Item.ID, f.OutputIndex
+		}
+		return
+	case "response.content_part.added":
+		var f responsesFrame
+		switch {
+		case json.Unmarshal(ev.Data, &f) != nil || f.Part == nil:
+			r.fail("an unreadable content part")
+		case f.Part.Type != "output_text":
+			r.fail("a content part that is not output_text (" + f.Part.Type + ")")
+		case r.items == 0 || f.ItemID != r.itemID || f.OutputIndex != r.outputIndex:
+			r.fail("a content part outside the message item")
+		case r.parts > 0:
+			r.fail("a second content part")
+		default:
+			r.parts, r.contentIndex = 1, f.ContentIndex
+			r.appendText(f.Part.Text)
+		}
+		return
+	case "response.output_text.done":
+		r.textDone = true
+		return
+	case "response.content_part.done":
+		r.partDone = true
+		return
+	case "response.output_item.done":
+		r.itemDone = true
+		return
+	case "response.output_text.annotation.added":
+		r.fail("an annotation") // the text alone would drop it
+		return
+	}
+	if info.class == evOutput {
+		r.fail("output that is not text (" + kind + ")")
+	}
+}
+
+func (r *responsesResumer) ineligible() string {
+	switch {
+	case r.bad != "":
+		return r.bad
+	case r.created == nil:
+		return "no response.created"
+	case r.parts == 0:
+		return "no output_text part"
+	case len(r.buf) > maxResumeText:
+		return "more text than a continuation keeps"
+	}
+	return ""
+}
+
+// finished: once output_text.done reached the client it has the whole
+// text (a continuation may not add to it); the rest of the done events and
+// the terminal complete it.
+func (r *responsesResumer) finished() bool { return r.textDone || r.partDone || r.itemDone }
+
+// prefill turns a string input into a user message and ends the input with
+// an assistant message holding text.
+func (r *responsesResumer) prefill(body []byte, text string) ([]byte, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return nil, err
+	}
+	var s string
+	if json.Unmarshal(top["input"], &s) == nil {
+		in, err := json.Marshal([]map[string]string{{"role": "user", "content": s}})
+		if err != nil {
+			return nil, err
+		}
+		top["input"] = in
+		if body, err = json.Marshal(top); err != nil {
+			return nil, err
+		}
+	}
+	return appendTurn(body, "input", mergeResponsesTurn, func(t string) any {
+		return map[string]string{"role": "assistant", "content": t}
+	}, text)
+}
+
+// mergeResponsesTurn extends the client's own last assistant message when
+// its content is a string.
+func mergeResponsesTurn(last json.RawMessage, text string) (json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(last, &m) != nil || string(m["role"]) != `"assistant"` {
+		return nil, false
+	}
+	if t, ok := m["type"]; ok && string(t) != `"message"` {
+		return nil, false
+	}
+	var s string
+	if json.Unmarshal(m["content"], &s) != nil {
+		return nil, false
+	}
+	m["content"] = jsonText(s + text)
+	out, err := json.Marshal(m)
+	return out, err == nil
+}
+
+func (r *responsesResumer) read(ev sseEvent, info eventInfo) contEvent {
+	if info.class == evError {
+		return contEvent{kind: contError}
+	}
+	kind := responsesEventKind(ev, info)
+	switch kind {
+	case "response.output_text.delta":
+		if info.text == nil {
+			return contEvent{kind: contOther}
+		}
+		return contEvent{kind: contText, text: string(jsonAppendString(nil, info.text))}
+	case "response.output_item.added", "response.output_item.done":
+		var f responsesFrame
+		if json.Unmarshal(ev.Data, &f) != nil || f.Item == nil || f.Item.Type != "message" {
+			return contEvent{kind: contOther}
+		}
+		return contEvent{kind: contSkip}
+	case "response.content_part.added", "response.content_part.done":
+		var f responsesFrame
+		if json.Unmarshal(ev.Data, &f) != nil || f.Part == nil || f.Part.Type != "output_text" {
+			return contEvent{kind: contOther}
+		}
+		return contEvent{kind: contSkip}
+	case "response.output_text.annotation.added":
+		return contEvent{kind: contOther}
+	case "response.completed":
+		return contEvent{kind: contTerminal, finish: "completed"}
+	case "response.incomplete":
+		r.incompleteReason = nil
+		var reason string
+		if v, ok := jsonLookup(ev.Data, "response", "incomplete_details", "reason"); ok && json.Unmarshal(v, &reason) == nil && reason != "" {
+			r.incompleteReason = jsonText(reason)
+		}
+		return contEvent{kind: contTerminal, finish: "incomplete"}
+	}
+	if info.class == evOutput {
+		return contEvent{kind: contOther}
+	}
+	return contEvent{kind: contSkip} // response.created, in_progress, output_text.done, ...
+}
+
+// parseSeq reads a sequence_number: a non-negative integer, without
+// allocating (track runs on every delta).
+func parseSeq(n []byte) (int64, bool) {
+	if len(n) == 0 || len(n) > 18 {
+		return 0, false
+	}
+	var v int64
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	return v, true
+}
+
+// next is the sequence number of the client's next event.
+func (r *responsesResumer) next() int64 {
+	r.seq++
+	return r.seq
+}
+
+// writeLoc writes an event's head up to its item's location: type,
+// sequence_number, item_id, output_index, content_index.
+func (r *responsesResumer) writeLoc(b *bytes.Buffer, typ string) {
+	b.WriteString("event: ")
+	b.WriteString(typ)
+	b.WriteString("\ndata: {\"type\":\"")
+	b.WriteString(typ)
+	b.WriteString("\",\"sequence_number\":")
+	b.WriteString(strconv.FormatInt(r.next(), 10))
+	b.WriteString(",\"item_id\":")
+	b.Write(jsonText(r.itemID))
+	b.WriteString(",\"output_index\":")
+	b.WriteString(strconv.FormatInt(r.outputIndex, 10))
+	b.WriteString(",\"content_index\":")
+	b.WriteString(strconv.FormatInt(r.contentIndex, 10))
+}
+
+func (r *responsesResumer) writeText(w io.Writer, text string) error {
+	if text == "" {
+		return nil
+	}
+	var b bytes.Buffer
+	r.writeLoc(&b, "response.output_text.delta")
+	b.WriteString(",\"delta\":")
+	b.Write(jsonText(text))
+	b.WriteString(",\"logprobs\":[]}\n\n")
+	if r.bad == "" {
+		// Past maxResumeText the text is still kept: writeEnd repeats it
+		// whole (ineligible stops a further continuation).
+		r.buf = append(r.buf, text...)
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// responsesOutputPart and responsesOutputItem are the client's message
+// as its done events and the final response carry it.
+type responsesOutputPart struct {
+	Type        string     `json:"type"`
+	Text        string     `json:"text"`
+	Annotations []struct{} `json:"annotations"`
+	Logprobs    []struct{} `json:"logprobs"`
+}
+
+type responsesOutputItem struct {
+	ID      string                `json:"id"`
+	Type    string                `json:"type"`
+	Status  string                `json:"status"`
+	Role    string                `json:"role"`
+	Content []responsesOutputPart `json:"content"`
+}
+
+func (r *responsesResumer) writeEnd(w io.Writer, end contEnd) error {
+	text := r.text()
+	incomplete := end.finish == "incomplete"
+	part := responsesOutputPart{Type: "output_text", Text: text, Annotations: []struct{}{}, Logprobs: []struct{}{}}
+	item := responsesOutputItem{ID: r.itemID, Type: "message", Status: "completed", Role: "assistant",
+		Content: []responsesOutputPart{part}}
+	if incomplete {
+		item.Status = "incomplete"
+	}
+	partJSON, _ := json.Marshal(part) // strings and empty slices: cannot fail
+	itemJSON, _ := json.Marshal(item)
+	var b bytes.Buffer
+	if !r.textDone {
+		r.writeLoc(&b, "response.output_text.done")
+		b.WriteString(",\"text\":")
+		b.Write(jsonText(text))
+		b.WriteString(",\"logprobs\":[]}\n\n")
+		r.textDone = true
+	}
+	if !r.partDone {
+		r.writeLoc(&b, "response.content_part.done")
+		b.WriteString(",\"part\":")
+		b.Write(partJSON)
+		b.WriteString("}\n\n")
+		r.partDone = true
+	}
+	if !r.itemDone {
+		b.WriteString("event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"sequence_number\":")
+		b.WriteString(strconv.FormatInt(r.next(), 10))
+		b.WriteString(",\"output_index\":")
+		b.WriteString(strconv.FormatInt(r.outputIndex, 10))
+		b.WriteString(",\"item\":")
+		b.Write(itemJSON)
+		b.WriteString("}\n\n")
+		r.itemDone = true
+	}
+	typ := "response.completed"
+	if incomplete {
+		typ = "response.incomplete"
+	}
+	resp, err := r.finalResponse(itemJSON, end, incomplete)
+	if err != nil {
+		return err
+	}
+	b.WriteString("event: ")
+	b.WriteString(typ)
+	b.WriteString("\ndata: {\"type\":\"")
+	b.WriteString(typ)
+	b.WriteString("\",\"sequence_number\":")
+	b.WriteString(strconv.FormatInt(r.next(), 10))
+	b.WriteString(",\"response\":")
+	b.Write(resp)
+	b.WriteString("}\n\n")
+	_, err = w.Write(b.Bytes())
+	return err
+}
+
+// finalResponse is the client's response object as response.created
+// announced it (its id, created_at, model, ...), finished: the status, the
+// one message item and the usage. The usage is null when it is not known
+// (the client had the whole text, and no continuation ran to count it).
+func (r *responsesResumer) finalResponse(itemJSON []byte, end contEnd, incomplete bool) ([]byte, error) {
+	obj := map[string]json.RawMessage{}
+	if r.created != nil {
+		if err := json.Unmarshal(r.created, &obj); err != nil {
+			return nil, err
+		}
+	}
+	obj["status"] = json.RawMessage(`"completed"`)
+	obj["incomplete_details"] = json.RawMessage(`null`)
+	obj["error"] = json.RawMessage(`null`)
+	if incomplete {
+		reason := r.incompleteReason
+		if reason == nil {
+			reason = []byte(`"max_output_tokens"`)
+		}
+		obj["status"] = json.RawMessage(`"incomplete"`)
+		obj["incomplete_details"] = json.RawMessage(`{"reason":` + string(reason) + `}`)
+	} else if _, ok := obj["completed_at"]; ok {
+		obj["completed_at"] = json.RawMessage(strconv.FormatInt(clock().Unix(), 10))
+	}
+	obj["output"] = json.RawMessage(`[` + string(itemJSON) + `]`)
+	obj["usage"] = json.RawMessage(`null`)
+	if end.input != 0 || end.output != 0 {
+		obj["usage"] = json.RawMessage(`{"input_tokens":` + strconv.FormatInt(end.input, 10) +
+			`,"input_tokens_details":{"cached_tokens":0},"output_tokens":` + strconv.FormatInt(end.output, 10) +
+			`,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":` + strconv.FormatInt(end.input+end.output, 10) + `}`)
+	}
+	return json.Marshal(obj)
+}
