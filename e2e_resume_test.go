@@ -309,3 +309,23 @@ func TestResumeOnlyTerminalMissing(t *testing.T) {
 		t.Fatalf("resume entries %v", resumes)
 	}
 }
+
+// A client that leaves while its stream is being continued: the
+// continuation is cancelled and the request is logged as the client's
+// abort, not a stream error.
+func TestResumeClientLeaves(t *testing.T) {
+	cut := cutOnce(t)
+	slow := newUpstream(t, sim.Config{Tokens: 60, Text: longText, FirstToken: caddy.Duration(10 * time.Second)})
+	p := startProxy(t, provider("cut", cut, "priority 1", "api anthropic")+provider("slow", slow, "priority 2", "api anthropic")+"hedge off\n")
+	if _, err := streamAnthropic(ctxTimeout(t, time.Second), anthropicClient(p, "k"), anthropicParams("claude-test")); err == nil {
+		t.Fatal("a client that left got a clean end")
+	}
+	streamWait(t, 5*time.Second, "the continuation to be cancelled", func() bool {
+		recs := slow.Requests()
+		return len(recs) == 1 && recs[0].Canceled
+	})
+	line, _ := resumeLine(t, p)
+	if line["outcome"] != "client_abort" {
+		t.Fatalf("log outcome %v, want client_abort", line["outcome"])
+	}
+}

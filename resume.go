@@ -1,6 +1,8 @@
 package llmhedge
 
 import (
+	"context"
+	"errors"
 	"io"
 	"slices"
 	"unicode/utf8"
@@ -50,6 +52,9 @@ func resumableEnd(reason string) bool {
 func (h *Handler) resume(w io.Writer, flush func() error, st *requestState, rs resumer) {
 	held := st.relay.Held
 	defer func() {
+		if !st.relay.Complete && errors.Is(st.ctx.Err(), context.Canceled) {
+			st.relay.Reason = "client_gone" // it left while the stream was being continued
+		}
 		if !st.relay.Complete && st.relay.Reason != "client_gone" && held != "" {
 			_ = writeClientEvent(w, flush, []byte(held)) // the client is told; if it cannot be, it is gone anyway
 		}
