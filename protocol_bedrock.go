@@ -1,9 +1,11 @@
 package llmhedge
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -11,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -144,36 +147,61 @@ func (*bedrockProtocol) response(resp *http.Response) {
 // JSON, written as `event: <its type>` and `data: <the JSON>`. An exception
 // frame ends the stream with a *streamFault classed like its HTTP status.
 type bedrockStream struct {
-	r   io.ReadCloser
-	cr  countReader
-	dec *eventstream.Decoder
-	out []byte // SSE not yet read
-	off int
-	err error
+	r       io.ReadCloser
+	br      *bufio.Reader // r: the decoder's small reads, and what has arrived
+	cr      countReader
+	dec     *eventstream.Decoder
+	payload []byte // the frame payload's buffer, reused
+	ev      []byte // the decoded chunk's buffer, reused
+	out     []byte // SSE not yet read
+	off     int
+	err     error
 }
 
+// bedrockBatch bounds the SSE one Read decodes from frames already received.
+const bedrockBatch = 16 << 10
+
 func newBedrockStream(r io.ReadCloser) *bedrockStream {
-	return &bedrockStream{r: r, dec: eventstream.NewDecoder()}
+	return &bedrockStream{r: r, br: bufio.NewReader(r), dec: eventstream.NewDecoder()}
 }
 
 func (s *bedrockStream) Close() error { return s.r.Close() }
 
+// Read returns the SSE of the next frame and of every further frame
+// already received whole: the reader gets a burst in one read, and the
+// relay flushes it to the client once, as it does for an SSE upstream.
 func (s *bedrockStream) Read(p []byte) (int, error) {
-	for s.off == len(s.out) {
-		if s.err != nil {
+	if s.off == len(s.out) {
+		s.out, s.off = s.out[:0], 0
+		for len(s.out) == 0 && s.err == nil { // a frame may carry nothing for the client
+			s.err = s.next()
+		}
+		for s.err == nil && len(s.out) < bedrockBatch && s.frameReceived() {
+			s.err = s.next()
+		}
+		if len(s.out) == 0 {
 			return 0, s.err
 		}
-		s.out, s.off = s.out[:0], 0
-		s.err = s.next()
 	}
 	n := copy(p, s.out[s.off:])
 	s.off += n
 	return n, nil
 }
 
+// frameReceived reports whether the next frame is whole in the buffer, so
+// decoding it does not wait for the network.
+func (s *bedrockStream) frameReceived() bool {
+	n := s.br.Buffered()
+	if n < 4 {
+		return false
+	}
+	b, _ := s.br.Peek(4)
+	return uint64(n) >= uint64(binary.BigEndian.Uint32(b))
+}
+
 // next decodes one frame into s.out, or returns the error that ends the stream.
 func (s *bedrockStream) next() error {
-	s.cr.r, s.cr.n = s.r, 0
+	s.cr.r, s.cr.n = s.br, 0
 	msg, err := s.decode()
 	switch {
 	case err == nil:
@@ -203,12 +231,14 @@ func (s *bedrockStream) next() error {
 	if !ok || len(b64) < 2 || b64[0] != '"' {
 		return &streamFault{classMalformed, "bedrock chunk without bytes"}
 	}
-	ev := make([]byte, base64.StdEncoding.DecodedLen(len(b64)-2))
+	ev := slices.Grow(s.ev[:0], base64.StdEncoding.DecodedLen(len(b64)-2))
+	ev = ev[:cap(ev)]
 	n, err := base64.StdEncoding.Decode(ev, b64[1:len(b64)-1])
 	if err != nil {
 		return &streamFault{classMalformed, "bedrock chunk: bytes are not base64"}
 	}
 	ev = ev[:n]
+	s.ev = ev
 	var name string
 	if t, ok := jsonLookup(ev, "type"); ok {
 		var s string
@@ -257,7 +287,11 @@ func (s *bedrockStream) decode() (msg eventstream.Message, err error) {
 			msg, err = eventstream.Message{}, &streamFault{classMalformed, fmt.Sprintf("bedrock event stream: malformed frame: %v", v)}
 		}
 	}()
-	return s.dec.Decode(&s.cr, nil)
+	msg, err = s.dec.Decode(&s.cr, s.payload[:0])
+	if cap(msg.Payload) > cap(s.payload) && cap(msg.Payload) <= bedrockBatch {
+		s.payload = msg.Payload[:0] // grown by a larger frame: keep it
+	}
+	return msg, err
 }
 
 // countReader counts the bytes one frame's decoding read, and whether it
