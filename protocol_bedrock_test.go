@@ -3,6 +3,7 @@ package llmhedge
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -167,4 +168,33 @@ func sdkDecode(b []byte) (msg eventstream.Message, err error) {
 		}
 	}()
 	return eventstream.NewDecoder().Decode(bytes.NewReader(b), nil)
+}
+
+// cloudBody drops the named members however their keys are escaped and
+// wherever they repeat, sets the others once, and copies the rest as written.
+func TestCloudBodySplices(t *testing.T) {
+	in := `{"model":"m", "max_tokens" : 5,"stream":true,"mod\u0065l":"x","messages":[{"role":"user","content":"a<b"}],"anthropic_version":"old","x":{"y":[1,2]}}`
+	got, err := cloudBody([]byte(in), []string{"model", "stream"}, map[string]json.RawMessage{
+		"anthropic_version": json.RawMessage(`"bedrock-2023-05-31"`), "anthropic_beta": json.RawMessage(`["b"]`)})
+	want := `{"max_tokens":5,"messages":[{"role":"user","content":"a<b"}],"x":{"y":[1,2]},"anthropic_beta":["b"],"anthropic_version":"bedrock-2023-05-31"}`
+	if err != nil || string(got) != want {
+		t.Fatalf("got %s, %v\nwant %s", got, err, want)
+	}
+	for _, bad := range []string{`[1]`, `{"a":}`, `{"a":1`, ``} {
+		if _, err := cloudBody([]byte(bad), nil, nil); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// BenchmarkBedrockCloudBody is the Bedrock request body of the bench.
+func BenchmarkBedrockCloudBody(b *testing.B) {
+	body := []byte(`{"model":"claude-bench","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":"Write a short paragraph about the sea."}]}`)
+	set := map[string]json.RawMessage{"anthropic_version": json.RawMessage(bedrockAnthropicVersion)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := cloudBody(body, []string{"model", "stream"}, set); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
