@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -87,19 +89,46 @@ func (p *provider) setURL(up *http.Request, escapedPath string) error {
 }
 
 // cloudBody edits a JSON request body for a cloud: drops the named members
-// and sets others (values are raw JSON). Member order is not kept.
+// (every occurrence, however its key is escaped) and sets others (values
+// are raw JSON, appended in key order). The other members are copied as
+// written, in their order: one copy, nothing re-encoded.
 func cloudBody(body []byte, drop []string, set map[string]json.RawMessage) ([]byte, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, fmt.Errorf("request body: %w", err)
+	keys := slices.Sorted(maps.Keys(set))
+	out := make([]byte, 0, len(body)+64)
+	out = append(out, '{')
+	err := scanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
+		for _, k := range drop {
+			if jsonKeyIs(key, k) {
+				return true
+			}
+		}
+		for _, k := range keys {
+			if jsonKeyIs(key, k) {
+				return true
+			}
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, '"')
+		out = append(out, key...)
+		out = append(out, '"', ':')
+		out = append(out, body[vStart:vEnd]...)
+		return true
+	})
+	if err != nil {
+		return nil, err
 	}
-	for _, k := range drop {
-		delete(m, k)
+	for _, k := range keys {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		q, _ := json.Marshal(k) // a JSON string: cannot fail
+		out = append(out, q...)
+		out = append(out, ':')
+		out = append(out, set[k]...)
 	}
-	for k, v := range set {
-		m[k] = v
-	}
-	return json.Marshal(m)
+	return append(out, '}'), nil
 }
 
 // streamFault is a failure a cloud reports inside a 200 stream (a Bedrock

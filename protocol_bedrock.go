@@ -1,21 +1,25 @@
 package llmhedge
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
 )
@@ -144,95 +148,131 @@ func (*bedrockProtocol) response(resp *http.Response) {
 // JSON, written as `event: <its type>` and `data: <the JSON>`. An exception
 // frame ends the stream with a *streamFault classed like its HTTP status.
 type bedrockStream struct {
-	r   io.ReadCloser
-	cr  countReader
-	dec *eventstream.Decoder
-	out []byte // SSE not yet read
-	off int
-	err error
+	r       io.ReadCloser
+	br      *bufio.Reader // r, and what has arrived of it
+	frame   []byte        // the current frame's buffer, reused
+	prelude [12]byte
+	ev      []byte // the decoded chunk's buffer, reused
+	out     []byte // SSE not yet read
+	off     int
+	err     error
 }
 
+// bedrockBatch bounds the SSE one Read decodes from frames already received.
+const bedrockBatch = 16 << 10
+
 func newBedrockStream(r io.ReadCloser) *bedrockStream {
-	return &bedrockStream{r: r, dec: eventstream.NewDecoder()}
+	return &bedrockStream{r: r, br: bufio.NewReader(r)}
 }
 
 func (s *bedrockStream) Close() error { return s.r.Close() }
 
+// Read returns the SSE of the next frame and of every further frame
+// already received whole: the reader gets a burst in one read, and the
+// relay flushes it to the client once, as it does for an SSE upstream.
 func (s *bedrockStream) Read(p []byte) (int, error) {
-	for s.off == len(s.out) {
-		if s.err != nil {
+	if s.off == len(s.out) {
+		s.out, s.off = s.out[:0], 0
+		for len(s.out) == 0 && s.err == nil { // a frame may carry nothing for the client
+			s.err = s.next()
+		}
+		for s.err == nil && len(s.out) < bedrockBatch && s.frameReceived() {
+			s.err = s.next()
+		}
+		if len(s.out) == 0 {
 			return 0, s.err
 		}
-		s.out, s.off = s.out[:0], 0
-		s.err = s.next()
 	}
 	n := copy(p, s.out[s.off:])
 	s.off += n
 	return n, nil
 }
 
+// frameReceived reports whether the next frame is whole in the buffer, so
+// decoding it does not wait for the network.
+func (s *bedrockStream) frameReceived() bool {
+	n := s.br.Buffered()
+	if n < 4 {
+		return false
+	}
+	b, _ := s.br.Peek(4)
+	return uint64(n) >= uint64(binary.BigEndian.Uint32(b))
+}
+
 // next decodes one frame into s.out, or returns the error that ends the stream.
 func (s *bedrockStream) next() error {
-	s.cr.r, s.cr.n = s.r, 0
 	msg, err := s.decode()
 	switch {
 	case err == nil:
-	case errors.Is(err, io.EOF) && s.cr.n == 0:
+	case err == io.EOF:
 		return io.EOF // at a frame boundary
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, io.ErrUnexpectedEOF):
 		return io.ErrUnexpectedEOF // inside a frame
+	case isStreamFault(err): // a malformed frame
+		return err
 	default:
-		if s.cr.eof { // a truncated payload shows as a checksum error
-			return io.ErrUnexpectedEOF
-		}
 		return fmt.Errorf("bedrock event stream: %w", err)
 	}
-	switch mt := headerString(msg.Headers, ":message-type"); mt {
+	switch string(msg.messageType) {
 	case "exception":
-		return bedrockException(headerString(msg.Headers, ":exception-type"), msg.Payload)
+		return bedrockException(string(msg.exceptionType), msg.payload)
 	case "error":
-		return bedrockException(headerString(msg.Headers, ":error-code"), []byte(`{"message":`+jsonQuote(headerString(msg.Headers, ":error-message"))+`}`))
+		return bedrockException(string(msg.errorCode), []byte(`{"message":`+jsonQuote(string(msg.errorMessage))+`}`))
 	case "event", "":
 	default:
-		return fmt.Errorf("bedrock event stream: unknown message type %q", mt)
+		return fmt.Errorf("bedrock event stream: unknown message type %q", msg.messageType)
 	}
-	if et := headerString(msg.Headers, ":event-type"); et != "chunk" {
+	if string(msg.eventType) != "chunk" {
 		return nil // not an answer event: nothing for the client
 	}
-	b64, ok := jsonLookup(msg.Payload, "bytes")
+	b64, ok := jsonLookup(msg.payload, "bytes")
 	if !ok || len(b64) < 2 || b64[0] != '"' {
 		return &streamFault{classMalformed, "bedrock chunk without bytes"}
 	}
-	ev := make([]byte, base64.StdEncoding.DecodedLen(len(b64)-2))
+	ev := slices.Grow(s.ev[:0], base64.StdEncoding.DecodedLen(len(b64)-2))
+	ev = ev[:cap(ev)]
 	n, err := base64.StdEncoding.Decode(ev, b64[1:len(b64)-1])
 	if err != nil {
 		return &streamFault{classMalformed, "bedrock chunk: bytes are not base64"}
 	}
 	ev = ev[:n]
-	var name string
+	s.ev = ev
+	var name []byte
 	if t, ok := jsonLookup(ev, "type"); ok {
-		var s string
-		if json.Unmarshal(t, &s) == nil {
-			name = s
+		if plainJSONString(t) {
+			name = t[1 : len(t)-1] // as Unmarshal would give it, without its allocations
+		} else if v := ""; json.Unmarshal(t, &v) == nil && !strings.ContainsAny(v, "\r\n") {
+			name = []byte(v)
 		}
-	}
-	if strings.ContainsAny(name, "\r\n") {
-		name = ""
 	}
 	s.out = appendSSE(s.out, name, ev)
 	return nil
 }
 
+// plainJSONString reports whether t is a JSON string of printable ASCII
+// without escapes: its value is the bytes between the quotes.
+func plainJSONString(t []byte) bool {
+	if len(t) < 2 || t[0] != '"' || t[len(t)-1] != '"' {
+		return false
+	}
+	for _, c := range t[1 : len(t)-1] {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
 // appendSSE writes one event; data lines split where the JSON has line ends
 // (it has none unless pretty-printed).
-func appendSSE(b []byte, name string, data []byte) []byte {
-	if name != "" {
+func appendSSE(b []byte, name []byte, data []byte) []byte {
+	if len(name) > 0 {
 		b = append(b, "event: "...)
 		b = append(b, name...)
 		b = append(b, '\n')
 	}
 	for {
-		i := strings.IndexAny(string(data), "\r\n")
+		i := bytes.IndexAny(data, "\r\n")
 		b = append(b, "data: "...)
 		if i < 0 {
 			b = append(b, data...)
@@ -248,42 +288,110 @@ func appendSSE(b []byte, name string, data []byte) []byte {
 	return append(b, "\n\n"...)
 }
 
-// decode reads one frame. The SDK's decoder panics on a header value type
-// it does not know (checked before the frame's checksum): a malformed
-// frame, not a crash.
-func (s *bedrockStream) decode() (msg eventstream.Message, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			msg, err = eventstream.Message{}, &streamFault{classMalformed, fmt.Sprintf("bedrock event stream: malformed frame: %v", v)}
-		}
-	}()
-	return s.dec.Decode(&s.cr, nil)
+func isStreamFault(err error) bool {
+	_, ok := err.(*streamFault)
+	return ok
 }
 
-// countReader counts the bytes one frame's decoding read, and whether it
-// reached the end of the stream.
-type countReader struct {
-	r   io.Reader
-	n   int
-	eof bool
+// Limits of one event-stream frame, as the AWS SDK's decoder has them.
+const (
+	bedrockMaxHeaders = 128 << 10
+	bedrockMaxPayload = 16 << 20
+)
+
+// bedrockFrame is one decoded event-stream frame: the values of the string
+// headers the stream reads, and the payload. They alias the stream's frame
+// buffer, valid until the next frame is read.
+type bedrockFrame struct {
+	messageType, eventType, exceptionType, errorCode, errorMessage []byte
+	payload                                                        []byte
 }
 
-func (c *countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += n
-	if err == io.EOF {
-		c.eof = true
+// decode reads one frame whole (prelude, headers, payload, the two CRC32
+// checksums) from the buffered stream into a reused buffer and parses its
+// headers in place. It returns io.EOF at a frame boundary, and
+// io.ErrUnexpectedEOF inside a frame.
+func (s *bedrockStream) decode() (f bedrockFrame, err error) {
+	prelude := s.prelude[:]
+	if _, err := io.ReadFull(s.br, prelude); err != nil {
+		return f, err
 	}
-	return n, err
-}
-
-func headerString(hs eventstream.Headers, name string) string {
-	if v := hs.Get(name); v != nil {
-		if s, ok := v.Get().(string); ok {
-			return s
-		}
+	total, hlen := binary.BigEndian.Uint32(prelude[:]), binary.BigEndian.Uint32(prelude[4:])
+	if crc32.ChecksumIEEE(prelude[:8]) != binary.BigEndian.Uint32(prelude[8:]) {
+		return f, errors.New("prelude checksum mismatch")
 	}
-	return ""
+	if total < 16 || hlen > bedrockMaxHeaders || hlen > total-16 || total-16-hlen > bedrockMaxPayload {
+		return f, fmt.Errorf("frame length %d with headers %d", total, hlen)
+	}
+	// Grown as the bytes arrive, not to the length the prelude claims.
+	b := append(s.frame[:0], prelude...)
+	for len(b) < int(total) {
+		n := min(int(total)-len(b), 64<<10)
+		b = slices.Grow(b, n)
+		if _, err := io.ReadFull(s.br, b[len(b):len(b)+n]); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return f, err
+		}
+		b = b[:len(b)+n]
+	}
+	if cap(b) <= 64<<10 {
+		s.frame = b[:0]
+	}
+	if crc32.ChecksumIEEE(b[:total-4]) != binary.BigEndian.Uint32(b[total-4:]) {
+		return f, errors.New("message checksum mismatch")
+	}
+	f.payload = b[12+hlen : total-4]
+	for h := b[12 : 12+hlen]; len(h) > 0; {
+		nl := int(h[0])
+		if len(h) < 2+nl {
+			return f, &streamFault{classMalformed, "bedrock event stream: malformed frame header"}
+		}
+		name, typ := h[1:1+nl], h[1+nl]
+		h = h[2+nl:]
+		var n int // the value's length
+		switch typ {
+		case 0, 1: // bool true, false
+		case 2: // byte
+			n = 1
+		case 3: // int16
+			n = 2
+		case 4: // int32
+			n = 4
+		case 5, 8: // int64, timestamp
+			n = 8
+		case 9: // uuid
+			n = 16
+		case 6, 7: // bytes, string: a 2-byte length first
+			if len(h) < 2 {
+				return f, &streamFault{classMalformed, "bedrock event stream: malformed frame header"}
+			}
+			n = 2 + int(binary.BigEndian.Uint16(h))
+		default:
+			return f, &streamFault{classMalformed, fmt.Sprintf("bedrock event stream: malformed frame: header value type %d", typ)}
+		}
+		if len(h) < n {
+			return f, &streamFault{classMalformed, "bedrock event stream: malformed frame header"}
+		}
+		if typ == 7 {
+			v := h[2:n]
+			switch string(name) {
+			case ":message-type":
+				f.messageType = v
+			case ":event-type":
+				f.eventType = v
+			case ":exception-type":
+				f.exceptionType = v
+			case ":error-code":
+				f.errorCode = v
+			case ":error-message":
+				f.errorMessage = v
+			}
+		}
+		h = h[n:]
+	}
+	return f, nil
 }
 
 func jsonQuote(s string) string {

@@ -41,8 +41,8 @@ http://127.0.0.1:%d {
 }
 
 // startCaddy runs `caddy run` with the Caddyfile made of globals and site,
-// and waits until the site answers on its port.
-func startCaddy(bin, dir, name, globals, site string) (*caddyProc, error) {
+// and waits until the site answers on its port; env is added to its environment.
+func startCaddy(bin, dir, name, globals, site string, env ...string) (*caddyProc, error) {
 	port, admin := freePort(), freePort()
 	cfgPath := filepath.Join(dir, name+".Caddyfile")
 	if err := os.WriteFile(cfgPath, []byte(caddyfile(port, admin, globals, site)), 0o644); err != nil {
@@ -58,6 +58,7 @@ func startCaddy(bin, dir, name, globals, site string) (*caddyProc, error) {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Caddy's data and config directories go to the scratch directory.
 	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir, "HOME="+dir)
+	cmd.Env = append(cmd.Env, env...)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}

@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,7 +42,7 @@ var (
 	duration    = flag.Duration("duration", 3*time.Second, "measured time of each cell")
 	warmup      = flag.Duration("warmup", 500*time.Millisecond, "unmeasured load before each cell")
 	concList    = flag.String("conc", "1,16,64", "concurrencies (comma-separated); 1 shows the added latency of an unloaded proxy")
-	modeList    = flag.String("modes", "non-stream,stream,responses-stream,gemini-stream", "response shapes: non-stream, stream (Anthropic), responses-stream (OpenAI Responses), gemini-stream")
+	modeList    = flag.String("modes", "non-stream,stream,responses-stream,gemini-stream", "response shapes: non-stream, stream (Anthropic), responses-stream (OpenAI Responses), gemini-stream, bedrock-stream (Anthropic through api bedrock; adds llm_hedge_sigv4)")
 	configList  = flag.String("configs", "direct,reverse_proxy,llm_hedge,llm_hedge_3", "configurations to compare")
 	rounds      = flag.Int("rounds", 1, "runs of every cell; the table shows the median of each figure")
 	profileDir  = flag.String("profile", "", "save a CPU profile of Caddy for every proxied cell into this directory")
@@ -217,7 +218,15 @@ func runCompare(bin, dir string) error {
 		return err
 	}
 	configs := strings.Split(*configList, ",")
-	sims, err := startSims(3, sim.Config{})
+	var all []string // the table's columns: every mode's configurations
+	for _, mode := range modes {
+		for _, c := range modeConfigs(benchModes[mode], configs) {
+			if !slices.Contains(all, c) {
+				all = append(all, c)
+			}
+		}
+	}
+	sims, err := startSims(sigv4Sim+1, sim.Config{})
 	if err != nil {
 		return err
 	}
@@ -226,15 +235,14 @@ func runCompare(bin, dir string) error {
 	var results []cellResult
 	for _, mode := range modes {
 		m := benchModes[mode]
-		cfg := sim.Config{Tokens: m.tokens}
-		for _, s := range sims {
-			if err := s.SetConfig(cfg); err != nil {
+		for i, s := range sims {
+			if err := s.SetConfig(m.simConfig(i)); err != nil {
 				return err
 			}
 		}
 		for _, conc := range concs {
 			for round := 0; round < *rounds; round++ {
-				for _, config := range configs {
+				for _, config := range modeConfigs(m, configs) {
 					r, err := runCell(bin, dir, sims, mode, config, m, conc, round)
 					if err != nil {
 						return fmt.Errorf("%s c=%d %s: %w", mode, conc, config, err)
@@ -247,7 +255,7 @@ func runCompare(bin, dir string) error {
 		}
 	}
 	rs := medians(results)
-	printTable(os.Stdout, rs, modes, concs, configs)
+	printTable(os.Stdout, rs, modes, concs, all)
 	var bad []string
 	for _, r := range rs {
 		if r.failed > 0 {
@@ -266,13 +274,14 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 	var proc *caddyProc
 	if config != "direct" {
 		var err error
-		proc, err = startCaddy(bin, dir, fmt.Sprintf("%s-%s-%d-%d", config, mode, conc, round), "", site(config, sims, ""))
+		proc, err = startCaddy(bin, dir, fmt.Sprintf("%s-%s-%d-%d", config, mode, conc, round), "", modeSite(m, config, sims), caddyEnv(config)...)
 		if err != nil {
 			return res, err
 		}
 		defer proc.Stop()
 		target = proc.URL
 	}
+	m = m.forConfig(config)
 	tr := load.NewTransport(conc)
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
@@ -311,7 +320,7 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 				}
 				w.lat = append(w.lat, lat)
 				if w.bytes == 0 {
-					w.events = countEvents(buf.Bytes())
+					w.events = m.countEvents(buf.Bytes())
 				}
 				w.bytes = buf.Len()
 			}

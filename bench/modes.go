@@ -19,6 +19,14 @@ type benchMode struct {
 	header map[string]string // besides Content-Type: application/json
 	body   []byte
 	check  func(b []byte) error // b is a 200 response's whole body
+	events func(b []byte) int   // events of a complete answer; nil: countEvents
+
+	// A cloud mode (bedrock.go): the simulators' wire, the request
+	// direct and reverse_proxy send instead (the cloud's own), and further
+	// llm_hedge configurations of this mode only.
+	wire  string
+	raw   *benchMode
+	extra []string
 }
 
 const prompt = "Write a short paragraph about the sea."
@@ -42,6 +50,7 @@ var benchModes = map[string]benchMode{
 		body:   fmt.Appendf(nil, `{"contents":[{"role":"user","parts":[{"text":%q}]}],"generationConfig":{"maxOutputTokens":1024}}`, prompt),
 		check:  checkGeminiStream,
 	},
+	"bedrock-stream": bedrockStreamMode(),
 }
 
 // anthropicMode is an Anthropic Messages shape; its answer ends in
@@ -120,6 +129,14 @@ func checkGeminiStream(b []byte) error {
 	return nil
 }
 
+// countEvents counts the events of m's complete answer b.
+func (m benchMode) countEvents(b []byte) int {
+	if m.events != nil {
+		return m.events(b)
+	}
+	return countEvents(b)
+}
+
 // countEvents counts the SSE events of a stream body (0 for JSON).
 func countEvents(b []byte) int {
 	if bytes.HasPrefix(b, []byte("{")) {
@@ -133,7 +150,7 @@ func parseModes(s string) ([]string, error) {
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		if _, ok := benchModes[f]; !ok {
-			return nil, fmt.Errorf("unknown mode %q (have non-stream, stream, responses-stream, gemini-stream)", f)
+			return nil, fmt.Errorf("unknown mode %q (have non-stream, stream, responses-stream, gemini-stream, bedrock-stream)", f)
 		}
 		out = append(out, f)
 	}

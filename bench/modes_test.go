@@ -3,13 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+	_ "github.com/llmhedge/caddy-llm-hedge"
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
@@ -17,7 +24,9 @@ import (
 // requires its check to pass the whole answer and to fail the answer
 // without its last event, or with a body that is no stream at all.
 func TestBenchModesCheck(t *testing.T) {
-	wantEvents := map[string]int{"non-stream": 0, "stream": 60, "responses-stream": 62, "gemini-stream": 55}
+	// bedrock-stream: the client of llm_hedge reads Anthropic SSE (the
+	// Bedrock request is TestBedrockStreamMode's).
+	wantEvents := map[string]int{"non-stream": 0, "stream": 60, "responses-stream": 62, "gemini-stream": 55, "bedrock-stream": 60}
 	for name, m := range benchModes {
 		t.Run(name, func(t *testing.T) {
 			srv := httptest.NewServer(sim.New(sim.Config{Tokens: m.tokens}))
@@ -97,4 +106,125 @@ func TestPrintTableFailures(t *testing.T) {
 		}
 	}
 	t.Log("\n" + out)
+}
+
+// TestBedrockStreamMode: the requests of the bedrock-stream cell and the
+// Caddyfiles of its configurations. The Bedrock request (direct,
+// reverse_proxy) is what Bedrock takes, and its check accepts the whole
+// event stream and nothing less; reverse_proxy's client sends no key (its
+// header_up adds it); every configuration's Caddyfile adapts and provisions.
+func TestBedrockStreamMode(t *testing.T) {
+	m := benchModes["bedrock-stream"]
+	if got := modeConfigs(m, []string{"direct", "reverse_proxy", "llm_hedge", "llm_hedge_3"}); !slices.Equal(got, []string{"direct", "reverse_proxy", "llm_hedge", "llm_hedge_sigv4", "llm_hedge_3"}) {
+		t.Errorf("configs %v", got)
+	}
+	if got := modeConfigs(benchModes["stream"], []string{"reverse_proxy", "llm_hedge", "llm_hedge_sigv4"}); !slices.Equal(got, []string{"reverse_proxy", "llm_hedge"}) {
+		t.Errorf("stream configs %v", got)
+	}
+
+	// The llm_hedge client speaks Anthropic Messages, streamed.
+	if hm := m.forConfig("llm_hedge"); hm.path != "/v1/messages" || !bytes.Contains(hm.body, []byte(`"stream":true`)) || !bytes.Contains(hm.body, []byte(`"model":"claude-bench"`)) {
+		t.Errorf("llm_hedge request %s %s", hm.path, hm.body)
+	}
+	// The Bedrock request: no model or stream in the body, Bedrock's version.
+	direct, rp := m.forConfig("direct"), m.forConfig("reverse_proxy")
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(rp.body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := body["model"]; ok || body["stream"] != nil || string(body["anthropic_version"]) != `"bedrock-2023-05-31"` || body["messages"] == nil {
+		t.Errorf("Bedrock body %s", rp.body)
+	}
+	if rp.path != "/model/anthropic.claude-bench-v1%3A0/invoke-with-response-stream" || rp.header["Authorization"] != "" {
+		t.Errorf("reverse_proxy request %s %v", rp.path, rp.header)
+	}
+	if direct.header["Authorization"] != "Bearer "+bedrockKey || m.raw.header["Authorization"] != "" {
+		t.Errorf("direct request headers %v (the mode's own: %v)", direct.header, m.raw.header)
+	}
+
+	// Against the Bedrock simulator of the cell.
+	srv := httptest.NewServer(sim.New(m.simConfig(0)))
+	defer srv.Close()
+	do := func(bm benchMode) (int, []byte) {
+		resp, err := http.DefaultClient.Do(bm.newRequest(context.Background(), srv.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if status, b := do(rp); status != http.StatusForbidden {
+		t.Errorf("without the key: status %d %s, want 403 (reverse_proxy must add it)", status, b)
+	}
+	status, b := do(direct)
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, b)
+	}
+	if err := direct.check(b); err != nil {
+		t.Fatalf("complete event stream rejected: %v", err)
+	}
+	if n := direct.countEvents(b); n != 60 {
+		t.Errorf("%d frames, want 60", n)
+	}
+	frames, _ := eventFrames(b)
+	last := len(b) - len(frames[len(frames)-1])
+	bad := map[string][]byte{
+		"without its last frame": b[:last],
+		"cut inside the last":    b[:len(b)-5],
+		"empty":                  nil,
+		"an SSE stream":          []byte("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"),
+		"a flipped payload byte": append(append([]byte(nil), b[:len(b)-10]...), append([]byte{b[len(b)-10] ^ 1}, b[len(b)-9:]...)...),
+	}
+	for desc, bb := range bad {
+		if direct.check(bb) == nil {
+			t.Errorf("event stream %s passed", desc)
+		}
+	}
+	if status, b := do(m.forConfig("llm_hedge")); status == http.StatusOK {
+		t.Errorf("an Anthropic request to the Bedrock simulator passed: %.200s", b)
+	}
+
+	// The Caddyfiles: what each configuration must hold, and each adapts
+	// and provisions (llm_hedge_sigv4 with the credentials of its environment).
+	sims := make([]*simServer, sigv4Sim+1)
+	for i := range sims {
+		sims[i] = &simServer{URL: "http://127.0.0.1:" + string(rune('1'+i))}
+	}
+	for _, e := range caddyEnv("llm_hedge_sigv4") {
+		k, v, _ := strings.Cut(e, "=")
+		t.Setenv(k, v)
+	}
+	want := map[string][]string{
+		"reverse_proxy":   {"reverse_proxy 127.0.0.1:1 {", `header_up Authorization "Bearer ` + bedrockKey + `"`, "keepalive_idle_conns_per_host"},
+		"llm_hedge":       {"provider bedrock http://127.0.0.1:1 {", "api bedrock", "region us-east-1", "key " + bedrockKey, "model claude-bench " + bedrockModel},
+		"llm_hedge_sigv4": {"provider bedrock http://127.0.0.1:4 {", "api bedrock", "region us-east-1", "model claude-bench " + bedrockModel},
+		"llm_hedge_3":     {"http://127.0.0.1:1 {", "http://127.0.0.1:2 {", "http://127.0.0.1:3 {", "vendor c", "hedge {"},
+	}
+	for config, parts := range want {
+		st := modeSite(m, config, sims)
+		for _, p := range parts {
+			if !strings.Contains(st, p) {
+				t.Errorf("%s site lacks %q:\n%s", config, p, st)
+			}
+		}
+		if config == "llm_hedge_sigv4" && strings.Contains(st, "key ") {
+			t.Errorf("llm_hedge_sigv4 has a key, so it would not sign:\n%s", st)
+		}
+		js, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile(freePort(), freePort(), "", st)), nil)
+		if err != nil {
+			t.Errorf("%s: %v\n%s", config, err, st)
+			continue
+		}
+		var c caddy.Config
+		if err := json.Unmarshal(js, &c); err != nil {
+			t.Fatal(err)
+		}
+		if err := caddy.Validate(&c); err != nil {
+			t.Errorf("%s: %v", config, err)
+		}
+	}
+	if caddyEnv("llm_hedge") != nil {
+		t.Error("llm_hedge gets AWS credentials")
+	}
 }
