@@ -313,7 +313,4 @@ func queryName(raw string) string {
 	return raw
 }
 
-// newResumer: no continuation yet.
-func (geminiDialect) newResumer(*llmRequest) resumer { return nil }
-
 func (geminiDialect) cachedInInput() bool { return true }

@@ -393,7 +393,4 @@ func (openAIDialect) errorEvent(status int, message string) []byte {
 	return sseErrorEvent("", openAIErrorJSON(status, message))
 }
 
-// newResumer: no continuation yet.
-func (openAIDialect) newResumer(*llmRequest) resumer { return nil }
-
 func (openAIDialect) cachedInInput() bool { return true }

@@ -83,6 +83,9 @@ func (s *spliceRun) handle(ev sseEvent) bool {
 			}
 			s.res.wrote = true
 		}
+		if c.ends {
+			s.finish, s.finished = c.finish, true
+		}
 	case contOther:
 		s.res.diverged, s.res.reason = true, "the continuation sent output that is not text"
 		return true

@@ -55,7 +55,11 @@ const (
 type contEvent struct {
 	kind   contKind
 	text   string
-	finish string // the dialect's stop reason, with contFinish or contTerminal
+	finish string // the dialect's stop reason, with contFinish or contTerminal (or contText with ends)
+	// ends, with contText, says the event also finishes the answer (a
+	// chunk with the last text and its finish reason, as Gemini and some
+	// OpenAI-compatible servers send): the text, then contFinish.
+	ends bool
 }
 
 // contEnd is how a spliced stream ends: the continuation's finish and the

@@ -1,0 +1,317 @@
+package llmhedge
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strconv"
+)
+
+// geminiResumer continues a Gemini stream: the client has chunks of one
+// candidate (index 0) whose parts are text; a continuation's text goes on
+// in chunks with the client's modelVersion and responseId, and the end is
+// a chunk with the finishReason and the usage (a Gemini stream has no
+// terminal event: the body ends).
+type geminiResumer struct {
+	textLog
+	modelVersion, responseID []byte // raw values of the client's chunks
+	crlf                     bool   // the client's events end in "\r\n\r\n" (Gemini's own framing)
+	framed                   bool   // crlf was read from the client's first event
+	stopped                  bool   // a chunk with a finishReason reached the client
+}
+
+func (geminiDialect) newResumer(*llmRequest) resumer { return &geminiResumer{crlf: true} }
+
+// geminiChunk is what a resumer reads from one chunk: its first
+// candidate, and the top-level members it echoes.
+type geminiChunk struct {
+	candidates               int      // candidates in the chunk
+	index                    int64    // the first one's index (absent is 0; -1 when not an integer)
+	text                     []byte   // its first text part (raw JSON string)
+	more                     [][]byte // its further text parts
+	other                    string   // a part that is not text
+	finish                   []byte   // its finishReason, when it ends the candidate
+	modelVersion, responseID []byte
+}
+
+// scanGeminiChunk walks a chunk once; ok is false for data that is not a
+// JSON object.
+func scanGeminiChunk(data []byte) (c geminiChunk, ok bool) {
+	it, ok := jsonOpen(data, 0, 0)
+	if !ok || !it.isObject() {
+		return c, false
+	}
+	for it.next() {
+		switch {
+		case it.keyIs("modelVersion"):
+			c.modelVersion = it.value()
+		case it.keyIs("responseId"):
+			c.responseID = it.value()
+		case it.keyIs("candidates"):
+			c.candidates, c.index, c.text, c.more, c.other, c.finish = 0, 0, nil, nil, "", nil
+			arr, ok := it.enter()
+			if !ok {
+				continue
+			}
+			for !arr.isObject() && arr.next() {
+				c.candidates++
+				cand, ok := arr.enter()
+				if !ok {
+					c.other = "a candidate that is not an object"
+					continue
+				}
+				if c.candidates == 1 {
+					c.scanCandidate(&cand)
+				}
+				arr.leave(&cand)
+			}
+			it.leave(&arr)
+		}
+	}
+	return c, it.end()
+}
+
+// scanCandidate reads a candidate: index, finishReason and its parts.
+func (c *geminiChunk) scanCandidate(cand *jsonIter) {
+	for cand.isObject() && cand.next() {
+		switch {
+		case cand.keyIs("index"):
+			if v := cand.value(); !jsonIsNull(v) {
+				if n, isInt := jsonInt(v); isInt && bytes.IndexAny(v, ".eE") < 0 {
+					c.index = n
+				} else {
+					c.index = -1
+				}
+			}
+		case cand.keyIs("finishReason"):
+			if v := cand.value(); geminiFinishReason(v) {
+				c.finish = v
+			}
+		case cand.keyIs("content"):
+			content, ok := cand.enter()
+			if !ok {
+				continue
+			}
+			for content.isObject() && content.next() {
+				if !content.keyIs("parts") {
+					continue
+				}
+				c.text, c.more = nil, nil
+				parts, ok := content.enter()
+				if !ok {
+					continue
+				}
+				for !parts.isObject() && parts.next() {
+					part, ok := parts.enter()
+					if !ok {
+						c.other = "a part that is not an object"
+						continue
+					}
+					c.scanPart(&part)
+					parts.leave(&part)
+				}
+				content.leave(&parts)
+			}
+			cand.leave(&content)
+		}
+	}
+}
+
+// scanPart notes a part's text, or what it holds that is not text: a
+// thought, a functionCall, inlineData, executableCode... (a
+// thoughtSignature goes with visible text too).
+func (c *geminiChunk) scanPart(part *jsonIter) {
+	var text []byte
+	for part.isObject() && part.next() {
+		switch {
+		case part.keyIs("text"):
+			if v := part.value(); jsonIsString(v) {
+				text = v
+			} else if jsonNonEmpty(v) && c.other == "" {
+				c.other = "text that is not a string"
+			}
+		case part.keyIs("thought"):
+			if v := part.value(); string(v) == "true" && c.other == "" {
+				c.other = "thought"
+			}
+		case part.keyIs("thoughtSignature"):
+		default:
+			if v := part.value(); jsonNonEmpty(v) && c.other == "" {
+				c.other = string(part.key)
+			}
+		}
+	}
+	switch {
+	case len(text) <= 2: // none, or ""
+	case c.text == nil:
+		c.text = text
+	default:
+		c.more = append(c.more, text)
+	}
+}
+
+// appendText appends the decoded text of the chunk's text parts to dst.
+func (c *geminiChunk) appendText(dst []byte) []byte {
+	dst = jsonAppendString(dst, c.text)
+	for _, t := range c.more {
+		dst = jsonAppendString(dst, t)
+	}
+	return dst
+}
+
+func (r *geminiResumer) track(ev sseEvent, info eventInfo) {
+	if info.class == evError || info.class == evMalformed {
+		r.fail("an event that is not a chunk")
+		return
+	}
+	if jsonWS(ev.Data, 0) == len(ev.Data) {
+		return // a comment or keepalive
+	}
+	c, ok := scanGeminiChunk(ev.Data)
+	if !ok {
+		r.fail("an event that is not a chunk")
+		return
+	}
+	if !r.framed {
+		r.framed, r.crlf = true, bytes.HasSuffix(ev.Raw, []byte("\r\n\r\n"))
+	}
+	if r.modelVersion == nil && jsonIsString(c.modelVersion) {
+		r.modelVersion = bytes.Clone(c.modelVersion)
+	}
+	if r.responseID == nil && jsonIsString(c.responseID) {
+		r.responseID = bytes.Clone(c.responseID)
+	}
+	switch {
+	case c.candidates == 0:
+		return // usage or prompt feedback only
+	case c.candidates > 1 || c.index != 0:
+		r.fail("more than one candidate")
+		return
+	case c.other != "":
+		r.fail("output that is not text: " + c.other)
+		return
+	}
+	if c.text != nil {
+		r.appendJSON(c.text)
+		for _, t := range c.more {
+			r.appendJSON(t)
+		}
+	}
+	if c.finish != nil {
+		r.stopped = true
+	}
+}
+
+func (r *geminiResumer) finished() bool { return r.stopped }
+
+func (r *geminiResumer) prefill(body []byte, text string) ([]byte, error) {
+	return appendTurn(body, "contents", mergeGeminiTurn, func(t string) any {
+		return map[string]any{"role": "model", "parts": []map[string]string{{"text": t}}}
+	}, text)
+}
+
+// mergeGeminiTurn extends the client's own last model turn by a text part.
+func mergeGeminiTurn(last json.RawMessage, text string) (json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(last, &m) != nil || string(m["role"]) != `"model"` {
+		return nil, false
+	}
+	var parts []json.RawMessage
+	if json.Unmarshal(m["parts"], &parts) != nil {
+		return nil, false
+	}
+	p, _ := json.Marshal(map[string]string{"text": text})
+	m["parts"], _ = json.Marshal(append(parts, p))
+	out, err := json.Marshal(m)
+	return out, err == nil
+}
+
+func (r *geminiResumer) read(ev sseEvent, info eventInfo) contEvent {
+	if info.class == evError || info.class == evMalformed {
+		return contEvent{kind: contError}
+	}
+	if jsonWS(ev.Data, 0) == len(ev.Data) {
+		return contEvent{kind: contSkip}
+	}
+	c, ok := scanGeminiChunk(ev.Data)
+	switch {
+	case !ok:
+		return contEvent{kind: contError}
+	case c.candidates == 0:
+		return contEvent{kind: contSkip}
+	case c.candidates > 1 || c.index != 0 || c.other != "":
+		return contEvent{kind: contOther}
+	}
+	var finish string
+	if c.finish != nil {
+		finish = string(jsonAppendString(nil, c.finish))
+	}
+	switch {
+	case c.text != nil:
+		return contEvent{kind: contText, text: string(c.appendText(nil)), finish: finish, ends: c.finish != nil}
+	case c.finish != nil:
+		return contEvent{kind: contFinish, finish: finish}
+	}
+	return contEvent{kind: contSkip}
+}
+
+// chunkTail appends the end of a chunk: the client's ids and the event's
+// blank line.
+func (r *geminiResumer) chunkTail(b *bytes.Buffer) {
+	if r.modelVersion != nil {
+		b.WriteString(`,"modelVersion":`)
+		b.Write(r.modelVersion)
+	}
+	if r.responseID != nil {
+		b.WriteString(`,"responseId":`)
+		b.Write(r.responseID)
+	}
+	if r.crlf {
+		b.WriteString("}\r\n\r\n")
+	} else {
+		b.WriteString("}\n\n")
+	}
+}
+
+func (r *geminiResumer) writeText(w io.Writer, text string) error {
+	if text == "" {
+		return nil
+	}
+	var b bytes.Buffer
+	b.WriteString(`data: {"candidates":[{"content":{"parts":[{"text":`)
+	b.Write(jsonText(text))
+	b.WriteString(`}],"role":"model"},"index":0}]`)
+	r.chunkTail(&b)
+	r.appendText(text)
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// writeEnd writes the finishing chunk, unless the client has it: the
+// body's end (the caller's) is the stream's.
+func (r *geminiResumer) writeEnd(w io.Writer, end contEnd) error {
+	if r.stopped {
+		return nil
+	}
+	reason := end.finish
+	if reason == "" {
+		reason = "STOP"
+	}
+	var b bytes.Buffer
+	b.WriteString(`data: {"candidates":[{"content":{"parts":[{"text":""}],"role":"model"},"finishReason":`)
+	b.Write(jsonText(reason))
+	b.WriteString(`,"index":0}]`)
+	if end.input > 0 || end.output > 0 {
+		b.WriteString(`,"usageMetadata":{"promptTokenCount":`)
+		b.WriteString(strconv.FormatInt(end.input, 10))
+		b.WriteString(`,"candidatesTokenCount":`)
+		b.WriteString(strconv.FormatInt(end.output, 10))
+		b.WriteString(`,"totalTokenCount":`)
+		b.WriteString(strconv.FormatInt(end.input+end.output, 10))
+		b.WriteString(`}`)
+	}
+	r.chunkTail(&b)
+	r.stopped = true
+	_, err := w.Write(b.Bytes())
+	return err
+}

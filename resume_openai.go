@@ -1,0 +1,299 @@
+package llmhedge
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strconv"
+)
+
+// openAIResumer continues a Chat Completions stream: the client has chunks
+// of one choice (index 0) whose deltas carry content only; a
+// continuation's text goes on in chunks with the client's id, created,
+// model and system_fingerprint, and the end is a finish chunk, the usage
+// chunk when the request asked for it, and [DONE].
+type openAIResumer struct {
+	textLog
+	id, created, model, fingerprint []byte // raw values of the client's chunks
+	includeUsage                    bool   // stream_options.include_usage
+	stopped                         bool   // a chunk with finish_reason reached the client
+	usageSent                       bool   // a usage chunk reached the client
+}
+
+// newResumer: a request for several choices (n > 1) is not continued.
+func (openAIDialect) newResumer(req *llmRequest) resumer {
+	if v, ok := jsonLookup(req.body, "n"); ok {
+		if n, isInt := jsonInt(v); isInt && n > 1 {
+			return nil
+		}
+	}
+	v, _ := jsonLookup(req.body, "stream_options", "include_usage")
+	return &openAIResumer{includeUsage: string(v) == "true"}
+}
+
+// chatChunk is what a resumer reads from one chunk: its first choice,
+// and the top-level members it echoes.
+type chatChunk struct {
+	choices                         int    // choices in the chunk
+	index                           int64  // the first choice's index (-1 when it is not an integer)
+	content                         []byte // its delta.content (raw JSON string), if any
+	other                           string // a delta member with output that is not content
+	finish                          []byte // its finish_reason, when set
+	usage                           bool   // a non-null usage
+	id, created, model, fingerprint []byte
+}
+
+// scanChatChunk walks a chunk once, without allocating; ok is false
+// for data that is not a JSON object.
+func scanChatChunk(data []byte) (c chatChunk, ok bool) {
+	it, ok := jsonOpen(data, 0, 0)
+	if !ok || !it.isObject() {
+		return c, false
+	}
+	for it.next() {
+		switch {
+		case it.keyIs("id"):
+			c.id = it.value()
+		case it.keyIs("created"):
+			c.created = it.value()
+		case it.keyIs("model"):
+			c.model = it.value()
+		case it.keyIs("system_fingerprint"):
+			c.fingerprint = it.value()
+		case it.keyIs("usage"):
+			c.usage = jsonNonEmpty(it.value())
+		case it.keyIs("choices"):
+			c.choices, c.index, c.content, c.other, c.finish = 0, 0, nil, "", nil
+			arr, ok := it.enter()
+			if !ok {
+				continue
+			}
+			for !arr.isObject() && arr.next() {
+				c.choices++
+				choice, ok := arr.enter()
+				if !ok {
+					c.other = "a choice that is not an object"
+					continue
+				}
+				if c.choices == 1 {
+					c.scanChoice(&choice)
+				}
+				arr.leave(&choice)
+			}
+			it.leave(&arr)
+		}
+	}
+	return c, it.end()
+}
+
+// scanChoice reads a choice: index, finish_reason and what its delta holds.
+func (c *chatChunk) scanChoice(choice *jsonIter) {
+	for choice.isObject() && choice.next() {
+		switch {
+		case choice.keyIs("index"):
+			if n, isInt := jsonInt(choice.value()); isInt {
+				c.index = n
+			} else {
+				c.index = -1
+			}
+		case choice.keyIs("finish_reason"):
+			if v := choice.value(); jsonNonEmpty(v) {
+				c.finish = v
+			}
+		case choice.keyIs("delta"):
+			delta, ok := choice.enter()
+			if !ok {
+				continue
+			}
+			for delta.isObject() && delta.next() {
+				switch {
+				case delta.keyIs("content"):
+					if v := delta.value(); jsonIsString(v) {
+						c.content = v
+					} else if jsonNonEmpty(v) {
+						c.other = "content that is not a string"
+					}
+				case delta.keyIs("role"):
+				default: // tool_calls, function_call, refusal, reasoning_content, reasoning, audio...
+					if v := delta.value(); jsonNonEmpty(v) && c.other == "" {
+						c.other = string(delta.key)
+					}
+				}
+			}
+			choice.leave(&delta)
+		}
+	}
+}
+
+func (r *openAIResumer) track(ev sseEvent, info eventInfo) {
+	switch info.class {
+	case evTerminal:
+		return
+	case evError, evMalformed:
+		r.fail("an event that is not a chunk")
+		return
+	}
+	if jsonWS(ev.Data, 0) == len(ev.Data) {
+		return // a comment or keepalive
+	}
+	c, ok := scanChatChunk(ev.Data)
+	if !ok {
+		r.fail("an event that is not a chunk")
+		return
+	}
+	if r.id == nil && jsonIsString(c.id) {
+		r.id, r.created, r.model = bytes.Clone(c.id), bytes.Clone(c.created), bytes.Clone(c.model)
+		if jsonIsString(c.fingerprint) {
+			r.fingerprint = bytes.Clone(c.fingerprint)
+		}
+	}
+	r.usageSent = r.usageSent || c.usage
+	switch {
+	case c.choices == 0:
+		return // a usage chunk
+	case c.choices > 1 || c.index != 0:
+		r.fail("more than one choice")
+		return
+	case c.other != "":
+		r.fail("output that is not text: " + c.other)
+		return
+	}
+	if c.content != nil {
+		r.appendJSON(c.content)
+	}
+	if c.finish != nil {
+		r.stopped = true
+	}
+}
+
+func (r *openAIResumer) finished() bool { return r.stopped }
+
+func (r *openAIResumer) prefill(body []byte, text string) ([]byte, error) {
+	return appendTurn(body, "messages", mergeOpenAITurn, func(t string) any {
+		return map[string]string{"role": "assistant", "content": t}
+	}, text)
+}
+
+// mergeOpenAITurn extends the client's own last assistant message: its
+// string content, or its content parts by a text part.
+func mergeOpenAITurn(last json.RawMessage, text string) (json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(last, &m) != nil || string(m["role"]) != `"assistant"` {
+		return nil, false
+	}
+	var s string
+	if json.Unmarshal(m["content"], &s) == nil {
+		m["content"] = jsonText(s + text)
+	} else {
+		var parts []json.RawMessage
+		if json.Unmarshal(m["content"], &parts) != nil {
+			return nil, false
+		}
+		p, _ := json.Marshal(map[string]string{"type": "text", "text": text})
+		m["content"], _ = json.Marshal(append(parts, p))
+	}
+	out, err := json.Marshal(m)
+	return out, err == nil
+}
+
+func (r *openAIResumer) read(ev sseEvent, info eventInfo) contEvent {
+	switch info.class {
+	case evTerminal:
+		return contEvent{kind: contTerminal}
+	case evError, evMalformed:
+		return contEvent{kind: contError}
+	}
+	if jsonWS(ev.Data, 0) == len(ev.Data) {
+		return contEvent{kind: contSkip}
+	}
+	c, ok := scanChatChunk(ev.Data)
+	switch {
+	case !ok:
+		return contEvent{kind: contError}
+	case c.choices == 0:
+		return contEvent{kind: contSkip} // a usage chunk
+	case c.choices > 1 || c.index != 0 || c.other != "":
+		return contEvent{kind: contOther}
+	}
+	var text string
+	if c.content != nil {
+		text = string(jsonAppendString(nil, c.content))
+	}
+	var finish string
+	if c.finish != nil {
+		finish = string(jsonAppendString(nil, c.finish))
+	}
+	switch {
+	case text != "":
+		return contEvent{kind: contText, text: text, finish: finish, ends: c.finish != nil}
+	case c.finish != nil:
+		return contEvent{kind: contFinish, finish: finish}
+	}
+	return contEvent{kind: contSkip}
+}
+
+// chunkHead appends the start of a chunk in the client's ids, up to the
+// choices.
+func (r *openAIResumer) chunkHead(b *bytes.Buffer) {
+	b.WriteString(`data: {"id":`)
+	writeRawOr(b, r.id, `""`)
+	b.WriteString(`,"object":"chat.completion.chunk","created":`)
+	writeRawOr(b, r.created, "0")
+	b.WriteString(`,"model":`)
+	writeRawOr(b, r.model, `""`)
+	if r.fingerprint != nil {
+		b.WriteString(`,"system_fingerprint":`)
+		b.Write(r.fingerprint)
+	}
+}
+
+func writeRawOr(b *bytes.Buffer, raw []byte, def string) {
+	if raw == nil {
+		b.WriteString(def)
+		return
+	}
+	b.Write(raw)
+}
+
+func (r *openAIResumer) writeText(w io.Writer, text string) error {
+	if text == "" {
+		return nil
+	}
+	var b bytes.Buffer
+	r.chunkHead(&b)
+	b.WriteString(`,"choices":[{"index":0,"delta":{"content":`)
+	b.Write(jsonText(text))
+	b.WriteString("},\"finish_reason\":null}]}\n\n")
+	r.appendText(text)
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+func (r *openAIResumer) writeEnd(w io.Writer, end contEnd) error {
+	var b bytes.Buffer
+	if !r.stopped {
+		reason := end.finish
+		if reason == "" {
+			reason = "stop"
+		}
+		r.chunkHead(&b)
+		b.WriteString(`,"choices":[{"index":0,"delta":{},"finish_reason":`)
+		b.Write(jsonText(reason))
+		b.WriteString("}]}\n\n")
+		r.stopped = true
+	}
+	if r.includeUsage && !r.usageSent && (end.input > 0 || end.output > 0) {
+		r.chunkHead(&b)
+		b.WriteString(`,"choices":[],"usage":{"prompt_tokens":`)
+		b.WriteString(strconv.FormatInt(end.input, 10))
+		b.WriteString(`,"completion_tokens":`)
+		b.WriteString(strconv.FormatInt(end.output, 10))
+		b.WriteString(`,"total_tokens":`)
+		b.WriteString(strconv.FormatInt(end.input+end.output, 10))
+		b.WriteString("}}\n\n")
+		r.usageSent = true
+	}
+	b.Write(doneEvent)
+	_, err := w.Write(b.Bytes())
+	return err
+}
