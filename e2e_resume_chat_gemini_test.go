@@ -1,0 +1,244 @@
+package llmhedge_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"google.golang.org/genai"
+
+	"github.com/llmhedge/caddy-llm-hedge/sim"
+)
+
+// cutAt40 is a simulator whose first stream of longText is cut after 40
+// of its 60 deltas.
+func cutAt40(t *testing.T) *upstream {
+	return newUpstream(t, sim.Config{Tokens: 60, Text: longText, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 40, Count: 1}}})
+}
+
+// cutAlways is a simulator whose every stream of longText is cut after 40
+// deltas.
+func cutAlways(t *testing.T) *upstream {
+	return newUpstream(t, sim.Config{Tokens: 60, Text: longText, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 40}}})
+}
+
+// streamChat streams through openai-go, checking that the accumulator
+// takes every chunk (it refuses a chunk with another id), and returns the
+// accumulation, the ids seen and the SDK's error.
+func streamChat(ctx context.Context, c *openai.Client, params openai.ChatCompletionNewParams) (openai.ChatCompletionAccumulator, map[string]bool, error) {
+	stream := c.Chat.Completions.NewStreaming(ctx, params)
+	defer stream.Close()
+	var acc openai.ChatCompletionAccumulator
+	ids := map[string]bool{}
+	for stream.Next() {
+		ch := stream.Current()
+		ids[ch.ID] = true
+		if !acc.AddChunk(ch) {
+			return acc, ids, fmt.Errorf("the accumulator refused chunk %s", ch.RawJSON())
+		}
+	}
+	return acc, ids, stream.Err()
+}
+
+func chatText(acc openai.ChatCompletionAccumulator) string {
+	if len(acc.Choices) == 0 {
+		return ""
+	}
+	return acc.Choices[0].Message.Content
+}
+
+// A Chat Completions stream cut after 40 deltas is finished by
+// replay-match on a provider giving the same answer: openai-go reads the
+// whole text under one id, one finish, and the usage chunk it asked for
+// reports the answer's tokens.
+func TestResumeReplayChat(t *testing.T) {
+	cut := cutAt40(t)
+	other := newUpstream(t, sim.Config{Tokens: 60, Text: longText})
+	p := startProxy(t, provider("cut", cut, "priority 1")+provider("other", other, "priority 2", "prefill off"))
+
+	params := openaiParams("gpt-test")
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	acc, ids, err := streamChat(ctxTimeout(t, 10*time.Second), openaiClient(p, "k"), params)
+	if err != nil {
+		t.Fatalf("continued stream: %v (text so far %q)", err, chatText(acc))
+	}
+	if got := chatText(acc); got != longText {
+		t.Fatalf("text = %q\nwant %q", got, longText)
+	}
+	if len(ids) != 1 {
+		t.Errorf("chunk ids = %v, want one (each simulator's ids are its own)", ids)
+	}
+	if len(acc.Choices) != 1 || acc.Choices[0].FinishReason != "stop" {
+		t.Errorf("choices = %d, finish %q; want one, stop", len(acc.Choices), acc.Choices[0].FinishReason)
+	}
+	u := acc.Usage
+	if u.CompletionTokens != 60 || u.PromptTokens <= 0 || u.TotalTokens != u.PromptTokens+60 {
+		t.Errorf("usage = %+v, want 60 completion tokens and the prompt's", u)
+	}
+	if n := completions(other); n != 1 {
+		t.Errorf("other saw %d completions, want 1", n)
+	}
+}
+
+// The Gemini stream is continued the same way: genai reads the whole
+// text under one responseId, and the last usage is the answer's.
+func TestResumeReplayGemini(t *testing.T) {
+	cut := cutAt40(t)
+	other := newUpstream(t, sim.Config{Tokens: 60, Text: longText})
+	p := startProxy(t, provider("cut", cut, "priority 1")+provider("other", other, "priority 2", "prefill off"))
+
+	c := geminiClient(t, p, "k")
+	var b strings.Builder
+	ids := map[string]bool{}
+	var um *genai.GenerateContentResponseUsageMetadata
+	var finish genai.FinishReason
+	for resp, err := range c.Models.GenerateContentStream(ctxTimeout(t, 10*time.Second), "gemini-test", genai.Text("hello"), nil) {
+		if err != nil {
+			t.Fatalf("continued stream: %v (text so far %q)", err, b.String())
+		}
+		b.WriteString(resp.Text())
+		ids[resp.ResponseID] = true
+		if resp.UsageMetadata != nil {
+			um = resp.UsageMetadata
+		}
+		if len(resp.Candidates) > 0 && resp.Candidates[0].FinishReason != "" {
+			if finish != "" {
+				t.Errorf("a second finish %q after %q", resp.Candidates[0].FinishReason, finish)
+			}
+			finish = resp.Candidates[0].FinishReason
+		}
+	}
+	if got := b.String(); got != longText {
+		t.Fatalf("text = %q\nwant %q", got, longText)
+	}
+	if len(ids) != 1 {
+		t.Errorf("responseIds = %v, want one", ids)
+	}
+	if finish != genai.FinishReasonStop {
+		t.Errorf("finish = %q, want STOP", finish)
+	}
+	if um == nil || um.CandidatesTokenCount != 60 || um.PromptTokenCount <= 0 || um.TotalTokenCount != um.PromptTokenCount+60 {
+		t.Errorf("usage = %+v, want 60 candidate tokens and the prompt's", um)
+	}
+	if n := geminiCompletions(other); n != 1 {
+		t.Errorf("other saw %d completions, want 1", n)
+	}
+}
+
+// A continuation that says something else is never spliced: the client
+// gets the error, and its text is a prefix of the answer.
+func TestResumeDivergedChatGemini(t *testing.T) {
+	t.Run("chat", func(t *testing.T) {
+		cut := cutAlways(t)
+		other := newUpstream(t, sim.Config{Tokens: 60, Text: "something else entirely"})
+		p := startProxy(t, provider("cut", cut, "priority 1")+provider("other", other, "priority 2", "prefill off"))
+		acc, _, err := streamChat(ctxTimeout(t, 10*time.Second), openaiClient(p, "k"), openaiParams("gpt-test"))
+		if err == nil {
+			t.Fatalf("diverged continuation finished cleanly: %q", chatText(acc))
+		}
+		if got := chatText(acc); got == "" || !strings.HasPrefix(longText, got) {
+			t.Fatalf("client text %q is not a prefix of the answer", got)
+		}
+	})
+	t.Run("gemini", func(t *testing.T) {
+		cut := cutAlways(t)
+		other := newUpstream(t, sim.Config{Tokens: 60, Text: "something else entirely"})
+		p := startProxy(t, provider("cut", cut, "priority 1")+provider("other", other, "priority 2", "prefill off"))
+		text, _, err := geminiGenerate(ctxTimeout(t, 10*time.Second), geminiClient(t, p, "k"), "gemini-test", true)
+		var apiErr genai.APIError
+		if !errors.As(err, &apiErr) {
+			t.Fatalf("diverged continuation: text %q, err %v; want an APIError", text, err)
+		}
+		if text == "" || !strings.HasPrefix(longText, text) {
+			t.Fatalf("client text %q is not a prefix of the answer", text)
+		}
+	})
+}
+
+// With `stream { resume off }` a cut stream ends in the error event as
+// before, and the other provider is never asked.
+func TestResumeOffChatGemini(t *testing.T) {
+	off := "\t\tstream {\n\t\t\tresume off\n\t\t}\n"
+	t.Run("chat", func(t *testing.T) {
+		cut := cutAt40(t)
+		other := newUpstream(t, sim.Config{Tokens: 60, Text: longText})
+		p := startProxy(t, off+provider("cut", cut, "priority 1")+provider("other", other, "priority 2", "prefill off"))
+		acc, _, err := streamChat(ctxTimeout(t, 10*time.Second), openaiClient(p, "k"), openaiParams("gpt-test"))
+		if err == nil {
+			t.Fatalf("cut stream finished cleanly with resume off: %q", chatText(acc))
+		}
+		if n := completions(other); n != 0 {
+			t.Errorf("other saw %d completions, want 0", n)
+		}
+	})
+	t.Run("gemini", func(t *testing.T) {
+		cut := cutAt40(t)
+		other := newUpstream(t, sim.Config{Tokens: 60, Text: longText})
+		p := startProxy(t, off+provider("cut", cut, "priority 1")+provider("other", other, "priority 2", "prefill off"))
+		text, _, err := geminiGenerate(ctxTimeout(t, 10*time.Second), geminiClient(t, p, "k"), "gemini-test", true)
+		var apiErr genai.APIError
+		if !errors.As(err, &apiErr) || apiErr.Code != 502 {
+			t.Fatalf("cut stream with resume off: text %q, err %v; want a 502 APIError", text, err)
+		}
+		if n := geminiCompletions(other); n != 0 {
+			t.Errorf("other saw %d completions, want 0", n)
+		}
+	})
+}
+
+// cutAfter is a provider that streams the given events and then drops
+// the connection (the simulator makes no tool calls).
+func cutAfter(t *testing.T, events ...string) *upstream {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		for _, ev := range events {
+			fmt.Fprintf(w, "data: %s\n\n", ev)
+		}
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // a cut: no terminal event, no finish
+	}))
+	t.Cleanup(srv.Close)
+	return &upstream{URL: srv.URL}
+}
+
+// A stream that has sent a tool call (Chat Completions) or a functionCall
+// part (Gemini) and is then cut is not continued: the SDK gets the error,
+// and the provider that would answer with text is never asked.
+func TestResumeNonTextChatGemini(t *testing.T) {
+	t.Run("chat", func(t *testing.T) {
+		cut := cutAfter(t,
+			`{"id":"chatcmpl-t","object":"chat.completion.chunk","created":1,"model":"gpt-test","choices":[{"index":0,"delta":{"role":"assistant","content":"Let me look."},"finish_reason":null}]}`,
+			`{"id":"chatcmpl-t","object":"chat.completion.chunk","created":1,"model":"gpt-test","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"lookup","arguments":"{\"q\":"}}]},"finish_reason":null}]}`)
+		other := newUpstream(t, sim.Config{Tokens: 60, Text: longText})
+		p := startProxy(t, provider("cut", cut, "priority 1")+provider("other", other, "priority 2", "prefill off"))
+		acc, _, err := streamChat(ctxTimeout(t, 10*time.Second), openaiClient(p, "k"), openaiParams("gpt-test"))
+		if err == nil {
+			t.Fatalf("a cut tool call finished cleanly: %+v", acc.Choices)
+		}
+		if n := completions(other); n != 0 {
+			t.Errorf("other saw %d completions, want 0", n)
+		}
+	})
+	t.Run("gemini", func(t *testing.T) {
+		cut := cutAfter(t,
+			`{"candidates":[{"content":{"parts":[{"text":"Let me look."}],"role":"model"},"index":0}],"modelVersion":"gemini-test","responseId":"r1"}`,
+			`{"candidates":[{"content":{"parts":[{"functionCall":{"name":"lookup","args":{"q":"x"}}}],"role":"model"},"index":0}],"modelVersion":"gemini-test","responseId":"r1"}`)
+		other := newUpstream(t, sim.Config{Tokens: 60, Text: longText})
+		p := startProxy(t, provider("cut", cut, "priority 1")+provider("other", other, "priority 2", "prefill off"))
+		text, _, err := geminiGenerate(ctxTimeout(t, 10*time.Second), geminiClient(t, p, "k"), "gemini-test", true)
+		var apiErr genai.APIError
+		if !errors.As(err, &apiErr) {
+			t.Fatalf("a cut functionCall: text %q, err %v; want an APIError", text, err)
+		}
+		if n := geminiCompletions(other); n != 0 {
+			t.Errorf("other saw %d completions, want 0", n)
+		}
+	})
+}
