@@ -16,22 +16,22 @@ import (
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
-// cutAt40 is a simulator whose first stream of longText is cut after 40
+// resumeCut40 is a simulator whose first stream of longText is cut after 40
 // of its 60 deltas.
-func cutAt40(t *testing.T) *upstream {
+func resumeCut40(t *testing.T) *upstream {
 	return newUpstream(t, sim.Config{Tokens: 60, Text: longText, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 40, Count: 1}}})
 }
 
-// cutAlways is a simulator whose every stream of longText is cut after 40
+// resumeCutAlways is a simulator whose every stream of longText is cut after 40
 // deltas.
-func cutAlways(t *testing.T) *upstream {
+func resumeCutAlways(t *testing.T) *upstream {
 	return newUpstream(t, sim.Config{Tokens: 60, Text: longText, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 40}}})
 }
 
-// streamChat streams through openai-go, checking that the accumulator
+// resumeStreamChat streams through openai-go, checking that the accumulator
 // takes every chunk (it refuses a chunk with another id), and returns the
 // accumulation, the ids seen and the SDK's error.
-func streamChat(ctx context.Context, c *openai.Client, params openai.ChatCompletionNewParams) (openai.ChatCompletionAccumulator, map[string]bool, error) {
+func resumeStreamChat(ctx context.Context, c *openai.Client, params openai.ChatCompletionNewParams) (openai.ChatCompletionAccumulator, map[string]bool, error) {
 	stream := c.Chat.Completions.NewStreaming(ctx, params)
 	defer stream.Close()
 	var acc openai.ChatCompletionAccumulator
@@ -46,7 +46,7 @@ func streamChat(ctx context.Context, c *openai.Client, params openai.ChatComplet
 	return acc, ids, stream.Err()
 }
 
-func chatText(acc openai.ChatCompletionAccumulator) string {
+func resumeChatText(acc openai.ChatCompletionAccumulator) string {
 	if len(acc.Choices) == 0 {
 		return ""
 	}
@@ -58,17 +58,17 @@ func chatText(acc openai.ChatCompletionAccumulator) string {
 // whole text under one id, one finish, and the usage chunk it asked for
 // reports the answer's tokens.
 func TestResumeReplayChat(t *testing.T) {
-	cut := cutAt40(t)
+	cut := resumeCut40(t)
 	other := newUpstream(t, sim.Config{Tokens: 60, Text: longText})
 	p := startProxy(t, provider("cut", cut, "priority 1")+provider("other", other, "priority 2", "prefill off"))
 
 	params := openaiParams("gpt-test")
 	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-	acc, ids, err := streamChat(ctxTimeout(t, 10*time.Second), openaiClient(p, "k"), params)
+	acc, ids, err := resumeStreamChat(ctxTimeout(t, 10*time.Second), openaiClient(p, "k"), params)
 	if err != nil {
-		t.Fatalf("continued stream: %v (text so far %q)", err, chatText(acc))
+		t.Fatalf("continued stream: %v (text so far %q)", err, resumeChatText(acc))
 	}
-	if got := chatText(acc); got != longText {
+	if got := resumeChatText(acc); got != longText {
 		t.Fatalf("text = %q\nwant %q", got, longText)
 	}
 	if len(ids) != 1 {
@@ -89,7 +89,7 @@ func TestResumeReplayChat(t *testing.T) {
 // The Gemini stream is continued the same way: genai reads the whole
 // text under one responseId, and the last usage is the answer's.
 func TestResumeReplayGemini(t *testing.T) {
-	cut := cutAt40(t)
+	cut := resumeCut40(t)
 	other := newUpstream(t, sim.Config{Tokens: 60, Text: longText})
 	p := startProxy(t, provider("cut", cut, "priority 1")+provider("other", other, "priority 2", "prefill off"))
 
@@ -135,19 +135,19 @@ func TestResumeReplayGemini(t *testing.T) {
 // gets the error, and its text is a prefix of the answer.
 func TestResumeDivergedChatGemini(t *testing.T) {
 	t.Run("chat", func(t *testing.T) {
-		cut := cutAlways(t)
+		cut := resumeCutAlways(t)
 		other := newUpstream(t, sim.Config{Tokens: 60, Text: "something else entirely"})
 		p := startProxy(t, provider("cut", cut, "priority 1")+provider("other", other, "priority 2", "prefill off"))
-		acc, _, err := streamChat(ctxTimeout(t, 10*time.Second), openaiClient(p, "k"), openaiParams("gpt-test"))
+		acc, _, err := resumeStreamChat(ctxTimeout(t, 10*time.Second), openaiClient(p, "k"), openaiParams("gpt-test"))
 		if err == nil {
-			t.Fatalf("diverged continuation finished cleanly: %q", chatText(acc))
+			t.Fatalf("diverged continuation finished cleanly: %q", resumeChatText(acc))
 		}
-		if got := chatText(acc); got == "" || !strings.HasPrefix(longText, got) {
+		if got := resumeChatText(acc); got == "" || !strings.HasPrefix(longText, got) {
 			t.Fatalf("client text %q is not a prefix of the answer", got)
 		}
 	})
 	t.Run("gemini", func(t *testing.T) {
-		cut := cutAlways(t)
+		cut := resumeCutAlways(t)
 		other := newUpstream(t, sim.Config{Tokens: 60, Text: "something else entirely"})
 		p := startProxy(t, provider("cut", cut, "priority 1")+provider("other", other, "priority 2", "prefill off"))
 		text, _, err := geminiGenerate(ctxTimeout(t, 10*time.Second), geminiClient(t, p, "k"), "gemini-test", true)
@@ -166,19 +166,19 @@ func TestResumeDivergedChatGemini(t *testing.T) {
 func TestResumeOffChatGemini(t *testing.T) {
 	off := "\t\tstream {\n\t\t\tresume off\n\t\t}\n"
 	t.Run("chat", func(t *testing.T) {
-		cut := cutAt40(t)
+		cut := resumeCut40(t)
 		other := newUpstream(t, sim.Config{Tokens: 60, Text: longText})
 		p := startProxy(t, off+provider("cut", cut, "priority 1")+provider("other", other, "priority 2", "prefill off"))
-		acc, _, err := streamChat(ctxTimeout(t, 10*time.Second), openaiClient(p, "k"), openaiParams("gpt-test"))
+		acc, _, err := resumeStreamChat(ctxTimeout(t, 10*time.Second), openaiClient(p, "k"), openaiParams("gpt-test"))
 		if err == nil {
-			t.Fatalf("cut stream finished cleanly with resume off: %q", chatText(acc))
+			t.Fatalf("cut stream finished cleanly with resume off: %q", resumeChatText(acc))
 		}
 		if n := completions(other); n != 0 {
 			t.Errorf("other saw %d completions, want 0", n)
 		}
 	})
 	t.Run("gemini", func(t *testing.T) {
-		cut := cutAt40(t)
+		cut := resumeCut40(t)
 		other := newUpstream(t, sim.Config{Tokens: 60, Text: longText})
 		p := startProxy(t, off+provider("cut", cut, "priority 1")+provider("other", other, "priority 2", "prefill off"))
 		text, _, err := geminiGenerate(ctxTimeout(t, 10*time.Second), geminiClient(t, p, "k"), "gemini-test", true)
@@ -192,9 +192,9 @@ func TestResumeOffChatGemini(t *testing.T) {
 	})
 }
 
-// cutAfter is a provider that streams the given events and then drops
+// resumeCutAfter is a provider that streams the given events and then drops
 // the connection (the simulator makes no tool calls).
-func cutAfter(t *testing.T, events ...string) *upstream {
+func resumeCutAfter(t *testing.T, events ...string) *upstream {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
@@ -213,12 +213,12 @@ func cutAfter(t *testing.T, events ...string) *upstream {
 // and the provider that would answer with text is never asked.
 func TestResumeNonTextChatGemini(t *testing.T) {
 	t.Run("chat", func(t *testing.T) {
-		cut := cutAfter(t,
+		cut := resumeCutAfter(t,
 			`{"id":"chatcmpl-t","object":"chat.completion.chunk","created":1,"model":"gpt-test","choices":[{"index":0,"delta":{"role":"assistant","content":"Let me look."},"finish_reason":null}]}`,
 			`{"id":"chatcmpl-t","object":"chat.completion.chunk","created":1,"model":"gpt-test","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"lookup","arguments":"{\"q\":"}}]},"finish_reason":null}]}`)
 		other := newUpstream(t, sim.Config{Tokens: 60, Text: longText})
 		p := startProxy(t, provider("cut", cut, "priority 1")+provider("other", other, "priority 2", "prefill off"))
-		acc, _, err := streamChat(ctxTimeout(t, 10*time.Second), openaiClient(p, "k"), openaiParams("gpt-test"))
+		acc, _, err := resumeStreamChat(ctxTimeout(t, 10*time.Second), openaiClient(p, "k"), openaiParams("gpt-test"))
 		if err == nil {
 			t.Fatalf("a cut tool call finished cleanly: %+v", acc.Choices)
 		}
@@ -227,7 +227,7 @@ func TestResumeNonTextChatGemini(t *testing.T) {
 		}
 	})
 	t.Run("gemini", func(t *testing.T) {
-		cut := cutAfter(t,
+		cut := resumeCutAfter(t,
 			`{"candidates":[{"content":{"parts":[{"text":"Let me look."}],"role":"model"},"index":0}],"modelVersion":"gemini-test","responseId":"r1"}`,
 			`{"candidates":[{"content":{"parts":[{"functionCall":{"name":"lookup","args":{"q":"x"}}}],"role":"model"},"index":0}],"modelVersion":"gemini-test","responseId":"r1"}`)
 		other := newUpstream(t, sim.Config{Tokens: 60, Text: longText})
