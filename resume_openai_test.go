@@ -268,3 +268,26 @@ func TestChatResumerWriteEndFinished(t *testing.T) {
 		t.Errorf("writeEnd = %q, want only [DONE]", out.String())
 	}
 }
+
+// Following a text stream allocates nothing per chunk (past the text
+// buffer's growth): the relay calls track on every event.
+func TestResumerTrackAllocs(t *testing.T) {
+	tests := []struct {
+		d     dialect
+		rs    resumer
+		chunk string
+	}{
+		{dialectOpenAI, dialectOpenAI.newResumer(&llmRequest{body: []byte(`{}`)}), resumeSSE(rcHello)},
+		{dialectGemini, dialectGemini.newResumer(&llmRequest{body: []byte(`{}`)}), resumeGeminiSSE(rgHello)},
+	}
+	for _, tt := range tests {
+		ev := parseEvents(t, tt.chunk)[0]
+		tt.rs.track(ev, tt.d.inspect(ev, true, nil)) // the ids are copied once
+		if n := testing.AllocsPerRun(1000, func() { tt.rs.track(ev, tt.d.inspect(ev, true, nil)) }); n != 0 {
+			t.Errorf("%s: %v allocations per chunk", tt.d, n)
+		}
+		if tt.rs.ineligible() != "" {
+			t.Errorf("%s: %s", tt.d, tt.rs.ineligible())
+		}
+	}
+}
