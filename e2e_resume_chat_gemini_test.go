@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -192,9 +193,15 @@ func TestResumeOffChatGemini(t *testing.T) {
 	})
 }
 
-// resumeCutAfter is a provider that streams the given events and then drops
-// the connection (the simulator makes no tool calls).
+// resumeCutAfter is a provider that streams the given events and then
+// drops the connection (the simulator makes no tool calls).
 func resumeCutAfter(t *testing.T, events ...string) *upstream {
+	return resumeServe(t, true, events...)
+}
+
+// resumeServe is a provider that streams the given data events, then ends
+// the body (cut: drops the connection).
+func resumeServe(t *testing.T, cut bool, events ...string) *upstream {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
@@ -202,10 +209,62 @@ func resumeCutAfter(t *testing.T, events ...string) *upstream {
 			fmt.Fprintf(w, "data: %s\n\n", ev)
 		}
 		w.(http.Flusher).Flush()
-		panic(http.ErrAbortHandler) // a cut: no terminal event, no finish
+		if cut {
+			panic(http.ErrAbortHandler) // no terminal event, no finish
+		}
 	}))
 	t.Cleanup(srv.Close)
 	return &upstream{URL: srv.URL}
+}
+
+// A continuation whose chunks split the text elsewhere than the client's,
+// and whose last chunk carries the last text with the finish (as Gemini
+// and some OpenAI-compatible servers send it), is spliced whole: the
+// client gets the remainder and one finish.
+func TestResumeTextWithFinish(t *testing.T) {
+	a, b := longText[:101], longText[101:]
+	t.Run("chat", func(t *testing.T) {
+		chunk := func(delta, finish string) string {
+			return `{"id":"chatcmpl-other","object":"chat.completion.chunk","created":2,"model":"gpt-test","choices":[{"index":0,"delta":` + delta + `,"finish_reason":` + finish + `}]}`
+		}
+		other := resumeServe(t, false, chunk(`{"role":"assistant","content":""}`, "null"),
+			chunk(`{"content":`+strconv.Quote(a)+`}`, "null"), chunk(`{"content":`+strconv.Quote(b)+`}`, `"length"`), "[DONE]")
+		p := startProxy(t, provider("cut", resumeCut40(t), "priority 1")+provider("other", other, "priority 2", "prefill off"))
+		acc, ids, err := resumeStreamChat(ctxTimeout(t, 10*time.Second), openaiClient(p, "k"), openaiParams("gpt-test"))
+		if err != nil {
+			t.Fatalf("continued stream: %v (text so far %q)", err, resumeChatText(acc))
+		}
+		if got := resumeChatText(acc); got != longText || len(ids) != 1 || ids["chatcmpl-other"] {
+			t.Fatalf("text %q ids %v\nwant %q under the cut stream's id", got, ids, longText)
+		}
+		if f := acc.Choices[0].FinishReason; f != "length" {
+			t.Errorf("finish = %q, want the continuation's length", f)
+		}
+	})
+	t.Run("gemini", func(t *testing.T) {
+		chunk := func(text, finish string) string {
+			return `{"candidates":[{"content":{"parts":[{"text":` + strconv.Quote(text) + `}],"role":"model"},` + finish + `"index":0}],"modelVersion":"gemini-test","responseId":"other"}`
+		}
+		other := resumeServe(t, false, chunk(a, ""), chunk(b, `"finishReason":"MAX_TOKENS",`))
+		p := startProxy(t, provider("cut", resumeCut40(t), "priority 1")+provider("other", other, "priority 2", "prefill off"))
+		var text strings.Builder
+		var finishes []genai.FinishReason
+		for resp, err := range geminiClient(t, p, "k").Models.GenerateContentStream(ctxTimeout(t, 10*time.Second), "gemini-test", genai.Text("hello"), nil) {
+			if err != nil {
+				t.Fatalf("continued stream: %v (text so far %q)", err, text.String())
+			}
+			if resp.ResponseID == "other" {
+				t.Errorf("a chunk with the continuation's responseId")
+			}
+			text.WriteString(resp.Text())
+			if len(resp.Candidates) > 0 && resp.Candidates[0].FinishReason != "" {
+				finishes = append(finishes, resp.Candidates[0].FinishReason)
+			}
+		}
+		if text.String() != longText || len(finishes) != 1 || finishes[0] != genai.FinishReasonMaxTokens {
+			t.Fatalf("text %q finishes %v\nwant %q and one MAX_TOKENS", text.String(), finishes, longText)
+		}
+	})
 }
 
 // A stream that has sent a tool call (Chat Completions) or a functionCall
