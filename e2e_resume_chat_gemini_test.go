@@ -2,6 +2,7 @@ package llmhedge_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -300,4 +301,81 @@ func TestResumeNonTextChatGemini(t *testing.T) {
 			t.Errorf("other saw %d completions, want 0", n)
 		}
 	})
+}
+
+// resumePrefillTarget is a provider that continues an assistant turn
+// left last in the request (what `prefill on` asserts): it answers with
+// the rest of longText after that turn's text, and records the text.
+func resumePrefillTarget(t *testing.T, gemini bool, got chan<- string) *upstream {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Messages []struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"messages"`
+			Contents []struct {
+				Role  string `json:"role"`
+				Parts []struct {
+					Text string `json:"text"`
+				} `json:"parts"`
+			} `json:"contents"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		prefill, ok := "", false
+		switch {
+		case gemini && len(body.Contents) == 2 && body.Contents[1].Role == "model" && len(body.Contents[1].Parts) == 1:
+			prefill, ok = body.Contents[1].Parts[0].Text, true
+		case !gemini && len(body.Messages) == 2 && body.Messages[1].Role == "assistant":
+			prefill, ok = body.Messages[1].Content, true
+		}
+		if !ok || !strings.HasPrefix(longText, prefill) {
+			http.Error(w, `{"error":{"message":"no assistant prefill"}}`, http.StatusBadRequest)
+			return
+		}
+		got <- prefill
+		rest := strconv.Quote(longText[len(prefill):])
+		w.Header().Set("Content-Type", "text/event-stream")
+		if gemini {
+			fmt.Fprintf(w, "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":%s}],\"role\":\"model\"},\"finishReason\":\"STOP\",\"index\":0}],\"responseId\":\"other\"}\r\n\r\n", rest)
+			return
+		}
+		fmt.Fprintf(w, "data: {\"id\":\"other\",\"object\":\"chat.completion.chunk\",\"created\":2,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%s},\"finish_reason\":null}]}\n\n", rest)
+		fmt.Fprint(w, "data: {\"id\":\"other\",\"object\":\"chat.completion.chunk\",\"created\":2,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return &upstream{URL: srv.URL}
+}
+
+// With `prefill on` the continuation sends the delivered text as the
+// assistant (Gemini: model) turn last, and the client gets what the
+// target adds after it.
+func TestResumePrefillChatGemini(t *testing.T) {
+	for _, gemini := range []bool{false, true} {
+		name := map[bool]string{false: "chat", true: "gemini"}[gemini]
+		t.Run(name, func(t *testing.T) {
+			got := make(chan string, 1)
+			other := resumePrefillTarget(t, gemini, got)
+			p := startProxy(t, provider("cut", resumeCut40(t), "priority 1")+provider("other", other, "priority 2", "prefill on"))
+			var text string
+			var err error
+			if gemini {
+				text, _, err = geminiGenerate(ctxTimeout(t, 10*time.Second), geminiClient(t, p, "k"), "gemini-test", true)
+			} else {
+				var acc openai.ChatCompletionAccumulator
+				acc, _, err = resumeStreamChat(ctxTimeout(t, 10*time.Second), openaiClient(p, "k"), openaiParams("gpt-test"))
+				text = resumeChatText(acc)
+			}
+			if err != nil || text != longText {
+				t.Fatalf("continued stream: %v\ntext %q\nwant %q", err, text, longText)
+			}
+			select {
+			case prefill := <-got:
+				if words := len(strings.Fields(prefill)); words != 40 || strings.TrimSpace(prefill) != prefill {
+					t.Errorf("prefill %q: want the 40 delivered words, trailing space trimmed", prefill)
+				}
+			default:
+				t.Fatal("the target never got a prefill")
+			}
+		})
+	}
 }
