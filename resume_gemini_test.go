@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
+	"github.com/openai/openai-go/v3"
 	"google.golang.org/genai"
 )
 
@@ -207,4 +211,224 @@ func TestGeminiResumerWriteEndFinished(t *testing.T) {
 	if err := rs.writeEnd(&out, contEnd{}); err != nil || out.Len() != 0 || !rs.finished() {
 		t.Errorf("writeEnd = %q, %v (finished %v); want nothing", out.String(), err, rs.finished())
 	}
+}
+
+// resumeWire is one dialect's side of TestResumeSpliceChatGeminiProperty.
+type resumeWire struct {
+	d   dialect
+	rs  func() resumer
+	evt func(id, text, finish string) string // one chunk (finish "" for none)
+	// open and close frame a stream: its first chunk(s) and what follows
+	// the finish.
+	open, close func(id string) string
+	read        func(t *testing.T, stream []byte) resumeClientView
+}
+
+// resumeClientView is what an SDK client reads from a stream.
+type resumeClientView struct {
+	text            string
+	ids             map[string]bool
+	finishes, errs  int
+	ends, afterEnds int
+}
+
+var resumeWires = map[string]resumeWire{
+	"chat": {
+		d:  dialectOpenAI,
+		rs: func() resumer { return dialectOpenAI.newResumer(&llmRequest{body: []byte(`{}`)}) },
+		evt: func(id, text, finish string) string {
+			f := "null"
+			if finish != "" {
+				f = strconv.Quote(finish)
+			}
+			content := ""
+			if text != "" {
+				content = `"content":` + strconv.Quote(text)
+			}
+			return `data: {"id":"` + id + `","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{` + content + `},"finish_reason":` + f + "}]}\n\n"
+		},
+		open: func(id string) string {
+			return `data: {"id":"` + id + `","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n"
+		},
+		close: func(id string) string {
+			return `data: {"id":"` + id + `","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9,"total_tokens":14}}` + "\n\ndata: [DONE]\n\n"
+		},
+		read: func(t *testing.T, stream []byte) resumeClientView {
+			v := resumeClientView{ids: map[string]bool{}}
+			var acc openai.ChatCompletionAccumulator
+			for _, ev := range parseEvents(t, string(stream)) {
+				if v.ends+v.errs > 0 {
+					v.afterEnds++
+				}
+				if string(ev.Data) == "[DONE]" {
+					v.ends++
+					continue
+				}
+				if _, isErr := jsonLookup(ev.Data, "error"); isErr {
+					v.errs++
+					continue
+				}
+				var ch openai.ChatCompletionChunk
+				if err := json.Unmarshal(ev.Data, &ch); err != nil {
+					t.Fatalf("client got %q: %v", ev.Data, err)
+				}
+				v.ids[ch.ID] = true
+				if !acc.AddChunk(ch) {
+					t.Fatalf("accumulator refused %s", ev.Data)
+				}
+				for _, c := range ch.Choices {
+					v.text += c.Delta.Content
+					if c.FinishReason != "" {
+						v.finishes++
+					}
+				}
+			}
+			return v
+		},
+	},
+	"gemini": {
+		d:  dialectGemini,
+		rs: func() resumer { return dialectGemini.newResumer(&llmRequest{body: []byte(`{}`)}) },
+		evt: func(id, text, finish string) string {
+			f := ""
+			if finish != "" {
+				f = `"finishReason":` + strconv.Quote(finish) + `,`
+			}
+			return `data: {"candidates":[{"content":{"parts":[{"text":` + strconv.Quote(text) + `}],"role":"model"},` + f + `"index":0}],"responseId":"` + id + "\"}\r\n\r\n"
+		},
+		open:  func(string) string { return "" },
+		close: func(string) string { return "" },
+		read: func(t *testing.T, stream []byte) resumeClientView {
+			v := resumeClientView{ids: map[string]bool{}}
+			for _, ev := range parseEvents(t, string(stream)) {
+				if v.finishes+v.errs > 0 {
+					v.afterEnds++
+				}
+				if _, isErr := jsonLookup(ev.Data, "error"); isErr {
+					v.errs++
+					continue
+				}
+				var r genai.GenerateContentResponse
+				if err := json.Unmarshal(ev.Data, &r); err != nil {
+					t.Fatalf("client got %q: %v", ev.Data, err)
+				}
+				v.ids[r.ResponseID] = true
+				v.text += r.Text()
+				if len(r.Candidates) > 0 && r.Candidates[0].FinishReason != "" {
+					v.finishes++
+					v.ends++
+				}
+			}
+			return v
+		},
+	},
+}
+
+// For random answers, cut points and chunkings, a continued Chat or Gemini
+// stream reads through the SDK's types as one answer under the client's
+// id whose text begins with what the client had (the whole answer when
+// the continuation agrees), with one finish and one end, or ends in one
+// error event with a prefix of the answer. The continuation's last text
+// comes with its finish in the same chunk half of the time.
+func TestResumeSpliceChatGeminiProperty(t *testing.T) {
+	for name, wire := range resumeWires {
+		t.Run(name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(3, 4))
+			for trial := range 1000 {
+				var b strings.Builder
+				for range 1 + rng.IntN(30) {
+					b.WriteString(propertyWords[rng.IntN(len(propertyWords))])
+				}
+				answer := b.String()
+				parts := chunk(rng, answer)
+				if len(parts) < 2 {
+					continue
+				}
+				k := 1 + rng.IntN(len(parts)-1)
+				delivered := strings.Join(parts[:k], "")
+				mode := rng.IntN(4)
+				var cont string
+				prefill := false
+				switch mode {
+				case 0:
+					cont = answer
+				case 1:
+					w := chunk(rng, answer)
+					w[rng.IntN(len(w))] = "other "
+					cont = strings.Join(w, "")
+				case 2:
+					cont = answer[:rng.IntN(len(answer)+1)]
+					for !utf8.ValidString(cont) {
+						cont = cont[:len(cont)-1]
+					}
+				case 3:
+					prefill = true
+					pre, _ := trimPrefill(delivered)
+					cont = answer[len(pre):]
+				}
+				v := wire.read(t, resumeSpliceOnce(t, wire, parts[:k], chunk(rng, cont), prefill, rng.IntN(2) == 0))
+				ok := v.afterEnds == 0 && v.ends+v.errs == 1 && len(v.ids) == 1 && v.ids["client"]
+				switch {
+				case !ok:
+				case v.errs == 1:
+					ok = v.finishes == 0 && strings.HasPrefix(answer, v.text) && strings.HasPrefix(v.text, delivered)
+				case mode == 3 || mode == 0:
+					ok = v.finishes == 1 && v.text == answer
+				default:
+					ok = v.finishes == 1 && strings.HasPrefix(v.text, delivered) && v.text == cont
+				}
+				if !ok {
+					t.Fatalf("trial %d mode %d: answer %q delivered %q continuation %q: client read %+v", trial, mode, answer, delivered, cont, v)
+				}
+			}
+		})
+	}
+}
+
+// resumeSpliceOnce plays a committed stream that delivered the chunks of
+// delivered and then broke, and a continuation whose text comes in cont;
+// it returns the client's whole stream (the error event is the relay's
+// held one).
+func resumeSpliceOnce(t *testing.T, wire resumeWire, delivered, cont []string, prefill, finishWithText bool) []byte {
+	var client bytes.Buffer
+	rs := wire.rs()
+	feed := func(raw string) {
+		client.WriteString(raw)
+		for _, ev := range parseEvents(t, raw) {
+			rs.track(ev, wire.d.inspect(ev, true, nil))
+		}
+	}
+	feed(wire.open("client"))
+	for _, d := range delivered {
+		feed(wire.evt("client", d, ""))
+	}
+	text := rs.text()
+	sp := splicer{hold: text}
+	if prefill {
+		_, ws := trimPrefill(text)
+		sp = splicer{hold: ws, lenient: true}
+	}
+	run := &spliceRun{d: wire.d, rs: rs, sp: &sp, w: &client, flush: func() error { return nil }}
+	var stream strings.Builder
+	stream.WriteString(wire.open("cont"))
+	for i, c := range cont {
+		if finishWithText && i == len(cont)-1 {
+			stream.WriteString(wire.evt("cont", c, "STOP"))
+			break
+		}
+		stream.WriteString(wire.evt("cont", c, ""))
+	}
+	if !finishWithText || len(cont) == 0 {
+		stream.WriteString(wire.evt("cont", "", "STOP"))
+	}
+	stream.WriteString(wire.close("cont"))
+	for _, ev := range parseEvents(t, stream.String()) {
+		if run.handle(ev) {
+			break
+		}
+	}
+	if !run.finishing() || !run.end(&usage{Input: 5, Output: 9}) {
+		client.Write(errorEvent(wire.d, 502, "the upstream ended the stream before it was complete"))
+	}
+	return client.Bytes()
 }
