@@ -1,14 +1,9 @@
 package llmhedge
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path"
 	"strings"
 	"time"
@@ -245,39 +240,6 @@ func ruleGlobs(rules []ModelRule) []string {
 	return out
 }
 
-// newTransport builds the HTTP client side of one provider. Compression is
-// off: the proxy must read the stream's events, and gzip on loopback or in a
-// datacenter costs more CPU than it saves.
-func newTransport(connect time.Duration, caFile string) (*http.Transport, error) {
-	dialer := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
-	t := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           dialer.DialContext,
-		TLSHandshakeTimeout:   connect,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true,
-	}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls_trusted_ca: %w", err)
-		}
-		pool, err := x509.SystemCertPool()
-		if err != nil || pool == nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls_trusted_ca %s: no PEM certificate found", caFile)
-		}
-		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	}
-	return t, nil
-}
-
 // serves reports whether the provider takes requests of dialect d for the
 // (requested) model.
 func (p *provider) serves(d dialect, model string) bool {
@@ -366,41 +328,6 @@ func (p *provider) upstreamQuery(rawQuery string) string {
 	}
 	return geminiStripKey(rawQuery)
 }
-
-// noReplay makes an upstream request one that net/http never sends twice
-// by itself: its transport replays an idempotent request (GET, or any
-// request with an Idempotency-Key header) on a new connection when a
-// pooled one breaks, once per pooled connection, and that needs GetBody
-// (or no body at all). Resends are the module's decision alone, within
-// its budgets. A request without a body gets an empty one that
-// cannot be rewound; for GET and the like, net/http finds it empty and
-// sends no body, as before.
-func noReplay(up *http.Request) {
-	up.GetBody = nil
-	if up.Body == nil || up.Body == http.NoBody {
-		if replayable(up) {
-			up.Body, up.ContentLength = emptyBody{}, 0
-		} else {
-			up.Body = nil
-		}
-	}
-}
-
-// replayable is net/http's test of a request it may resend unasked when
-// its body can be rewound.
-func replayable(r *http.Request) bool {
-	switch r.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-		return true
-	}
-	return r.Header["Idempotency-Key"] != nil || r.Header["X-Idempotency-Key"] != nil
-}
-
-// emptyBody is a request body of no bytes that net/http cannot rewind.
-type emptyBody struct{}
-
-func (emptyBody) Read([]byte) (int, error) { return 0, io.EOF }
-func (emptyBody) Close() error             { return nil }
 
 // hopHeaders are never forwarded (RFC 9110 section 7.6.1), nor are the
 // headers the proxy sets itself.
