@@ -19,29 +19,39 @@ type anthropicResumer struct {
 
 func (anthropicDialect) newResumer(*llmRequest) resumer { return &anthropicResumer{} }
 
-// anthropicFrame is the part of an Anthropic event a resumer reads.
-type anthropicFrame struct {
-	Type         string `json:"type"`
-	Index        int    `json:"index"`
-	ContentBlock *struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	} `json:"content_block"`
-	Delta *struct {
-		Type       string  `json:"type"`
-		StopReason *string `json:"stop_reason"`
-	} `json:"delta"`
-}
-
 // anthropicEventType is the event's name, or its data's type when it has
 // none (switched on as string(...): no copy).
 func anthropicEventType(ev sseEvent) []byte {
 	if ev.Name != nil {
 		return ev.Name
 	}
-	var f anthropicFrame
-	_ = json.Unmarshal(ev.Data, &f)
-	return []byte(f.Type)
+	if t, ok := jsonLookup(ev.Data, "type"); ok && jsonIsString(t) {
+		return t[1 : len(t)-1] // the event types need no unescaping
+	}
+	return nil
+}
+
+// anthropicBlockStart reads a content_block_start: the block's index,
+// whether it is a text block, and its initial text (a raw JSON string).
+func anthropicBlockStart(data []byte) (index int64, isText bool, text []byte) {
+	if v, ok := jsonLookup(data, "index"); ok {
+		index, _ = parseSeq(v)
+	}
+	typ, _ := jsonLookup(data, "content_block", "type")
+	if text, _ = jsonLookup(data, "content_block", "text"); !jsonIsString(text) {
+		text = nil
+	}
+	return index, jsonStringIs(typ, "text"), text
+}
+
+// anthropicStopReason is a message_delta's stop_reason (a raw JSON string),
+// or nil when it has none yet.
+func anthropicStopReason(data []byte) []byte {
+	v, ok := jsonLookup(data, "delta", "stop_reason")
+	if !ok || !jsonIsString(v) || len(v) == 2 {
+		return nil
+	}
+	return v
 }
 
 func (r *anthropicResumer) track(ev sseEvent, info eventInfo) {
@@ -53,18 +63,19 @@ func (r *anthropicResumer) track(ev sseEvent, info eventInfo) {
 		}
 		r.appendJSON(info.text)
 	case "content_block_start":
-		var f anthropicFrame
-		if json.Unmarshal(ev.Data, &f) != nil || f.ContentBlock == nil || f.ContentBlock.Type != "text" {
+		index, isText, text := anthropicBlockStart(ev.Data)
+		if !isText {
 			r.fail("a content block that is not text")
 			return
 		}
-		r.blocks, r.open = f.Index+1, true
-		r.appendText(f.ContentBlock.Text)
+		r.blocks, r.open = int(index)+1, true
+		if text != nil {
+			r.appendJSON(text)
+		}
 	case "content_block_stop":
 		r.open = false
 	case "message_delta":
-		var f anthropicFrame
-		if json.Unmarshal(ev.Data, &f) == nil && f.Delta != nil && f.Delta.StopReason != nil && *f.Delta.StopReason != "" {
+		if anthropicStopReason(ev.Data) != nil {
 			r.stopped = true
 		}
 	}
@@ -106,17 +117,16 @@ func (r *anthropicResumer) read(ev sseEvent, info eventInfo) contEvent {
 		if info.text == nil {
 			return contEvent{kind: contOther}
 		}
-		return contEvent{kind: contText, text: string(jsonAppendString(nil, info.text))}
+		return contEvent{kind: contText, text: unquote(info.text)}
 	case "content_block_start":
-		var f anthropicFrame
-		if json.Unmarshal(ev.Data, &f) != nil || f.ContentBlock == nil || f.ContentBlock.Type != "text" {
+		_, isText, text := anthropicBlockStart(ev.Data)
+		if !isText {
 			return contEvent{kind: contOther}
 		}
-		return contEvent{kind: contText, text: f.ContentBlock.Text}
+		return contEvent{kind: contText, text: unquote(text)}
 	case "message_delta":
-		var f anthropicFrame
-		if json.Unmarshal(ev.Data, &f) == nil && f.Delta != nil && f.Delta.StopReason != nil {
-			return contEvent{kind: contFinish, finish: *f.Delta.StopReason}
+		if v := anthropicStopReason(ev.Data); v != nil {
+			return contEvent{kind: contFinish, finish: unquote(v)}
 		}
 	case "message_stop":
 		return contEvent{kind: contTerminal}

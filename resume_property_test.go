@@ -223,3 +223,29 @@ func FuzzResumeSplice(f *testing.F) {
 		}
 	})
 }
+
+// Following an Anthropic stream allocates nothing per event: the block
+// start, the deltas and the message_delta are read in place.
+func TestAnthropicResumerTrackAllocs(t *testing.T) {
+	rs := &anthropicResumer{}
+	events := resumeEvent("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+		"content_block": map[string]string{"type": "text", "text": ""}}) + anthropicTextDelta("Hello") +
+		resumeEvent("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": nil}, "usage": map[string]int{"output_tokens": 3}})
+	rd := newSSEReader(strings.NewReader(events), 0)
+	var evs []sseEvent
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			break
+		}
+		evs = append(evs, sseEvent{Raw: bytes.Clone(ev.Raw), Name: bytes.Clone(ev.Name), Data: bytes.Clone(ev.Data)})
+	}
+	for _, ev := range evs {
+		if n := testing.AllocsPerRun(1000, func() { rs.track(ev, dialectAnthropic.inspect(ev, true, nil)) }); n != 0 {
+			t.Errorf("%s: %v allocations per event", ev.Name, n)
+		}
+	}
+	if rs.ineligible() != "" || rs.finished() || !strings.HasPrefix(rs.text(), "HelloHello") {
+		t.Fatalf("resumer %+v", rs)
+	}
+}
