@@ -5,9 +5,12 @@ set -euo pipefail
 CADDY=${1:-./caddy}
 fail() { echo "smoke: FAIL: $*" >&2; exit 1; }
 
-$CADDY list-modules | grep -qx 'http.handlers.llm_hedge' || fail "llm_hedge not listed"
-$CADDY list-modules | grep -qx 'http.handlers.llm_sim' || fail "llm_sim not listed"
-$CADDY list-modules | grep -qx 'admin.api.llm_hedge' || fail "admin.api.llm_hedge not listed"
+# The list is read whole first: `list-modules | grep -q` under pipefail fails
+# when grep stops reading early and caddy gets SIGPIPE.
+modules=$($CADDY list-modules) || fail "list-modules"
+for m in http.handlers.llm_hedge http.handlers.llm_sim admin.api.llm_hedge; do
+	grep -qx "$m" <<<"$modules" || fail "$m not listed"
+done
 $CADDY adapt --config Caddyfile.example --adapter caddyfile >/tmp/llm_hedge_adapted.json || fail "adapt"
 grep -q '"handler":"llm_hedge"' /tmp/llm_hedge_adapted.json || fail "adapted JSON lacks llm_hedge"
 
