@@ -84,14 +84,15 @@ func (r *anthropicResumer) track(ev sseEvent, info eventInfo) {
 func (r *anthropicResumer) finished() bool { return r.stopped }
 
 func (r *anthropicResumer) prefill(body []byte, text string) ([]byte, error) {
-	return appendTurn(body, "messages", mergeAnthropicTurn, func(t string) any {
+	return appendTurn(body, "messages", mergeAssistantTurn, func(t string) any {
 		return map[string]string{"role": "assistant", "content": t}
 	}, text)
 }
 
-// mergeAnthropicTurn extends the client's own last assistant turn (a
-// client prefill) with the text.
-func mergeAnthropicTurn(last json.RawMessage, text string) (json.RawMessage, bool) {
+// mergeAssistantTurn extends the client's own last assistant turn (a
+// client prefill) with the text: its string content, or its content
+// blocks (parts) by a text one. Anthropic and Chat Completions share it.
+func mergeAssistantTurn(last json.RawMessage, text string) (json.RawMessage, bool) {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(last, &m) != nil || string(m["role"]) != `"assistant"` {
 		return nil, false

@@ -2,7 +2,6 @@ package llmhedge
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"strconv"
 )
@@ -169,31 +168,9 @@ func (r *openAIResumer) track(ev sseEvent, info eventInfo) {
 func (r *openAIResumer) finished() bool { return r.stopped }
 
 func (r *openAIResumer) prefill(body []byte, text string) ([]byte, error) {
-	return appendTurn(body, "messages", mergeOpenAITurn, func(t string) any {
+	return appendTurn(body, "messages", mergeAssistantTurn, func(t string) any {
 		return map[string]string{"role": "assistant", "content": t}
 	}, text)
-}
-
-// mergeOpenAITurn extends the client's own last assistant message: its
-// string content, or its content parts by a text part.
-func mergeOpenAITurn(last json.RawMessage, text string) (json.RawMessage, bool) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(last, &m) != nil || string(m["role"]) != `"assistant"` {
-		return nil, false
-	}
-	var s string
-	if json.Unmarshal(m["content"], &s) == nil {
-		m["content"] = jsonText(s + text)
-	} else {
-		var parts []json.RawMessage
-		if json.Unmarshal(m["content"], &parts) != nil {
-			return nil, false
-		}
-		p, _ := json.Marshal(map[string]string{"type": "text", "text": text})
-		m["content"], _ = json.Marshal(append(parts, p))
-	}
-	out, err := json.Marshal(m)
-	return out, err == nil
 }
 
 func (r *openAIResumer) read(ev sseEvent, info eventInfo) contEvent {
