@@ -75,9 +75,7 @@ func provisionMetrics(ctx caddy.Context) (*handlerMetrics, error) {
 	if reg == nil {
 		return collectors, nil
 	}
-	for _, c := range []prometheus.Collector{collectors.requests, collectors.attempts, collectors.hedges,
-		collectors.firstEvent, collectors.tokens, collectors.retries, collectors.exhausted, collectors.state,
-		collectors.quotaSkips, collectors.keys, collectors.resumes, collectors.resumeIn} {
+	for _, c := range collectors.all() {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -86,6 +84,13 @@ func provisionMetrics(ctx caddy.Context) (*handlerMetrics, error) {
 		}
 	}
 	return collectors, nil
+}
+
+// all is every collector the handler registers (the README's metrics table
+// lists their series; TestReadmeMetricsTable compares the two).
+func (m *handlerMetrics) all() []prometheus.Collector {
+	return []prometheus.Collector{m.requests, m.attempts, m.hedges, m.firstEvent, m.tokens, m.retries,
+		m.exhausted, m.state, m.quotaSkips, m.keys, m.resumes, m.resumeIn}
 }
 
 // The recording methods do nothing on a nil *handlerMetrics, so a handler
