@@ -38,7 +38,7 @@ const ns, sub = "caddy", "llm_hedge"
 func newHandlerMetrics() *handlerMetrics {
 	return &handlerMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "requests_total",
-			Help: "Requests (completions, and forwarded calls such as the models list) by outcome."}, []string{"outcome"}),
+			Help: "Requests on every path the handler answers (completions, models list, token counts, forwarded and refused calls), by outcome."}, []string{"outcome"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "attempts_total",
 			Help: "Upstream attempts by provider and result (won, lost, failed_<class>)."}, []string{"provider", "result"}),
 		hedges: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "hedges_total",
