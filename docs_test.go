@@ -185,3 +185,41 @@ func TestReadmeMetricsTable(t *testing.T) {
 		t.Errorf("README metrics table:\n  %s\nregistered:\n  %s", strings.Join(documented, "\n  "), strings.Join(registered, "\n  "))
 	}
 }
+
+// TestReadmeBuildAndRealKeys checks the README's first build command works
+// from a checkout (the module is not on the module proxy), and that a whole
+// Caddyfile with Anthropic, Bedrock and OpenAI keys from the environment
+// comes before the syntax reference.
+func TestReadmeBuildAndRealKeys(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := regexp.MustCompile(`(?m)^xcaddy build .*$`).FindString(string(b))
+	if !strings.HasSuffix(build, "=.") {
+		t.Errorf("first build command %q does not build the checkout (`--with module@version=.`)", build)
+	}
+	var example *docSnippet
+	for _, s := range docSnippets(t, "README.md") {
+		if s.kind == "syntax" {
+			break
+		}
+		if s.kind == "" && strings.Contains(s.text, "llm_hedge") {
+			example = &s
+			break
+		}
+	}
+	if example == nil {
+		t.Fatal("no whole Caddyfile with llm_hedge before the syntax reference")
+	}
+	out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(example.text), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"api":"anthropic"`, `"api":"bedrock"`, `"api":"openai"`,
+		`"key":"{env.ANTHROPIC_API_KEY}"`, `"key":"{env.OPENAI_API_KEY}"`} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("real-keys example lacks %s: %s", want, out)
+		}
+	}
+}
