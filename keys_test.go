@@ -72,7 +72,7 @@ func TestQuotaAdminStateIsRoutingVerdict(t *testing.T) {
 }
 
 // Item 2: a count past any real quota saturates: the key is not exhausted.
-func TestQuotaCountSaturates(t *testing.T) {
+func TestQuotaCountSaturatesArithmetic(t *testing.T) {
 	for _, v := range []string{"9223372036854775807", "99999999999999999999", "4611686018427387904"} {
 		rl, ok := parseRateLimits(hdr("x-ratelimit-remaining-requests", v, "x-ratelimit-remaining-tokens", v), rlNow)
 		if !ok || rl.reqLeft <= 0 || rl.tokLeft <= 0 {
