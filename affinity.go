@@ -145,6 +145,15 @@ func (t *affinityTable) forget(key string) {
 	}
 }
 
+// evictOldest drops the least recently used entry, if any.
+func (t *affinityTable) evictOldest() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tail >= 0 {
+		t.remove(t.tail)
+	}
+}
+
 // size returns the number of entries, expired ones not yet swept included.
 func (t *affinityTable) size() int {
 	t.mu.Lock()

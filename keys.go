@@ -40,6 +40,9 @@ type keyState struct {
 	reqReset  atomic.Int64
 	tokLeft   atomic.Int64
 	tokReset  atomic.Int64
+	// reserve is the quota_reserve of the key's provider, so that the
+	// admin view and the gauge judge the key as routing does.
+	reserve atomic.Int64
 }
 
 func newKeyState(fp string) *keyState {
@@ -50,23 +53,49 @@ func newKeyState(fp string) *keyState {
 }
 
 // keyStates is a provider health's set of keys, in the order first seen.
+// Each is counted by the provisioned configs that name it: a reload keeps
+// the state of the keys the new config still names, and a key no config
+// names leaves (the admin view, the metrics).
 type keyStates struct {
 	mu   sync.Mutex
 	list []*keyState
+	uses []int // per entry of list: the configs naming it
 }
 
-// key returns the state of the key with fingerprint fp, creating it.
+// key returns the state of the key with fingerprint fp, creating it, and
+// counts one more config naming it; release undoes it.
 func (ks *keyStates) key(fp string) *keyState {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
-	for _, k := range ks.list {
+	for i, k := range ks.list {
 		if k.fp == fp {
+			ks.uses[i]++
 			return k
 		}
 	}
 	k := newKeyState(fp)
 	ks.list = append(ks.list, k)
+	ks.uses = append(ks.uses, 1)
 	return k
+}
+
+// release drops one config's hold on each of keys; a key no config names
+// any more is forgotten.
+func (ks *keyStates) release(keys []*poolKey) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	for _, pk := range keys {
+		for i, k := range ks.list {
+			if k != pk.st {
+				continue
+			}
+			if ks.uses[i]--; ks.uses[i] <= 0 {
+				ks.list = append(ks.list[:i:i], ks.list[i+1:]...)
+				ks.uses = append(ks.uses[:i:i], ks.uses[i+1:]...)
+			}
+			break
+		}
+	}
 }
 
 func (ks *keyStates) all() []*keyState {
@@ -101,12 +130,12 @@ func (k *keyState) verdict(now, estimate int64, reserve int64) (state string, un
 		return keyCooling, c
 	}
 	if n, ok := left(k.reqLeft.Load(), k.reqReset.Load(), now); ok {
-		if n*(100-reserve)/100 < 1 {
+		if afterReserve(n, reserve) < 1 {
 			return keyExhausted, k.reqReset.Load()
 		}
 	}
 	if n, ok := left(k.tokLeft.Load(), k.tokReset.Load(), now); ok && estimate > 0 {
-		if n*(100-reserve)/100 < estimate {
+		if afterReserve(n, reserve) < estimate {
 			return keyExhausted, k.tokReset.Load()
 		}
 	}
@@ -234,7 +263,7 @@ func (k *keyState) take(now, reserve int64) (sent, before int64, ok bool) {
 		if n == rateLimitUnset || (reset != 0 && now >= reset) {
 			break
 		}
-		if max(n, 0)*(100-reserve)/100 < 1 {
+		if afterReserve(n, reserve) < 1 {
 			return 0, 0, false
 		}
 		if k.reqLeft.CompareAndSwap(n, n-1) {
@@ -271,18 +300,30 @@ func (k *keyState) cool(until int64) {
 	}
 }
 
-// state is the key's state for the admin view and the gauge.
+// state is the key's state for the admin view and the gauge: routing's
+// verdict for the smallest request (one token), under the provider's
+// reserve. A key shown ok may still be skipped for a request larger than
+// its tokens_remaining.
 func (k *keyState) state(now int64) string {
-	s, _ := k.verdict(now, 0, 0)
+	s, _ := k.verdict(now, 1, k.reserve.Load())
 	return s
 }
 
-// resetKeys re-enables the disabled keys and ends the cooldowns.
+// reset re-enables the disabled keys, ends the cooldowns and forgets the
+// learned quota: the next response teaches it again.
 func (ks *keyStates) reset() {
 	for _, k := range ks.all() {
 		k.disabled.Store(false)
 		k.coolUntil.Store(0)
+		k.forgetQuota()
 	}
+}
+
+func (k *keyState) forgetQuota() {
+	k.reqLeft.Store(rateLimitUnset)
+	k.reqReset.Store(0)
+	k.tokLeft.Store(rateLimitUnset)
+	k.tokReset.Store(0)
 }
 
 // keyUse is the key an attempt is about to use, its quota taken.

@@ -220,6 +220,7 @@ func (h *Handler) Validate() error {
 // their own contexts: a reload never cuts a stream.
 func (h *Handler) Cleanup() error {
 	for _, p := range h.providers {
+		p.health.keys.release(p.keys)
 		releaseHealth(p.name, p.baseURL.String())
 	}
 	for _, t := range h.transport {

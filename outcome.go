@@ -56,8 +56,8 @@ func (a *attempt) noteRateLimits(h http.Header) {
 
 // settleKey records a failure that is its key's, not its provider's: a
 // 401/403 disables the key, a 429 cools it (Retry-After or a Gemini
-// body's retryDelay, else the reset of the limit that ran out, else
-// keyCooldownDefault). While another key of
+// body's retryDelay, at most the breaker's Retry-After cap, else the reset
+// of the limit that ran out, else keyCooldownDefault). While another key of
 // the provider is not disabled, the provider stays in service: its breaker
 // is not charged, and the provider goes back into the request's plan so
 // that the failover tries it with another key. It reports whether it
@@ -78,7 +78,9 @@ func (h *Handler) settleKey(st *requestState, a *attempt, now time.Time) bool {
 		until := now.Add(keyCooldownDefault).UnixNano()
 		switch {
 		case a.hasRA && a.retryAfter > 0:
-			until = now.Add(a.retryAfter).UnixNano()
+			// capped as the breaker caps it: a buggy or hostile hint
+			// cannot take a key out for a day
+			until = now.Add(min(a.retryAfter, h.cooldown.retryAfterCap())).UnixNano()
 		case k.st.reqLeft.Load() == 0 && k.st.reqReset.Load() > now.UnixNano():
 			until = k.st.reqReset.Load()
 		case k.st.tokReset.Load() > now.UnixNano():

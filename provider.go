@@ -203,6 +203,7 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	for _, k := range secrets {
 		st := p.health.keys.key(keyFingerprint(k))
 		st.disabled.Store(false) // a reload gives a refused key another chance
+		st.reserve.Store(p.reserve)
 		p.keys = append(p.keys, &poolKey{secret: k, st: st})
 	}
 	return p, nil

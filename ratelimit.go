@@ -1,17 +1,24 @@
 package llmhedge
 
 import (
+	"errors"
+	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // A provider's rate-limit headers, read on every response of a configured
 // key (keys.go keeps what they say). Anthropic sends remaining counts and
 // RFC 3339 reset times; OpenAI sends remaining counts and Go-style
-// durations until the reset ("6m0s", "1s", "20ms", "1m30.5s"). Malformed
-// values are ignored; a reset time in the past is ignored and one further
-// than rateLimitResetMax is clamped to it (clock skew, or garbage).
+// durations until the reset ("6m0s", "1s", "20ms", "1m30.5s"); Azure
+// OpenAI sends the remaining counts alone. Every learned count expires:
+// a reset is read in any of these forms or as a bare number of seconds,
+// one in the past means now, one further than rateLimitResetMax is
+// clamped to it (clock skew, or garbage), and a count with no readable
+// reset expires after rateLimitWindow. Counts saturate at
+// rateLimitCountMax; negative or malformed counts are ignored.
 
 // rateLimits is what one response said about its key's quota. A remaining
 // count of -1 was not sent (or was malformed); a zero reset was not sent.
@@ -19,6 +26,15 @@ type rateLimits struct {
 	reqLeft, tokLeft   int64
 	reqReset, tokReset int64 // unix nanoseconds
 }
+
+// rateLimitWindow is how long a count without a readable reset holds:
+// every family's limits are per minute (requests and tokens per minute;
+// Azure's too).
+const rateLimitWindow = time.Minute
+
+// rateLimitCountMax bounds a learned count, so that its arithmetic (the
+// quota reserve's percentage) cannot overflow: no provider grants more.
+const rateLimitCountMax = 1 << 53
 
 // The header names, canonical, so that a lookup is a map index.
 const (
@@ -42,61 +58,61 @@ const (
 // remaining count speaks, with its own reset.
 func parseRateLimits(h http.Header, now time.Time) (rl rateLimits, any bool) {
 	rl = rateLimits{reqLeft: rateLimitUnset, tokLeft: rateLimitUnset}
-	rl.reqLeft, rl.reqReset = lowerLimit(rl.reqLeft, rl.reqReset, h, hAnthReqLeft, hAnthReqReset, now, false)
-	rl.reqLeft, rl.reqReset = lowerLimit(rl.reqLeft, rl.reqReset, h, hOAIReqLeft, hOAIReqReset, now, true)
-	rl.tokLeft, rl.tokReset = lowerLimit(rl.tokLeft, rl.tokReset, h, hAnthTokLeft, hAnthTokReset, now, false)
-	rl.tokLeft, rl.tokReset = lowerLimit(rl.tokLeft, rl.tokReset, h, hAnthInLeft, hAnthInReset, now, false)
-	rl.tokLeft, rl.tokReset = lowerLimit(rl.tokLeft, rl.tokReset, h, hAnthOutLeft, hAnthOutReset, now, false)
-	rl.tokLeft, rl.tokReset = lowerLimit(rl.tokLeft, rl.tokReset, h, hOAITokLeft, hOAITokReset, now, true)
+	rl.reqLeft, rl.reqReset = lowerLimit(rl.reqLeft, rl.reqReset, h, hAnthReqLeft, hAnthReqReset, now)
+	rl.reqLeft, rl.reqReset = lowerLimit(rl.reqLeft, rl.reqReset, h, hOAIReqLeft, hOAIReqReset, now)
+	rl.tokLeft, rl.tokReset = lowerLimit(rl.tokLeft, rl.tokReset, h, hAnthTokLeft, hAnthTokReset, now)
+	rl.tokLeft, rl.tokReset = lowerLimit(rl.tokLeft, rl.tokReset, h, hAnthInLeft, hAnthInReset, now)
+	rl.tokLeft, rl.tokReset = lowerLimit(rl.tokLeft, rl.tokReset, h, hAnthOutLeft, hAnthOutReset, now)
+	rl.tokLeft, rl.tokReset = lowerLimit(rl.tokLeft, rl.tokReset, h, hOAITokLeft, hOAITokReset, now)
 	return rl, rl.reqLeft != rateLimitUnset || rl.tokLeft != rateLimitUnset
 }
 
 // lowerLimit reads one remaining/reset pair and keeps it when its count is
 // lower than the one so far.
-func lowerLimit(left, reset int64, h http.Header, leftName, resetName string, now time.Time, duration bool) (int64, int64) {
+func lowerLimit(left, reset int64, h http.Header, leftName, resetName string, now time.Time) (int64, int64) {
 	v := h[leftName]
 	if len(v) == 0 {
 		return left, reset
 	}
-	n, err := strconv.ParseInt(v[0], 10, 64)
+	n, err := strconv.ParseInt(strings.TrimSpace(v[0]), 10, 64)
+	if errors.Is(err, strconv.ErrRange) && n > 0 {
+		err = nil // a count beyond int64 saturates like any large one
+	}
 	if err != nil || n < 0 {
 		return left, reset
 	}
-	var at int64
-	if r := h[resetName]; len(r) > 0 {
-		if duration {
-			at = resetAfter(r[0], now)
-		} else {
-			at = resetAt(r[0], now)
-		}
+	n = min(n, rateLimitCountMax)
+	var r string
+	if rv := h[resetName]; len(rv) > 0 {
+		r = rv[0]
 	}
 	if left != rateLimitUnset && left <= n {
 		return left, reset
 	}
-	return n, at
+	return n, resetOf(r, now)
 }
 
-// resetAt reads an RFC 3339 reset time: zero when malformed or past, and
-// at most rateLimitResetMax away.
-func resetAt(v string, now time.Time) int64 {
-	t, err := time.Parse(time.RFC3339, v)
-	if err != nil || !t.After(now) {
-		return 0
-	}
-	if t.Sub(now) > rateLimitResetMax {
-		return now.Add(rateLimitResetMax).UnixNano()
-	}
-	return t.UnixNano()
-}
-
-// resetAfter reads a Go-style duration until the reset: zero when
-// malformed, negative or zero, and at most rateLimitResetMax.
-func resetAfter(v string, now time.Time) int64 {
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0
+// resetOf reads a reset in any family's form: an RFC 3339 time, a Go-style
+// duration, or a bare number of seconds. A reset in the past is now, and
+// one absent or unreadable is rateLimitWindow away: a learned count never
+// holds for good. It is at most rateLimitResetMax away.
+func resetOf(v string, now time.Time) int64 {
+	v = strings.TrimSpace(v)
+	d := rateLimitWindow
+	if secs, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(secs) && !math.IsInf(secs, 0) {
+		d = time.Duration(min(max(secs, 0), rateLimitResetMax.Seconds()) * float64(time.Second))
+	} else if dur, err := time.ParseDuration(v); err == nil {
+		d = max(dur, 0)
+	} else if t, err := time.Parse(time.RFC3339, v); err == nil {
+		d = max(t.Sub(now), 0)
 	}
 	return now.Add(min(d, rateLimitResetMax)).UnixNano()
+}
+
+// afterReserve is what is left of a count n once reserve percent of it is
+// kept unused (n is at most rateLimitCountMax: no overflow).
+func afterReserve(n, reserve int64) int64 {
+	return max(n, 0) * (100 - reserve) / 100
 }
 
 // quotaEstimate is the tokens a completion request may use, for the quota
@@ -107,7 +123,7 @@ func quotaEstimate(body []byte) int64 {
 	for _, k := range [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
 		if v, ok := jsonLookup(body, k); ok {
 			if m, ok := jsonInt(v); ok && m > 0 {
-				return n + m
+				return n + min(m, rateLimitCountMax)
 			}
 		}
 	}

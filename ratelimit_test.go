@@ -67,16 +67,16 @@ func TestRateLimitHeadersMalformedAndSkew(t *testing.T) {
 		h         http.Header
 		ok        bool
 		left      int64
-		resetFrom time.Duration // the reset, from rlNow; -1: none
+		resetFrom time.Duration // the reset, from rlNow; -1: none (no count)
 	}{
 		{"no headers", hdr(), false, rateLimitUnset, -1},
 		{"not a number", hdr("x-ratelimit-remaining-requests", "many"), false, rateLimitUnset, -1},
 		{"negative", hdr("x-ratelimit-remaining-requests", "-3"), false, rateLimitUnset, -1},
 		{"float", hdr("anthropic-ratelimit-requests-remaining", "1.5"), false, rateLimitUnset, -1},
-		{"bad duration", hdr("x-ratelimit-remaining-requests", "3", "x-ratelimit-reset-requests", "soon"), true, 3, -1},
-		{"negative duration", hdr("x-ratelimit-remaining-requests", "3", "x-ratelimit-reset-requests", "-5s"), true, 3, -1},
-		{"bad time", hdr("anthropic-ratelimit-requests-remaining", "3", "anthropic-ratelimit-requests-reset", "tomorrow"), true, 3, -1},
-		{"past reset ignored", hdr("anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", "2026-12-01T03:59:00Z"), true, 0, -1},
+		{"bad duration: the window", hdr("x-ratelimit-remaining-requests", "3", "x-ratelimit-reset-requests", "soon"), true, 3, rateLimitWindow},
+		{"negative duration: now", hdr("x-ratelimit-remaining-requests", "3", "x-ratelimit-reset-requests", "-5s"), true, 3, 0},
+		{"bad time: the window", hdr("anthropic-ratelimit-requests-remaining", "3", "anthropic-ratelimit-requests-reset", "tomorrow"), true, 3, rateLimitWindow},
+		{"past reset: now", hdr("anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", "2026-12-01T03:59:00Z"), true, 0, 0},
 		{"far reset clamped", hdr("anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", "2027-06-01T00:00:00Z"), true, 0, rateLimitResetMax},
 		{"long duration clamped", hdr("x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "900h"), true, 0, rateLimitResetMax},
 	} {
@@ -226,9 +226,12 @@ func FuzzRateLimitHeaders(f *testing.F) {
 			}
 		}
 		for _, r := range []int64{rl.reqReset, rl.tokReset} {
-			if r != 0 && (r <= rlNow.UnixNano() || r > rlNow.Add(rateLimitResetMax).UnixNano()) {
-				t.Fatalf("reset %v outside (now, now+24h]", time.Unix(0, r))
+			if r != 0 && (r < rlNow.UnixNano() || r > rlNow.Add(rateLimitResetMax).UnixNano()) {
+				t.Fatalf("reset %v outside [now, now+24h]", time.Unix(0, r))
 			}
+		}
+		if (rl.reqLeft != rateLimitUnset && rl.reqReset == 0) || (rl.tokLeft != rateLimitUnset && rl.tokReset == 0) {
+			t.Fatalf("a learned count without a reset: %+v", rl)
 		}
 		ks := newKeyState("fuzz")
 		ks.noteRateLimits(rl, 0, 0)

@@ -19,9 +19,10 @@ import (
 // its health is keyed, so two configs' same-named providers never mix.
 func ownerKey(p *provider) string { return healthKey(p.name, p.baseURL.String()) }
 
-// ownerOf returns the configured provider that created the response id.
-func (h *Handler) ownerOf(id string) *provider {
-	key, ok := h.owners.owner(id, clock())
+// ownerOf returns the configured provider that created the response id
+// for the client of r.
+func (h *Handler) ownerOf(r *http.Request, id string) *provider {
+	key, ok := h.owners.owner(responseClient(r), id, clock())
 	if !ok {
 		return nil
 	}
@@ -42,7 +43,7 @@ func (h *Handler) pinResponse(st *requestState, body []byte) {
 		return
 	}
 	if id := previousResponseID(body); id != "" {
-		st.pinned = h.ownerOf(id)
+		st.pinned = h.ownerOf(st.r, id)
 	}
 }
 
@@ -90,7 +91,7 @@ func (st *requestState) rememberResponse(a *attempt) {
 			id = responsesCreatedID(ev)
 		}
 	}
-	h.owners.remember(id, ownerKey(a.p), clock())
+	h.owners.remember(responseClient(st.r), id, ownerKey(a.p), clock())
 }
 
 // responseStored reports whether a request asks the provider to keep its
@@ -134,7 +135,7 @@ func (h *Handler) forwardTargets(w http.ResponseWriter, st *requestState, d dial
 	if id == "" {
 		return h.auxCandidates(d), true
 	}
-	if p := h.ownerOf(id); p != nil {
+	if p := h.ownerOf(r, id); p != nil {
 		return []*provider{p}, true
 	}
 	st.dialect = dialectResponses

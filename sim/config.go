@@ -79,6 +79,13 @@ type Config struct {
 	// tokens) allowed per key per window. Default: unlimited.
 	QuotaTokens *Quota `json:"quota_tokens,omitempty"`
 
+	// How the quota's reset headers are written, as providers do besides
+	// the documented forms: "azure" sends the remaining counts with no
+	// reset header (Azure OpenAI), "seconds" a bare number of seconds
+	// ("60"), "past" a reset 10 s in the past (the provider's clock
+	// behind). Default "": each dialect's documented form.
+	QuotaResets string `json:"quota_resets,omitempty"`
+
 	// Cloud the simulator fronts (SPEC 11): "bedrock", "vertex" or
 	// "azure" checks that cloud's URL, body rules and auth, then answers in
 	// its framing (Bedrock: AWS event-stream frames, a stream error as an
@@ -253,6 +260,11 @@ func (c Config) Validate() error {
 	}
 	if c.Pings != nil && *c.Pings < 0 {
 		return fmt.Errorf("pings %d: must not be negative", *c.Pings)
+	}
+	switch c.QuotaResets {
+	case "", "azure", "seconds", "past":
+	default:
+		return fmt.Errorf("quota_resets %q: want azure, seconds or past", c.QuotaResets)
 	}
 	for _, q := range []*Quota{c.QuotaRequests, c.QuotaTokens} {
 		if q != nil && (q.N < 0 || q.Per <= 0) {

@@ -103,10 +103,10 @@ func (ex *exchange) chargeQuota() bool {
 	h := ex.w.Header()
 	anthropic := ex.wire.name() == "anthropic"
 	if cfg.QuotaRequests != nil {
-		rateLimitHeaders(h, anthropic, "requests", cfg.QuotaRequests.N, v.reqLeft, v.reqReset, t)
+		rateLimitHeaders(h, anthropic, cfg.QuotaResets, "requests", cfg.QuotaRequests.N, v.reqLeft, v.reqReset, t)
 	}
 	if cfg.QuotaTokens != nil {
-		rateLimitHeaders(h, anthropic, "tokens", cfg.QuotaTokens.N, v.tokLeft, v.tokReset, t)
+		rateLimitHeaders(h, anthropic, cfg.QuotaResets, "tokens", cfg.QuotaTokens.N, v.tokLeft, v.tokReset, t)
 	}
 	if v.ok {
 		return true
@@ -123,15 +123,24 @@ func (ex *exchange) chargeQuota() bool {
 
 // rateLimitHeaders writes one limit in the family of the dialect:
 // Anthropic's with an RFC 3339 reset (rounded up to the second), OpenAI's
-// with the time to the reset as a Go duration.
-func rateLimitHeaders(h http.Header, anthropic bool, kind string, limit, left int64, reset, t time.Time) {
+// with the time to the reset as a Go duration; resets (Config.QuotaResets)
+// may instead be absent, bare seconds, or in the past.
+func rateLimitHeaders(h http.Header, anthropic bool, resets, kind string, limit, left int64, reset, t time.Time) {
+	prefix, limitName, leftName, resetName := "x-ratelimit-", "limit-"+kind, "remaining-"+kind, "reset-"+kind
 	if anthropic {
-		h.Set("anthropic-ratelimit-"+kind+"-limit", strconv.FormatInt(limit, 10))
-		h.Set("anthropic-ratelimit-"+kind+"-remaining", strconv.FormatInt(left, 10))
-		h.Set("anthropic-ratelimit-"+kind+"-reset", reset.Add(time.Second-1).Truncate(time.Second).UTC().Format(time.RFC3339))
-		return
+		prefix, limitName, leftName, resetName = "anthropic-ratelimit-"+kind+"-", "limit", "remaining", "reset"
 	}
-	h.Set("x-ratelimit-limit-"+kind, strconv.FormatInt(limit, 10))
-	h.Set("x-ratelimit-remaining-"+kind, strconv.FormatInt(left, 10))
-	h.Set("x-ratelimit-reset-"+kind, reset.Sub(t).Round(time.Millisecond).String())
+	h.Set(prefix+limitName, strconv.FormatInt(limit, 10))
+	h.Set(prefix+leftName, strconv.FormatInt(left, 10))
+	switch {
+	case resets == "azure":
+	case resets == "seconds":
+		h.Set(prefix+resetName, strconv.FormatInt(int64((reset.Sub(t)+time.Second-1)/time.Second), 10))
+	case resets == "past":
+		h.Set(prefix+resetName, t.Add(-10*time.Second).UTC().Format(time.RFC3339))
+	case anthropic:
+		h.Set(prefix+resetName, reset.Add(time.Second-1).Truncate(time.Second).UTC().Format(time.RFC3339))
+	default:
+		h.Set(prefix+resetName, reset.Sub(t).Round(time.Millisecond).String())
+	}
 }
