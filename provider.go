@@ -70,8 +70,10 @@ type Provider struct {
 	MaxInFlight int `json:"max_in_flight,omitempty"`
 	// Whether the provider accepts an assistant turn last and continues
 	// from its exact text: a mid-stream continuation there sends the
-	// delivered text as that turn (resume.go). Default: on for api
-	// anthropic, bedrock and vertex; off otherwise.
+	// delivered text as that turn (resume.go). Default: on for Anthropic
+	// Messages requests on api anthropic, bedrock and vertex; off
+	// otherwise (a Gemini request on vertex included: Gemini answers a
+	// trailing model turn from the start).
 	Prefill *bool `json:"prefill,omitempty"`
 	// Overrides timeouts.first_byte for this provider.
 	FirstByteTimeout caddy.Duration `json:"first_byte_timeout,omitempty"`
@@ -94,7 +96,7 @@ type provider struct {
 	vendor    string
 	weight    int
 	firstByte time.Duration
-	prefill   bool // continues an assistant turn last (resume.go)
+	prefill   *bool // the operator's prefill; nil: by dialect and route (prefills, resume.go)
 	transport *http.Transport
 	health    *providerHealth
 	latency   *latencyTracker
@@ -178,13 +180,7 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 			return nil, err
 		}
 	}
-	switch strings.ToLower(pc.API) {
-	case "anthropic", "bedrock", "vertex": // the APIs that continue an assistant turn
-		p.prefill = true
-	}
-	if pc.Prefill != nil {
-		p.prefill = *pc.Prefill
-	}
+	p.prefill = pc.Prefill
 	if pc.HeadersUp != nil {
 		if err := pc.HeadersUp.Provision(caddy.Context{}); err != nil {
 			return nil, fmt.Errorf("header_up: %w", err)

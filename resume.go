@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -94,17 +95,17 @@ func (h *Handler) resume(w io.Writer, flush func() error, st *requestState, rs r
 // completes the stream, adds text and breaks (the next continuation goes
 // on from there), or none is left.
 func (h *Handler) continueStream(w io.Writer, flush func() error, st *requestState, rs resumer) {
-	text := rs.text()
+	text, delivered := rs.text(), deliveredOf(rs)
 	chars := utf8.RuneCountInString(text)
 	orig, model := st.req, st.plan.model
 	defer func() { st.req, st.resuming, st.fatal = orig, "", nil }()
 	cands := h.resumeCandidates(st)
-	pre, ws := trimPrefill(text)
+	pre, _ := trimPrefill(text)
 	outcome, why := resumeFailed, "no candidate continued the stream"
 	for _, strategy := range []string{strategyPrefill, strategyReplay} {
-		req, plan, sp := orig, cands, splicer{hold: text}
+		req, plan, sp := orig, cands, replaySplicer(text)
 		if strategy == strategyPrefill {
-			plan = slices.DeleteFunc(slices.Clone(cands), func(p *provider) bool { return !p.prefill })
+			plan = slices.DeleteFunc(slices.Clone(cands), func(p *provider) bool { return !p.prefills(st.dialect) })
 			if len(plan) == 0 || pre == "" {
 				continue
 			}
@@ -116,7 +117,7 @@ func (h *Handler) continueStream(w io.Writer, flush func() error, st *requestSta
 				continue
 			}
 			req.sizeClass, req.sessionKey = orig.sizeClass, orig.sessionKey
-			sp = splicer{hold: ws, lenient: true}
+			sp = prefillSplicer(text)
 		}
 		st.req, st.resuming = req, strategy
 		st.plan = newPlan(plan, model)
@@ -131,7 +132,7 @@ func (h *Handler) continueStream(w io.Writer, flush func() error, st *requestSta
 				break
 			}
 			sp := sp // each target starts the hold afresh
-			res := h.splice(w, flush, st, a, rs, &sp, strategy, len(text))
+			res := h.splice(w, flush, st, a, rs, &sp, strategy, delivered)
 			st.drain()
 			switch {
 			case res.complete:
@@ -141,6 +142,10 @@ func (h *Handler) continueStream(w io.Writer, flush func() error, st *requestSta
 			case res.reason == "client_gone":
 				st.relay.Reason, st.relay.Err = res.reason, res.err
 				h.noteResume(st, strategy, chars, resumeFailed, "client gone")
+				return
+			case res.reason == reasonTextBound:
+				st.relay.Reason, st.relay.Err = res.reason, res.err
+				h.noteResume(st, strategy, chars, resumeIneligible, res.err.Error())
 				return
 			case res.wrote:
 				// It added text, then broke: the next continuation goes
@@ -155,6 +160,26 @@ func (h *Handler) continueStream(w io.Writer, flush func() error, st *requestSta
 		}
 	}
 	h.noteResume(st, "", chars, outcome, why)
+}
+
+// prefills reports whether p continues a request of dialect d from an
+// assistant turn holding the delivered text: the operator's `prefill`, else
+// only Anthropic Messages on the routes that continue such a turn as
+// written (Anthropic's API, Bedrock, Vertex's Anthropic publisher). Gemini,
+// on Vertex too, and OpenAI's APIs answer a trailing assistant turn from
+// the start.
+func (p *provider) prefills(d dialect) bool {
+	if p.prefill != nil {
+		return *p.prefill
+	}
+	if d != dialectAnthropic || p.cfg == nil {
+		return false
+	}
+	switch strings.ToLower(p.cfg.API) {
+	case "anthropic", "bedrock", "vertex":
+		return true
+	}
+	return false
 }
 
 // resumeCandidates are the request's candidates for a continuation: the

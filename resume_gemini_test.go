@@ -329,7 +329,8 @@ var resumeWires = map[string]resumeWire{
 // id whose text begins with what the client had (the whole answer when
 // the continuation agrees), with one finish and one end, or ends in one
 // error event with a prefix of the answer. The continuation's last text
-// comes with its finish in the same chunk half of the time.
+// comes with its finish in the same chunk half of the time. A prefill
+// target that answers from the start is never spliced.
 func TestResumeSpliceChatGeminiProperty(t *testing.T) {
 	for name, wire := range resumeWires {
 		t.Run(name, func(t *testing.T) {
@@ -346,7 +347,7 @@ func TestResumeSpliceChatGeminiProperty(t *testing.T) {
 				}
 				k := 1 + rng.IntN(len(parts)-1)
 				delivered := strings.Join(parts[:k], "")
-				mode := rng.IntN(4)
+				mode := rng.IntN(5)
 				var cont string
 				prefill := false
 				switch mode {
@@ -365,14 +366,20 @@ func TestResumeSpliceChatGeminiProperty(t *testing.T) {
 					prefill = true
 					pre, _ := trimPrefill(delivered)
 					cont = answer[len(pre):]
+				case 4: // a prefill target that answers from the start
+					cont = answer
+					pre, _ := trimPrefill(delivered)
+					prefill = pre != "" // an all-whitespace text is not prefilled (continueStream)
 				}
 				v := wire.read(t, resumeSpliceOnce(t, wire, parts[:k], chunk(rng, cont), prefill, rng.IntN(2) == 0))
 				ok := v.afterEnds == 0 && v.ends+v.errs == 1 && len(v.ids) == 1 && v.ids["client"]
 				switch {
 				case !ok:
+				case mode == 4 && prefill:
+					ok = v.errs == 1 && v.finishes == 0 && v.text == delivered
 				case v.errs == 1:
 					ok = v.finishes == 0 && strings.HasPrefix(answer, v.text) && strings.HasPrefix(v.text, delivered)
-				case mode == 3 || mode == 0:
+				case mode == 3 || mode == 0 || mode == 4:
 					ok = v.finishes == 1 && v.text == answer
 				default:
 					ok = v.finishes == 1 && strings.HasPrefix(v.text, delivered) && v.text == cont
@@ -403,10 +410,9 @@ func resumeSpliceOnce(t *testing.T, wire resumeWire, delivered, cont []string, p
 		feed(wire.evt("client", d, ""))
 	}
 	text := rs.text()
-	sp := splicer{hold: text}
+	sp := replaySplicer(text)
 	if prefill {
-		_, ws := trimPrefill(text)
-		sp = splicer{hold: ws, lenient: true}
+		sp = prefillSplicer(text)
 	}
 	run := &spliceRun{d: wire.d, rs: rs, sp: &sp, w: &client, flush: func() error { return nil }}
 	var stream strings.Builder

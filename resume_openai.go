@@ -17,7 +17,13 @@ type openAIResumer struct {
 	includeUsage                    bool   // stream_options.include_usage
 	stopped                         bool   // a chunk with finish_reason reached the client
 	usageSent                       bool   // a usage chunk reached the client
+	chunks                          int64  // chunks with content the client got: one token each
 }
+
+// tokens counts the client's text as OpenAI streams it, one token per
+// chunk (resumeUsage): a server that sends several tokens in a chunk makes
+// it an undercount.
+func (r *openAIResumer) tokens() int64 { return r.chunks }
 
 // newResumer: a request for several choices (n > 1) is not continued.
 func (openAIDialect) newResumer(req *llmRequest) resumer {
@@ -158,6 +164,9 @@ func (r *openAIResumer) track(ev sseEvent, info eventInfo) {
 		return
 	}
 	if c.content != nil {
+		if len(c.content) > 2 { // not ""
+			r.chunks++
+		}
 		r.appendJSON(c.content)
 	}
 	if c.finish != nil {
@@ -242,6 +251,7 @@ func (r *openAIResumer) writeText(w io.Writer, text string) error {
 	b.Write(jsonText(text))
 	b.WriteString("},\"finish_reason\":null}]}\n\n")
 	r.appendText(text)
+	r.chunks++
 	_, err := w.Write(b.Bytes())
 	return err
 }

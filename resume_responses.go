@@ -142,8 +142,6 @@ func (r *responsesResumer) ineligible() string {
 		return "no response.created"
 	case r.parts == 0:
 		return "no output_text part"
-	case len(r.buf) > maxResumeText:
-		return "more text than a continuation keeps"
 	}
 	return ""
 }
@@ -279,16 +277,17 @@ func (r *responsesResumer) writeText(w io.Writer, text string) error {
 	if text == "" {
 		return nil
 	}
+	// writeEnd repeats the text whole: past maxResumeText it is no longer
+	// kept, and the stream cannot be completed (the client gets the error
+	// event), as it could not be continued.
+	if r.appendText(text); r.bad != "" {
+		return errResumeTextBound
+	}
 	var b bytes.Buffer
 	r.writeLoc(&b, "response.output_text.delta")
 	b.WriteString(",\"delta\":")
 	b.Write(jsonText(text))
 	b.WriteString(",\"logprobs\":[]}\n\n")
-	if r.bad == "" {
-		// Past maxResumeText the text is still kept: writeEnd repeats it
-		// whole (ineligible stops a further continuation).
-		r.buf = append(r.buf, text...)
-	}
 	_, err := w.Write(b.Bytes())
 	return err
 }

@@ -338,3 +338,35 @@ func TestResponsesResumerTrackAllocs(t *testing.T) {
 		t.Errorf("seq %d, ineligible %q", rs.seq, rs.ineligible())
 	}
 }
+
+// Item 8 (issue 21): a Responses continuation keeps no more text than the
+// other dialects: past maxResumeText the text is dropped, the splice ends
+// (its end would repeat the whole text) without writing more, and the
+// stream can no longer be continued.
+func TestResponsesContinuationMemoryBounded(t *testing.T) {
+	rs := rsTracked(t, rsStream(rsCreated, rsInProgress, rsMessage, rsPart, rsDelta1))
+	sp := replaySplicer("")
+	var client bytes.Buffer
+	run := &spliceRun{d: dialectResponses, rs: rs, sp: &sp, w: &client, flush: func() error { return nil }}
+	delta := strings.Repeat("x", 64<<10)
+	ev := rsEvent(`{"type":"response.output_text.delta","sequence_number":9,"item_id":"m","output_index":0,"content_index":0,"delta":"` + delta + `","logprobs":[]}`)
+	events := parseEvents(t, ev)
+	n := 0
+	for ; n < 2*maxResumeText/len(delta); n++ {
+		if run.handle(events[0]) {
+			break
+		}
+		if len(rs.buf) > maxResumeText {
+			t.Fatalf("after %d deltas the resumer holds %d bytes, over %d", n+1, len(rs.buf), maxResumeText)
+		}
+	}
+	if run.res.reason != reasonTextBound || run.res.complete || run.finishing() && run.end(&usage{Output: 1}) {
+		t.Fatalf("after %d deltas the splice %+v, want it ended at the bound", n, run.res)
+	}
+	if rs.buf != nil || rs.ineligible() == "" {
+		t.Fatalf("resumer keeps %d bytes, ineligible %q", len(rs.buf), rs.ineligible())
+	}
+	if client.Len() > maxResumeText+(64<<10)+(1<<20) {
+		t.Fatalf("the client got %d bytes past the bound", client.Len())
+	}
+}

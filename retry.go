@@ -87,9 +87,10 @@ func (h *Handler) fallback(st *requestState) bool {
 // attempt with, or "": the attempt's 400 says the prompt is too long, the
 // plan's model matches the rule's <from>, a provider serves its <to>, and
 // the request has not fallen back for its context yet and still has an
-// attempt and room in the retry budget.
+// attempt and room in the retry budget. A continuation never switches
+// model: its too-long prefill goes on to replay-match (resume.go).
 func (h *Handler) contextFallbackTo(st *requestState, a *attempt) string {
-	if len(h.Retry.ContextFallbacks) == 0 || st.contextFellBack > 0 || st.pinned != nil ||
+	if len(h.Retry.ContextFallbacks) == 0 || st.contextFellBack > 0 || st.pinned != nil || st.resuming != "" ||
 		a.status != 400 || st.attemptsLeft() == 0 || !st.dialect.promptTooLong(a.errBody) {
 		return ""
 	}

@@ -21,9 +21,9 @@ type spliceResult struct {
 // splice reads the continuation a and writes to the client what it adds
 // to the committed stream, in the client's ids and indexes (rs): held back
 // by sp until it reproduced what it must, watched for idle like the relay,
-// and ended with the request. delivered is the bytes of text the client
-// had when the continuation started.
-func (h *Handler) splice(w io.Writer, flush func() error, st *requestState, a *attempt, rs resumer, sp *splicer, strategy string, delivered int) spliceResult {
+// and ended with the request. delivered is what the client had when the
+// continuation started.
+func (h *Handler) splice(w io.Writer, flush func() error, st *requestState, a *attempt, rs resumer, sp *splicer, strategy string, delivered deliveredText) spliceResult {
 	defer a.cancel(nil)
 	defer a.resp.Body.Close()
 	run := &spliceRun{d: st.dialect, rs: rs, sp: sp, w: w, flush: flush}
@@ -70,10 +70,16 @@ func (s *spliceRun) handle(ev sseEvent) bool {
 		out, diverged := s.sp.feed(c.text)
 		if diverged {
 			s.res.diverged, s.res.reason = true, "the continuation's text differs from the delivered text"
+			if s.sp.restarted {
+				s.res.reason = "the prefill continuation started the answer again"
+			}
 			return true
 		}
 		if out != "" {
-			if err := s.rs.writeText(s.w, out); err != nil {
+			if err := s.rs.writeText(s.w, out); errors.Is(err, errResumeTextBound) {
+				s.res.reason, s.res.err = reasonTextBound, err
+				return true
+			} else if err != nil {
 				s.res.reason, s.res.err = "client_gone", err
 				return true
 			}
@@ -174,13 +180,35 @@ func (h *Handler) spliceRest(st *requestState, a *attempt, res *spliceResult, ha
 	}
 }
 
+// deliveredText is what the client had when a continuation started: the
+// bytes of its text and, when its dialect tells, the tokens they took
+// (0: unknown).
+type deliveredText struct {
+	bytes  int
+	tokens int64
+}
+
+// tokenCounter is a resumer that knows how many tokens the client's text
+// took: a Chat Completions stream carries one token per content chunk.
+type tokenCounter interface{ tokens() int64 }
+
+// deliveredOf is what the client of rs has now.
+func deliveredOf(rs resumer) deliveredText {
+	d := deliveredText{bytes: len(rs.text())}
+	if tc, ok := rs.(tokenCounter); ok {
+		d.tokens = tc.tokens()
+	}
+	return d
+}
+
 // resumeUsage is the usage a spliced stream reports: the original input,
 // and every output token the client's text took. A replay-match
 // continuation generated the whole text again, so its output counts it all;
 // a prefill continuation's output is only the new part, and the text sent
-// as the prefill counts what its input grew by (estimated from its length
-// when the original input is unknown).
-func (h *Handler) resumeUsage(st *requestState, a *attempt, strategy string, delivered int) *usage {
+// as the prefill counts what its input grew by (when the original input is
+// unknown: the tokens the dialect counted, else its length / 4, never more
+// than the continuation's whole prompt).
+func (h *Handler) resumeUsage(st *requestState, a *attempt, strategy string, delivered deliveredText) *usage {
 	u := &usage{Input: a.usage.Input, Output: a.usage.Output}
 	orig := &st.winner.usage
 	if orig.Input > 0 {
@@ -190,9 +218,16 @@ func (h *Handler) resumeUsage(st *requestState, a *attempt, strategy string, del
 		// The prompt grew by the prefill: with caching (another provider
 		// may miss the cache) only the whole prompt compares. A token is
 		// at least a byte: a growth beyond that is not the prefill.
-		covered := promptTokens(st.dialect, &a.usage) - promptTokens(st.dialect, orig)
-		if orig.Input == 0 || covered <= 0 || covered > int64(delivered) {
-			covered = int64(delivered+3) / 4
+		prompt := promptTokens(st.dialect, &a.usage)
+		covered := prompt - promptTokens(st.dialect, orig)
+		if orig.Input == 0 || covered <= 0 || covered > int64(delivered.bytes) {
+			covered = int64(delivered.bytes+3) / 4
+			if delivered.tokens > 0 {
+				covered = delivered.tokens
+			}
+			if prompt > 0 {
+				covered = min(covered, prompt)
+			}
 		}
 		if orig.Input == 0 {
 			// The original input is unknown (Chat and Responses report
@@ -223,7 +258,7 @@ func (h *Handler) settleContinuation(st *requestState, a *attempt, res spliceRes
 	switch {
 	case res.complete || res.diverged:
 		a.p.health.onSuccess(now, false)
-	case res.reason == "client_gone", res.reason == "total_timeout":
+	case res.reason == "client_gone", res.reason == "total_timeout", res.reason == reasonTextBound:
 	default:
 		a.p.health.onFailureIn(a.epoch, now, h.cooldown, "stream_"+res.reason, 0, 0, st.plan.model, false)
 	}

@@ -73,6 +73,13 @@ type contEnd struct {
 // it the stream is no longer eligible (its prefill would be huge).
 const maxResumeText = 4 << 20
 
+// errResumeTextBound is a resumer's writeText past maxResumeText when its
+// end needs the whole text (Responses): the splice cannot complete.
+var errResumeTextBound = errors.New("more text than a continuation keeps")
+
+// reasonTextBound ends a splice whose text passed maxResumeText.
+const reasonTextBound = "resume_text_bound"
+
 // textLog accumulates the text the client has; the part every dialect's
 // resumer shares.
 type textLog struct {
@@ -161,11 +168,56 @@ type splicer struct {
 	hold    string
 	matched int
 	lenient bool
+	// restart, for a prefill, is the start of the delivered text: a
+	// continuation that begins with it answered from the start (its target
+	// does not continue an assistant turn), and splicing it would repeat
+	// the client's text. What may still be that start is held (probed).
+	restart   string
+	probed    int
+	restarted bool
+}
+
+// restartProbe bounds the start of the delivered text that, repeated at
+// the start of a prefill continuation, shows a target answering anew: the
+// whole text when it is shorter. A restart that changes a word within it
+// is not seen (and a genuine continuation that begins with the answer's
+// first restartProbe bytes is taken for a restart).
+const restartProbe = 32
+
+// replaySplicer holds a replay-match continuation until it reproduced the
+// delivered text.
+func replaySplicer(text string) splicer { return splicer{hold: text} }
+
+// prefillSplicer holds a prefill continuation until it is known to go on
+// from the delivered text rather than start the answer again, and drops
+// the whitespace the prefill left out when the continuation repeats it.
+func prefillSplicer(text string) splicer {
+	pre, ws := trimPrefill(text)
+	n := min(len(pre), restartProbe)
+	for n < len(pre) && !utf8.RuneStart(pre[n]) {
+		n--
+	}
+	return splicer{hold: ws, lenient: true, restart: pre[:n]}
 }
 
 // feed takes the continuation's next text and returns the part the client
-// does not have yet, or diverged when it contradicts the client's text.
+// does not have yet, or diverged when it contradicts (or, for a prefill,
+// repeats) the client's text.
 func (s *splicer) feed(t string) (out string, diverged bool) {
+	if s.restart != "" {
+		rest := s.restart[s.probed:]
+		n := commonPrefix(rest, t)
+		switch {
+		case n == len(rest):
+			s.restarted = true // the answer again, from its start
+			return "", true
+		case n == len(t):
+			s.probed += n // it may still be: held
+			return "", false
+		}
+		t = s.restart[:s.probed] + t // it says something else: all of it is new
+		s.restart, s.probed = "", 0
+	}
 	if s.matched >= len(s.hold) {
 		return t, false
 	}
@@ -186,8 +238,10 @@ func (s *splicer) feed(t string) (out string, diverged bool) {
 	return t[n:], false
 }
 
-// done reports whether the hold is over: whatever comes now is new.
-func (s *splicer) done() bool { return s.matched >= len(s.hold) }
+// done reports whether the hold is over: whatever comes now is new. A
+// prefill continuation that ended on a held start of the delivered text
+// is not done: it may have been a restart.
+func (s *splicer) done() bool { return s.probed == 0 && s.matched >= len(s.hold) }
 
 // commonPrefix is the length of the longest common prefix of a and b that
 // does not split a UTF-8 character.

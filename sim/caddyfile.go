@@ -36,7 +36,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		cache_read  <n>              # reported cache-read input tokens; default 0
 //		key         <value>...       # API keys accepted (any of them); default any
 //		quota requests|tokens <n> per <duration>  # per key; over it 429 until the window ends
-//		prefill     on|off           # continue a conversation ending in an assistant turn; off: 400 "... assistant message prefill ..."; default on
+//		prefill     on|off|restart   # continue a conversation ending in an assistant turn; off: 400 "... assistant message prefill ..."; restart: the whole answer; default on
 //		sampling    deterministic|sampled  # sampled: the words after the first two reordered per request; default deterministic
 //		seed        <n>              # seed of the random choices; default the clock
 //		fault <kind> [status <code>] [percent <p>] [count <n>] [after <n>] [retry_after <value>] [no_retry] [model <glob>] [header <field>] [delay <duration>] [message <text>]
@@ -95,8 +95,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "aws_secret_key":
 			h.AWSSecretKey, err = oneArg(d)
 		case "prefill":
-			if h.Prefill, err = oneArg(d); err == nil && h.Prefill != PrefillOn && h.Prefill != PrefillOff {
-				return d.Errf("prefill %q: want on or off", h.Prefill)
+			if h.Prefill, err = oneArg(d); err == nil && h.Prefill != PrefillOn && h.Prefill != PrefillOff && h.Prefill != PrefillRestart {
+				return d.Errf("prefill %q: want on, off or restart", h.Prefill)
 			}
 		case "sampling":
 			if h.Sampling, err = oneArg(d); err == nil && h.Sampling != SamplingDeterministic && h.Sampling != SamplingSampled {

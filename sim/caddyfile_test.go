@@ -229,7 +229,7 @@ func TestCaddyfilePrefillSampling(t *testing.T) {
 		}
 	}
 	for input, wantErr := range map[string]string{
-		"prefill maybe":       `prefill "maybe": want on or off`,
+		"prefill maybe":       `prefill "maybe": want on, off or restart`,
 		"prefill":             "wrong argument count",
 		"prefill on off":      "wrong argument count",
 		"sampling random":     `sampling "random": want deterministic or sampled`,

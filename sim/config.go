@@ -114,6 +114,8 @@ type Config struct {
 	// assistant content cannot end with trailing whitespace". "off": a model
 	// without prefill refuses such a request with a 400 in its dialect whose
 	// message contains "assistant message prefill" (PrefillUnsupported*).
+	// "restart": the model takes the assistant turn as context and answers
+	// the whole answer from its start (as Gemini and OpenAI's own API do).
 	// A prefill is checked after the quota and before any fault.
 	Prefill string `json:"prefill,omitempty"`
 
@@ -243,9 +245,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("wire %q: want bedrock, vertex or azure", c.Wire)
 	}
 	switch c.Prefill {
-	case "", PrefillOn, PrefillOff:
+	case "", PrefillOn, PrefillOff, PrefillRestart:
 	default:
-		return fmt.Errorf("prefill %q: want on or off", c.Prefill)
+		return fmt.Errorf("prefill %q: want on, off or restart", c.Prefill)
 	}
 	switch c.Sampling {
 	case "", SamplingDeterministic, SamplingSampled:

@@ -14,6 +14,7 @@ import (
 const (
 	PrefillOn             = "on"
 	PrefillOff            = "off"
+	PrefillRestart        = "restart"
 	SamplingDeterministic = "deterministic"
 	SamplingSampled       = "sampled"
 )
@@ -57,14 +58,15 @@ func (ex *exchange) prepareAnswer(ep endpoint) bool {
 		}
 	}
 	sampled := cfg.Sampling == SamplingSampled
-	if !sampled && (!prefilled || !strings.HasPrefix(ex.p.text, prefill)) {
+	continues := prefilled && cfg.Prefill != PrefillRestart
+	if !sampled && (!continues || !strings.HasPrefix(ex.p.text, prefill)) {
 		return true // the plan's answer as it is
 	}
 	deltas := ex.p.deltas
 	if sampled {
 		deltas = splitText(ex.p.rng.sample(cfg.Text), cfg.Tokens)
 	}
-	if prefilled {
+	if continues {
 		// The prefill's tokens are the deltas it covers, as a tokenizer
 		// would count the same text; the rest of the input is the body
 		// without the assistant turn, as the request without it counts.
