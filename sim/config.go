@@ -79,7 +79,7 @@ type Config struct {
 	// tokens) allowed per key per window. Default: unlimited.
 	QuotaTokens *Quota `json:"quota_tokens,omitempty"`
 
-	// Cloud the simulator fronts (SPEC 11): "bedrock", "vertex" or
+	// Cloud the simulator fronts: "bedrock", "vertex" or
 	// "azure" checks that cloud's URL, body rules and auth, then answers in
 	// its framing (Bedrock: AWS event-stream frames, a stream error as an
 	// exception frame). Default "": the native APIs.
