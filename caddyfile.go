@@ -80,21 +80,28 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	lines := optionLines{}
 	for d.NextBlock(0) {
+		opt := d.Val()
+		if opt != "provider" && opt != "forward" {
+			if err := lines.once(d, opt); err != nil {
+				return err
+			}
+		}
 		var err error
-		switch d.Val() {
+		switch opt {
 		case "provider":
-			err = h.parseProvider(d)
+			err = h.parseProvider(d, lines)
 		case "timeouts":
-			err = h.parseTimeouts(d)
+			err = h.parseTimeouts(d, lines)
 		case "hedge":
-			err = h.parseHedge(d)
+			err = h.parseHedge(d, lines)
 		case "retry":
-			err = h.parseRetry(d)
+			err = h.parseRetry(d, lines)
 		case "cooldown":
-			err = h.parseCooldown(d)
+			err = h.parseCooldown(d, lines)
 		case "stream":
-			err = h.parseStream(d)
+			err = h.parseStream(d, lines)
 		case "affinity":
 			err = h.parseAffinity(d)
 		case "max_body":
@@ -122,14 +129,21 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if len(h.Providers) == 0 {
 		return d.Err("llm_hedge: at least one provider is required")
 	}
+	// Providers and timeouts come in any order: their conflict is known at the end.
+	if opt, err := h.timeoutConflict(); err != nil {
+		return errAt(lines[opt], "%v", err)
+	}
 	return nil
 }
 
-func (h *Handler) parseTimeouts(d *caddyfile.Dispenser) error {
+func (h *Handler) parseTimeouts(d *caddyfile.Dispenser, lines optionLines) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := lines.once(d, "timeouts "+d.Val()); err != nil {
+			return err
+		}
 		var target *caddy.Duration
 		switch d.Val() {
 		case "connect":
@@ -154,7 +168,7 @@ func (h *Handler) parseTimeouts(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-func (h *Handler) parseHedge(d *caddyfile.Dispenser) error {
+func (h *Handler) parseHedge(d *caddyfile.Dispenser, lines optionLines) error {
 	if d.NextArg() {
 		if d.Val() == "off" && !d.NextArg() {
 			h.Hedge.Off = true
@@ -163,6 +177,9 @@ func (h *Handler) parseHedge(d *caddyfile.Dispenser) error {
 		return d.ArgErr()
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := lines.once(d, "hedge "+d.Val()); err != nil {
+			return err
+		}
 		var err error
 		switch d.Val() {
 		case "after":
@@ -208,14 +225,39 @@ func (h *Handler) parseHedge(d *caddyfile.Dispenser) error {
 			return err
 		}
 	}
+	return hedgeConflict(h, lines)
+}
+
+// hedgeConflict refuses off together with another hedge option, and a
+// clamp whose min is above its max, at the line of the later option.
+func hedgeConflict(h *Handler, lines optionLines) error {
+	options := []string{"hedge after", "hedge min", "hedge max", "hedge max_attempts", "hedge budget"}
+	if off, ok := lines["hedge off"]; ok {
+		if other, ok := lines.last(options...); ok {
+			at := other
+			if off.Line > other.Line {
+				at = off
+			}
+			return errAt(at, "hedge: off conflicts with %s: with hedging off no other hedge option applies", other.Text)
+		}
+	}
+	if err := h.Hedge.clampConflict(); err != nil {
+		at, _ := lines.last("hedge min", "hedge max")
+		return errAt(at, "%v", err)
+	}
 	return nil
 }
 
-func (h *Handler) parseRetry(d *caddyfile.Dispenser) error {
+func (h *Handler) parseRetry(d *caddyfile.Dispenser, lines optionLines) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if opt := d.Val(); opt != "fallback_model" && opt != "context_fallback" {
+			if err := lines.once(d, "retry "+opt); err != nil {
+				return err
+			}
+		}
 		var err error
 		switch d.Val() {
 		case "attempts":
@@ -263,11 +305,14 @@ func (h *Handler) parseRetry(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-func (h *Handler) parseCooldown(d *caddyfile.Dispenser) error {
+func (h *Handler) parseCooldown(d *caddyfile.Dispenser, lines optionLines) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := lines.once(d, "cooldown "+d.Val()); err != nil {
+			return err
+		}
 		var err error
 		switch d.Val() {
 		case "failures":
@@ -286,11 +331,16 @@ func (h *Handler) parseCooldown(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-func (h *Handler) parseStream(d *caddyfile.Dispenser) error {
+func (h *Handler) parseStream(d *caddyfile.Dispenser, lines optionLines) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if opt := d.Val(); opt != "reject" {
+			if err := lines.once(d, "stream "+opt); err != nil {
+				return err
+			}
+		}
 		var err error
 		switch d.Val() {
 		case "reject":
@@ -345,6 +395,8 @@ func (h *Handler) parseAffinity(d *caddyfile.Dispenser) error {
 	switch {
 	case len(a) == 1 && a[0] == "off":
 		h.Affinity.Off = true
+	case len(a) > 1 && a[0] == "off":
+		return d.Errf("affinity: off conflicts with %s: a disabled affinity has no header or ttl", a[1])
 	case (len(a) == 2 || len(a) == 4) && a[0] == "header":
 		h.Affinity.Header = a[1]
 		if len(a) == 4 {

@@ -3,6 +3,7 @@ package llmhedge
 // Argument readers of the llm_hedge Caddyfile.
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -76,4 +77,36 @@ func sizeArg(d *caddyfile.Dispenser) (int64, error) {
 		return 0, d.Errf("%s: %q is not a size like 32MiB", opt, v)
 	}
 	return int64(n), nil
+}
+
+// optionLines remembers where each single-valued option was written, by
+// its path ("hedge after"): a second one is refused rather than silently
+// winning, and a conflict found after its block names the line of each side.
+type optionLines map[string]caddyfile.Token
+
+// once records the option under the cursor, or refuses it when written before.
+func (o optionLines) once(d *caddyfile.Dispenser, path string) error {
+	if first, ok := o[path]; ok {
+		return d.Errf("%s: given twice (first at %s:%d): write it once", path, first.File, first.Line)
+	}
+	o[path] = d.Token()
+	return nil
+}
+
+// last is whichever of the written options came last: the line a conflict
+// between them is reported at.
+func (o optionLines) last(paths ...string) (caddyfile.Token, bool) {
+	var at caddyfile.Token
+	found := false
+	for _, p := range paths {
+		if t, ok := o[p]; ok && (!found || t.File == at.File && t.Line > at.Line) {
+			at, found = t, true
+		}
+	}
+	return at, found
+}
+
+// errAt is an error at a remembered token, in the form of Dispenser.Errf.
+func errAt(at caddyfile.Token, format string, args ...any) error {
+	return fmt.Errorf("%s, at %s:%d", fmt.Sprintf(format, args...), at.File, at.Line)
 }

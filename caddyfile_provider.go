@@ -12,7 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
 )
 
-func (h *Handler) parseProvider(d *caddyfile.Dispenser) error {
+func (h *Handler) parseProvider(d *caddyfile.Dispenser, lines optionLines) error {
 	args := d.RemainingArgs()
 	if len(args) != 2 {
 		return d.Errf("provider: want <name> <base_url>, got %d arguments", len(args))
@@ -22,24 +22,32 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser) error {
 			return d.Errf("provider %q: duplicate name", args[0])
 		}
 	}
-	if !strings.HasPrefix(args[1], "http://") && !strings.HasPrefix(args[1], "https://") {
-		return d.Errf("provider %q: base_url %q must start with http:// or https://", args[0], args[1])
-	}
-	if u, err := url.Parse(args[1]); err != nil {
-		return d.Errf("provider %q: base_url: %v", args[0], err)
-	} else if err := checkBaseURL(u); err != nil {
-		return d.Errf("provider %q: base_url %q: %v", args[0], u.Redacted(), err)
+	// A placeholder ({env.LLM_URL}) is expanded and checked at provision.
+	if !strings.Contains(args[1], "{") {
+		if !strings.HasPrefix(args[1], "http://") && !strings.HasPrefix(args[1], "https://") {
+			return d.Errf("provider %q: base_url %q must start with http:// or https:// (or be a placeholder such as {env.LLM_URL})", args[0], args[1])
+		}
+		if u, err := url.Parse(args[1]); err != nil {
+			return d.Errf("provider %q: base_url: %v", args[0], err)
+		} else if err := checkBaseURL(u); err != nil {
+			return d.Errf("provider %q: base_url %q: %v", args[0], u.Redacted(), err)
+		}
 	}
 	p := &Provider{Name: args[0], BaseURL: args[1]}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
+		if opt != "model" && opt != "header_up" && opt != "key" { // key has its own message
+			if err := lines.once(d, providerOption(p.Name, opt)); err != nil {
+				return err
+			}
+		}
 		var err error
 		switch opt {
 		case "api":
 			p.API, err = oneArg(d)
 			_, cloud := parseProtocol(p.API)
 			if _, ok := parseDialect(p.API); err == nil && !cloud && (!ok || p.API == "") {
-				return d.Errf("api: %q is not anthropic, openai or gemini (want one of %s)", p.API, apiNames())
+				return d.Errf("%v", unknownAPI(p.API))
 			}
 		case "region":
 			p.Region, err = oneArg(d)

@@ -265,7 +265,7 @@ type StreamConfig struct {
 	MaxBuffer int64 `json:"max_buffer,omitempty"`
 	// Continuations per request of a committed stream that is cut,
 	// stalls past the idle timeout or ends in an error event while
-	// everything delivered is text (resume.go); 0 turns it off. Each
+	// everything delivered is text; 0 turns it off. Each
 	// continuation attempt counts in retry.attempts and the retry budget.
 	// Default: 1.
 	Resume *int `json:"resume,omitempty"`

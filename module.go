@@ -1,6 +1,7 @@
 // Package llmhedge is a Caddy HTTP handler that makes several unreliable
-// LLM providers (Anthropic Messages API, OpenAI Chat Completions) look like
-// one fast, reliable endpoint: it fails over before the first byte reaches
+// LLM providers look like one fast, reliable endpoint for clients of four
+// dialects (Anthropic Messages, OpenAI Chat Completions, OpenAI Responses,
+// Gemini), natively or through Bedrock, Vertex AI and Azure OpenAI: it fails over before the first byte reaches
 // the client, races slow streams against alternative providers, cools down
 // providers that fail, retries with backoff and Retry-After, and never
 // hands a client a silently truncated stream.
@@ -32,7 +33,8 @@ func init() {
 }
 
 // Handler is the `llm_hedge` HTTP handler. It serves LLM completion
-// requests (`/v1/messages`, `/v1/chat/completions`) from a list of
+// requests (`/v1/messages`, `/v1/chat/completions`, `/v1/responses`,
+// Gemini's `:generateContent` and `:streamGenerateContent`) from a list of
 // providers, with failover, hedging, cooldowns and retries; the models
 // list, token counts and the paths listed by Forward are forwarded to one
 // healthy provider, and every other path is 404.
@@ -41,6 +43,7 @@ func init() {
 // handlers that follow:
 //
 //	{http.llm_hedge.provider}       the provider that served it, or empty
+//	{http.llm_hedge.dialect}        the client's dialect: anthropic, openai, responses or gemini
 //	{http.llm_hedge.model}          the model that served it (the provider's word, else the model sent)
 //	{http.llm_hedge.attempts}       attempts made, hedges and retries included
 //	{http.llm_hedge.hedged}         whether a hedge was launched
@@ -54,24 +57,24 @@ type Handler struct {
 	Providers []*Provider `json:"providers,omitempty"`
 
 	// Per-attempt and per-request time limits.
-	Timeouts Timeouts `json:"timeouts,omitempty"`
+	Timeouts Timeouts `json:"timeouts,omitzero"`
 
 	// Hedge racing of streaming requests.
-	Hedge HedgeConfig `json:"hedge,omitempty"`
+	Hedge HedgeConfig `json:"hedge,omitzero"`
 
 	// Retry policy: attempts per request, same-provider retries, backoff,
 	// Retry-After, the retry budget and fallback models.
-	Retry RetryConfig `json:"retry,omitempty"`
+	Retry RetryConfig `json:"retry,omitzero"`
 
 	// Circuit breaking of providers that keep failing.
-	Cooldown CooldownConfig `json:"cooldown,omitempty"`
+	Cooldown CooldownConfig `json:"cooldown,omitzero"`
 
 	// Stream validation and relaying.
-	Stream StreamConfig `json:"stream,omitempty"`
+	Stream StreamConfig `json:"stream,omitzero"`
 
 	// Sticky routing of a conversation to the provider that served it last,
 	// where its prompt cache is.
-	Affinity AffinityConfig `json:"affinity,omitempty"`
+	Affinity AffinityConfig `json:"affinity,omitzero"`
 
 	// Largest request body accepted, in bytes; larger bodies get 413 in the
 	// client's dialect. Default: 32 MiB.
@@ -132,6 +135,9 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 // the shared provider health pool.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
+	if err := h.checkConfig(); err != nil {
+		return err
+	}
 	h.setDefaults()
 	repl := caddy.NewReplacer()
 	h.transport = make(map[string]*http.Transport)
@@ -184,7 +190,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // Validate rejects configurations that cannot work.
 func (h *Handler) Validate() error {
 	if len(h.Providers) == 0 {
-		return fmt.Errorf("no provider configured")
+		return errors.New("no provider configured")
 	}
 	for _, d := range []struct {
 		name string
@@ -310,17 +316,6 @@ func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, d dial
 	}
 	h.commit(w, r, st, winner)
 	return nil
-}
-
-// literalKey reports whether a provider key is written in the config
-// itself rather than taken from the environment.
-func literalKey(pc *Provider) bool {
-	for _, k := range append([]string{pc.Key}, pc.Keys...) {
-		if k != "" && !strings.Contains(k, "{") {
-			return true
-		}
-	}
-	return false
 }
 
 // answerFailure writes the final error when no attempt could commit: a

@@ -71,6 +71,12 @@ func apiNames() string {
 	return names
 }
 
+// unknownAPI is the error for an api option that names neither a dialect
+// nor a cloud, with every accepted value.
+func unknownAPI(v string) error {
+	return fmt.Errorf("api: %q is not one of %s", v, apiNames())
+}
+
 // setBody replaces the body of an upstream request.
 func setBody(up *http.Request, body []byte) {
 	up.Body = io.NopCloser(bytes.NewReader(body))

@@ -23,7 +23,7 @@ type Provider struct {
 	BaseURL string `json:"base_url"`
 	// Wire dialect this provider serves: "anthropic", "openai" (which
 	// serves both Chat Completions and Responses clients) or "responses";
-	// or a cloud protocol (SPEC 11, docs/clouds.md): "azure" (OpenAI
+	// or a cloud protocol: "azure" (OpenAI
 	// clients), "bedrock" (Anthropic clients) or "vertex" (Anthropic and
 	// Gemini clients).
 	// Default: inferred from the request path, so the provider serves all.
@@ -70,10 +70,15 @@ type Provider struct {
 	MaxInFlight int `json:"max_in_flight,omitempty"`
 	// Whether the provider accepts an assistant turn last and continues
 	// from its exact text: a mid-stream continuation there sends the
+<<<<<<< HEAD
 	// delivered text as that turn (resume.go). Default: on for Anthropic
 	// Messages requests on api anthropic, bedrock and vertex; off
 	// otherwise (a Gemini request on vertex included: Gemini answers a
 	// trailing model turn from the start).
+=======
+	// delivered text as that turn. Default: on for api
+	// anthropic, bedrock and vertex; off otherwise.
+>>>>>>> config
 	Prefill *bool `json:"prefill,omitempty"`
 	// Overrides timeouts.first_byte for this provider.
 	FirstByteTimeout caddy.Duration `json:"first_byte_timeout,omitempty"`
@@ -106,12 +111,13 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	if pc.Name == "" {
 		return nil, fmt.Errorf("missing name")
 	}
-	u, err := url.Parse(pc.BaseURL)
+	// {env.LLM_URL} is expanded here, and checked expanded.
+	u, err := url.Parse(repl.ReplaceAll(pc.BaseURL, ""))
 	if err != nil {
 		return nil, fmt.Errorf("base_url: %w", err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("base_url %q: want http(s)://host[:port][/path]", pc.BaseURL)
+		return nil, fmt.Errorf("base_url %q: want http(s)://host[:port][/path] (expanded: %q)", pc.BaseURL, u.Redacted())
 	}
 	if err := checkBaseURL(u); err != nil {
 		return nil, fmt.Errorf("base_url %q: %w", u.Redacted(), err)
@@ -123,7 +129,7 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 		d, ok = pi.native, true
 	}
 	if !ok {
-		return nil, fmt.Errorf("api %q: want one of %s", pc.API, apiNames())
+		return nil, unknownAPI(pc.API)
 	}
 	if err := checkCloudOptions(pc); err != nil {
 		return nil, err

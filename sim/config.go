@@ -86,7 +86,7 @@ type Config struct {
 	// behind). Default "": each dialect's documented form.
 	QuotaResets string `json:"quota_resets,omitempty"`
 
-	// Cloud the simulator fronts (SPEC 11): "bedrock", "vertex" or
+	// Cloud the simulator fronts: "bedrock", "vertex" or
 	// "azure" checks that cloud's URL, body rules and auth, then answers in
 	// its framing (Bedrock: AWS event-stream frames, a stream error as an
 	// exception frame). Default "": the native APIs.

@@ -14,9 +14,9 @@ func init() {
 }
 
 // Handler is the Caddy module http.handlers.llm_sim: a fake LLM provider
-// (Anthropic Messages API, OpenAI Chat Completions and the OpenAI Responses
-// API) that answers every
-// request itself, so llm_hedge runs with no keys and no network and
+// (Anthropic Messages, OpenAI Chat Completions, OpenAI Responses and
+// Gemini, natively or as Bedrock, Vertex AI and Azure OpenAI serve them)
+// that answers every request itself, so llm_hedge runs with no keys and no network and
 // operators can rehearse failures. It never calls the next handler.
 type Handler struct {
 	Config
