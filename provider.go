@@ -70,15 +70,10 @@ type Provider struct {
 	MaxInFlight int `json:"max_in_flight,omitempty"`
 	// Whether the provider accepts an assistant turn last and continues
 	// from its exact text: a mid-stream continuation there sends the
-<<<<<<< HEAD
-	// delivered text as that turn (resume.go). Default: on for Anthropic
+	// delivered text as that turn. Default: on for Anthropic
 	// Messages requests on api anthropic, bedrock and vertex; off
 	// otherwise (a Gemini request on vertex included: Gemini answers a
 	// trailing model turn from the start).
-=======
-	// delivered text as that turn. Default: on for api
-	// anthropic, bedrock and vertex; off otherwise.
->>>>>>> config
 	Prefill *bool `json:"prefill,omitempty"`
 	// Overrides timeouts.first_byte for this provider.
 	FirstByteTimeout caddy.Duration `json:"first_byte_timeout,omitempty"`
