@@ -277,12 +277,16 @@ func (k *keyState) state(now int64) string {
 	return s
 }
 
-// resetKeys re-enables the disabled keys and ends the cooldowns.
-func (ks *keyStates) reset() {
+// reset re-enables the disabled keys and ends the cooldowns; it returns
+// the fingerprints of the keys it re-enabled.
+func (ks *keyStates) reset() (reenabled []string) {
 	for _, k := range ks.all() {
-		k.disabled.Store(false)
+		if k.disabled.Swap(false) {
+			reenabled = append(reenabled, k.fp)
+		}
 		k.coolUntil.Store(0)
 	}
+	return reenabled
 }
 
 // keyUse is the key an attempt is about to use, its quota taken.
