@@ -32,9 +32,10 @@ type adminProviders struct {
 	logger *zap.Logger // the reset lines
 }
 
-// Provision takes the module's logger.
-func (a *adminProviders) Provision(ctx caddy.Context) error {
-	a.logger = ctx.Logger()
+// Provision takes the module's logger. An admin router's context names
+// no module, so the name is given as Caddy's own admin API does.
+func (a *adminProviders) Provision(caddy.Context) error {
+	a.logger = caddy.Log().Named("admin.api.llm_hedge")
 	return nil
 }
 
