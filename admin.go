@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+	"go.uber.org/zap"
 
 	"github.com/caddyserver/caddy/v2"
 )
@@ -25,9 +26,18 @@ func init() {
 // llm_hedge provider and resets a provider's breaker (and re-enables its
 // disabled keys):
 //
-//	GET  /llm_hedge/providers[?format=text]
+//	GET  /llm_hedge/providers[?format=json|text]
 //	POST /llm_hedge/providers/<name>/reset
-type adminProviders struct{}
+type adminProviders struct {
+	logger *zap.Logger // the reset lines
+}
+
+// Provision takes the module's logger. An admin router's context names
+// no module, so the name is given as Caddy's own admin API does.
+func (a *adminProviders) Provision(caddy.Context) error {
+	a.logger = caddy.Log().Named("admin.api.llm_hedge")
+	return nil
+}
 
 // CaddyModule returns the Caddy module information.
 func (adminProviders) CaddyModule() caddy.ModuleInfo {
@@ -69,14 +79,21 @@ func (a adminProviders) serveAdmin(w http.ResponseWriter, r *http.Request) error
 }
 
 // handleList serves GET /llm_hedge/providers: JSON by default, a table for a
-// terminal with ?format=text.
+// terminal with ?format=text; another format is a 400, not a silent JSON.
 func (adminProviders) handleList(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return adminMethodNotAllowed(w, r, http.MethodGet)
 	}
+	format := r.URL.Query().Get("format")
+	if format != "" && format != "json" && format != "text" {
+		return caddy.APIError{
+			HTTPStatus: http.StatusBadRequest,
+			Err:        fmt.Errorf("format %q: want json or text", format),
+		}
+	}
 	now := clock()
 	views := providerViews(now, func(*providerHealth) bool { return true })
-	if r.URL.Query().Get("format") == "text" {
+	if format == "text" {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if err := writeProviderTable(w, now, views); err != nil {
 			return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: fmt.Errorf("writing provider table: %w", err)}
@@ -88,7 +105,7 @@ func (adminProviders) handleList(w http.ResponseWriter, r *http.Request) error {
 
 // handleReset serves POST /llm_hedge/providers/<name>/reset: every entry of
 // that name (one per base URL) is closed, and the new views are returned.
-func (adminProviders) handleReset(w http.ResponseWriter, r *http.Request, name string) error {
+func (a adminProviders) handleReset(w http.ResponseWriter, r *http.Request, name string) error {
 	if r.Method != http.MethodPost {
 		return adminMethodNotAllowed(w, r, http.MethodPost)
 	}
@@ -96,7 +113,7 @@ func (adminProviders) handleReset(w http.ResponseWriter, r *http.Request, name s
 	found := false
 	providerPool.Range(func(_, val any) bool {
 		if ph, ok := val.(*providerHealth); ok && matches(ph) {
-			ph.reset()
+			resetBreaker(a.logger, ph)
 			found = true
 		}
 		return true
@@ -308,8 +325,9 @@ type tokensView struct {
 }
 
 type lastErrorView struct {
-	Class string `json:"class"`
-	At    string `json:"at"`
+	Class   string `json:"class"`
+	Message string `json:"message,omitempty"` // redacted (loggedError): no key, no URL query
+	At      string `json:"at"`
 }
 
 type modelCooldownView struct {
@@ -345,7 +363,7 @@ func (ph *providerHealth) snapshot(now time.Time) providerView {
 		v.OpenUntil = viewTime(v.openUntil)
 	}
 	if le := ph.lastErr.Load(); le != nil {
-		v.LastError = &lastErrorView{Class: le.class, At: viewTime(time.Unix(0, le.at))}
+		v.LastError = &lastErrorView{Class: le.class, Message: le.msg, At: viewTime(time.Unix(0, le.at))}
 	}
 	if m := ph.models.Load(); m != nil {
 		t := now.UnixNano()
@@ -390,3 +408,9 @@ func redactedBaseURL(raw string) string {
 	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
 	return u.String()
 }
+
+// Interface guards
+var (
+	_ caddy.Provisioner = (*adminProviders)(nil)
+	_ caddy.AdminRouter = (*adminProviders)(nil)
+)

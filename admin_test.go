@@ -40,9 +40,9 @@ func withAdminProviders(t *testing.T) {
 		t.Cleanup(func() { releaseHealth(e.name, e.url) })
 		if e.name == adminTestPrefix+"alpha" {
 			for range 3 {
-				ph.onFailure(healthT0, cfg, "status_5xx", 502, 0, "", false)
+				ph.onFailure(healthT0, cfg, "status_5xx", "", 502, 0, "", false)
 			}
-			ph.onFailure(healthT0, cfg, "model_not_found", 404, 0, "claude-gone", false)
+			ph.onFailure(healthT0, cfg, "model_not_found", "", 404, 0, "claude-gone", false)
 			for range 1234 {
 				ph.beginAttempt()
 				ph.endAttempt()

@@ -115,7 +115,7 @@ func hedgeLogLines(t *testing.T, p *proxy, n int) []hedgeLine {
 		}
 		for _, raw := range strings.Split(string(b), "\n") {
 			var l hedgeLine
-			if json.Unmarshal([]byte(raw), &l) == nil && strings.HasPrefix(l.Msg, "llm request ") {
+			if json.Unmarshal([]byte(raw), &l) == nil && l.Msg == "llm request" {
 				lines = append(lines, l)
 			}
 		}
@@ -423,7 +423,7 @@ func TestHedgeFailedPrimaryReplacedAtOnce(t *testing.T) {
 	if l.Hedged || l.Provider != "alternative" {
 		t.Fatalf("log: %v", l)
 	}
-	if e := hedgeEntry(t, l, "primary"); e.Outcome != "retry_failed" || e.Status != 503 {
+	if e := hedgeEntry(t, l, "primary"); e.Outcome != "provider_error" || e.Status != 503 {
 		t.Fatalf("primary's chain entry: %+v", e)
 	}
 	if e := hedgeEntry(t, l, "alternative"); e.Event != "failover" || e.Outcome != "request_success" {

@@ -46,7 +46,7 @@ func retryRequestLogs(t *testing.T, p *proxy) []retryLogLine {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var l retryLogLine
-		if json.Unmarshal(sc.Bytes(), &l) == nil && strings.HasPrefix(l.Msg, "llm request ") {
+		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "llm request" {
 			out = append(out, l)
 		}
 	}

@@ -136,7 +136,7 @@ func streamLogLines(t testing.TB, p *proxy, n int) []map[string]any {
 			}
 			msg, _ := m["msg"].(string)
 			logger, _ := m["logger"].(string)
-			if strings.Contains(logger, "llm_hedge") && strings.HasPrefix(msg, "llm request ") {
+			if strings.Contains(logger, "llm_hedge") && msg == "llm request" {
 				lines = append(lines, m)
 			}
 		}

@@ -103,7 +103,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 				}
 				break
 			}
-			a.outcome = "retry_failed"
+			a.outcome = "provider_error"
 			continue
 		}
 		a.resp, a.status = resp, resp.StatusCode
@@ -111,7 +111,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 			h.readUpstreamError(a, d, r.Context()) // kept for the answer if no other provider serves it
 			a.end()
 			h.metrics.attempt(p.name, "failed_"+string(a.class))
-			a.outcome = "retry_failed"
+			a.outcome = "provider_error"
 			if a.class == classClientAbort {
 				a.outcome = "client_abort"
 				break
@@ -166,9 +166,9 @@ func (h *Handler) relayForwarded(w http.ResponseWriter, st *requestState, a *att
 	case reason == "":
 		st.outcome = outcomeUpstreamError
 	case reason == "client_gone" || st.r.Context().Err() != nil:
-		st.outcome = outcomeClientAbort
+		st.outcome, a.outcome = outcomeClientAbort, "client_abort"
 	default:
-		st.outcome = outcomeStreamError
+		st.outcome, a.outcome = outcomeStreamError, "stream_error"
 		st.relay.Reason = reason
 		switch cause := context.Cause(a.ctx); {
 		case errors.Is(cause, errIdleTimeout):

@@ -90,10 +90,10 @@ func (s breakerState) String() string {
 	return fmt.Sprintf("breakerState(%d)", uint8(s))
 }
 
-// lastFailure is swapped in whole so that the class and the time always match.
+// lastFailure is swapped in whole: class, message (redacted) and time match.
 type lastFailure struct {
-	class string
-	at    int64
+	class, msg string
+	at         int64
 }
 
 // providerHealth is the shared health of one upstream provider. It is only
@@ -141,8 +141,7 @@ type providerHealth struct {
 	keys keyStates
 }
 
-// Destruct implements caddy.Destructor; there is nothing to stop.
-func (*providerHealth) Destruct() error { return nil }
+func (*providerHealth) Destruct() error { return nil } // nothing to stop
 
 // healthKey identifies a provider across handlers: two llm_hedge handlers
 // naming the same upstream share its health.
@@ -226,10 +225,10 @@ func (ph *providerHealth) takeProbe(now time.Time) bool {
 }
 
 // onSuccess records a provider-level success: the consecutive count starts
-// over, and a successful probe closes the breaker.
-func (ph *providerHealth) onSuccess(now time.Time, probe bool) {
+// over, and a successful probe closes the breaker (closed reports that).
+func (ph *providerHealth) onSuccess(now time.Time, probe bool) (closed bool) {
 	ph.consecutive.Store(0)
-	ph.onCommit(now, probe)
+	return ph.onCommit(now, probe)
 }
 
 // onCommit records a stream committed to the client at its first valid
@@ -237,29 +236,29 @@ func (ph *providerHealth) onSuccess(now time.Time, probe bool) {
 // when a stream of minutes ends; but the consecutive count waits for the
 // stream's end (onSuccess or onFailure), or a provider that cuts every
 // stream after its first tokens would never open.
-func (ph *providerHealth) onCommit(now time.Time, probe bool) {
+func (ph *providerHealth) onCommit(now time.Time, probe bool) (closed bool) {
 	if !probe {
-		return
+		return false
 	}
-	ph.openUntilNs.Store(0)
+	closed = ph.openUntilNs.Swap(0) != 0 // false when an admin reset got there first
 	ph.period.Store(0)
 	ph.probeSince.Store(0)
+	return closed
 }
 
-// onFailure records a failed attempt. class is the failure class (e.g.
-// "status_5xx", "rate_limited", "model_not_found"), status the HTTP status or
+// onFailure records a failed attempt: class (e.g. "status_5xx",
+// "model_not_found"), msg its redacted message, status the HTTP status or
 // zero, retryAfter the upstream's Retry-After or zero, model the requested
-// model.
-func (ph *providerHealth) onFailure(now time.Time, cfg cooldownConfig, class string, status int, retryAfter time.Duration, model string, probe bool) {
+// model. opened: this failure opened the breaker (of racing ones, one did).
+func (ph *providerHealth) onFailure(now time.Time, cfg cooldownConfig, class, msg string, status int, retryAfter time.Duration, model string, probe bool) (opened bool) {
 	ph.failures.Add(1)
-	ph.lastErr.Store(&lastFailure{class: class, at: now.UnixNano()})
-
+	ph.lastErr.Store(&lastFailure{class: class, msg: msg, at: now.UnixNano()})
 	if class == "model_not_found" {
 		// The provider answered, so this says nothing about its health:
 		// only that model is skipped there for a while.
 		ph.coolModel(now, model, cfg.duration())
 		ph.release(probe)
-		return
+		return false
 	}
 
 	n := ph.consecutive.Add(1)
@@ -268,21 +267,23 @@ func (ph *providerHealth) onFailure(now time.Time, cfg cooldownConfig, class str
 		// The provider said when to come back: believe it, whatever the count.
 		d := min(retryAfter, cfg.retryAfterCap())
 		ph.period.Store(int64(max(d, cfg.duration())))
-		ph.openAtLeast(now.Add(d))
+		opened = ph.openAtLeast(now, now.Add(d))
 	case probe:
 		next := min(2*time.Duration(ph.period.Load()), cfg.growthCap())
 		next = max(next, cfg.duration())
 		ph.period.Store(int64(next))
-		ph.openAtLeast(now.Add(next))
+		opened = ph.openAtLeast(now, now.Add(next))
 	case n >= cfg.failures() && ph.openUntilNs.Load() == 0:
 		d := cfg.duration()
 		if ph.openUntilNs.CompareAndSwap(0, now.Add(d).UnixNano()) {
 			ph.period.Store(int64(d))
+			opened = true
 		}
 	}
 	// Cleared only after openUntil moved, so no one sees the old half-open
 	// window with a free slot.
 	ph.release(probe)
+	return opened
 }
 
 // onFailureIn is onFailure for an attempt begun in epoch. After an admin
@@ -290,13 +291,13 @@ func (ph *providerHealth) onFailure(now time.Time, cfg cooldownConfig, class str
 // included, counts in the lifetime totals only: it neither counts toward
 // nor re-opens the breaker the operator just closed, and it does not free
 // a probe slot that belongs to the new epoch.
-func (ph *providerHealth) onFailureIn(epoch int64, now time.Time, cfg cooldownConfig, class string, status int, retryAfter time.Duration, model string, probe bool) {
+func (ph *providerHealth) onFailureIn(epoch int64, now time.Time, cfg cooldownConfig, class, msg string, status int, retryAfter time.Duration, model string, probe bool) (opened bool) {
 	if ph.epoch.Load() != epoch {
 		ph.failures.Add(1)
-		ph.lastErr.Store(&lastFailure{class: class, at: now.UnixNano()})
-		return
+		ph.lastErr.Store(&lastFailure{class: class, msg: msg, at: now.UnixNano()})
+		return false
 	}
-	ph.onFailure(now, cfg, class, status, retryAfter, model, probe)
+	return ph.onFailure(now, cfg, class, msg, status, retryAfter, model, probe)
 }
 
 // admitsAt reports whether admit could let an attempt through at t, as far
@@ -312,16 +313,17 @@ func (ph *providerHealth) admitsAt(t time.Time, model string) bool {
 }
 
 // openAtLeast opens the breaker until at least until: a later, shorter
-// verdict never shortens an open period that is already longer.
-func (ph *providerHealth) openAtLeast(until time.Time) {
+// verdict never shortens an open period that is already longer. It reports
+// whether it opened a breaker that was closed or half-open at now.
+func (ph *providerHealth) openAtLeast(now, until time.Time) bool {
 	u := until.UnixNano()
 	for {
 		cur := ph.openUntilNs.Load()
 		if cur >= u {
-			return
+			return false
 		}
 		if ph.openUntilNs.CompareAndSwap(cur, u) {
-			return
+			return cur == 0 || cur <= now.UnixNano()
 		}
 	}
 }
@@ -335,11 +337,14 @@ func (ph *providerHealth) release(probe bool) {
 }
 
 func (ph *providerHealth) state(now time.Time) breakerState {
-	until := ph.openUntilNs.Load()
+	return stateAt(ph.openUntilNs.Load(), now)
+}
+
+func stateAt(openUntilNs int64, now time.Time) breakerState {
 	switch {
-	case until == 0:
+	case openUntilNs == 0:
 		return stateClosed
-	case now.UnixNano() < until:
+	case now.UnixNano() < openUntilNs:
 		return stateOpen
 	}
 	return stateHalfOpen
@@ -357,15 +362,16 @@ func (ph *providerHealth) openUntil() time.Time {
 
 // reset closes the breaker and forgets consecutive failures and model
 // cooldowns; the lifetime counters stay. It starts a new epoch, so attempts
-// still in flight (a probe among them) cannot re-open what it closed.
-func (ph *providerHealth) reset() {
+// still in flight (a probe among them) cannot re-open what it closed. It
+// returns the state it reset and the keys (fingerprints) it re-enabled.
+func (ph *providerHealth) reset() (was breakerState, reenabled []string) {
 	ph.epoch.Add(1)
-	ph.openUntilNs.Store(0)
+	was = stateAt(ph.openUntilNs.Swap(0), clock())
 	ph.period.Store(0)
 	ph.consecutive.Store(0)
 	ph.probeSince.Store(0)
 	ph.models.Store(nil)
-	ph.keys.reset()
+	return was, ph.keys.reset()
 }
 
 func (ph *providerHealth) modelCooling(now time.Time, model string) bool {

@@ -313,7 +313,7 @@ func TestBreakerTransitions(t *testing.T) {
 						t.Fatalf("%s: forceProbe = %v, want %v", where, got, s.wantOK)
 					}
 				case "fail":
-					ph.onFailure(now, tt.cfg, s.class, s.status, s.retryAfter, s.model, s.probe)
+					ph.onFailure(now, tt.cfg, s.class, "", s.status, s.retryAfter, s.model, s.probe)
 				case "succeed":
 					ph.onSuccess(now, s.probe)
 				case "commit":
@@ -354,7 +354,7 @@ func TestHalfOpenAdmitsExactlyOneProbe(t *testing.T) {
 	// Many rounds, because one round rarely interleaves the callers closely.
 	for round := range 100 {
 		ph := newTestHealth("race")
-		ph.onFailure(healthT0, cfg, "connect", 0, 0, "", false)
+		ph.onFailure(healthT0, cfg, "connect", "", 0, 0, "", false)
 		now := healthT0.Add(cfg.Duration)
 
 		var (
@@ -389,7 +389,7 @@ func TestForceProbeIsExclusiveUnderConcurrency(t *testing.T) {
 
 	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
 	ph := newTestHealth("race-force")
-	ph.onFailure(healthT0, cfg, "connect", 0, 0, "", false)
+	ph.onFailure(healthT0, cfg, "connect", "", 0, 0, "", false)
 
 	var (
 		start = make(chan struct{})
@@ -418,7 +418,7 @@ func TestEarliestRecovery(t *testing.T) {
 	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
 	openAt := func(name string, retryAfter time.Duration) *providerHealth {
 		ph := newTestHealth(name)
-		ph.onFailure(healthT0, cfg, "rate_limited", 429, retryAfter, "", false)
+		ph.onFailure(healthT0, cfg, "rate_limited", "", 429, retryAfter, "", false)
 		return ph
 	}
 	a := openAt("a", 90*time.Second)
@@ -461,7 +461,7 @@ func TestRecoverySeconds(t *testing.T) {
 	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
 	openFor := func(name string, retryAfter time.Duration) *provider {
 		ph := newTestHealth(name)
-		ph.onFailure(healthT0, cfg, "rate_limited", 429, retryAfter, "", false)
+		ph.onFailure(healthT0, cfg, "rate_limited", "", 429, retryAfter, "", false)
 		return &provider{name: name, health: ph}
 	}
 	closed := &provider{name: "closed", health: newTestHealth("closed")}
@@ -491,9 +491,9 @@ func TestResetClosesAndForgets(t *testing.T) {
 	cfg := cooldownConfig{Failures: 3, Duration: 30 * time.Second, Max: 5 * time.Minute}
 	ph := newTestHealth("reset")
 	ph.beginAttempt()
-	ph.onFailure(healthT0, cfg, "model_not_found", 404, 0, "m-gone", false)
+	ph.onFailure(healthT0, cfg, "model_not_found", "", 404, 0, "m-gone", false)
 	for range 3 {
-		ph.onFailure(healthT0, cfg, "status_5xx", 500, 0, "", false)
+		ph.onFailure(healthT0, cfg, "status_5xx", "", 500, 0, "", false)
 	}
 	if !ph.forceProbe(healthT0) {
 		t.Fatal("forceProbe refused on a fresh open breaker")
@@ -516,7 +516,7 @@ func TestResetClosesAndForgets(t *testing.T) {
 	}
 	// Closing after reset must start from duration again, not the grown period.
 	for range 3 {
-		ph.onFailure(now, cfg, "status_5xx", 500, 0, "", false)
+		ph.onFailure(now, cfg, "status_5xx", "", 500, 0, "", false)
 	}
 	if got, want := ph.openUntil(), now.Add(30*time.Second); !got.Equal(want) {
 		t.Errorf("re-opened until %s, want %s", got, want)
@@ -560,7 +560,7 @@ func TestLoadHealthIsSharedAndSurvivesReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
-	old.onFailure(healthT0, cfg, "connect", 0, 0, "", false)
+	old.onFailure(healthT0, cfg, "connect", "", 0, 0, "", false)
 
 	// A reload provisions the new handler before the old one is cleaned up.
 	fresh, err := loadHealth(name, url, "openai")
@@ -636,9 +636,9 @@ func TestSnapshot(t *testing.T) {
 	ph := newTestHealth("snap")
 	vendor := "anthropic"
 	ph.vendor.Store(&vendor)
-	ph.onFailure(healthT0, cfg, "model_not_found", 404, 0, "m-b", false)
-	ph.onFailure(healthT0, cfg, "model_not_found", 404, 0, "m-a", false)
-	ph.onFailure(healthT0.Add(time.Second), cfg, "overloaded", 529, 0, "", false)
+	ph.onFailure(healthT0, cfg, "model_not_found", "", 404, 0, "m-b", false)
+	ph.onFailure(healthT0, cfg, "model_not_found", "", 404, 0, "m-a", false)
+	ph.onFailure(healthT0.Add(time.Second), cfg, "overloaded", "", 529, 0, "", false)
 
 	firstEventQuantiles = nil
 	v := ph.snapshot(healthT0.Add(5 * time.Second))

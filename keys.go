@@ -310,13 +310,17 @@ func (k *keyState) state(now int64) string {
 }
 
 // reset re-enables the disabled keys, ends the cooldowns and forgets the
-// learned quota: the next response teaches it again.
-func (ks *keyStates) reset() {
+// learned quota (the next response teaches it again); it returns the
+// fingerprints of the keys it re-enabled.
+func (ks *keyStates) reset() (reenabled []string) {
 	for _, k := range ks.all() {
-		k.disabled.Store(false)
+		if k.disabled.Swap(false) {
+			reenabled = append(reenabled, k.fp)
+		}
 		k.coolUntil.Store(0)
 		k.forgetQuota()
 	}
+	return reenabled
 }
 
 func (k *keyState) forgetQuota() {

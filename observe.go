@@ -4,11 +4,8 @@ import (
 	"cmp"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -21,7 +18,7 @@ type chainEntry struct {
 	Provider     string
 	OffsetMs     int64
 	Event        string // initial, hedge_triggered, retry, failover, fallback, context_fallback, probe, cooldown_skip, busy_skip
-	Outcome      string // request_success, hedge_winner, hedge_loser_cancelled, retry_failed, request_error, client_abort
+	Outcome      string // request_success, hedge_winner, hedge_loser_cancelled, provider_error, request_error, stream_error, client_abort
 	Status       int
 	Class        string
 	Error        string // what went wrong, for the operator only: clients read a generic message
@@ -29,10 +26,6 @@ type chainEntry struct {
 	Strategy     string // resume: prefill, replay or finish
 	Delivered    int    // resume: characters of text the client had
 }
-
-// maxLoggedError bounds the error of one attempt in the log line: it may
-// quote an upstream's error body.
-const maxLoggedError = 512
 
 func (c chainEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	if c.Provider != "" {
@@ -84,12 +77,7 @@ func (st *requestState) chain() chain {
 		e := chainEntry{Provider: a.p.name, OffsetMs: a.offset.Milliseconds(), Event: a.reason, Outcome: a.outcome, Status: a.status}
 		if a.class != classNone && a.class != classLoser {
 			e.Class = string(a.class)
-			if a.err != nil {
-				e.Error = a.err.Error()
-				if len(e.Error) > maxLoggedError {
-					e.Error = strings.ToValidUTF8(e.Error[:maxLoggedError], "") + "…"
-				}
-			}
+			e.Error = loggedError(a.p, a.err)
 		}
 		if a.firstEvent > 0 { // reached its first valid event: the winner, or a loser that tied
 			e.FirstEventMs = max(a.firstEvent.Milliseconds(), 1)
@@ -103,8 +91,7 @@ func (st *requestState) chain() chain {
 }
 
 // finish publishes what the request did: placeholders for the access log,
-// metrics, and one log line (debug when a single attempt simply worked, so
-// a healthy proxy is quiet).
+// metrics, and one log line at the level requestLogLevel gives it.
 func (h *Handler) finish(st *requestState) {
 	if st.outcome == "" {
 		st.outcome = outcomeExhausted
@@ -167,12 +154,8 @@ func (h *Handler) finish(st *requestState) {
 		extra.Set(zap.Object("llm_hedge", accessFields{provider, served, len(st.attempts), st.hedged, st.outcome, firstMs, u.Input, u.Output}))
 	}
 
-	// A healthy proxy is quiet: a single attempt that simply worked logs at
-	// debug. The fields are built only when the line will be written.
-	lvl := zapcore.InfoLevel
-	if st.outcome == outcomeSuccess && len(st.attempts) == 1 {
-		lvl = zapcore.DebugLevel
-	}
+	// The fields are built only when the line will be written.
+	lvl := requestLogLevel(st)
 	if !h.logger.Core().Enabled(lvl) {
 		return
 	}
@@ -214,7 +197,24 @@ func (h *Handler) finish(st *requestState) {
 	if st.refused != "" {
 		fields = append(fields, zap.String("refused", st.refused))
 	}
-	h.logger.Log(lvl, "llm request "+st.outcome+" in "+humanDuration(total), fields...)
+	h.logger.Log(lvl, "llm request", fields...)
+}
+
+// requestLogLevel is the level of a request's log line: warn when the
+// gateway failed its client (an operator filtering at warn sees every
+// outage), debug when a single attempt simply worked (a healthy proxy is
+// quiet), info for the rest: a success that took a hedge, a retry or a
+// failover, a client's own error, a client that left.
+func requestLogLevel(st *requestState) zapcore.Level {
+	switch st.outcome {
+	case outcomeExhausted, outcomeTimeout, outcomeStreamError, outcomeUpstreamError:
+		return zapcore.WarnLevel
+	case outcomeSuccess:
+		if len(st.attempts) == 1 {
+			return zapcore.DebugLevel
+		}
+	}
+	return zapcore.InfoLevel
 }
 
 // maxLoggedPath bounds the path of a forwarded call in its log line.
@@ -244,12 +244,4 @@ func (f accessFields) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddInt64("input_tokens", f.in)
 	enc.AddInt64("output_tokens", f.out)
 	return nil
-}
-
-// humanDuration renders a duration for a log message: "850ms", "12.4s".
-func humanDuration(d time.Duration) string {
-	if d < time.Second {
-		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
-	}
-	return humanize.FtoaWithDigits(d.Seconds(), 1) + "s"
 }

@@ -70,7 +70,7 @@ func BenchmarkObserveFinish(b *testing.B) {
 			for b.Loop() {
 				st := newRequestState(h, r, dialectAnthropic)
 				st.req = &llmRequest{dialect: dialectAnthropic, model: "claude-bench", stream: true}
-				lost := &attempt{p: p1, model: "claude-bench", reason: "initial", status: 503, class: classOverloaded, outcome: "retry_failed"}
+				lost := &attempt{p: p1, model: "claude-bench", reason: "initial", status: 503, class: classOverloaded, outcome: "provider_error"}
 				won := &attempt{p: p2, model: "claude-bench", reason: "failover", status: 200, outcome: "request_success",
 					offset: 3 * time.Millisecond, firstEvent: 180 * time.Millisecond, usage: usage{Input: 33, Output: 9, Model: "claude-bench"}}
 				st.attempts = []*attempt{lost, won}

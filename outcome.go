@@ -73,7 +73,9 @@ func (h *Handler) settleKey(st *requestState, a *attempt, now time.Time) bool {
 		return false
 	}
 	if a.class == classAuth {
-		k.st.disabled.Store(true)
+		if !k.st.disabled.Swap(true) { // once, when requests refused together
+			h.keyDisabled(a)
+		}
 	} else {
 		until := now.Add(keyCooldownDefault).UnixNano()
 		switch {
@@ -107,10 +109,14 @@ func declineProbe(p *provider) {
 // breaker now and has its verdict at its end (recordStreamEnd). A stream's
 // first-event time feeds the hedge delay.
 func (h *Handler) recordWin(st *requestState, a *attempt, now time.Time) {
+	closed := false
 	if a.body != nil {
-		a.p.health.onSuccess(now, a.probe)
+		closed = a.p.health.onSuccess(now, a.probe)
 	} else {
-		a.p.health.onCommit(now, a.probe) // commit records the stream's end
+		closed = a.p.health.onCommit(now, a.probe) // commit records the stream's end
+	}
+	if closed {
+		h.breakerClosed(a.p)
 	}
 	a.verdicts++
 	if st.req.stream {
@@ -123,15 +129,21 @@ func (h *Handler) recordWin(st *requestState, a *attempt, now time.Time) {
 // recordStreamEnd gives a committed stream's provider the verdict on the
 // whole stream: a complete one is a success, a cut one a failure, unless
 // the client left or the request ran out of time (not the provider's
-// doing).
+// doing). The winner's chain entry then says how its stream ended.
 func (h *Handler) recordStreamEnd(st *requestState, a *attempt, res relayResult) {
 	switch {
 	case res.Complete:
 		a.p.health.onSuccess(clock(), false)
-	case res.Reason == "client_gone", res.Reason == "total_timeout":
+		return
+	case res.Reason == "client_gone":
+		a.outcome, a.class = "client_abort", classClientAbort
+	case res.Reason == "total_timeout":
+		a.outcome, a.class = "total_timeout", classTotalTimeout
 	default:
-		a.p.health.onFailureIn(a.epoch, clock(), h.cooldown, "stream_"+res.Reason, 0, 0, st.plan.model, false)
+		h.providerFailed(a.p, a.epoch, clock(), "stream_"+res.Reason, res.Err, 0, 0, st.plan.model, false)
+		a.outcome, a.class = "stream_error", failClass("stream_"+res.Reason)
 	}
+	a.err = res.Err
 }
 
 // recordWinnerEnd ends the winner once its response is done, with the
@@ -172,8 +184,8 @@ func (h *Handler) settle(st *requestState, a *attempt) {
 		p.health.release(a.probe)
 		h.metrics.attempt(p.name, "failed_"+string(a.class))
 	case a.class.providerLevel():
-		a.outcome = "retry_failed"
-		p.health.onFailureIn(a.epoch, now, h.cooldown, string(a.class), a.status, a.retryAfter, st.plan.model, a.probe)
+		a.outcome = "provider_error"
+		h.providerFailed(p, a.epoch, now, string(a.class), a.err, a.status, a.retryAfter, st.plan.model, a.probe)
 		h.metrics.attempt(p.name, "failed_"+string(a.class))
 	default:
 		a.outcome = "request_error"

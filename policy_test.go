@@ -48,7 +48,7 @@ func (f *policyFixture) ran(p *provider, class failClass) *attempt {
 	if class == classNone {
 		f.st.live++
 	} else {
-		a.outcome = "retry_failed"
+		a.outcome = "provider_error"
 	}
 	return a
 }
@@ -187,7 +187,7 @@ func TestPolicyRetryTimer(t *testing.T) {
 		{name: "wait over: the retry, failing over if it cannot start",
 			want: step{kind: stepLaunch, reason: launchRetryReason, ifNone: launchFailoverReason}},
 		{name: "retry timer: breaker refuses → failover",
-			setup: func(f *policyFixture) { f.p1.health.openAtLeast(clock().Add(time.Minute)) },
+			setup: func(f *policyFixture) { f.p1.health.openAtLeast(clock(), clock().Add(time.Minute)) },
 			want:  step{kind: stepLaunch, reason: launchFailoverReason}},
 		{name: "retry budget spent meanwhile → failover", spent: true,
 			want: step{kind: stepLaunch, reason: launchFailoverReason}},
@@ -199,13 +199,13 @@ func TestPolicyRetryTimer(t *testing.T) {
 			want: step{kind: stepLaunch, reason: launchFailoverReason}},
 		{name: "refused while a sequential attempt runs: nothing",
 			setup: func(f *policyFixture) {
-				f.p1.health.openAtLeast(clock().Add(time.Minute))
+				f.p1.health.openAtLeast(clock(), clock().Add(time.Minute))
 				f.ran(f.p2, classNone)
 			},
 			want: step{kind: stepNone}},
 		{name: "refused while racing: failover", hedging: true,
 			setup: func(f *policyFixture) {
-				f.p1.health.openAtLeast(clock().Add(time.Minute))
+				f.p1.health.openAtLeast(clock(), clock().Add(time.Minute))
 				f.ran(f.p2, classNone)
 			},
 			want: step{kind: stepLaunch, reason: launchFailoverReason}},

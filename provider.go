@@ -199,7 +199,9 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	p.latency = p.health.latency
 	for _, k := range secrets {
 		st := p.health.keys.key(keyFingerprint(k))
-		st.disabled.Store(false) // a reload gives a refused key another chance
+		if st.disabled.Swap(false) { // a reload gives a refused key another chance
+			keyReenabled(h.logger, p.name, st.fp, "reload")
+		}
 		st.reserve.Store(p.reserve)
 		p.keys = append(p.keys, &poolKey{secret: k, st: st})
 	}

@@ -158,7 +158,7 @@ func (h *Handler) retryCandidate(st *requestState, last *attempt, racing bool) (
 			continue
 		}
 		seen[b.p] = true // only a provider's latest attempt speaks for it
-		if b.outcome != "retry_failed" || st.liveOn(b.p) {
+		if b.outcome != "provider_error" || st.liveOn(b.p) {
 			continue
 		}
 		wait, ok, byBudget := h.retryVerdict(st, b)

@@ -260,7 +260,7 @@ func (h *Handler) settleContinuation(st *requestState, a *attempt, res spliceRes
 		a.p.health.onSuccess(now, false)
 	case res.reason == "client_gone", res.reason == "total_timeout", res.reason == reasonTextBound:
 	default:
-		a.p.health.onFailureIn(a.epoch, now, h.cooldown, "stream_"+res.reason, 0, 0, st.plan.model, false)
+		h.providerFailed(a.p, a.epoch, now, "stream_"+res.reason, res.err, 0, 0, st.plan.model, false)
 	}
 	if res.diverged {
 		a.outcome = "resume_diverged"

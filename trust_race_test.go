@@ -14,7 +14,7 @@ func TestResetEpochIgnoresOldFailures(t *testing.T) {
 	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
 	for _, probe := range []bool{true, false} {
 		ph := newTestHealth("epoch")
-		ph.onFailure(healthT0, cfg, "status_5xx", 500, 0, "m", false)
+		ph.onFailure(healthT0, cfg, "status_5xx", "", 500, 0, "m", false)
 		at := healthT0.Add(31 * time.Second)
 		if ok, isProbe := ph.admit(at, "m"); ok != true || isProbe != true {
 			t.Fatalf("half-open admit: %v %v, want the probe", ok, isProbe)
@@ -28,7 +28,7 @@ func TestResetEpochIgnoresOldFailures(t *testing.T) {
 		if !ph.forceProbe(at) {
 			t.Fatal("reset left the probe slot taken")
 		}
-		ph.onFailureIn(old, at.Add(time.Second), cfg, "status_5xx", 500, 0, "m", probe)
+		ph.onFailureIn(old, at.Add(time.Second), cfg, "status_5xx", "", 500, 0, "m", probe)
 		if ph.probeSince.Load() == 0 {
 			t.Fatalf("probe=%v: the old epoch's report freed the new epoch's probe slot", probe)
 		}
@@ -40,7 +40,7 @@ func TestResetEpochIgnoresOldFailures(t *testing.T) {
 			t.Fatalf("probe=%v: lifetime failures %d, want 2", probe, ph.failures.Load())
 		}
 		// A failure of the current epoch still counts.
-		ph.onFailureIn(ph.epoch.Load(), at.Add(2*time.Second), cfg, "status_5xx", 500, 0, "m", false)
+		ph.onFailureIn(ph.epoch.Load(), at.Add(2*time.Second), cfg, "status_5xx", "", 500, 0, "m", false)
 		if s := ph.state(at.Add(2 * time.Second)); s != stateOpen {
 			t.Fatalf("probe=%v: state %v after a current failure, want open", probe, s)
 		}
@@ -54,7 +54,7 @@ func TestAdmitsAt(t *testing.T) {
 	if !ph.admitsAt(healthT0, "m") {
 		t.Fatal("closed breaker refuses")
 	}
-	ph.onFailure(healthT0, cfg, "overloaded", 503, 0, "m", false)
+	ph.onFailure(healthT0, cfg, "overloaded", "", 503, 0, "m", false)
 	if ph.admitsAt(healthT0.Add(500*time.Millisecond), "m") {
 		t.Fatal("a retry 0.5s into a 30s open period would be admitted")
 	}
@@ -82,7 +82,7 @@ func TestAffinityPickPrefersRecoveredTier(t *testing.T) {
 	}
 	primary, secondary := mk("primary", 0), mk("secondary", 1)
 	h := &Handler{providers: []*provider{primary, secondary}, affinity: newAffinityTable(0, 0), rand: func() float64 { return 0.5 }}
-	primary.health.onFailure(now, cooldownConfig{Failures: 1, Duration: 30 * time.Second}, "status_5xx", 500, 0, "m", false)
+	primary.health.onFailure(now, cooldownConfig{Failures: 1, Duration: 30 * time.Second}, "", "status_5xx", 500, 0, "m", false)
 	h.affinity.put("s", "secondary", now)
 
 	for _, tc := range []struct {
