@@ -164,3 +164,14 @@ func recoverySeconds(now time.Time, cands []*provider) int {
 	}
 	return max(1, int(math.Ceil(float64(first-now.UnixNano())/float64(time.Second))))
 }
+
+// unusedWithin reports whether a candidate of priority tier or better is
+// still unused.
+func (p *plan) unusedWithin(tier int) bool {
+	for i, c := range p.cands {
+		if !p.used[i] && c.cfg.Priority <= tier {
+			return true
+		}
+	}
+	return false
+}

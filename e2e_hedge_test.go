@@ -394,11 +394,12 @@ func TestHedgeOneUninterleavedStream(t *testing.T) {
 	}
 }
 
-// (c) A primary that fails at once is replaced at once: the alternative
-// does not wait for the (long) hedge delay, nor for a same-provider
-// backoff (500ms by default).
+// (c) A primary that fails at once, with no same-provider retry allowed
+// (x-should-retry: false), is replaced at once: the alternative does not
+// wait for the (long) hedge delay. (With a retry allowed the primary's
+// tier keeps the request: e2e_tier_test.go.)
 func TestHedgeFailedPrimaryReplacedAtOnce(t *testing.T) {
-	primary := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503}}})
+	primary := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503, NoRetry: true}}})
 	alt := newUpstream(t, sim.Config{})
 	p := startProxy(t, provider("primary", primary, "priority 0")+provider("alternative", alt, "priority 1")+
 		"hedge {\n after 5s\n }\n")
@@ -432,10 +433,10 @@ func TestHedgeFailedPrimaryReplacedAtOnce(t *testing.T) {
 }
 
 // A racer that fails while another races is replaced at once too: the
-// primary fails 700ms in while the hedge (slow) runs; the third provider
-// starts at once and wins.
+// primary fails 700ms in (no retry allowed) while the hedge (slow) runs;
+// the third provider starts at once and wins.
 func TestHedgeRacerFailureLaunchesNextAtOnce(t *testing.T) {
-	primary := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503, Delay: caddyDur(700 * time.Millisecond)}}})
+	primary := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503, NoRetry: true, Delay: caddyDur(700 * time.Millisecond)}}})
 	slow := newUpstream(t, sim.Config{FirstToken: caddyDur(5 * time.Second)})
 	third := newUpstream(t, sim.Config{})
 	p := startProxy(t, provider("primary", primary, "priority 0")+provider("slow", slow, "priority 1")+
@@ -707,7 +708,7 @@ func TestHedgeAttemptLimits(t *testing.T) {
 // delay starts over for the replacement: a hedge 600ms into an attempt
 // with a 1s delay would cut its delay short by the time the first took.
 func TestHedgeDelayRestartsForReplacement(t *testing.T) {
-	primary := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503, Delay: caddyDur(400 * time.Millisecond)}}})
+	primary := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503, NoRetry: true, Delay: caddyDur(400 * time.Millisecond)}}})
 	slow := newUpstream(t, sim.Config{FirstToken: caddyDur(5 * time.Second)})
 	third := newUpstream(t, sim.Config{})
 	p := startProxy(t, provider("primary", primary, "priority 0")+provider("slow", slow, "priority 1")+

@@ -50,17 +50,33 @@ type step struct {
 	// retryBudgetRefused counts the same-provider retries the retry budget
 	// refused on the way to this decision (a metric).
 	retryBudgetRefused int
+	// within bounds a failover to the tier that still holds a
+	// same-provider retry (racerFailed).
+	within tierBound
+}
+
+// tierBound limits a failover to the candidates of priority max or better
+// when set: a same-provider retry of that tier is still allowed, so
+// neither a lower tier, nor a fallback model, nor a probe may start yet.
+type tierBound struct {
+	max int
+	set bool
+}
+
+// admits reports whether the bound lets p start.
+func (b tierBound) admits(p *provider) bool {
+	return !b.set || p.cfg.Priority <= b.max
 }
 
 // afterFailure decides what follows a settled, failed attempt a.
-// retryPending is whether a same-provider retry already waits.
-func (h *Handler) afterFailure(st *requestState, a *attempt, hedging, retryPending bool) step {
+// pending is the same-provider retry already waiting, or nil.
+func (h *Handler) afterFailure(st *requestState, a *attempt, hedging bool, pending *attempt) step {
 	switch a.class {
 	case classRequest:
 		if h.contextFallbackTo(st, a) != "" {
 			return step{kind: stepLaunch, reason: launchContextFallbackReason, attempt: a, ifNone: endFatal}
 		}
-		if st.contextFellBack > 0 && a.n <= st.contextFellBack && (st.live > 0 || retryPending) && st.dialect.promptTooLong(a.errBody) {
+		if st.contextFellBack > 0 && a.n <= st.contextFellBack && (st.live > 0 || pending != nil) && st.dialect.promptTooLong(a.errBody) {
 			// A racer of the too-long model said so too: the attempt on
 			// the larger model answers.
 			return step{kind: stepNone}
@@ -79,19 +95,51 @@ func (h *Handler) afterFailure(st *requestState, a *attempt, hedging, retryPendi
 		return step{kind: stepEnd, reason: endAbandon}
 	}
 	if hedging {
-		// A racer failed: the next candidate starts at once, without
-		// waiting for a backoff or the hedge delay; only when none can
-		// start is a same-provider retry considered.
-		s := step{kind: stepLaunch, reason: launchFailoverReason, attempt: a}
-		if !retryPending {
-			s.ifNone = launchRetryReason
-		}
-		return s
+		return h.racerFailed(st, a, pending)
 	}
-	if retryPending {
+	if pending != nil {
 		return step{kind: stepNone}
 	}
 	return h.retryStep(st, a, false)
+}
+
+// racerFailed decides what follows a provider-level failure in a race.
+// The next attempt stays within the highest priority tier that still has a
+// candidate or an allowed same-provider retry: a candidate of that tier
+// starts at once (no backoff, no hedge delay); without one, the retry
+// waits out its backoff or Retry-After. Only when no same-provider retry
+// is allowed does the failover reach a lower tier, a fallback model or a
+// probe, so hedging never costs a request its model on a transient error
+// (a lower tier is still reached by the hedge timer, for slowness).
+func (h *Handler) racerFailed(st *requestState, a, pending *attempt) step {
+	within := h.retryTier(st, a, pending)
+	if within.set && !st.plan.unusedWithin(within.max) {
+		if pending != nil {
+			return step{kind: stepNone} // the tier's retry is already waiting
+		}
+		return h.retryStep(st, a, true)
+	}
+	s := step{kind: stepLaunch, reason: launchFailoverReason, attempt: a, within: within}
+	if pending == nil {
+		// Only when no candidate can start is a same-provider retry
+		// considered.
+		s.ifNone = launchRetryReason
+	}
+	return s
+}
+
+// retryTier bounds the next failover by the best tier that holds a
+// same-provider retry: the one already pending, else the one a failed
+// racer is still allowed (retryCandidate's choice); unset when there is
+// none.
+func (h *Handler) retryTier(st *requestState, a, pending *attempt) tierBound {
+	if pending != nil {
+		return tierBound{max: pending.p.cfg.Priority, set: true}
+	}
+	if b, _, ok, _ := h.retryCandidate(st, a, true); ok {
+		return tierBound{max: b.p.cfg.Priority, set: true}
+	}
+	return tierBound{}
 }
 
 // onHedgeTimer decides what the hedge delay's end starts: a hedge when

@@ -79,10 +79,11 @@ func TestPolicyAfterFailure(t *testing.T) {
 			want:  step{kind: stepEnd, reason: endAbandon}},
 		{name: "a racer's 529 fails over at once, the retry only if nothing starts", hedging: true,
 			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, classOverloaded) },
-			want:  step{kind: stepLaunch, reason: launchFailoverReason, ifNone: launchRetryReason}},
+			want: step{kind: stepLaunch, reason: launchFailoverReason, ifNone: launchRetryReason,
+				within: tierBound{max: 0, set: true}}},
 		{name: "a racer with a retry pending does not plan a second", hedging: true, pending: true,
 			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, classOverloaded) },
-			want:  step{kind: stepLaunch, reason: launchFailoverReason}},
+			want:  step{kind: stepLaunch, reason: launchFailoverReason, within: tierBound{max: 0, set: true}}},
 		{name: "sequential 529 retries the same provider after the backoff", hedging: false,
 			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, classOverloaded) },
 			want:  step{kind: stepRetryLater, wait: 500 * time.Millisecond}},
@@ -100,8 +101,8 @@ func TestPolicyAfterFailure(t *testing.T) {
 				f.ran(f.p1, classOverloaded)
 				return f.ran(f.p2, classConnect)
 			},
-			want:      step{kind: stepLaunch, reason: launchFailoverReason, ifNone: launchRetryReason},
-			thenRetry: &step{kind: stepRetryLater, wait: 500 * time.Millisecond}},
+			// No candidate is left in the tier: the retry is the next attempt.
+			want: step{kind: stepRetryLater, wait: 500 * time.Millisecond}},
 		{name: "a silent route is not retried, nor anything else", hedging: true,
 			setup: func(f *policyFixture) *attempt {
 				a := f.ran(f.p1, classReset)
@@ -115,7 +116,11 @@ func TestPolicyAfterFailure(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newPolicyFixture(t, tt.spent)
 			a := tt.setup(f)
-			got := f.h.afterFailure(f.st, a, tt.hedging, tt.pending)
+			var pending *attempt
+			if tt.pending {
+				pending = f.st.prepare(f.p1, "m", launchRetryReason, false)
+			}
+			got := f.h.afterFailure(f.st, a, tt.hedging, pending)
 			checkStep(t, "afterFailure", got, tt.want)
 			if tt.thenRetry != nil {
 				checkStep(t, "retryStep", f.h.retryStep(f.st, got.attempt, true), *tt.thenRetry)
@@ -261,9 +266,131 @@ func TestPolicyFailoverPastBudget(t *testing.T) {
 func checkStep(t *testing.T, what string, got, want step) {
 	t.Helper()
 	if got.kind != want.kind || got.reason != want.reason || got.ifNone != want.ifNone ||
-		got.wait != want.wait || got.retryBudgetRefused != want.retryBudgetRefused {
-		t.Fatalf("%s = {kind %d reason %q ifNone %q wait %v refused %d}, want {kind %d reason %q ifNone %q wait %v refused %d}",
-			what, got.kind, got.reason, got.ifNone, got.wait, got.retryBudgetRefused,
-			want.kind, want.reason, want.ifNone, want.wait, want.retryBudgetRefused)
+		got.wait != want.wait || got.retryBudgetRefused != want.retryBudgetRefused || got.within != want.within {
+		t.Fatalf("%s = {kind %d reason %q ifNone %q wait %v refused %d within %+v}, want {kind %d reason %q ifNone %q wait %v refused %d within %+v}",
+			what, got.kind, got.reason, got.ifNone, got.wait, got.retryBudgetRefused, got.within,
+			want.kind, want.reason, want.ifNone, want.wait, want.retryBudgetRefused, want.within)
 	}
+}
+
+// TestPolicyHedgeKeepsTierOnTransientError pins issue 21 item 11 in the
+// decisions: in a race, a failure keeps the next attempt within the best
+// priority tier that still has a candidate or an allowed same-provider
+// retry. p1 is the primary (priority 0), p2 a fallback (priority 1).
+func TestPolicyHedgeKeepsTierOnTransientError(t *testing.T) {
+	ra := func(a *attempt, d time.Duration) *attempt { a.retryAfter, a.hasRA = d, true; return a }
+	tests := []struct {
+		name  string
+		spent bool
+		setup func(f *policyFixture) (failed, pending *attempt)
+		want  step
+	}{
+		{name: "a 500 waits for the primary's retry, not the lower tier",
+			setup: func(f *policyFixture) (*attempt, *attempt) { return f.ran(f.p1, classStatus5xx), nil },
+			want:  step{kind: stepRetryLater, wait: 500 * time.Millisecond}},
+		{name: "a 429 with Retry-After 2s waits 2s for the primary",
+			setup: func(f *policyFixture) (*attempt, *attempt) {
+				return ra(f.ran(f.p1, classRateLimited), 2*time.Second), nil
+			},
+			want: step{kind: stepRetryLater, wait: 2 * time.Second}},
+		{name: "a 429 with a Retry-After past retry_after_max reaches the lower tier at once",
+			setup: func(f *policyFixture) (*attempt, *attempt) {
+				return ra(f.ran(f.p1, classRateLimited), time.Minute), nil
+			},
+			want: step{kind: stepLaunch, reason: launchFailoverReason, ifNone: launchRetryReason}},
+		{name: "a 429 without Retry-After reaches the lower tier at once",
+			setup: func(f *policyFixture) (*attempt, *attempt) { return f.ran(f.p1, classRateLimited), nil },
+			want:  step{kind: stepLaunch, reason: launchFailoverReason, ifNone: launchRetryReason}},
+		{name: "same_provider used up: the lower tier at once",
+			setup: func(f *policyFixture) (*attempt, *attempt) {
+				f.ran(f.p1, classStatus5xx)
+				return f.ran(f.p1, classStatus5xx), nil
+			},
+			want: step{kind: stepLaunch, reason: launchFailoverReason, ifNone: launchRetryReason}},
+		{name: "retry budget spent: the lower tier at once", spent: true,
+			setup: func(f *policyFixture) (*attempt, *attempt) { return f.ran(f.p1, classStatus5xx), nil },
+			want:  step{kind: stepLaunch, reason: launchFailoverReason, ifNone: launchRetryReason}},
+		{name: "the breaker would refuse the retry: the lower tier at once",
+			setup: func(f *policyFixture) (*attempt, *attempt) {
+				f.p1.health.openAtLeast(clock(), clock().Add(time.Minute))
+				return f.ran(f.p1, classStatus5xx), nil
+			},
+			want: step{kind: stepLaunch, reason: launchFailoverReason, ifNone: launchRetryReason}},
+		{name: "a candidate of the same tier starts at once, bounded to the tier",
+			setup: func(f *policyFixture) (*attempt, *attempt) {
+				f.addProvider("p3", 0)
+				return f.ran(f.p1, classStatus5xx), nil
+			},
+			want: step{kind: stepLaunch, reason: launchFailoverReason, ifNone: launchRetryReason,
+				within: tierBound{max: 0, set: true}}},
+		{name: "the hedge on the lower tier fails while the primary's retry waits: nothing starts",
+			setup: func(f *policyFixture) (*attempt, *attempt) {
+				f.ran(f.p1, classStatus5xx)
+				pending := f.st.prepare(f.p1, "m", launchRetryReason, false)
+				f.addProvider("p3", 2)
+				return f.ran(f.p2, classStatus5xx), pending
+			},
+			want: step{kind: stepNone}},
+		{name: "the primary fails while its hedge on the lower tier runs: the primary's retry",
+			setup: func(f *policyFixture) (*attempt, *attempt) {
+				a := f.ran(f.p1, classStatus5xx)
+				f.ran(f.p2, classNone)
+				return a, nil
+			},
+			want: step{kind: stepRetryLater, wait: 500 * time.Millisecond}},
+		{name: "the lower tier's racer fails: the primary's allowed retry beats its own",
+			setup: func(f *policyFixture) (*attempt, *attempt) {
+				ra(f.ran(f.p1, classRateLimited), 2*time.Second)
+				return f.ran(f.p2, classStatus5xx), nil
+			},
+			want: step{kind: stepRetryLater, wait: 2 * time.Second}},
+		{name: "only provider of the model, fallback_model configured: the retry first",
+			setup: func(f *policyFixture) (*attempt, *attempt) {
+				f.h.Retry.FallbackModels = []ModelRule{{From: "m", To: "other"}}
+				f.st.plan = newPlan([]*provider{f.p1}, "m")
+				return f.ran(f.p1, classOverloaded), nil
+			},
+			want: step{kind: stepRetryLater, wait: 500 * time.Millisecond}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newPolicyFixture(t, tt.spent)
+			f.p2.cfg.Priority = 1
+			failed, pending := tt.setup(f)
+			got := f.h.afterFailure(f.st, failed, true, pending)
+			checkStep(t, "afterFailure", got, tt.want)
+			if got.kind == stepRetryLater && got.attempt.p != f.p1 {
+				t.Fatalf("retry goes to %s, want the primary p1", got.attempt.p.name)
+			}
+			// Hedging off takes the same retry, or fails over.
+			// (A race starts a same-tier candidate at once instead.)
+			if pending == nil && f.st.live == 0 && failed.p == f.p1 && !got.within.set {
+				seq := f.h.afterFailure(f.st, failed, false, nil)
+				if (seq.kind == stepRetryLater) != (got.kind == stepRetryLater) || seq.wait != got.wait {
+					t.Fatalf("hedge off decides %+v, hedging %+v", seq, got)
+				}
+			}
+		})
+	}
+	// The hedge timer still reaches the lower tier: slowness is not a failure.
+	f := newPolicyFixture(t, false)
+	f.p2.cfg.Priority = 1
+	f.ran(f.p1, classNone)
+	checkStep(t, "onHedgeTimer", f.h.onHedgeTimer(f.st, clock()), step{kind: stepLaunch, reason: launchHedgeReason})
+}
+
+// addProvider adds a candidate of the given priority to the plan, in
+// priority order.
+func (f *policyFixture) addProvider(name string, priority int) *provider {
+	p := &provider{name: name, vendor: name, cfg: &Provider{Priority: priority}, health: newTestHealth(name)}
+	cands := append([]*provider{}, f.st.plan.cands...)
+	used := append([]bool{}, f.st.plan.used...)
+	i := len(cands)
+	for i > 0 && cands[i-1].cfg.Priority > priority {
+		i--
+	}
+	cands = append(cands[:i], append([]*provider{p}, cands[i:]...)...)
+	used = append(used[:i], append([]bool{false}, used[i:]...)...)
+	f.st.plan.cands, f.st.plan.used = cands, used
+	return p
 }

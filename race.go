@@ -124,7 +124,7 @@ func (h *Handler) racePlan(st *requestState, r *http.Request) *attempt {
 				return a
 			}
 			h.settle(st, a)
-			s = h.afterFailure(st, a, hedging, pending != nil)
+			s = h.afterFailure(st, a, hedging, pending)
 		case <-hedgeC:
 			hedgeC = nil
 			fromHedgeTimer = true
@@ -198,7 +198,7 @@ func (h *Handler) launchStep(st *requestState, r *http.Request, s step) *attempt
 	case launchContextFallbackReason:
 		return h.launchContextFallback(st, r, s.attempt)
 	}
-	return h.launchFailover(st, r)
+	return h.launchFailover(st, r, s.within)
 }
 
 // abandon ends a race whose request is over (client gone, total timeout):
@@ -303,80 +303,6 @@ func (h *Handler) launchProbe(st *requestState, r *http.Request) *attempt {
 		}
 	}
 	return nil
-}
-
-// launchFailover starts the next candidate after a failure, charged to the
-// retry budget as failoverRouteAt decides. It returns nil when nothing
-// started.
-func (h *Handler) launchFailover(st *requestState, r *http.Request) *attempt {
-	now := clock()
-	switch h.failoverRouteAt(st, now) {
-	case failoverNone:
-		return nil
-	case failoverBudgeted:
-		if tok, ok := h.retryBudget.take(now); ok {
-			a := h.launchReplacement(st, r, false)
-			if a == nil {
-				h.retryBudget.refund(tok) // nothing left to try: no retry happened
-			}
-			return a
-		}
-		fallthrough // another request took the last of the budget meanwhile
-	case failoverPastBudget:
-		if !st.budgetFailoverUsed {
-			if a := h.launchReplacement(st, r, true); a != nil {
-				st.budgetFailoverUsed = true
-				h.retryBudget.charge(clock())
-				return a
-			}
-		}
-	}
-	h.metrics.budgetExhausted("retry")
-	return nil
-}
-
-// launchReplacement starts the next candidate of the plan, or, once every
-// provider of the model failed with provider-level errors, the first of its
-// fallback model. healthyOnly restricts the choice to providers without
-// consecutive failures.
-func (h *Handler) launchReplacement(st *requestState, r *http.Request, healthyOnly bool) *attempt {
-	if a := h.launchFrom(st, r, "failover", healthyOnly); a != nil {
-		return a
-	}
-	if st.plan.remaining() == 0 && st.live == 0 && h.fallback(st) {
-		if a := h.launchFrom(st, r, "fallback", healthyOnly); a != nil {
-			return a
-		}
-	}
-	if st.live == 0 && !healthyOnly && !st.probed() {
-		// The rest of the candidates are cooling down: rather than fail
-		// while attempts remain, probe the one that recovers first (one
-		// probe at a time per provider, as at the start of a request). A
-		// request that already probed ends with its error instead.
-		return h.launchProbe(st, r)
-	}
-	return nil
-}
-
-// launchFrom is launchNext, optionally over the healthy candidates only:
-// the others are set aside for this one choice and stay in the plan.
-func (h *Handler) launchFrom(st *requestState, r *http.Request, reason string, healthyOnly bool) *attempt {
-	if !healthyOnly {
-		return h.launchNext(st, r, reason, false)
-	}
-	pl := st.plan
-	var aside []int
-	for i, p := range pl.cands {
-		if !pl.used[i] && p.health.consecutive.Load() > 0 {
-			pl.used[i] = true
-			aside = append(aside, i)
-		}
-	}
-	a := h.launchNext(st, r, reason, false)
-	for _, i := range aside {
-		pl.used[i] = false
-	}
-	return a
 }
 
 // launchRetry starts a same-provider retry whose wait is over, charging the

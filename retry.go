@@ -137,7 +137,8 @@ func (h *Handler) launchContextFallback(st *requestState, r *http.Request, a *at
 // nothing else can start: the one that just failed, or, in a race, an
 // earlier racer whose transient failure was passed over for a failover
 // that has failed since (a 529 on one provider, then a refused connection
-// on the other, must still get the 529's retry).
+// on the other, must still get the 529's retry). In a race the best
+// priority tier wins; within a tier, the latest failure.
 //
 // refused counts the retries the retry budget refused on the way.
 func (h *Handler) retryCandidate(st *requestState, last *attempt, racing bool) (b *attempt, wait time.Duration, ok bool, refused int) {
@@ -145,31 +146,31 @@ func (h *Handler) retryCandidate(st *requestState, last *attempt, racing bool) (
 	if byBudget {
 		refused++
 	}
-	if ok || !racing {
-		if ok {
-			b = last
-		}
+	if ok {
+		b = last
+	}
+	if !racing {
 		return b, wait, ok, refused
 	}
 	seen := map[*provider]bool{last.p: true}
 	for i := len(st.attempts) - 1; i >= 0; i-- {
-		b := st.attempts[i]
-		if seen[b.p] {
+		c := st.attempts[i]
+		if seen[c.p] {
 			continue
 		}
-		seen[b.p] = true // only a provider's latest attempt speaks for it
-		if b.outcome != "provider_error" || st.liveOn(b.p) {
+		seen[c.p] = true // only a provider's latest attempt speaks for it
+		if c.outcome != "provider_error" || st.liveOn(c.p) || b != nil && c.p.cfg.Priority >= b.p.cfg.Priority {
 			continue
 		}
-		wait, ok, byBudget := h.retryVerdict(st, b)
+		cwait, cok, byBudget := h.retryVerdict(st, c)
 		if byBudget {
 			refused++
 		}
-		if ok {
-			return b, wait, true, refused
+		if cok {
+			b, wait = c, cwait
 		}
 	}
-	return nil, 0, false, refused
+	return b, wait, b != nil, refused
 }
 
 // retryStep decides between a same-provider retry of a failed attempt
