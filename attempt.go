@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/caddyserver/caddy/v2"
 )
 
@@ -124,11 +126,20 @@ func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.
 	}
 	a.resp, a.status = resp, resp.StatusCode
 	a.noteRateLimits(resp.Header)
+	var verdict cloudVerdict
 	if a.p.proto != nil {
-		a.p.proto.response(resp)
+		verdict = a.p.proto.response(resp)
 	}
 	if resp.StatusCode != http.StatusOK {
 		h.readUpstreamError(a, req.dialect, r.Context())
+		if verdict.class != classNone && a.class != classClientAbort {
+			a.class = verdict.class
+		}
+		if verdict.credential != "" {
+			h.logger.Error("cloud refused the provider's own credentials: fix them; requests fail over meanwhile",
+				zap.String("provider", a.p.name), zap.String("api", a.p.proto.String()),
+				zap.String("credentials", verdict.credential), zap.Error(a.err))
+		}
 		return
 	}
 	if isEventStream(resp.Header) {

@@ -79,3 +79,68 @@ func TestClassifyTransportError(t *testing.T) {
 		}
 	}
 }
+
+// Issue 21 item 4: a cloud's 403 is read from its body. Bedrock's error
+// type and message tell a model the account lacks from the proxy's own
+// credential refused; a Gemini PERMISSION_DENIED fails a key only when it
+// says the key is invalid or disabled.
+func TestCloudForbiddenReadFromBody(t *testing.T) {
+	b := &bedrockProtocol{chain: "the AWS default chain"}
+	for _, c := range []struct {
+		kind, msg  string
+		class      failClass
+		credential bool
+	}{
+		{"AccessDeniedException", "You don't have access to the model with the specified model ID.", classModelNotFound, false},
+		{"UnrecognizedClientException", "The security token included in the request is invalid.", classAuth, true},
+		{"InvalidSignatureException", "The request signature we calculated does not match the signature you provided.", classAuth, true},
+		{"ExpiredTokenException", "The security token included in the request is expired", classAuth, true},
+		{"AccessDeniedException", "User: arn:aws:iam::1:user/x is not authorized to perform: bedrock:InvokeModel", classNone, false},
+		{"ThrottlingException", "Too many requests", classNone, false},
+	} {
+		v := b.verdict(c.kind, c.msg)
+		if v.class != c.class || (v.credential != "") != c.credential {
+			t.Errorf("bedrock %s %q: %+v, want class %q credential %v", c.kind, c.msg, v, c.class, c.credential)
+		}
+	}
+	reason := func(r string) string {
+		return `{"error":{"code":403,"message":"denied","status":"PERMISSION_DENIED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"` + r + `","domain":"googleapis.com"}]}}`
+	}
+	for _, c := range []struct {
+		name, body string
+		class      failClass
+	}{
+		{"file", `{"error":{"code":403,"message":"You do not have permission to access the File abc123 or it may not exist.","status":"PERMISSION_DENIED"}}`, classRequest},
+		{"cached content", `{"error":{"code":403,"message":"CachedContent not found (or permission denied)","status":"PERMISSION_DENIED"}}`, classRequest},
+		{"key invalid", reason("API_KEY_INVALID"), classAuth},
+		{"key not valid", `{"error":{"code":403,"message":"API key not valid. Please pass a valid API key.","status":"PERMISSION_DENIED"}}`, classAuth},
+		{"service disabled", reason("SERVICE_DISABLED"), classAuth},
+		{"key blocked", reason("API_KEY_SERVICE_BLOCKED"), classAuth},
+		{"vertex iam", reason("IAM_PERMISSION_DENIED"), classAuth},
+	} {
+		if got := geminiClassify(403, []byte(c.body), false); got != c.class {
+			t.Errorf("gemini 403 %s: %s, want %s", c.name, got, c.class)
+		}
+		if got := geminiClassify(403, []byte(c.body), true); got != classClientKey {
+			t.Errorf("gemini 403 %s with the client's key: %s, want %s", c.name, got, classClientKey)
+		}
+	}
+}
+
+// Issue 21 item 5: a model that is a dot-segment is refused where the
+// request is read, and never becomes a cloud's path segment.
+func TestModelDotSegments(t *testing.T) {
+	for _, m := range []string{".", "..", "../x", "x/..", `..\x`, "a/./b"} {
+		if _, err := parseRequestBody([]byte(`{"model":` + jsonQuote(m) + `}`)); err == nil {
+			t.Errorf("model %q accepted", m)
+		}
+		if _, err := modelSegment(m); err == nil {
+			t.Errorf("model %q made a path segment", m)
+		}
+	}
+	for _, m := range []string{"claude-3.5", "...", ".hidden", "a..b", "arn:aws:bedrock:us-east-1:1:inference-profile/us.anthropic.claude-v1:0"} {
+		if _, err := parseRequestBody([]byte(`{"model":` + jsonQuote(m) + `}`)); err != nil {
+			t.Errorf("model %q refused: %v", m, err)
+		}
+	}
+}

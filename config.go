@@ -209,10 +209,16 @@ func (c *RetryConfig) validate() error {
 		if f.From == "" || f.To == "" {
 			return fmt.Errorf("retry: fallback_model needs <from> and <to>")
 		}
+		if err := checkModelName(f.To); err != nil {
+			return fmt.Errorf("retry: fallback_model %s %s: %w", f.From, f.To, err)
+		}
 	}
 	for _, f := range c.ContextFallbacks {
 		if f.From == "" || f.To == "" {
 			return fmt.Errorf("retry: context_fallback needs <from> and <to>")
+		}
+		if err := checkModelName(f.To); err != nil {
+			return fmt.Errorf("retry: context_fallback %s %s: %w", f.From, f.To, err)
 		}
 	}
 	return nil

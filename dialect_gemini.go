@@ -33,8 +33,10 @@ func (geminiDialect) String() string { return "gemini" }
 
 // isCompletionPath: generateContent and streamGenerateContent of a model
 // (countTokens is an aux path).
+// A model that is not path-safe still makes it one, so that parseRequest
+// refuses it with a 400 rather than letting it pass as another path.
 func (geminiDialect) isCompletionPath(path string) bool {
-	_, method, ok := geminiPath(path)
+	_, method, ok := geminiPathShape(path)
 	return ok && method != geminiCountTokens
 }
 
@@ -78,9 +80,12 @@ func (geminiDialect) sniffAux(path string, h headerGetter) int {
 // response timeout). The body must be a JSON object; its fields are the
 // provider's business.
 func (geminiDialect) parseRequest(path, rawQuery string, body []byte) (*llmRequest, error) {
-	model, method, ok := geminiPath(strings.TrimSuffix(path, "/"))
+	model, method, ok := geminiPathShape(strings.TrimSuffix(path, "/"))
 	if !ok || method == geminiCountTokens {
 		return nil, fmt.Errorf("path %q: not a Gemini model method", path)
+	}
+	if !geminiValidModel(model) {
+		return nil, fmt.Errorf("model %q: a Gemini model name is letters, digits and - . _ @, not starting with a dot", model)
 	}
 	it, ok := jsonOpen(body, 0, 0)
 	if !ok || !it.isObject() {
@@ -182,6 +187,16 @@ func (geminiDialect) errorEvent(status int, message string) []byte {
 // geminiValidModel): the model is spliced back into the upstream path, so
 // a name that could change that path's structure is refused, not cleaned.
 func geminiPath(path string) (model, method string, ok bool) {
+	model, method, ok = geminiPathShape(path)
+	if !ok || !geminiValidModel(model) {
+		return "", "", false
+	}
+	return model, method, true
+}
+
+// geminiPathShape splits a Gemini model path as geminiPath does, whatever
+// the model between the prefix and the method.
+func geminiPathShape(path string) (model, method string, ok bool) {
 	rest, found := strings.CutPrefix(path, "/v1beta/models/")
 	if !found {
 		rest, found = strings.CutPrefix(path, "/v1/models/")
@@ -197,9 +212,6 @@ func geminiPath(path string) (model, method string, ok bool) {
 	switch method {
 	case geminiGenerate, geminiStreamMethod, geminiCountTokens:
 	default:
-		return "", "", false
-	}
-	if !geminiValidModel(model) {
 		return "", "", false
 	}
 	return model, method, true

@@ -116,6 +116,8 @@ func geminiClassify(status int, body []byte, passThroughKey bool) failClass {
 			return classClientKey
 		}
 		return classAuth
+	case status == http.StatusForbidden && !passThroughKey:
+		return geminiForbidden(body)
 	case status == http.StatusNotFound && !passThroughKey:
 		if geminiModelMissing(body) {
 			return classModelNotFound
@@ -129,6 +131,38 @@ func geminiClassify(status int, body []byte, passThroughKey bool) failClass {
 // request itself (relayed to the client, no failover): see geminiClassify.
 func geminiRequestLevel(status int, body []byte) bool {
 	return geminiClassify(status, body, false) == classRequest
+}
+
+// geminiForbidden classifies a 403 PERMISSION_DENIED answered to the
+// provider's own key or token (SPEC 15). Only a key that is invalid or
+// disabled fails the key: API_KEY_INVALID or "API key not valid",
+// SERVICE_DISABLED (the key's project has the API off), a key
+// restriction that blocks this API or caller (API_KEY_*_BLOCKED), a
+// suspended consumer. IAM_PERMISSION_DENIED (Vertex) is the provider's
+// credential lacking a permission, and "unregistered callers" a request
+// that reached Google without it: the provider's failure too. Any other
+// 403 is about an object the request named that this key cannot see ("You
+// do not have permission to access the File ... or it may not exist", a
+// cachedContent, a tuned model): the client's own error, passed through,
+// with no key disabled and nothing counted against the provider.
+func geminiForbidden(body []byte) failClass {
+	if geminiKeyInvalid(body) || strings.HasPrefix(geminiErrorMessage(body), "method doesn't allow unregistered callers") {
+		return classAuth
+	}
+	details, _ := jsonLookup(body, "error", "details")
+	arr, ok := jsonOpen(details, 0, 0)
+	for ok && !arr.isObject() && arr.next() {
+		r, _ := geminiLast(arr.value(), "reason")
+		if !jsonIsString(r) {
+			continue
+		}
+		switch reason := jsonStringValue(r); {
+		case reason == "SERVICE_DISABLED", reason == "CONSUMER_SUSPENDED", reason == "IAM_PERMISSION_DENIED",
+			strings.HasPrefix(reason, "API_KEY_") && strings.HasSuffix(reason, "_BLOCKED"):
+			return classAuth
+		}
+	}
+	return classRequest
 }
 
 // geminiKeyInvalid reports whether an error body rejects the API key:

@@ -36,7 +36,10 @@ func TestDialectRegistry(t *testing.T) {
 		"/v1beta/models/gemini-2.5-pro:streamGenerateContent": dialectGemini,
 		"/v1/models/gemini-2.5-pro:generateContent/":          dialectGemini,
 		"/v1beta/models/gemini-2.5-pro:countTokens":           dialectNone,
-		"/v1beta/models/a%2Fb:generateContent":                dialectNone,
+		// A Gemini model path with a model that is not path-safe is still
+		// Gemini's, so that parsing it answers 400 (issue 21 item 5).
+		"/v1beta/models/a%2Fb:generateContent": dialectGemini,
+		"/v1beta/models/..:generateContent":    dialectGemini,
 	} {
 		if got := dialectOfPath(path); got != want {
 			t.Errorf("dialectOfPath(%q) = %v, want %v", path, got, want)

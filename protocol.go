@@ -32,8 +32,31 @@ type protocol interface {
 	prepare(ctx context.Context, up *http.Request, req *llmRequest, model string, body []byte) error
 	// response adapts an answer before the attempt reads it: a 200's
 	// framing to the dialect's SSE (Bedrock's event stream), an error body
-	// to the dialect's error shape; a native answer is left as is.
-	response(resp *http.Response)
+	// to the dialect's error shape; a native answer is left as is. It
+	// returns what the cloud's error says beyond its status.
+	response(resp *http.Response) cloudVerdict
+}
+
+// cloudVerdict is what a cloud's error answer says that its status does
+// not (SPEC 15): a Bedrock 403 is a model the account lacks, or the
+// proxy's own credential refused, or neither. The zero value leaves the
+// answer to the dialect's classification.
+type cloudVerdict struct {
+	class failClass
+	// credential names the proxy's own credential the cloud refused: where
+	// it came from (the AWS chain searched, ADC), never its value. The
+	// attempt logs it at error: an operator must fix it.
+	credential string
+}
+
+// modelSegment is a model as one escaped segment of a cloud's URL path.
+// parseRequestBody and the config checks refuse a dot-segment model before
+// this; refused here too, a rewrite can never make the URL leave its path.
+func modelSegment(model string) (string, error) {
+	if model == "" || hasDotSegment(model) {
+		return "", fmt.Errorf("model %q cannot be a URL path segment", model)
+	}
+	return url.PathEscape(model), nil
 }
 
 // protocolCtor provisions the protocol of one provider from its options.
@@ -172,19 +195,22 @@ func checkCloudOptions(pc *Provider) error {
 // cloudErrorBody rewrites a cloud's error answer (Bedrock's {"message"},
 // Google's {"error":{"status","message"}}) in the client dialect's shape
 // with the cloud's words, so that a request error passed through parses in
-// the client's SDK. kind names the cloud's error type when the body does not.
-func cloudErrorBody(resp *http.Response, d dialect, kind string) {
+// the client's SDK. kind names the cloud's error type when the body does
+// not. It returns the cloud's message.
+func cloudErrorBody(resp *http.Response, d dialect, kind string) string {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	resp.Body.Close()
 	msg := upstreamMessage(body)
 	if m, ok := jsonLookup(body, "message"); ok && jsonIsString(m) {
 		msg = string(jsonAppendString(nil, m))
 	}
+	shown := msg
 	if kind != "" {
-		msg = kind + ": " + msg
+		shown = kind + ": " + msg
 	}
-	out := d.errorJSON(resp.StatusCode, msg)
+	out := d.errorJSON(resp.StatusCode, shown)
 	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(out)), int64(len(out))
 	resp.Header.Set("Content-Type", "application/json")
 	resp.Header.Del("Content-Length")
+	return msg
 }

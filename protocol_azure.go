@@ -41,7 +41,11 @@ func (az *azureProtocol) prepare(_ context.Context, up *http.Request, req *llmRe
 	var path string
 	switch {
 	case az.deployments && op == "/chat/completions":
-		path = "/openai/deployments/" + url.PathEscape(model) + op
+		seg, err := modelSegment(model)
+		if err != nil {
+			return err
+		}
+		path = "/openai/deployments/" + seg + op
 	case az.deployments:
 		path = "/openai" + op // the preview Responses API: the deployment is the body's model
 	default:
@@ -56,4 +60,6 @@ func (az *azureProtocol) prepare(_ context.Context, up *http.Request, req *llmRe
 	return nil
 }
 
-func (*azureProtocol) response(*http.Response) {}
+// response leaves Azure's answers as OpenAI's: a 401 or 403 is about the
+// api-key, as its status says.
+func (*azureProtocol) response(*http.Response) cloudVerdict { return cloudVerdict{} }

@@ -14,7 +14,6 @@ import (
 	"hash/crc32"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -35,6 +34,7 @@ type bedrockProtocol struct {
 	region string
 	creds  aws.CredentialsProvider // nil with a key
 	signer *v4.Signer
+	chain  string // where the credentials come from, for the log
 }
 
 const bedrockAnthropicVersion = `"bedrock-2023-05-31"`
@@ -49,7 +49,7 @@ func init() {
 }
 
 func newBedrockProtocol(pc *Provider, p *provider) (protocol, error) {
-	b := &bedrockProtocol{p: p, region: pc.Region}
+	b := &bedrockProtocol{p: p, region: pc.Region, chain: "the provider's key (a Bedrock API key)"}
 	if p.key != "" {
 		return b, nil // a Bedrock API key, sent as Bearer
 	}
@@ -74,6 +74,7 @@ func newBedrockProtocol(pc *Provider, p *provider) (protocol, error) {
 	}
 	b.creds = cfg.Credentials // a cache: refreshed before expiry
 	b.signer = v4.NewSigner()
+	b.chain = chain
 	return b, nil
 }
 
@@ -101,8 +102,12 @@ func (b *bedrockProtocol) prepare(ctx context.Context, up *http.Request, req *ll
 	} else {
 		up.Header.Set("Accept", "application/json")
 	}
+	seg, err := modelSegment(model)
+	if err != nil {
+		return err
+	}
 	// Model ids hold ':' (…-v1:0), which AWS escapes in the path it signs.
-	if err := b.p.setURL(up, "/model/"+strings.ReplaceAll(url.PathEscape(model), ":", "%3A")+op); err != nil {
+	if err := b.p.setURL(up, "/model/"+strings.ReplaceAll(seg, ":", "%3A")+op); err != nil {
 		return err
 	}
 	setBody(up, body)
@@ -130,17 +135,42 @@ func anthropicBetas(h http.Header) []string {
 	return out
 }
 
-func (*bedrockProtocol) response(resp *http.Response) {
+func (b *bedrockProtocol) response(resp *http.Response) cloudVerdict {
 	if resp.StatusCode != http.StatusOK {
 		kind, _, _ := strings.Cut(resp.Header.Get("X-Amzn-Errortype"), ":")
-		cloudErrorBody(resp, dialectAnthropic, strings.TrimSpace("bedrock "+kind))
-		return
+		kind = strings.TrimSpace(kind)
+		msg := cloudErrorBody(resp, dialectAnthropic, strings.TrimSpace("bedrock "+kind))
+		return b.verdict(kind, msg)
 	}
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/vnd.amazon.eventstream") {
-		return
+	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/vnd.amazon.eventstream") {
+		resp.Body = newBedrockStream(resp.Body)
+		resp.Header.Set("Content-Type", "text/event-stream")
 	}
-	resp.Body = newBedrockStream(resp.Body)
-	resp.Header.Set("Content-Type", "text/event-stream")
+	return cloudVerdict{}
+}
+
+// bedrockCredentialErrors are the error types with which AWS refuses the
+// caller's credential itself: the proxy's, since no client header is signed
+// (cloudClientHeaders).
+var bedrockCredentialErrors = []string{
+	"UnrecognizedClientException", "InvalidSignatureException", "ExpiredTokenException",
+	"IncompleteSignatureException", "MissingAuthenticationTokenException",
+}
+
+// verdict reads a Bedrock error's type and message (SPEC 15). An
+// AccessDeniedException "You don't have access to the model with the
+// specified model ID." is about that model for this account: it cools the
+// model on this provider, as a missing model does, and says nothing of the
+// provider's health. A refused credential is the provider's failure and
+// the operator's to fix. Any other answer classifies by its status.
+func (b *bedrockProtocol) verdict(kind, msg string) cloudVerdict {
+	switch {
+	case slices.Contains(bedrockCredentialErrors, kind):
+		return cloudVerdict{class: classAuth, credential: b.chain}
+	case kind == "AccessDeniedException" && strings.Contains(strings.ToLower(msg), "access to the model"):
+		return cloudVerdict{class: classModelNotFound}
+	}
+	return cloudVerdict{}
 }
 
 // bedrockStream reads AWS event-stream frames and yields the Anthropic SSE
@@ -397,44 +427,4 @@ func (s *bedrockStream) decode() (f bedrockFrame, err error) {
 func jsonQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
-}
-
-// bedrockExceptionClasses map Bedrock's stream exceptions to the class the
-// same failure has as an HTTP status (SPEC 11).
-var bedrockExceptionClasses = map[string]failClass{
-	"throttlingException":           classRateLimited, // 429
-	"serviceUnavailableException":   classOverloaded,  // 503
-	"modelNotReadyException":        classOverloaded,  // 429/503: not ready yet
-	"internalServerException":       classStatus5xx,   // 500
-	"modelStreamErrorException":     classStatus5xx,   // 424: the model failed mid-answer
-	"modelTimeoutException":         classStatus5xx,   // 408
-	"validationException":           classRequest,     // 400
-	"accessDeniedException":         classAuth,        // 403
-	"resourceNotFoundException":     classModelNotFound,
-	"serviceQuotaExceededException": classRateLimited,
-}
-
-// bedrockException is the stream fault of an exception frame.
-func bedrockException(kind string, payload []byte) error {
-	c, ok := bedrockExceptionClasses[kind]
-	if !ok {
-		// Lower-camel in the stream, Upper-camel as an HTTP error type.
-		if kind != "" {
-			c, ok = bedrockExceptionClasses[strings.ToLower(kind[:1])+kind[1:]]
-		}
-		if !ok {
-			c = classStatus5xx
-		}
-	}
-	msg := upstreamMessage(payload)
-	if m, ok := jsonLookup(payload, "message"); ok {
-		var s string
-		if json.Unmarshal(m, &s) == nil {
-			msg = s
-		}
-	}
-	if kind == "" {
-		kind = "exception"
-	}
-	return &streamFault{c, "bedrock " + kind + ": " + msg}
 }

@@ -59,17 +59,20 @@ func (*vertexProtocol) serves(d dialect) bool { return d == dialectAnthropic || 
 func (*vertexProtocol) setKey(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
 
 func (v *vertexProtocol) prepare(ctx context.Context, up *http.Request, req *llmRequest, model string, body []byte) error {
+	seg, err := modelSegment(model)
+	if err != nil {
+		return err
+	}
 	if req.dialect == dialectGemini {
 		// The method is the client's (upstreamPath kept it after the model).
 		method := up.URL.Path[strings.LastIndexByte(up.URL.Path, ':')+1:]
-		if err := v.p.setURL(up, v.prefix+"google/models/"+url.PathEscape(model)+":"+method); err != nil {
+		if err := v.p.setURL(up, v.prefix+"google/models/"+seg+":"+method); err != nil {
 			return err
 		}
 		if req.stream {
 			up.URL.RawQuery = strings.TrimPrefix(up.URL.RawQuery+"&alt=sse", "&")
 		}
 	} else {
-		var err error
 		body, err = cloudBody(body, []string{"model"}, map[string]json.RawMessage{"anthropic_version": json.RawMessage(vertexAnthropicVersion)})
 		if err != nil {
 			return err
@@ -78,7 +81,7 @@ func (v *vertexProtocol) prepare(ctx context.Context, up *http.Request, req *llm
 		if req.stream {
 			verb = ":streamRawPredict"
 		}
-		if err := v.p.setURL(up, v.prefix+"anthropic/models/"+url.PathEscape(model)+verb); err != nil {
+		if err := v.p.setURL(up, v.prefix+"anthropic/models/"+seg+verb); err != nil {
 			return err
 		}
 		up.Header.Del("Anthropic-Version")
@@ -95,9 +98,26 @@ func (v *vertexProtocol) prepare(ctx context.Context, up *http.Request, req *llm
 	return nil
 }
 
-func (*vertexProtocol) response(resp *http.Response) {
-	// Gemini's errors are Google's shape already.
-	if resp.StatusCode != http.StatusOK && !strings.Contains(resp.Request.URL.Path, "/publishers/google/") {
+// response gives Claude's errors Anthropic's shape (Gemini's are Google's
+// already, and the Gemini dialect reads their 403s: geminiForbidden). A 401
+// is the proxy's token refused.
+func (v *vertexProtocol) response(resp *http.Response) cloudVerdict {
+	if resp.StatusCode == http.StatusOK {
+		return cloudVerdict{}
+	}
+	if !strings.Contains(resp.Request.URL.Path, "/publishers/google/") {
 		cloudErrorBody(resp, dialectAnthropic, "vertex")
 	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		return cloudVerdict{class: classAuth, credential: v.credential()}
+	}
+	return cloudVerdict{}
+}
+
+// credential names where the provider's token comes from, for the log.
+func (v *vertexProtocol) credential() string {
+	if v.creds == nil {
+		return "the provider's key (a static access token)"
+	}
+	return "Google Application Default Credentials"
 }

@@ -129,6 +129,11 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	if err := checkCloudOptions(pc); err != nil {
 		return nil, err
 	}
+	for _, r := range pc.ModelMap {
+		if err := checkModelName(r.To); err != nil {
+			return nil, fmt.Errorf("model %s %s: %w", r.From, r.To, err)
+		}
+	}
 	if d == dialectGemini {
 		// A Gemini model goes into the upstream path (one segment).
 		for _, r := range pc.ModelMap {
@@ -346,11 +351,15 @@ var hopHeaders = []string{
 var clientKeyHeaders = []string{"Api-Key", "X-Goog-Api-Key", "X-Goog-User-Project"}
 
 // upstreamHeader builds the header of one attempt: the client's headers
-// without hop-by-hop fields, the provider's auth, and its header_up rules.
+// without hop-by-hop fields, the provider's auth, and its header_up rules
+// (a cloud's: cloudHeader).
 // With a configured key, the client's own credentials and auth-scoping
 // headers are removed: they never reach another party's host, and nothing
 // the client sends can make the provider refuse the operator's key.
 func (p *provider) upstreamHeader(client http.Header, d dialect, repl *caddy.Replacer, key string) http.Header {
+	if p.proto != nil {
+		return p.cloudHeader(client, repl, key)
+	}
 	out := make(http.Header, len(client)+2)
 	for k, v := range client {
 		out[k] = v
@@ -363,7 +372,7 @@ func (p *provider) upstreamHeader(client http.Header, d dialect, repl *caddy.Rep
 			out.Del(strings.TrimSpace(f))
 		}
 	}
-	if key != "" || p.proto != nil {
+	if key != "" {
 		for _, k := range clientKeyHeaders {
 			out.Del(k)
 		}
@@ -372,12 +381,37 @@ func (p *provider) upstreamHeader(client http.Header, d dialect, repl *caddy.Rep
 				out.Del(k)
 			}
 		}
-		switch {
-		case p.proto != nil && key != "":
-			p.proto.setKey(out, key)
-		case p.proto == nil:
-			d.setAuth(out, key)
+		d.setAuth(out, key)
+	}
+	if p.cfg.HeadersUp != nil {
+		p.cfg.HeadersUp.ApplyTo(out, repl)
+	}
+	return out
+}
+
+// cloudClientHeaders are the only client headers a cloud receives (SPEC
+// 15): content negotiation, the client's agent, and Anthropic's own, which
+// the protocol maps (Bedrock moves anthropic-beta into the body). A
+// deny-list cannot keep up with what steers a cloud's auth, billing or
+// deadline (X-Amz-Security-Token, which SigV4 would sign in; X-Goog-User-
+// Project; Vertex's X-Server-Timeout; any x-amz-*, x-goog-*, x-ms-* or
+// credential header), so nothing else of the client's reaches a cloud or
+// its signature.
+var cloudClientHeaders = []string{"Accept", "Anthropic-Beta", "Anthropic-Version", "User-Agent"}
+
+// cloudHeader builds the header of an attempt on a cloud: the allowed
+// client headers, the provider's static key where the cloud reads it, and
+// the operator's header_up rules. The protocol's prepare adds its auth
+// (SigV4 signs what is here then, and only that).
+func (p *provider) cloudHeader(client http.Header, repl *caddy.Replacer, key string) http.Header {
+	out := make(http.Header, len(cloudClientHeaders)+4)
+	for _, k := range cloudClientHeaders {
+		if v := client.Values(k); len(v) > 0 {
+			out[k] = v
 		}
+	}
+	if key != "" {
+		p.proto.setKey(out, key)
 	}
 	if p.cfg.HeadersUp != nil {
 		p.cfg.HeadersUp.ApplyTo(out, repl)

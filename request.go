@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -159,14 +160,20 @@ var (
 	errDuplicateStream = errors.New(`request body: more than one "stream" key (in any letter case or escaping): the request is ambiguous`)
 	errModelTooLong    = fmt.Errorf("model: longer than %d bytes", maxModelLen)
 	errModelControl    = errors.New("model: contains a control character or invalid UTF-8")
+	errModelDotSegment = errors.New(`model: "." and ".." are path dot-segments, refused: a cloud puts the model in its URL path`)
 )
 
 // checkModelName refuses a model name over maxModelLen bytes, or with a
 // control character (C0, DEL, C1) or invalid UTF-8, which would reach log
-// lines and the admin text view.
+// lines and the admin text view, or with a dot-segment: Bedrock, Vertex
+// and Azure put the model in the URL path, where url.PathEscape keeps
+// dots and `/model/../invoke` would name another resource.
 func checkModelName(m string) error {
 	if len(m) > maxModelLen {
 		return errModelTooLong
+	}
+	if hasDotSegment(m) {
+		return errModelDotSegment
 	}
 	for i := 0; i < len(m); {
 		c := m[i]
@@ -187,6 +194,24 @@ func checkModelName(m string) error {
 }
 
 var errInvalidJSON = errors.New("request body is not valid JSON")
+
+// hasDotSegment reports whether a name, split where a server may split a
+// path (at / and \), has a part that is "." or "..".
+func hasDotSegment(name string) bool {
+	for len(name) > 0 {
+		i := strings.IndexAny(name, `/\`)
+		seg := name
+		if i >= 0 {
+			seg, name = name[:i], name[i+1:]
+		} else {
+			name = ""
+		}
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}
 
 // jsonStringValue decodes a validated raw JSON string as encoding/json
 // does; one without escapes (nearly every model name) is a small copy.

@@ -37,7 +37,7 @@ const VertexTokenPath = "/token"
 func (s *Simulator) cloud(wire string, w http.ResponseWriter, r *http.Request, rec *RequestRecord) (http.ResponseWriter, *http.Request, func(), bool) {
 	cfg := s.plan.Load().cfg
 	body, _ := io.ReadAll(io.LimitReader(r.Body, maxBody))
-	s.rec.update(rec, func(rec *RequestRecord) { rec.CloudBody = body })
+	s.rec.update(rec, func(rec *RequestRecord) { rec.CloudBody, rec.CloudHeader = body, r.Header.Clone() })
 	deny := func(status int, kind, msg string) (http.ResponseWriter, *http.Request, func(), bool) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Amzn-Errortype", kind)
@@ -130,8 +130,8 @@ func (s *Simulator) cloud(wire string, w http.ResponseWriter, r *http.Request, r
 		return w, nr, func() {}, true
 
 	case WireBedrock:
-		if err := s.bedrockAuth(cfg, r, body); err != "" {
-			return deny(http.StatusForbidden, "AccessDeniedException", err)
+		if kind, err := s.bedrockAuth(cfg, r, body); err != "" {
+			return deny(http.StatusForbidden, kind, err)
 		}
 		rest, ok := strings.CutPrefix(r.URL.Path, "/model/")
 		model, op, ok2 := strings.Cut(rest, "/")
@@ -158,14 +158,18 @@ func (s *Simulator) cloud(wire string, w http.ResponseWriter, r *http.Request, r
 }
 
 // bedrockAuth verifies the request's SigV4 signature with the configured
-// secret, or its Bearer API key; it returns what is wrong, or "".
-func (s *Simulator) bedrockAuth(cfg Config, r *http.Request, body []byte) string {
+// secret, or its Bearer API key; it returns what is wrong, as AWS names it
+// (its error type) and words it, or "". As AWS does, it reads an
+// X-Amz-Security-Token as the session token of the credential: the
+// configured one has none, so any such header is an invalid token.
+func (s *Simulator) bedrockAuth(cfg Config, r *http.Request, body []byte) (kind, msg string) {
+	const denied, unrecognized, badSignature = "AccessDeniedException", "UnrecognizedClientException", "InvalidSignatureException"
 	auth := r.Header.Get("Authorization")
 	if cfg.AWSAccessKey == "" {
 		if auth != "Bearer "+cfg.Key {
-			return "want a Bedrock API key as Bearer"
+			return denied, "want a Bedrock API key as Bearer"
 		}
-		return ""
+		return "", ""
 	}
 	region := cfg.Region
 	if region == "" {
@@ -174,18 +178,21 @@ func (s *Simulator) bedrockAuth(cfg Config, r *http.Request, body []byte) string
 	const alg = "AWS4-HMAC-SHA256 Credential="
 	cred, ok := strings.CutPrefix(auth, alg)
 	if !ok {
-		return "want a SigV4 Authorization header"
+		return "MissingAuthenticationTokenException", "want a SigV4 Authorization header"
 	}
 	scope, _, _ := strings.Cut(cred, ",")
 	parts := strings.Split(scope, "/")
-	if len(parts) != 5 || parts[0] != cfg.AWSAccessKey || parts[2] != region || parts[3] != "bedrock" || parts[4] != "aws4_request" {
-		return "credential scope " + scope + ": want " + cfg.AWSAccessKey + "/<date>/" + region + "/bedrock/aws4_request"
+	if len(parts) != 5 || parts[2] != region || parts[3] != "bedrock" || parts[4] != "aws4_request" {
+		return badSignature, "credential scope " + scope + ": want " + cfg.AWSAccessKey + "/<date>/" + region + "/bedrock/aws4_request"
+	}
+	if parts[0] != cfg.AWSAccessKey || r.Header.Get("X-Amz-Security-Token") != "" {
+		return unrecognized, "The security token included in the request is invalid."
 	}
 	_, signed, _ := strings.Cut(auth, "SignedHeaders=")
 	signed, _, _ = strings.Cut(signed, ",")
 	t, err := time.Parse("20060102T150405Z", r.Header.Get("X-Amz-Date"))
 	if err != nil {
-		return "missing X-Amz-Date"
+		return "IncompleteSignatureException", "missing X-Amz-Date"
 	}
 	check := r.Clone(context.Background())
 	check.Header = http.Header{}
@@ -198,12 +205,12 @@ func (s *Simulator) bedrockAuth(cfg Config, r *http.Request, body []byte) string
 	sum := sha256.Sum256(body)
 	creds := aws.Credentials{AccessKeyID: cfg.AWSAccessKey, SecretAccessKey: cfg.AWSSecretKey}
 	if err := v4.NewSigner().SignHTTP(context.Background(), creds, check, hex.EncodeToString(sum[:]), "bedrock", region, t); err != nil {
-		return err.Error()
+		return badSignature, err.Error()
 	}
 	if check.Header.Get("Authorization") != auth {
-		return "The request signature we calculated does not match the signature you provided."
+		return badSignature, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method."
 	}
-	return ""
+	return "", ""
 }
 
 // bedrockWriter renders the native Anthropic answer as Bedrock does: a

@@ -31,10 +31,12 @@ type RequestRecord struct {
 	AzureKey      string // api-key (Azure OpenAI)
 
 	// URI is the request target as received (escaped path and query), and
-	// CloudBody the body, for a simulator with a wire (bedrock, vertex,
-	// azure): tests check the cloud's URL and body rules.
-	URI       string
-	CloudBody []byte
+	// CloudBody and CloudHeader the body and headers, for a simulator with
+	// a wire (bedrock, vertex, azure): tests check the cloud's URL, body and
+	// header rules.
+	URI         string
+	CloudBody   []byte
+	CloudHeader http.Header
 
 	Start      time.Time
 	FirstDelta time.Time // first content delta sent (non-stream: body sent); zero if none
