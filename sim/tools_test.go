@@ -10,6 +10,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 	"google.golang.org/genai"
@@ -87,7 +88,7 @@ func anthropicTools() []anthropic.ToolUnionParam {
 	}
 }
 
-func anthropicMessage(t *testing.T, srv *httptest.Server, stream bool, params anthropic.MessageNewParams) anthropic.Message {
+func anthropicToolMessage(t *testing.T, srv *httptest.Server, stream bool, params anthropic.MessageNewParams) anthropic.Message {
 	t.Helper()
 	client := anthropicClient(srv, "k")
 	if !stream {
@@ -114,7 +115,7 @@ func anthropicMessage(t *testing.T, srv *httptest.Server, stream bool, params an
 var anthropicToolFirst = []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Read my notes."))}
 
 func anthropicToolCall(t *testing.T, srv *httptest.Server, stream bool) (string, string, string) {
-	m := anthropicMessage(t, srv, stream, anthropic.MessageNewParams{Model: "claude-test", MaxTokens: 100, Messages: anthropicToolFirst, Tools: anthropicTools()})
+	m := anthropicToolMessage(t, srv, stream, anthropic.MessageNewParams{Model: "claude-test", MaxTokens: 100, Messages: anthropicToolFirst, Tools: anthropicTools()})
 	if m.StopReason != anthropic.StopReasonToolUse || len(m.Content) != 1 || m.Content[0].Type != "tool_use" {
 		t.Fatalf("stop %q, content %+v: want one tool_use", m.StopReason, m.Content)
 	}
@@ -126,7 +127,7 @@ func anthropicToolAnswer(t *testing.T, srv *httptest.Server, stream bool, id, re
 	msgs := append(append([]anthropic.MessageParam{}, anthropicToolFirst...),
 		anthropic.NewAssistantMessage(anthropic.NewToolUseBlock(id, json.RawMessage(toolArgs), "Read")),
 		anthropic.NewUserMessage(anthropic.NewToolResultBlock(id, result, false)))
-	m := anthropicMessage(t, srv, stream, anthropic.MessageNewParams{Model: "claude-test", MaxTokens: 100, Messages: msgs, Tools: anthropicTools()})
+	m := anthropicToolMessage(t, srv, stream, anthropic.MessageNewParams{Model: "claude-test", MaxTokens: 100, Messages: msgs, Tools: anthropicTools()})
 	if m.StopReason != anthropic.StopReasonEndTurn {
 		t.Errorf("stop reason %q after the result", m.StopReason)
 	}
@@ -216,8 +217,8 @@ func responsesResponse(t *testing.T, srv *httptest.Server, stream bool, input re
 		case "response.function_call_arguments.delta":
 			args.WriteString(ev.Delta)
 		case "response.function_call_arguments.done":
-			if ev.Arguments.OfString != args.String() {
-				t.Errorf("arguments done %q, the deltas made %q", ev.Arguments.OfString, args.String())
+			if ev.Arguments != args.String() {
+				t.Errorf("arguments done %q, the deltas made %q", ev.Arguments, args.String())
 			}
 		case "response.completed":
 			done = ev.Response
@@ -242,7 +243,7 @@ func responsesToolCall(t *testing.T, srv *httptest.Server, stream bool) (string,
 
 func responsesToolAnswer(t *testing.T, srv *httptest.Server, stream bool, id, result string) string {
 	out := responses.ResponseInputItemParamOfFunctionCallOutput(result)
-	out.OfFunctionCallOutput.CallID = id
+	out.OfFunctionCallOutput.CallID = param.NewOpt(id)
 	input := append(append(responses.ResponseInputParam{}, responsesToolFirst...),
 		responses.ResponseInputItemParamOfFunctionCall(toolArgs, id, "Read"), out)
 	return responsesResponse(t, srv, stream, input).OutputText()
@@ -308,7 +309,7 @@ func geminiToolAnswer(t *testing.T, srv *httptest.Server, stream bool, _, result
 // offering none of the scripted ones, gets the plain text.
 func TestToolLoopFaultTurnAndPlainRequests(t *testing.T) {
 	cfg := toolScript
-	cfg.Text = "plain text answer"
+	cfg.Text, cfg.Tokens = "plain text answer", 3
 	cfg.Faults = []Fault{{Kind: FaultCut, After: 2, Turn: TurnToolResult}}
 	s, srv := serve(t, cfg)
 	name, id, args := chatToolCall(t, srv, true)
