@@ -3,6 +3,8 @@ package llmhedge_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -42,8 +44,18 @@ type claudeResult struct {
 // with a fresh home and no login, and decodes its result.
 func runClaude(t *testing.T, p *proxy, extraEnv ...string) (claudeResult, cliResult) {
 	t.Helper()
+	return runClaudeIn(t, p, "", []string{"-p", "Say hello."}, extraEnv...)
+}
+
+// runClaudeIn is runClaude in dir (default: the fresh home) with args
+// (before --output-format json).
+func runClaudeIn(t *testing.T, p *proxy, dir string, args []string, extraEnv ...string) (claudeResult, cliResult) {
+	t.Helper()
 	bin := claudeCodeCLI.binary(t)
 	home, env := cliHome(t)
+	if dir == "" {
+		dir = home
+	}
 	env = append(env,
 		"ANTHROPIC_BASE_URL="+p.URL,
 		"ANTHROPIC_API_KEY=sk-ant-test-client",
@@ -53,7 +65,7 @@ func runClaude(t *testing.T, p *proxy, extraEnv ...string) (claudeResult, cliRes
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 	)
 	env = append(env, extraEnv...)
-	res := runCLI(t, home, bin, env, "-p", "Say hello.", "--output-format", "json")
+	res := runCLI(t, dir, bin, env, append(args, "--output-format", "json")...)
 	var out claudeResult
 	if err := json.Unmarshal([]byte(strings.TrimSpace(res.Stdout)), &out); err != nil || out.Type != "result" {
 		t.Fatalf("claude printed no JSON result (%v)\n%s", err, res)
@@ -238,4 +250,92 @@ func attempts(ups map[string]*upstream) []string {
 		out[i] = a.name + " " + kind
 	}
 	return out
+}
+
+// toolLoopUpstreams is the pool of the tool-loop tests: both simulators
+// script the same call and answer; the primary is overloaded (529) on
+// every request, and the secondary cuts the stream of the answer turn (the
+// one carrying the tool result) once after 3 deltas, after commit.
+func toolLoopUpstreams(t *testing.T, call sim.ToolCall, answer string) (primary, secondary *upstream) {
+	script := sim.Config{ToolCalls: []sim.ToolCall{call}, ToolAnswer: answer}
+	p, s := script, script
+	p.Faults = []sim.Fault{{Kind: sim.FaultStatus, Status: 529}}
+	s.Faults = []sim.Fault{{Kind: sim.FaultCut, After: 3, Count: 1, Turn: sim.TurnToolResult}}
+	return newUpstream(t, p), newUpstream(t, s)
+}
+
+// checkToolLoop fails the test unless the loop ran as scripted: the call
+// was streamed once in full (no retry, no continuation of a stream that
+// carried a tool call), the answer's cut stream was continued once, and no
+// request log line has a continuation on the call's turn.
+func checkToolLoop(t *testing.T, p *proxy, ups map[string]*upstream, path string, res cliResult) {
+	t.Helper()
+	var calls, answers, answerCuts, continued int
+	var all strings.Builder
+	for name, u := range ups {
+		for _, r := range u.Requests() {
+			if r.Path != path {
+				continue
+			}
+			fmt.Fprintf(&all, "%s: stream=%v status=%d deltas=%d fault=%v call=%q result=%v prefill=%q\n", name, r.Stream, r.Status, r.Deltas, r.Fault != nil, r.ToolCall, r.ToolResult, r.Prefill)
+			switch {
+			case r.ToolCall != "" && r.Prefilled:
+				t.Errorf("%s continued a tool call's stream by prefill", name)
+			case r.ToolCall != "" && r.Fault == nil:
+				calls++
+			case r.ToolResult && r.Fault != nil && r.Fault.Kind == sim.FaultCut:
+				answerCuts++
+			case r.ToolResult && r.Fault == nil && r.Status == 200:
+				if r.Prefilled {
+					continued++
+				}
+				answers++
+			}
+		}
+	}
+	if calls != 1 || answerCuts != 1 || answers != 1 {
+		t.Fatalf("%d whole call streams, %d cut answers, %d answers after the cut (%d by prefill); want 1, 1, 1\n%s%s", calls, answerCuts, answers, continued, all.String(), res)
+	}
+	lines := streamLogLines(t, p, 2)
+	var resumes []string
+	for _, line := range lines {
+		chain, _ := line["chain"].([]any)
+		for _, e := range chain {
+			if m, _ := e.(map[string]any); m["event"] == "resume" {
+				resumes = append(resumes, fmt.Sprint(m["outcome"]))
+			}
+		}
+	}
+	// One continuation attempt may fail on the overloaded primary before
+	// the secondary completes it; none is ever on the call's turn, which
+	// was never cut.
+	if len(resumes) == 0 || resumes[len(resumes)-1] != "completed" {
+		t.Fatalf("continuations %v, want the answer's, completed\n%s%s", resumes, all.String(), res)
+	}
+}
+
+// Item 12: Claude Code runs a whole tool loop through faults. The
+// simulators answer its first turn with a Read of a file holding a unique
+// token and the turn carrying the result with a text that quotes it. The
+// primary answers 529 to everything: the proxy fails over on both turns.
+// The answer's stream is cut after commit and the proxy continues it on the
+// secondary (prefill). Claude Code exits 0 with the token in its answer.
+func TestClaudeCodeToolLoop(t *testing.T) {
+	dir := t.TempDir()
+	token := fmt.Sprintf("hedge-token-%x", time.Now().UnixNano())
+	file := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(file, []byte(token+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	call := sim.ToolCall{Name: "Read", Arguments: json.RawMessage(fmt.Sprintf(`{"file_path":%q}`, file))}
+	primary, secondary := toolLoopUpstreams(t, call, "The file holds: {result}")
+	p := startProxy(t, provider("primary", primary, "priority 0", "api anthropic")+provider("secondary", secondary, "priority 1", "api anthropic")+
+		"hedge off\n retry {\n same_provider 0\n }\n")
+
+	out, res := runClaudeIn(t, p, dir, []string{"-p", "What does notes.txt say?", "--allowedTools", "Read"}, "CLAUDE_CODE_MAX_RETRIES=0")
+	ups := map[string]*upstream{"primary": primary, "secondary": secondary}
+	if res.Exit != 0 || out.IsError || !strings.Contains(out.Result, token) || !strings.HasPrefix(out.Result, "The file holds:") {
+		t.Fatalf("want exit 0 and the file's token %s in the answer, got is_error=%v result=%q\n%s\n%s", token, out.IsError, out.Result, trace(ups), res)
+	}
+	checkToolLoop(t, p, ups, "/v1/messages", res)
 }

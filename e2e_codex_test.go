@@ -1,6 +1,7 @@
 package llmhedge_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -62,8 +63,17 @@ stream_max_retries = 0
 // Codex does not know an error rather than a silent default.
 func runCodex(t *testing.T, p *proxy, extraArgs ...string) (last string, res cliResult) {
 	t.Helper()
+	return runCodexIn(t, p, "", "Say hello.", extraArgs...)
+}
+
+// runCodexIn is runCodex in dir (default: the fresh home) with prompt.
+func runCodexIn(t *testing.T, p *proxy, dir, prompt string, extraArgs ...string) (last string, res cliResult) {
+	t.Helper()
 	bin := codexCLI.binary(t)
 	home, env := cliHome(t)
+	if dir == "" {
+		dir = home
+	}
 	codexHome := filepath.Join(home, ".codex")
 	if err := os.MkdirAll(codexHome, 0o700); err != nil {
 		t.Fatal(err)
@@ -74,7 +84,7 @@ func runCodex(t *testing.T, p *proxy, extraArgs ...string) (last string, res cli
 	env = append(env, "CODEX_HOME="+codexHome, "HEDGE_API_KEY=sk-test-client")
 	lastFile := filepath.Join(home, "last-message.txt")
 	args := append([]string{"exec", "--strict-config", "--skip-git-repo-check", "--output-last-message", lastFile}, extraArgs...)
-	res = runCLI(t, home, bin, env, append(args, "Say hello.")...)
+	res = runCLI(t, dir, bin, env, append(args, prompt)...)
 	b, err := os.ReadFile(lastFile)
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
@@ -198,4 +208,32 @@ func TestCodexStreamCutRetried(t *testing.T) {
 	ups := map[string]*upstream{"primary": primary, "secondary": secondary}
 	checkCodexAnswer(t, last, res, codexPrimaryText)
 	checkCodexAttempts(t, ups, res, "primary stream", "primary stream")
+}
+
+// Item 12: Codex runs a whole tool loop through faults. Codex 0.171 offers
+// its shell as the function exec_command {cmd} (read from the tools of its
+// request): the simulators answer its first turn with a call of it that
+// prints a file holding a unique token, and the turn carrying the output
+// with a text that quotes it. The primary answers 529 to everything; the
+// answer's stream is cut after commit and the proxy continues it on the
+// secondary (replay-match: Responses providers take no prefill by
+// default). Codex runs the command (no sandbox, no approval: headless exec)
+// and exits 0 with the token in its answer.
+func TestCodexToolLoop(t *testing.T) {
+	dir := t.TempDir()
+	token := fmt.Sprintf("hedge-token-%x", time.Now().UnixNano())
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte(token+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	call := sim.ToolCall{Name: "exec_command", Arguments: json.RawMessage(`{"cmd":"cat notes.txt"}`)}
+	primary, secondary := toolLoopUpstreams(t, call, "The command printed: {result}")
+	p := startProxy(t, provider("primary", primary, "priority 0")+provider("secondary", secondary, "priority 1")+
+		"hedge off\n retry {\n same_provider 0\n }\n")
+
+	last, res := runCodexIn(t, p, dir, "What does notes.txt say?", "--dangerously-bypass-approvals-and-sandbox")
+	ups := map[string]*upstream{"primary": primary, "secondary": secondary}
+	if res.Exit != 0 || !strings.Contains(last, token) || !strings.HasPrefix(strings.TrimSpace(last), "The command printed:") {
+		t.Fatalf("want exit 0 and the command's output %s in the answer, got last message %q\n%s", token, last, res)
+	}
+	checkToolLoop(t, p, ups, "/v1/responses", res)
 }

@@ -21,14 +21,14 @@ type anthropicText struct {
 }
 
 type anthropicMessage struct {
-	ID           string          `json:"id"`
-	Type         string          `json:"type"`
-	Role         string          `json:"role"`
-	Model        string          `json:"model"`
-	Content      []anthropicText `json:"content"`
-	StopReason   *string         `json:"stop_reason"`
-	StopSequence *string         `json:"stop_sequence"`
-	Usage        anthropicUsage  `json:"usage"`
+	ID           string         `json:"id"`
+	Type         string         `json:"type"`
+	Role         string         `json:"role"`
+	Model        string         `json:"model"`
+	Content      any            `json:"content"` // text or tool_use blocks
+	StopReason   *string        `json:"stop_reason"`
+	StopSequence *string        `json:"stop_sequence"`
+	Usage        anthropicUsage `json:"usage"`
 }
 
 // Events that are the same in every stream.
@@ -103,7 +103,7 @@ func (anthropicWire) defaultMessage(status int, model string) string {
 	return "Error " + strconv.Itoa(status)
 }
 
-func (w anthropicWire) message(ex *exchange, stopReason *string, content []anthropicText, outputTokens int) []byte {
+func (w anthropicWire) message(ex *exchange, stopReason *string, content any, outputTokens int) []byte {
 	return mustJSON(anthropicMessage{
 		ID:         ex.id,
 		Type:       "message",
@@ -124,10 +124,13 @@ func (w anthropicWire) completion(ex *exchange) []byte {
 	return w.message(ex, &endTurn, []anthropicText{{"text", ex.p.text}}, len(ex.p.deltas))
 }
 
-func (w anthropicWire) streamStart(ex *exchange) bool {
+func (w anthropicWire) streamStart(ex *exchange) bool { return w.start(ex, anthropicBlockStart) }
+
+// start sends message_start, the content block's start and the pings.
+func (w anthropicWire) start(ex *exchange, blockStart []byte) bool {
 	start := w.message(ex, nil, []anthropicText{}, 1)
 	data := append(append([]byte(`{"type":"message_start","message":`), start...), '}')
-	if !ex.emit(sseEvent("message_start", data)) || !ex.emit(anthropicBlockStart) {
+	if !ex.emit(sseEvent("message_start", data)) || !ex.emit(blockStart) {
 		return false
 	}
 	for range *ex.p.cfg.Pings {
@@ -151,9 +154,14 @@ func (anthropicWire) streamDelta(ex *exchange, i int) bool {
 	return ex.emit(ex.p.anthropicDeltas[i])
 }
 
-func (anthropicWire) streamEnd(ex *exchange) bool {
+func (w anthropicWire) streamEnd(ex *exchange) bool { return w.end(ex, "end_turn") }
+
+// end stops the content block and the message with stopReason and usage.
+func (anthropicWire) end(ex *exchange, stopReason string) bool {
 	b := append(ex.buf[:0], "event: message_delta\ndata: "...)
-	b = append(b, `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":`...)
+	b = append(b, `{"type":"message_delta","delta":{"stop_reason":"`...)
+	b = append(b, stopReason...)
+	b = append(b, `","stop_sequence":null},"usage":{"input_tokens":`...)
 	b = strconv.AppendInt(b, int64(ex.inputTokens), 10)
 	b = append(b, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":`...)
 	b = strconv.AppendInt(b, int64(ex.p.cfg.CacheRead), 10)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 
@@ -39,7 +40,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		prefill     on|off|restart   # continue a conversation ending in an assistant turn; off: 400 "... assistant message prefill ..."; restart: the whole answer; default on
 //		sampling    deterministic|sampled  # sampled: the words after the first two reordered per request; default deterministic
 //		seed        <n>              # seed of the random choices; default the clock
-//		fault <kind> [status <code>] [percent <p>] [count <n>] [after <n>] [retry_after <value>] [no_retry] [model <glob>] [header <field>] [delay <duration>] [message <text>]
+//		tool_call   <name> [<arguments>]  # a scripted tool loop: call this tool (arguments a JSON object) when offered; repeatable
+//		tool_answer <text...>        # the answer after a tool result; {result} is its text; default "The tool returned: {result}"
+//		fault <kind> [status <code>] [percent <p>] [count <n>] [after <n>] [retry_after <value>] [no_retry] [model <glob>] [header <field>] [turn tool_call|tool_result] [delay <duration>] [message <text>]
 //	}
 //
 // Fault kinds: status, fake200, cut, stall, malformed, reset, context_length
@@ -109,6 +112,25 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return d.Errf("seed %q: not an integer", v)
 				}
 			}
+		case "tool_call":
+			args := d.RemainingArgs()
+			if len(args) < 1 || len(args) > 2 {
+				return d.ArgErr()
+			}
+			tc := ToolCall{Name: args[0]}
+			if len(args) == 2 {
+				tc.Arguments = json.RawMessage(args[1])
+			}
+			if err := tc.Validate(); err != nil {
+				return d.Errf("%v", err)
+			}
+			h.ToolCalls = append(h.ToolCalls, tc)
+		case "tool_answer":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			h.ToolAnswer = strings.Join(args, " ")
 		case "fault":
 			var f Fault
 			if f, err = unmarshalFault(d); err == nil {
@@ -203,6 +225,8 @@ func unmarshalFault(d *caddyfile.Dispenser) (Fault, error) {
 			f.Model, err = nextArg(d)
 		case "header":
 			f.Header, err = nextArg(d)
+		case "turn":
+			f.Turn, err = nextArg(d)
 		case "message":
 			f.Message, err = nextArg(d)
 		case "delay":

@@ -132,6 +132,22 @@ type Config struct {
 	// seeded from the clock.
 	Seed int64 `json:"seed,omitempty"`
 
+	// A scripted tool loop, for agents: a request that offers one of these
+	// tools (by name, in its tools list) is answered with a call of the
+	// first one it offers, unless its last turn (an assistant prefill
+	// aside) carries a tool result: that turn is answered with ToolAnswer,
+	// one delta per word. Each dialect's shape: Anthropic tool_use /
+	// tool_result, Chat Completions tool_calls / role tool, Responses
+	// function_call / function_call_output, Gemini functionCall /
+	// functionResponse. A call streams its arguments in pieces of 16 bytes
+	// (Gemini: whole), which are its deltas for faults and usage.
+	// Default none: every answer is Text.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+
+	// The answer after a tool result; "{result}" is replaced by the
+	// result's text. Default "The tool returned: {result}".
+	ToolAnswer string `json:"tool_answer,omitempty"`
+
 	// Injected faults; the first one that matches a request applies to it.
 	// Default none.
 	Faults []Fault `json:"faults,omitempty"`
@@ -207,6 +223,11 @@ type Fault struct {
 	// are spared. Default: every request.
 	Header string `json:"header,omitempty"`
 
+	// The turn of a scripted tool loop (Config.ToolCalls) the fault
+	// applies to: "tool_call" (answered with a call) or "tool_result" (the
+	// request carries a tool result). Default: every request.
+	Turn string `json:"turn,omitempty"`
+
 	// Wait before the fault strikes. Default 0.
 	Delay caddy.Duration `json:"delay,omitempty"`
 
@@ -281,6 +302,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("fault %d: %w", i, err)
 		}
 	}
+	for _, tc := range c.ToolCalls {
+		if err := tc.Validate(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -306,6 +332,9 @@ func (f Fault) Validate() error {
 	}
 	if f.Delay < 0 {
 		return fmt.Errorf("delay %v: must not be negative", time.Duration(f.Delay))
+	}
+	if f.Turn != "" && f.Turn != TurnToolCall && f.Turn != TurnToolResult {
+		return fmt.Errorf("turn %q: want %s or %s", f.Turn, TurnToolCall, TurnToolResult)
 	}
 	if _, err := path.Match(f.Model, ""); err != nil {
 		return fmt.Errorf("model %q: %w", f.Model, err)

@@ -54,6 +54,9 @@ type request struct {
 	// messages, Gemini contents (the Responses API's is Input).
 	Messages json.RawMessage `json:"messages"`
 	Contents json.RawMessage `json:"contents"`
+
+	// The tools offered, read for a scripted tool call (Config.ToolCalls).
+	Tools json.RawMessage `json:"tools"`
 }
 
 // exchange is one request being served.
@@ -76,6 +79,11 @@ type exchange struct {
 	inputTokens int
 	bodyLen     int
 	buf         []byte // reused for each event
+
+	// A scripted tool loop: the call this request is answered with (nil
+	// for a text answer), and the turn (TurnToolCall, TurnToolResult or "").
+	call *scriptedCall
+	turn string
 
 	// Responses API: the id in the path, the stored response it names or
 	// that this request creates, and the next event's sequence_number.
@@ -156,7 +164,7 @@ func (ex *exchange) serve() {
 		return
 	}
 
-	ex.fault = ex.p.pickFault(ex.req.Model, ex.r.Header)
+	ex.fault = ex.p.pickFault(ex.req.Model, ex.r.Header, ex.turn)
 	if ex.fault != nil {
 		ex.s.rec.faulted(ex.rec, &ex.fault.Fault)
 		if !ex.fault.Kind.midStream() {

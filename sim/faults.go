@@ -24,10 +24,13 @@ func compileFaults(faults []Fault) []*faultRule {
 }
 
 // pickFault returns the first fault that applies to a request for model
-// with header h, or nil. A fault with a count is spent once it struck that
+// with header h in a turn of a scripted tool loop (or ""), or nil. A fault with a count is spent once it struck that
 // many requests.
-func (p *plan) pickFault(model string, h http.Header) *faultRule {
+func (p *plan) pickFault(model string, h http.Header, turn string) *faultRule {
 	for _, f := range p.faults {
+		if f.Turn != "" && f.Turn != turn {
+			continue
+		}
 		if f.Model != "" {
 			if ok, _ := path.Match(f.Model, model); !ok {
 				continue

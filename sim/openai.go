@@ -171,8 +171,12 @@ func (w openaiWire) streamDelta(ex *exchange, i int) bool {
 	return w.chunk(ex, ex.p.openaiDeltas[i], "")
 }
 
-func (w openaiWire) streamEnd(ex *exchange) bool {
-	if !w.chunk(ex, openaiEndDelta, "stop") {
+func (w openaiWire) streamEnd(ex *exchange) bool { return w.end(ex, "stop") }
+
+// end sends the last chunk with finishReason, the usage chunk when asked
+// for, and [DONE].
+func (w openaiWire) end(ex *exchange, finishReason string) bool {
+	if !w.chunk(ex, openaiEndDelta, finishReason) {
 		return false
 	}
 	if ex.req.StreamOptions.IncludeUsage {

@@ -59,14 +59,18 @@ func (ex *exchange) prepareAnswer(ep endpoint) bool {
 	}
 	sampled := cfg.Sampling == SamplingSampled
 	continues := prefilled && cfg.Prefill != PrefillRestart
-	if !sampled && (!continues || !strings.HasPrefix(ex.p.text, prefill)) {
+	script, scripted := ex.scriptTurn()
+	if !scripted && !sampled && (!continues || !strings.HasPrefix(ex.p.text, prefill)) {
 		return true // the plan's answer as it is
 	}
 	deltas := ex.p.deltas
-	if sampled {
+	switch {
+	case scripted:
+		deltas = script
+	case sampled:
 		deltas = splitText(ex.p.rng.sample(cfg.Text), cfg.Tokens)
 	}
-	if continues {
+	if continues && ex.call == nil {
 		// The prefill's tokens are the deltas it covers, as a tokenizer
 		// would count the same text; the rest of the input is the body
 		// without the assistant turn, as the request without it counts.

@@ -17,7 +17,7 @@ func (ex *exchange) generate() {
 	if !ex.wait(first + time.Duration(len(ex.p.deltas))*ex.p.tokenDelay) {
 		return
 	}
-	ex.sendJSON(ex.wire.completion(ex), len(ex.p.deltas))
+	ex.sendJSON(ex.answer().completion(ex), len(ex.p.deltas))
 }
 
 // newID issues the id of the response and records it.
@@ -39,7 +39,8 @@ func (ex *exchange) stream(first time.Duration) {
 		ex.w.Header().Set("Connection", "close")
 	}
 	ex.startSSE()
-	if !ex.wire.streamStart(ex) {
+	answer := ex.answer()
+	if !answer.streamStart(ex) {
 		return
 	}
 	n := len(ex.p.deltas)
@@ -67,12 +68,12 @@ func (ex *exchange) stream(first time.Duration) {
 		if i == 0 {
 			delay = first
 		}
-		if !ex.wait(delay) || !ex.wire.streamDelta(ex, i) {
+		if !ex.wait(delay) || !answer.streamDelta(ex, i) {
 			return
 		}
 		ex.s.rec.deltas(ex.rec, 1, now())
 	}
-	ex.wire.streamEnd(ex)
+	answer.streamEnd(ex)
 }
 
 // wait waits d, and reports false if the client went away meanwhile.

@@ -73,7 +73,7 @@ type responsesObject struct {
 	Instructions       json.RawMessage     `json:"instructions"`
 	MaxOutputTokens    *int                `json:"max_output_tokens"`
 	Model              string              `json:"model"`
-	Output             []responsesItem     `json:"output"`
+	Output             []any               `json:"output"` // message or function_call items
 	ParallelToolCalls  bool                `json:"parallel_tool_calls"`
 	PreviousResponseID *string             `json:"previous_response_id"`
 	Reasoning          responsesReasoning  `json:"reasoning"`
@@ -97,10 +97,10 @@ type (
 		SequenceNumber int             `json:"sequence_number"`
 	}
 	responsesItemEvent struct {
-		Type           string        `json:"type"`
-		OutputIndex    int           `json:"output_index"`
-		Item           responsesItem `json:"item"`
-		SequenceNumber int           `json:"sequence_number"`
+		Type           string `json:"type"`
+		OutputIndex    int    `json:"output_index"`
+		Item           any    `json:"item"`
+		SequenceNumber int    `json:"sequence_number"`
 	}
 	responsesPartEvent struct {
 		Type           string        `json:"type"`
@@ -243,6 +243,7 @@ func (ex *exchange) beginResponse(status string) {
 		metadata:     ex.req.Metadata,
 		store:        ex.req.Store == nil || *ex.req.Store,
 		text:         ex.p.text,
+		call:         ex.call,
 		usage:        responsesUsageOf(ex),
 		status:       status,
 	}
@@ -287,7 +288,7 @@ func (sr *storedResponse) object(status string, completedAt int64, e *responsesE
 		Error:             e,
 		Instructions:      sr.instructions,
 		Model:             sr.model,
-		Output:            []responsesItem{},
+		Output:            []any{},
 		ParallelToolCalls: true,
 		Store:             sr.store,
 		Temperature:       1,
@@ -306,7 +307,7 @@ func (sr *storedResponse) object(status string, completedAt int64, e *responsesE
 	}
 	if status == "completed" {
 		o.CompletedAt = &completedAt
-		o.Output = append(o.Output, sr.message("completed", sr.text))
+		o.Output = append(o.Output, sr.outputItem())
 		o.Usage = &sr.usage
 	}
 	return o

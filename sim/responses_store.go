@@ -23,6 +23,7 @@ type storedResponse struct {
 	store            bool
 	input            []json.RawMessage
 	text             string
+	call             *scriptedCall // a scripted tool call, the output instead of text
 	usage            responsesUsage
 	size             int
 

@@ -74,6 +74,7 @@ func (s *Simulator) SetConfig(cfg Config) error {
 	}
 	cfg = cfg.withDefaults()
 	cfg.Pings, cfg.Faults = new(*cfg.Pings), slices.Clone(cfg.Faults) // the caller's copies stay theirs
+	cfg.ToolCalls = slices.Clone(cfg.ToolCalls)
 	p := compile(cfg)
 	s.setMu.Lock()
 	defer s.setMu.Unlock()
@@ -103,6 +104,7 @@ func (s *Simulator) SetFaults(faults []Fault) error {
 func (s *Simulator) Config() Config {
 	cfg := s.plan.Load().cfg
 	cfg.Pings, cfg.Faults = new(*cfg.Pings), slices.Clone(cfg.Faults)
+	cfg.ToolCalls = slices.Clone(cfg.ToolCalls)
 	return cfg
 }
 

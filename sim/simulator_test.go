@@ -112,7 +112,7 @@ func TestSeededRandomness(t *testing.T) {
 			if p.firstTokenDelay() == time.Hour {
 				slow++
 			}
-			if p.pickFault("m", nil) != nil {
+			if p.pickFault("m", nil, "") != nil {
 				faulted++
 			}
 		}

@@ -53,6 +53,12 @@ type RequestRecord struct {
 	Prefilled bool
 	Prefill   string
 
+	// A scripted tool loop (Config.ToolCalls): the tool the answer called
+	// (a call's stream is never an answer a proxy may continue), and
+	// whether the request's last turn carried a tool result.
+	ToolCall   string
+	ToolResult bool
+
 	Status int    // HTTP status sent; 0 if none (reset, stall before headers)
 	Deltas int    // content deltas sent
 	Fault  *Fault // the fault applied, nil if none

@@ -18,6 +18,17 @@ type wire interface {
 	// defaultMessage is what the real API says with that status.
 	defaultMessage(status int, model string) string
 
+	answerWire
+
+	// streamError is an error event in a 200 stream.
+	streamError(status int, message string) []byte
+	// malformedEvent is an event whose data is not JSON.
+	malformedEvent() []byte
+}
+
+// answerWire renders one kind of answer: text (the wire itself) or a
+// scripted tool call.
+type answerWire interface {
 	// completion is the JSON of a non-streaming response.
 	completion(ex *exchange) []byte
 
@@ -26,11 +37,6 @@ type wire interface {
 	streamStart(ex *exchange) bool
 	streamDelta(ex *exchange, i int) bool
 	streamEnd(ex *exchange) bool
-
-	// streamError is an error event in a 200 stream.
-	streamError(status int, message string) []byte
-	// malformedEvent is an event whose data is not JSON.
-	malformedEvent() []byte
 }
 
 // mustJSON marshals values built by the simulator, which cannot fail.
