@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 )
 
 // Bounds of what one attempt reads before commit.
@@ -262,6 +263,6 @@ func isEventStream(h http.Header) bool {
 // upstreamMessage renders the upstream's own words from an error body in
 // either dialect (`{"error":{...}}` or `{"type":"error","error":{...}}`).
 func upstreamMessage(body []byte) string {
-	errVal, _ := jsonLookup(body, "error")
+	errVal, _ := jsonscan.Lookup(body, "error")
 	return upstreamErrorMessage(errVal, body)
 }

@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"fmt"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"net/http"
 	"net/url"
 	"strings"
@@ -87,16 +88,16 @@ func (geminiDialect) parseRequest(path, rawQuery string, body []byte) (*llmReque
 	if !geminiValidModel(model) {
 		return nil, fmt.Errorf("model %q: a Gemini model name is letters, digits and - . _ @, not starting with a dot", model)
 	}
-	it, ok := jsonOpen(body, 0, 0)
-	if !ok || !it.isObject() {
-		if !jsonValid(body) {
+	it, ok := jsonscan.Open(body, 0, 0)
+	if !ok || !it.IsObject() {
+		if !jsonscan.Valid(body) {
 			return nil, errInvalidJSON
 		}
-		return nil, errScan
+		return nil, jsonscan.ErrScan
 	}
-	for it.next() {
+	for it.Next() {
 	}
-	if !it.end() {
+	if !it.End() {
 		return nil, errInvalidJSON
 	}
 	return &llmRequest{

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"google.golang.org/genai"
 )
 
@@ -198,7 +199,7 @@ func geminiRead(r io.Reader) geminiOutcome {
 		out.classes += info.class.String()[:1]
 		if out.decided < 0 && info.class != evPrelude {
 			out.decided, out.class, out.by = i, info.class, info.by
-			out.text = string(jsonAppendString(nil, info.text))
+			out.text = string(jsonscan.AppendString(nil, info.text))
 		}
 		out.u.observeGeminiEvent(ev)
 	}
@@ -890,7 +891,7 @@ func FuzzGeminiChunk(f *testing.F) {
 			t.Fatalf("chunk %q: class %v, encoding/json reading says %v", data, info.class, want)
 		}
 		if info.text != nil {
-			got := string(jsonAppendString(nil, info.text))
+			got := string(jsonscan.AppendString(nil, info.text))
 			found := false
 			for _, s := range texts {
 				found = found || s == got

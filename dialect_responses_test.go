@@ -14,6 +14,7 @@ import (
 	"testing/iotest"
 	"unicode/utf8"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/openai/openai-go/v3"
 	ooption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -189,7 +190,7 @@ func responsesRead(r io.Reader) responsesOutcome {
 		out.classes += info.class.String()[:1]
 		if out.decided < 0 && info.class != evPrelude {
 			out.decided, out.class, out.by = i, info.class, info.by
-			out.text = string(jsonAppendString(nil, info.text))
+			out.text = string(jsonscan.AppendString(nil, info.text))
 		}
 		out.u.observeResponsesEvent(ev)
 		if id := responsesCreatedID(ev); id != "" && out.id == "" {
@@ -692,7 +693,7 @@ func FuzzResponsesEvent(f *testing.F) {
 			if info.class != evOutput || json.Unmarshal(data, &m) != nil || json.Unmarshal(m["delta"], &delta) != nil {
 				t.Fatalf("text %s from a %v event %q", info.text, info.class, data)
 			}
-			if got := string(jsonAppendString(nil, info.text)); got != delta && utf8.Valid(data) {
+			if got := string(jsonscan.AppendString(nil, info.text)); got != delta && utf8.Valid(data) {
 				t.Fatalf("text %q, delta %q", got, delta)
 			}
 		}

@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"bytes"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"net/http"
 	"strings"
 )
@@ -99,8 +100,8 @@ func (st *requestState) rememberResponse(a *attempt) {
 // keys counts, as for the provider).
 func responseStored(body []byte) bool {
 	stored := true
-	_ = scanTopLevel(body, func(key []byte, s, e int) bool {
-		if jsonKeyIs(key, "store") {
+	_ = jsonscan.ScanTopLevel(body, func(key []byte, s, e int) bool {
+		if jsonscan.KeyIs(key, "store") {
 			stored = string(body[s:e]) != "false"
 		}
 		return true

@@ -3,6 +3,7 @@ package llmhedge
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"io"
 	"strconv"
 )
@@ -60,13 +61,13 @@ func responsesEventKind(ev sseEvent, info eventInfo) string {
 	if info.by != "" && info.by != "response.*.delta" {
 		return info.by
 	}
-	typ, _ := jsonLookup(ev.Data, "type")
+	typ, _ := jsonscan.Lookup(ev.Data, "type")
 	var buf [64]byte
 	return string(responsesKind(typ, ev.Name, buf[:0]))
 }
 
 func (r *responsesResumer) track(ev sseEvent, info eventInfo) {
-	if n, ok := jsonLookup(ev.Data, "sequence_number"); ok {
+	if n, ok := jsonscan.Lookup(ev.Data, "sequence_number"); ok {
 		if v, ok := parseSeq(n); ok && v > r.seq {
 			r.seq = v
 		}
@@ -81,7 +82,7 @@ func (r *responsesResumer) track(ev sseEvent, info eventInfo) {
 		r.appendJSON(info.text)
 		return
 	case "response.created":
-		if resp, ok := jsonLookup(ev.Data, "response"); ok && len(resp) > 0 && resp[0] == '{' && json.Valid(resp) {
+		if resp, ok := jsonscan.Lookup(ev.Data, "response"); ok && len(resp) > 0 && resp[0] == '{' && json.Valid(resp) {
 			r.created = append([]byte(nil), resp...)
 		}
 		return
@@ -203,7 +204,7 @@ func (r *responsesResumer) read(ev sseEvent, info eventInfo) contEvent {
 		if info.text == nil {
 			return contEvent{kind: contOther}
 		}
-		return contEvent{kind: contText, text: string(jsonAppendString(nil, info.text))}
+		return contEvent{kind: contText, text: string(jsonscan.AppendString(nil, info.text))}
 	case "response.output_item.added", "response.output_item.done":
 		var f responsesFrame
 		if json.Unmarshal(ev.Data, &f) != nil || f.Item == nil || f.Item.Type != "message" {
@@ -223,7 +224,7 @@ func (r *responsesResumer) read(ev sseEvent, info eventInfo) contEvent {
 	case "response.incomplete":
 		r.incompleteReason = nil
 		var reason string
-		if v, ok := jsonLookup(ev.Data, "response", "incomplete_details", "reason"); ok && json.Unmarshal(v, &reason) == nil && reason != "" {
+		if v, ok := jsonscan.Lookup(ev.Data, "response", "incomplete_details", "reason"); ok && json.Unmarshal(v, &reason) == nil && reason != "" {
 			r.incompleteReason = jsonText(reason)
 		}
 		return contEvent{kind: contTerminal, finish: "incomplete"}

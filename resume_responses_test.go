@@ -7,13 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/openai/openai-go/v3/responses"
 )
 
 // Events of a Responses stream, shaped as OpenAI sends them (seq is the
 // sequence_number).
 func rsEvent(data string) string {
-	typ, _ := jsonLookup([]byte(data), "type")
+	typ, _ := jsonscan.Lookup([]byte(data), "type")
 	return "event: " + jsonStringValue(typ) + "\ndata: " + data + "\n\n"
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"io"
 	"strings"
 	"unicode/utf8"
@@ -92,7 +93,7 @@ func (t *textLog) appendJSON(raw []byte) {
 	if t.bad != "" {
 		return
 	}
-	t.buf = jsonAppendString(t.buf, raw)
+	t.buf = jsonscan.AppendString(t.buf, raw)
 	t.checkSize()
 }
 
