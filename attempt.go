@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // Bounds of what one attempt reads before commit.
@@ -56,7 +57,7 @@ type attempt struct {
 	noRetry    bool   // x-should-retry: false
 	errBody    []byte // upstream error body (bounded), passed through for request-level errors
 	errHeader  http.Header
-	rd         *sseReader
+	rd         *sse.Reader
 	gate       *gate
 	body       []byte // complete non-stream body
 	firstEvent time.Duration
@@ -195,14 +196,14 @@ func (h *Handler) readUpstreamError(a *attempt, d dialect, clientCtx context.Con
 // gateStream reads events until the first valid one (commit-ready) or a
 // failure. The buffered events stay in the gate; nothing is written yet.
 func (h *Handler) gateStream(a *attempt, d dialect, clientCtx context.Context) {
-	a.rd = newSSEReader(a.resp.Body, int(h.Stream.MaxBuffer))
+	a.rd = sse.NewReader(a.resp.Body, int(h.Stream.MaxBuffer))
 	a.gate = newGate(d, h.rejects, int(h.Stream.MaxBuffer), defaultGateEvents)
 	for {
 		ev, err := a.rd.Next()
 		if err != nil {
 			c := classClosedEarly
 			var sf *streamFault
-			if errors.Is(err, errEventTooLarge) {
+			if errors.Is(err, sse.ErrEventTooLarge) {
 				c = classMalformed
 			} else if errors.As(err, &sf) {
 				c = sf.class

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"net/http"
 	"strings"
 	"time"
@@ -82,13 +83,13 @@ func (anthropicDialect) credentialHeaders() []string { return anthropicCredentia
 
 func (anthropicDialect) setAuth(h http.Header, key string) { h.Set("X-Api-Key", key) }
 
-func (anthropicDialect) inspect(ev sseEvent, withText bool, _ *choiceSet) eventInfo {
+func (anthropicDialect) inspect(ev sse.Event, withText bool, _ *choiceSet) eventInfo {
 	return inspectAnthropic(ev, withText)
 }
 
 // Anthropic events name themselves; the data is still validated, and a
 // data "type" stands in for a missing event name.
-func inspectAnthropic(ev sseEvent, withText bool) eventInfo {
+func inspectAnthropic(ev sse.Event, withText bool) eventInfo {
 	var info eventInfo
 	named := string(ev.Name) == "error"
 	data := ev.Data
@@ -157,7 +158,7 @@ func inspectAnthropic(ev sseEvent, withText bool) eventInfo {
 	return info
 }
 
-func (anthropicDialect) terminalName(ev sseEvent) string {
+func (anthropicDialect) terminalName(ev sse.Event) string {
 	if ev.Name != nil {
 		return string(ev.Name)
 	}
@@ -200,7 +201,7 @@ func (anthropicDialect) checkBodyReject(body []byte, reject [][]byte) error {
 
 // observeEvent reads message_start (the model and every count) and
 // message_delta (the final counts); other events are skipped by name.
-func (anthropicDialect) observeEvent(u *usage, ev sseEvent) {
+func (anthropicDialect) observeEvent(u *usage, ev sse.Event) {
 	var start, delta bool
 	if ev.Name != nil {
 		start = string(ev.Name) == "message_start"

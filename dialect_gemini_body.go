@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // checkGeminiBody detects a fake 200 in a complete non-stream Gemini body:
@@ -135,7 +136,7 @@ var (
 // without a "usageMetadata" key (or, until the model is known, a
 // "modelVersion" key) is skipped by a substring check; one with it is
 // read without allocating once the model is known.
-func (u *usage) observeGeminiEvent(ev sseEvent) {
+func (u *usage) observeGeminiEvent(ev sse.Event) {
 	if u == nil || len(ev.Data) == 0 {
 		return
 	}

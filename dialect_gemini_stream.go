@@ -5,6 +5,7 @@ package llmhedge
 import (
 	"bytes"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // geminiStream is what the chunks of one Gemini stream have said so far
@@ -24,7 +25,7 @@ func (s *geminiStream) done() bool { return s.blocked || s.candidates.allFinishe
 // inspectGemini classifies one chunk of a Gemini stream; withText also
 // returns the raw JSON string of the first non-thought text part, which
 // the gate checks for rejected phrases.
-func inspectGemini(ev sseEvent, withText bool) eventInfo {
+func inspectGemini(ev sse.Event, withText bool) eventInfo {
 	return inspectGeminiStream(ev, withText, nil)
 }
 
@@ -47,7 +48,7 @@ func inspectGemini(ev sseEvent, withText bool) eventInfo {
 // give, so the gate commits it and the relay passes it through as a
 // complete answer; failing over would only repeat it elsewhere. Anything
 // else (usage-only chunks, comments) is evPrelude.
-func inspectGeminiStream(ev sseEvent, withText bool, st *geminiStream) eventInfo {
+func inspectGeminiStream(ev sse.Event, withText bool, st *geminiStream) eventInfo {
 	var info eventInfo
 	data := ev.Data
 	start := jsonscan.SkipSpace(data, 0)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"net/http"
 	"strings"
 	"time"
@@ -79,7 +80,7 @@ func (openAIDialect) credentialHeaders() []string { return openAICredentialHeade
 
 func (openAIDialect) setAuth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
 
-func (openAIDialect) inspect(ev sseEvent, withText bool, cs *choiceSet) eventInfo {
+func (openAIDialect) inspect(ev sse.Event, withText bool, cs *choiceSet) eventInfo {
 	return inspectOpenAI(ev, withText, cs)
 }
 
@@ -123,7 +124,7 @@ func (cs *choiceSet) allFinished() bool {
 }
 
 // OpenAI chunks carry no event name: the choices say what they hold.
-func inspectOpenAI(ev sseEvent, withText bool, cs *choiceSet) eventInfo {
+func inspectOpenAI(ev sse.Event, withText bool, cs *choiceSet) eventInfo {
 	var info eventInfo
 	data := ev.Data
 	start := jsonscan.SkipSpace(data, 0)
@@ -237,7 +238,7 @@ func isDoneMarker(b []byte) bool {
 	return len(b) >= 6 && string(b[:6]) == "[DONE]" && jsonscan.SkipSpace(b, 6) == len(b)
 }
 
-func (openAIDialect) terminalName(sseEvent) string { return "[DONE]" }
+func (openAIDialect) terminalName(sse.Event) string { return "[DONE]" }
 
 // finishGrace: a chunk with every choice's finish_reason completes the
 // answer before [DONE].
@@ -277,7 +278,7 @@ func (openAIDialect) checkBodyReject(body []byte, reject [][]byte) error {
 
 // observeEvent reads the chunks that may carry usage (and the first that
 // names the model); the rest are skipped by a substring check.
-func (openAIDialect) observeEvent(u *usage, ev sseEvent) {
+func (openAIDialect) observeEvent(u *usage, ev sse.Event) {
 	if u.Model == "" || mayCarryUsage(ev.Data) {
 		u.observeOpenAI(ev.Data)
 	}

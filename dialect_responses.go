@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"net/http"
 	"strings"
 	"time"
@@ -20,7 +21,7 @@ import (
 // returns the raw JSON string of a response.output_text.delta, which the
 // gate checks for rejected phrases. It walks the JSON once, without
 // allocating, except to render the message of an error event.
-func inspectResponses(ev sseEvent, withText bool) eventInfo {
+func inspectResponses(ev sse.Event, withText bool) eventInfo {
 	var info eventInfo
 	named := string(ev.Name) == "error"
 	data := ev.Data
@@ -159,7 +160,7 @@ func responsesFlatError(code, msg []byte) []byte {
 
 // responsesTerminalName names the event that ended a stream, for the
 // gate's terminal_before_content message.
-func responsesTerminalName(ev sseEvent) string {
+func responsesTerminalName(ev sse.Event) string {
 	typ, _ := jsonscan.Lookup(ev.Data, "type")
 	var buf [64]byte
 	if string(responsesKind(typ, ev.Name, buf[:0])) == "response.incomplete" {
@@ -248,7 +249,7 @@ var (
 // response.failed. An event without a "usage" key (or, until the model is
 // known, a "model" key) is skipped by a substring check, so every delta
 // costs two byte searches and no allocation.
-func (u *usage) observeResponsesEvent(ev sseEvent) {
+func (u *usage) observeResponsesEvent(ev sse.Event) {
 	if u == nil || len(ev.Data) == 0 {
 		return
 	}
@@ -390,11 +391,11 @@ func (responsesDialect) credentialHeaders() []string { return openAICredentialHe
 
 func (responsesDialect) setAuth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
 
-func (responsesDialect) inspect(ev sseEvent, withText bool, _ *choiceSet) eventInfo {
+func (responsesDialect) inspect(ev sse.Event, withText bool, _ *choiceSet) eventInfo {
 	return inspectResponses(ev, withText)
 }
 
-func (responsesDialect) terminalName(ev sseEvent) string { return responsesTerminalName(ev) }
+func (responsesDialect) terminalName(ev sse.Event) string { return responsesTerminalName(ev) }
 
 // finishGrace: nothing before response.completed says the answer is done.
 func (responsesDialect) finishGrace() bool { return false }
@@ -405,7 +406,7 @@ func (responsesDialect) checkBodyReject(body []byte, reject [][]byte) error {
 	return checkResponsesBodyReject(body, reject)
 }
 
-func (responsesDialect) observeEvent(u *usage, ev sseEvent) { u.observeResponsesEvent(ev) }
+func (responsesDialect) observeEvent(u *usage, ev sse.Event) { u.observeResponsesEvent(ev) }
 
 func (responsesDialect) observeBody(u *usage, body []byte) { u.observeResponsesBody(body) }
 

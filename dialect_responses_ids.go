@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"net/http"
 	"strings"
 )
@@ -17,7 +18,7 @@ const maxResponseIDLen = 256
 // event announces (response.id), or "" for any other event or an id that
 // is not a plausible one (see validResponseID). Other events cost one
 // read of the data's leading "type".
-func responsesCreatedID(ev sseEvent) string {
+func responsesCreatedID(ev sse.Event) string {
 	typ, _ := jsonscan.Lookup(ev.Data, "type")
 	var buf [64]byte
 	if string(responsesKind(typ, ev.Name, buf[:0])) != "response.created" {

@@ -15,9 +15,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/openai/openai-go/v3"
 	ooption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
 )
 
 // Responses API events as api.openai.com sends them (field order and
@@ -177,7 +180,7 @@ type responsesOutcome struct {
 
 func responsesRead(r io.Reader) responsesOutcome {
 	out := responsesOutcome{decided: -1}
-	rd := newSSEReader(r, 1<<20)
+	rd := sse.NewReader(r, 1<<20)
 	for i := 0; ; i++ {
 		ev, err := rd.Next()
 		if err != nil {
@@ -286,7 +289,7 @@ func TestResponsesGateEverySplit(t *testing.T) {
 				t.Fatalf("whole stream:\n got %+v\nwant %+v", got, want)
 			}
 			for cut := 0; cut <= len(tt.stream); cut++ {
-				if got := responsesRead(&splitReader{data: []byte(tt.stream), cuts: []int{cut}}); got != want {
+				if got := responsesRead(&ssetest.SplitReader{Data: []byte(tt.stream), Cuts: []int{cut}}); got != want {
 					t.Fatalf("cut at %d:\n got %+v\nwant %+v", cut, got, want)
 				}
 			}
@@ -679,7 +682,7 @@ func FuzzResponsesEvent(f *testing.F) {
 	}
 	f.Add("error", []byte("not json"))
 	f.Fuzz(func(t *testing.T, name string, data []byte) {
-		ev := sseEvent{Data: data}
+		ev := sse.Event{Data: data}
 		if name != "" {
 			ev.Name = []byte(name)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // gateDecision is the gate's verdict after an event.
@@ -134,7 +135,7 @@ func (g *gate) Reset(d dialect, reject [][]byte, maxBuffer int, maxEvents int) {
 }
 
 // feed takes the next event of the attempt and returns the decision.
-func (g *gate) feed(ev sseEvent) gateDecision {
+func (g *gate) feed(ev sse.Event) gateDecision {
 	if g.decision != gateHold {
 		return g.decision
 	}

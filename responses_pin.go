@@ -3,6 +3,7 @@ package llmhedge
 import (
 	"bytes"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"net/http"
 	"strings"
 )
@@ -83,7 +84,7 @@ func (st *requestState) rememberResponse(a *attempt) {
 	case a.body != nil:
 		id = responsesBodyID(a.body)
 	case a.gate != nil:
-		rd := newSSEReader(bytes.NewReader(a.gate.buffered()), len(a.gate.buffered())+1)
+		rd := sse.NewReader(bytes.NewReader(a.gate.buffered()), len(a.gate.buffered())+1)
 		for id == "" {
 			ev, err := rd.Next()
 			if err != nil {

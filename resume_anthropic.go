@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"strconv"
 )
@@ -22,7 +23,7 @@ func (anthropicDialect) newResumer(*llmRequest) resumer { return &anthropicResum
 
 // anthropicEventType is the event's name, or its data's type when it has
 // none (switched on as string(...): no copy).
-func anthropicEventType(ev sseEvent) []byte {
+func anthropicEventType(ev sse.Event) []byte {
 	if ev.Name != nil {
 		return ev.Name
 	}
@@ -55,7 +56,7 @@ func anthropicStopReason(data []byte) []byte {
 	return v
 }
 
-func (r *anthropicResumer) track(ev sseEvent, info eventInfo) {
+func (r *anthropicResumer) track(ev sse.Event, info eventInfo) {
 	switch string(anthropicEventType(ev)) {
 	case "content_block_delta":
 		if info.text == nil {
@@ -113,7 +114,7 @@ func mergeAssistantTurn(last json.RawMessage, text string) (json.RawMessage, boo
 	return out, err == nil
 }
 
-func (r *anthropicResumer) read(ev sseEvent, info eventInfo) contEvent {
+func (r *anthropicResumer) read(ev sse.Event, info eventInfo) contEvent {
 	switch string(anthropicEventType(ev)) {
 	case "content_block_delta":
 		if info.text == nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"strconv"
 )
@@ -160,7 +161,7 @@ func (c *geminiChunk) appendText(dst []byte) []byte {
 	return dst
 }
 
-func (r *geminiResumer) track(ev sseEvent, info eventInfo) {
+func (r *geminiResumer) track(ev sse.Event, info eventInfo) {
 	if info.class == evError || info.class == evMalformed {
 		r.fail("an event that is not a chunk")
 		return
@@ -227,7 +228,7 @@ func mergeGeminiTurn(last json.RawMessage, text string) (json.RawMessage, bool) 
 	return out, err == nil
 }
 
-func (r *geminiResumer) read(ev sseEvent, info eventInfo) contEvent {
+func (r *geminiResumer) read(ev sse.Event, info eventInfo) contEvent {
 	if info.class == evError || info.class == evMalformed {
 		return contEvent{kind: contError}
 	}

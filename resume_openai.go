@@ -3,6 +3,7 @@ package llmhedge
 import (
 	"bytes"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"strconv"
 )
@@ -131,7 +132,7 @@ func (c *chatChunk) scanChoice(choice *jsonscan.Iter) {
 	}
 }
 
-func (r *openAIResumer) track(ev sseEvent, info eventInfo) {
+func (r *openAIResumer) track(ev sse.Event, info eventInfo) {
 	switch info.class {
 	case evTerminal:
 		return
@@ -183,7 +184,7 @@ func (r *openAIResumer) prefill(body []byte, text string) ([]byte, error) {
 	}, text)
 }
 
-func (r *openAIResumer) read(ev sseEvent, info eventInfo) contEvent {
+func (r *openAIResumer) read(ev sse.Event, info eventInfo) contEvent {
 	switch info.class {
 	case evTerminal:
 		return contEvent{kind: contTerminal}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"strconv"
 )
@@ -57,7 +58,7 @@ type responsesFrame struct {
 
 // responsesEventKind is what a Responses event is: the output name inspect
 // gave it, else the data's type (or the event name).
-func responsesEventKind(ev sseEvent, info eventInfo) string {
+func responsesEventKind(ev sse.Event, info eventInfo) string {
 	if info.by != "" && info.by != "response.*.delta" {
 		return info.by
 	}
@@ -66,7 +67,7 @@ func responsesEventKind(ev sseEvent, info eventInfo) string {
 	return string(responsesKind(typ, ev.Name, buf[:0]))
 }
 
-func (r *responsesResumer) track(ev sseEvent, info eventInfo) {
+func (r *responsesResumer) track(ev sse.Event, info eventInfo) {
 	if n, ok := jsonscan.Lookup(ev.Data, "sequence_number"); ok {
 		if v, ok := parseSeq(n); ok && v > r.seq {
 			r.seq = v
@@ -194,7 +195,7 @@ func mergeResponsesTurn(last json.RawMessage, text string) (json.RawMessage, boo
 	return out, err == nil
 }
 
-func (r *responsesResumer) read(ev sseEvent, info eventInfo) contEvent {
+func (r *responsesResumer) read(ev sse.Event, info eventInfo) contEvent {
 	if info.class == evError {
 		return contEvent{kind: contError}
 	}

@@ -1,6 +1,9 @@
 package llmhedge
 
-import "github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+import (
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+)
 
 // usage is the token accounting of one response, as the provider reported
 // it.
@@ -22,7 +25,7 @@ var usageKey = []byte(`"usage"`)
 // observeEvent records what a stream event says about usage. Each
 // dialect skips the events that cannot carry usage by name or by a
 // substring check, so it is cheap to call for every event.
-func (u *usage) observeEvent(d dialect, ev sseEvent) {
+func (u *usage) observeEvent(d dialect, ev sse.Event) {
 	if u == nil || len(ev.Data) == 0 {
 		return
 	}
