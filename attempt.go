@@ -15,6 +15,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // Bounds of what one attempt reads before commit.
@@ -55,7 +57,7 @@ type attempt struct {
 	noRetry    bool   // x-should-retry: false
 	errBody    []byte // upstream error body (bounded), passed through for request-level errors
 	errHeader  http.Header
-	rd         *sseReader
+	rd         *sse.Reader
 	gate       *gate
 	body       []byte // complete non-stream body
 	firstEvent time.Duration
@@ -194,14 +196,14 @@ func (h *Handler) readUpstreamError(a *attempt, d dialect, clientCtx context.Con
 // gateStream reads events until the first valid one (commit-ready) or a
 // failure. The buffered events stay in the gate; nothing is written yet.
 func (h *Handler) gateStream(a *attempt, d dialect, clientCtx context.Context) {
-	a.rd = newSSEReader(a.resp.Body, int(h.Stream.MaxBuffer))
+	a.rd = sse.NewReader(a.resp.Body, int(h.Stream.MaxBuffer))
 	a.gate = newGate(d, h.rejects, int(h.Stream.MaxBuffer), defaultGateEvents)
 	for {
 		ev, err := a.rd.Next()
 		if err != nil {
 			c := classClosedEarly
 			var sf *streamFault
-			if errors.Is(err, errEventTooLarge) {
+			if errors.Is(err, sse.ErrEventTooLarge) {
 				c = classMalformed
 			} else if errors.As(err, &sf) {
 				c = sf.class
@@ -262,6 +264,6 @@ func isEventStream(h http.Header) bool {
 // upstreamMessage renders the upstream's own words from an error body in
 // either dialect (`{"error":{...}}` or `{"type":"error","error":{...}}`).
 func upstreamMessage(body []byte) string {
-	errVal, _ := jsonLookup(body, "error")
+	errVal, _ := jsonscan.Lookup(body, "error")
 	return upstreamErrorMessage(errVal, body)
 }

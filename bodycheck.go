@@ -1,6 +1,9 @@
 package llmhedge
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+)
 
 // checkBody detects a fake 200 in a complete non-stream JSON body. It
 // returns the reason ("malformed_body", "error_body", or the dialect's
@@ -25,19 +28,19 @@ func checkBodyReject(d dialect, body []byte, reject [][]byte) error {
 // body into vals (nil when absent; the last one when repeated), and fails
 // a body that is not a valid JSON object.
 func bodyMembers(body []byte, vals [][]byte, names ...string) (reason string, err error) {
-	it, ok := jsonOpen(body, 0, 0)
-	if !ok || !it.isObject() {
+	it, ok := jsonscan.Open(body, 0, 0)
+	if !ok || !it.IsObject() {
 		return "malformed_body", fmt.Errorf("upstream 200 body is not a JSON object: %q", clipData(body, 200))
 	}
-	for it.next() {
+	for it.Next() {
 		for i, name := range names {
-			if it.keyIs(name) {
-				vals[i] = it.value()
+			if it.KeyIs(name) {
+				vals[i] = it.Value()
 				break
 			}
 		}
 	}
-	if !it.end() {
+	if !it.End() {
 		return "malformed_body", fmt.Errorf("upstream 200 body is not valid JSON: %q", clipData(body, 200))
 	}
 	return "", nil
@@ -50,5 +53,5 @@ func errorBody(errVal, body []byte) (reason string, err error) {
 
 // isNonEmptyArray reports whether a raw value is an array with an element.
 func isNonEmptyArray(v []byte) bool {
-	return len(v) > 0 && v[0] == '[' && jsonNonEmpty(v)
+	return len(v) > 0 && v[0] == '[' && jsonscan.NonEmpty(v)
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"go.uber.org/zap"
 )
 
@@ -86,7 +87,7 @@ func (h *Handler) newResumer(st *requestState, a *attempt) resumer {
 	if rs == nil {
 		return nil
 	}
-	rd := newSSEReader(bytes.NewReader(a.gate.buffered()), 0)
+	rd := sse.NewReader(bytes.NewReader(a.gate.buffered()), 0)
 	for {
 		ev, err := rd.Next()
 		if err != nil {

@@ -42,7 +42,6 @@ const (
 	defaultResume      = 1           // stream.resume, continuations of a cut stream per request
 	defaultGateBuffer  = 1 << 20     // a gate's buffer when none is given: stream.max_buffer's default
 	defaultGateEvents  = 1000        // events a gate buffers before the first valid one
-	sseDefaultMaxEvent = 1 << 20     // one event's size when the reader has no bound
 	defaultFinishGrace = time.Second // an OpenAI stream's wait for [DONE] after its finish_reason
 
 	defaultAffinityTTL      = time.Hour // affinity.ttl: a prompt cache rarely outlives an hour
@@ -255,39 +254,6 @@ func (c *CooldownConfig) validate() error {
 		return fmt.Errorf("cooldown: negative value")
 	}
 	return nil
-}
-
-// StreamConfig configures first-event validation and the relay.
-type StreamConfig struct {
-	// Phrases (case-insensitive) that mark a bad provider answer when they
-	// appear in the events before commit: the attempt fails over.
-	// Default: none.
-	Reject []string `json:"reject,omitempty"`
-	// Drop mid-stream events whose data is not valid JSON instead of
-	// passing them on. Default: true.
-	DropMalformed *bool `json:"drop_malformed,omitempty"`
-	// Bytes buffered before commit; overflowing fails the attempt.
-	// Default: 1 MiB.
-	MaxBuffer int64 `json:"max_buffer,omitempty"`
-	// Continuations per request of a committed stream that is cut,
-	// stalls past the idle timeout or ends in an error event while
-	// everything delivered is text; 0 turns it off. Each
-	// continuation attempt counts in retry.attempts and the retry budget.
-	// Default: 1.
-	Resume *int `json:"resume,omitempty"`
-}
-
-func (c *StreamConfig) setDefaults() {
-	if c.DropMalformed == nil {
-		t := true
-		c.DropMalformed = &t
-	}
-	if c.MaxBuffer == 0 {
-		c.MaxBuffer = defaultMaxBuffer
-	}
-	if c.Resume == nil {
-		c.Resume = new(defaultResume)
-	}
 }
 
 // AffinityConfig configures sticky routing of a conversation to the

@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"errors"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"net/http"
 	"net/url"
 	"strings"
@@ -59,9 +60,9 @@ type dialect interface {
 
 	// inspect classifies one stream event; withText also returns the raw
 	// output text, and cs (when not nil) notes the choices it carries.
-	inspect(ev sseEvent, withText bool, cs *choiceSet) eventInfo
+	inspect(ev sse.Event, withText bool, cs *choiceSet) eventInfo
 	// terminalName names a terminal event, for the gate's message.
-	terminalName(ev sseEvent) string
+	terminalName(ev sse.Event) string
 	// finishGrace reports whether a finished answer can precede the
 	// terminal event (OpenAI's finish_reason before [DONE]): the relay
 	// then waits only a grace for it and synthesizes it if it is missing.
@@ -78,7 +79,7 @@ type dialect interface {
 	checkBodyReject(body []byte, reject [][]byte) error
 	// observeEvent and observeBody record the usage a stream event or a
 	// complete body reports.
-	observeEvent(u *usage, ev sseEvent)
+	observeEvent(u *usage, ev sse.Event)
 	observeBody(u *usage, body []byte)
 	// modelMissing reports whether an upstream error body says the
 	// requested model does not exist.
@@ -166,7 +167,7 @@ type eventInfo struct {
 
 // classifyEvent tells what an event means for the gate and the relay. It
 // looks at the event name and walks the JSON once, without allocating.
-func classifyEvent(d dialect, ev sseEvent) eventClass {
+func classifyEvent(d dialect, ev sse.Event) eventClass {
 	return d.inspect(ev, false, nil).class
 }
 

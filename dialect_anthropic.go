@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"net/http"
 	"strings"
 	"time"
@@ -57,12 +59,12 @@ func (anthropicDialect) bodyFor(req *llmRequest, model string) []byte { return r
 // header Claude Code sends.
 func (anthropicDialect) sessionKey(body []byte, header http.Header) string {
 	var user string
-	_ = scanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
+	_ = jsonscan.ScanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
 		v := body[vStart:vEnd]
 		if string(key) == "metadata" {
-			_ = scanTopLevel(v, func(key []byte, s, e int) bool {
+			_ = jsonscan.ScanTopLevel(v, func(key []byte, s, e int) bool {
 				if string(key) == "user_id" {
-					user = unquote(v[s:e])
+					user = jsonscan.Unquote(v[s:e])
 				}
 				return true
 			})
@@ -81,17 +83,17 @@ func (anthropicDialect) credentialHeaders() []string { return anthropicCredentia
 
 func (anthropicDialect) setAuth(h http.Header, key string) { h.Set("X-Api-Key", key) }
 
-func (anthropicDialect) inspect(ev sseEvent, withText bool, _ *choiceSet) eventInfo {
+func (anthropicDialect) inspect(ev sse.Event, withText bool, _ *choiceSet) eventInfo {
 	return inspectAnthropic(ev, withText)
 }
 
 // Anthropic events name themselves; the data is still validated, and a
 // data "type" stands in for a missing event name.
-func inspectAnthropic(ev sseEvent, withText bool) eventInfo {
+func inspectAnthropic(ev sse.Event, withText bool) eventInfo {
 	var info eventInfo
 	named := string(ev.Name) == "error"
 	data := ev.Data
-	start := jsonWS(data, 0)
+	start := jsonscan.SkipSpace(data, 0)
 	if start == len(data) {
 		// No payload (a comment, or a bare keepalive): the name decides.
 		switch {
@@ -103,24 +105,24 @@ func inspectAnthropic(ev sseEvent, withText bool) eventInfo {
 		return info
 	}
 	var typ []byte
-	it, ok := jsonOpen(data, start, 0)
-	if ok && it.isObject() {
-		for it.next() {
+	it, ok := jsonscan.Open(data, start, 0)
+	if ok && it.IsObject() {
+		for it.Next() {
 			switch {
-			case it.keyIs("type"):
-				typ = it.value()
-			case it.keyIs("error"):
-				info.errVal = it.value()
-			case withText && it.keyIs("delta"):
-				if d, ok := it.enter(); ok {
-					for d.isObject() && d.next() {
-						if d.keyIs("text") {
-							if v := d.value(); jsonIsString(v) {
+			case it.KeyIs("type"):
+				typ = it.Value()
+			case it.KeyIs("error"):
+				info.errVal = it.Value()
+			case withText && it.KeyIs("delta"):
+				if d, ok := it.Enter(); ok {
+					for d.IsObject() && d.Next() {
+						if d.KeyIs("text") {
+							if v := d.Value(); jsonscan.IsString(v) {
 								info.text = v
 							}
 						}
 					}
-					it.leave(&d)
+					it.Leave(&d)
 				}
 			}
 		}
@@ -129,10 +131,10 @@ func inspectAnthropic(ev sseEvent, withText bool) eventInfo {
 	case named:
 		info.class = evError
 		return info
-	case !ok || !it.isObject() || !it.end():
+	case !ok || !it.IsObject() || !it.End():
 		info.class = evMalformed
 		return info
-	case info.errVal != nil && !jsonIsNull(info.errVal) || jsonStringIs(typ, "error"):
+	case info.errVal != nil && !jsonscan.IsNull(info.errVal) || jsonscan.StringIs(typ, "error"):
 		info.class = evError
 		return info
 	}
@@ -141,8 +143,8 @@ func inspectAnthropic(ev sseEvent, withText bool) eventInfo {
 		isDelta = string(ev.Name) == "content_block_delta"
 		isStop = string(ev.Name) == "message_stop"
 	} else {
-		isDelta = jsonStringIs(typ, "content_block_delta")
-		isStop = jsonStringIs(typ, "message_stop")
+		isDelta = jsonscan.StringIs(typ, "content_block_delta")
+		isStop = jsonscan.StringIs(typ, "message_stop")
 	}
 	switch {
 	case isDelta:
@@ -156,7 +158,7 @@ func inspectAnthropic(ev sseEvent, withText bool) eventInfo {
 	return info
 }
 
-func (anthropicDialect) terminalName(ev sseEvent) string {
+func (anthropicDialect) terminalName(ev sse.Event) string {
 	if ev.Name != nil {
 		return string(ev.Name)
 	}
@@ -175,7 +177,7 @@ func (anthropicDialect) checkBody(body []byte) (reason string, err error) {
 		return reason, err
 	}
 	typ, errVal, content := m[0], m[1], m[2]
-	if errVal != nil && !jsonIsNull(errVal) || jsonStringIs(typ, "error") {
+	if errVal != nil && !jsonscan.IsNull(errVal) || jsonscan.StringIs(typ, "error") {
 		return errorBody(errVal, body)
 	}
 	if !isNonEmptyArray(content) {
@@ -187,10 +189,10 @@ func (anthropicDialect) checkBody(body []byte) (reason string, err error) {
 // checkBodyReject reads the answer text from content[].text.
 func (anthropicDialect) checkBodyReject(body []byte, reject [][]byte) error {
 	var text []byte
-	content, _ := jsonLookup(body, "content")
-	arr, ok := jsonOpen(content, 0, 0)
-	for ok && !arr.isObject() && arr.next() {
-		if t, ok := jsonLookup(arr.value(), "text"); ok {
+	content, _ := jsonscan.Lookup(body, "content")
+	arr, ok := jsonscan.Open(content, 0, 0)
+	for ok && !arr.IsObject() && arr.Next() {
+		if t, ok := jsonscan.Lookup(arr.Value(), "text"); ok {
 			text = appendAnswerText(text, t)
 		}
 	}
@@ -199,25 +201,25 @@ func (anthropicDialect) checkBodyReject(body []byte, reject [][]byte) error {
 
 // observeEvent reads message_start (the model and every count) and
 // message_delta (the final counts); other events are skipped by name.
-func (anthropicDialect) observeEvent(u *usage, ev sseEvent) {
+func (anthropicDialect) observeEvent(u *usage, ev sse.Event) {
 	var start, delta bool
 	if ev.Name != nil {
 		start = string(ev.Name) == "message_start"
 		delta = string(ev.Name) == "message_delta"
 	} else if bytes.Contains(ev.Data, usageKey) { // unnamed: the data's "type" says what it is
-		typ, _ := jsonLookup(ev.Data, "type")
-		start = jsonStringIs(typ, "message_start")
-		delta = jsonStringIs(typ, "message_delta")
+		typ, _ := jsonscan.Lookup(ev.Data, "type")
+		start = jsonscan.StringIs(typ, "message_start")
+		delta = jsonscan.StringIs(typ, "message_delta")
 	}
 	switch {
 	case start:
-		msg, _ := jsonLookup(ev.Data, "message")
+		msg, _ := jsonscan.Lookup(ev.Data, "message")
 		u.observeModel(msg)
-		if v, ok := jsonLookup(msg, "usage"); ok {
+		if v, ok := jsonscan.Lookup(msg, "usage"); ok {
 			u.observeAnthropicUsage(v, false)
 		}
 	case delta:
-		if v, ok := jsonLookup(ev.Data, "usage"); ok {
+		if v, ok := jsonscan.Lookup(ev.Data, "usage"); ok {
 			u.observeAnthropicUsage(v, true)
 		}
 	}
@@ -225,7 +227,7 @@ func (anthropicDialect) observeEvent(u *usage, ev sseEvent) {
 
 func (anthropicDialect) observeBody(u *usage, body []byte) {
 	u.observeModel(body)
-	if v, ok := jsonLookup(body, "usage"); ok {
+	if v, ok := jsonscan.Lookup(body, "usage"); ok {
 		u.observeAnthropicUsage(v, false)
 	}
 }
@@ -234,21 +236,21 @@ func (anthropicDialect) observeBody(u *usage, body []byte) {
 // sets every count; a later message_delta carries the final output count
 // and, when non-zero, corrected input and cache counts.
 func (u *usage) observeAnthropicUsage(v []byte, delta bool) {
-	it, ok := jsonOpen(v, 0, 0)
-	for ok && it.isObject() && it.next() {
-		n, ok := jsonInt(it.value())
+	it, ok := jsonscan.Open(v, 0, 0)
+	for ok && it.IsObject() && it.Next() {
+		n, ok := jsonscan.Int(it.Value())
 		if !ok {
 			continue
 		}
 		switch {
-		case it.keyIs("output_tokens"):
+		case it.KeyIs("output_tokens"):
 			u.Output = n
 		case delta && n == 0:
-		case it.keyIs("input_tokens"):
+		case it.KeyIs("input_tokens"):
 			u.Input = n
-		case it.keyIs("cache_read_input_tokens"):
+		case it.KeyIs("cache_read_input_tokens"):
 			u.CacheRead = n
-		case it.keyIs("cache_creation_input_tokens"):
+		case it.KeyIs("cache_creation_input_tokens"):
 			u.CacheWrite = n
 		}
 	}

@@ -2,6 +2,8 @@ package llmhedge
 
 import (
 	"fmt"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"net/http"
 	"net/url"
 	"strings"
@@ -87,16 +89,16 @@ func (geminiDialect) parseRequest(path, rawQuery string, body []byte) (*llmReque
 	if !geminiValidModel(model) {
 		return nil, fmt.Errorf("model %q: a Gemini model name is letters, digits and - . _ @, not starting with a dot", model)
 	}
-	it, ok := jsonOpen(body, 0, 0)
-	if !ok || !it.isObject() {
-		if !jsonValid(body) {
+	it, ok := jsonscan.Open(body, 0, 0)
+	if !ok || !it.IsObject() {
+		if !jsonscan.Valid(body) {
 			return nil, errInvalidJSON
 		}
-		return nil, errScan
+		return nil, jsonscan.ErrScan
 	}
-	for it.next() {
+	for it.Next() {
 	}
-	if !it.end() {
+	if !it.End() {
 		return nil, errInvalidJSON
 	}
 	return &llmRequest{
@@ -126,7 +128,7 @@ func (geminiDialect) setAuth(h http.Header, key string) { h.Set("X-Goog-Api-Key"
 // inspect keeps the stream's end state in cs: the candidates, and a
 // blocked prompt (no candidates) as a finished candidate 0, so
 // cs.allFinished is geminiStream.done.
-func (geminiDialect) inspect(ev sseEvent, withText bool, cs *choiceSet) eventInfo {
+func (geminiDialect) inspect(ev sse.Event, withText bool, cs *choiceSet) eventInfo {
 	if cs == nil {
 		return inspectGeminiStream(ev, withText, nil)
 	}
@@ -140,7 +142,7 @@ func (geminiDialect) inspect(ev sseEvent, withText bool, cs *choiceSet) eventInf
 }
 
 // terminalName: Gemini sends no terminal event (the gate never sees one).
-func (geminiDialect) terminalName(sseEvent) string { return "end of body" }
+func (geminiDialect) terminalName(sse.Event) string { return "end of body" }
 
 // finishGrace: every candidate's finishReason completes the answer, and
 // the body then ends; the relay waits a grace for that end.
@@ -155,7 +157,7 @@ func (geminiDialect) checkBodyReject(body []byte, reject [][]byte) error {
 	return checkGeminiBodyReject(body, reject)
 }
 
-func (geminiDialect) observeEvent(u *usage, ev sseEvent) { u.observeGeminiEvent(ev) }
+func (geminiDialect) observeEvent(u *usage, ev sse.Event) { u.observeGeminiEvent(ev) }
 
 func (geminiDialect) observeBody(u *usage, body []byte) { u.observeGeminiBody(body) }
 

@@ -5,6 +5,8 @@ package llmhedge
 import (
 	"bytes"
 	"fmt"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // checkGeminiBody detects a fake 200 in a complete non-stream Gemini body:
@@ -16,19 +18,19 @@ import (
 // (promptFeedback with no candidates) is the truth about the prompt and
 // passes.
 func checkGeminiBody(body []byte) (reason string, err error) {
-	start := jsonWS(body, 0)
+	start := jsonscan.SkipSpace(body, 0)
 	if start < len(body) && body[start] == '[' {
-		arr, ok := jsonOpen(body, start, 0)
+		arr, ok := jsonscan.Open(body, start, 0)
 		answered := false
-		for ok && arr.next() {
-			elem := arr.value()
+		for ok && arr.Next() {
+			elem := arr.Value()
 			r, a, err := checkGeminiObject(elem, body)
 			if r != "" {
 				return r, err
 			}
 			answered = answered || a
 		}
-		if !ok || !arr.end() {
+		if !ok || !arr.End() {
 			return "malformed_body", fmt.Errorf("upstream 200 body is not valid JSON: %q", clipData(body, 200))
 		}
 		if !answered {
@@ -50,28 +52,28 @@ func checkGeminiBody(body []byte) (reason string, err error) {
 // reason, or whether it answers (a non-empty candidates array, or a
 // promptFeedback).
 func checkGeminiObject(obj, body []byte) (reason string, answered bool, err error) {
-	it, ok := jsonOpen(obj, 0, 0)
-	if !ok || !it.isObject() {
+	it, ok := jsonscan.Open(obj, 0, 0)
+	if !ok || !it.IsObject() {
 		return "malformed_body", false, fmt.Errorf("upstream 200 body is not a JSON object or array of objects: %q", clipData(body, 200))
 	}
 	var errVal, cands, feedback []byte
-	for it.next() {
+	for it.Next() {
 		switch {
-		case it.keyIs("error"):
-			errVal = it.value()
-		case it.keyIs("candidates"):
-			cands = it.value()
-		case it.keyIs("promptFeedback"):
-			feedback = it.value()
+		case it.KeyIs("error"):
+			errVal = it.Value()
+		case it.KeyIs("candidates"):
+			cands = it.Value()
+		case it.KeyIs("promptFeedback"):
+			feedback = it.Value()
 		}
 	}
-	if !it.end() {
+	if !it.End() {
 		return "malformed_body", false, fmt.Errorf("upstream 200 body is not valid JSON: %q", clipData(body, 200))
 	}
-	if errVal != nil && !jsonIsNull(errVal) {
+	if errVal != nil && !jsonscan.IsNull(errVal) {
 		return "error_body", false, fmt.Errorf("upstream 200 body is an error: %s", upstreamErrorMessage(errVal, obj))
 	}
-	answered = len(cands) > 0 && cands[0] == '[' && jsonNonEmpty(cands) || len(feedback) > 0 && feedback[0] == '{'
+	answered = len(cands) > 0 && cands[0] == '[' && jsonscan.NonEmpty(cands) || len(feedback) > 0 && feedback[0] == '{'
 	return "", answered, nil
 }
 
@@ -85,11 +87,11 @@ func checkGeminiBodyReject(body []byte, reject [][]byte) error {
 		return nil
 	}
 	var text []byte
-	start := jsonWS(body, 0)
+	start := jsonscan.SkipSpace(body, 0)
 	if start < len(body) && body[start] == '[' {
-		arr, ok := jsonOpen(body, start, 0)
-		for ok && arr.next() {
-			text = geminiAppendText(text, arr.value())
+		arr, ok := jsonscan.Open(body, start, 0)
+		for ok && arr.Next() {
+			text = geminiAppendText(text, arr.Value())
 		}
 	} else {
 		text = geminiAppendText(text, body)
@@ -103,19 +105,19 @@ func checkGeminiBodyReject(body []byte, reject [][]byte) error {
 func geminiAppendText(text, obj []byte) []byte {
 	cands, _ := geminiLast(obj, "candidates")
 	n := 0
-	arr, ok := jsonOpen(cands, 0, 0)
-	for ok && !arr.isObject() && arr.next() {
+	arr, ok := jsonscan.Open(cands, 0, 0)
+	for ok && !arr.IsObject() && arr.Next() {
 		n++
 	}
 	many := n > 1
-	arr, ok = jsonOpen(cands, 0, 0)
-	for ok && !arr.isObject() && arr.next() {
-		content, _ := geminiLast(arr.value(), "content")
+	arr, ok = jsonscan.Open(cands, 0, 0)
+	for ok && !arr.IsObject() && arr.Next() {
+		content, _ := geminiLast(arr.Value(), "content")
 		parts, _ := geminiLast(content, "parts")
-		pit, ok := jsonOpen(parts, 0, 0)
-		for ok && !pit.isObject() && pit.next() {
-			if by, t := geminiPartOutput(pit.value()); by == "text" {
-				text = appendLowerText(text, jsonAppendString(nil, t))
+		pit, ok := jsonscan.Open(parts, 0, 0)
+		for ok && !pit.IsObject() && pit.Next() {
+			if by, t := geminiPartOutput(pit.Value()); by == "text" {
+				text = appendLowerText(text, jsonscan.AppendString(nil, t))
 			}
 		}
 		if many {
@@ -134,7 +136,7 @@ var (
 // without a "usageMetadata" key (or, until the model is known, a
 // "modelVersion" key) is skipped by a substring check; one with it is
 // read without allocating once the model is known.
-func (u *usage) observeGeminiEvent(ev sseEvent) {
+func (u *usage) observeGeminiEvent(ev sse.Event) {
 	if u == nil || len(ev.Data) == 0 {
 		return
 	}
@@ -151,11 +153,11 @@ func (u *usage) observeGeminiBody(body []byte) {
 	if u == nil {
 		return
 	}
-	start := jsonWS(body, 0)
+	start := jsonscan.SkipSpace(body, 0)
 	if start < len(body) && body[start] == '[' {
-		arr, ok := jsonOpen(body, start, 0)
-		for ok && arr.next() {
-			u.observeGeminiObject(arr.value())
+		arr, ok := jsonscan.Open(body, start, 0)
+		for ok && arr.Next() {
+			u.observeGeminiObject(arr.Value())
 		}
 		return
 	}
@@ -172,46 +174,46 @@ func (u *usage) observeGeminiBody(body []byte) {
 // as OpenAI counts reasoning in completion_tokens); CacheRead is
 // cachedContentTokenCount.
 func (u *usage) observeGeminiObject(obj []byte) {
-	it, ok := jsonOpen(obj, 0, 0)
-	for ok && it.isObject() && it.next() {
+	it, ok := jsonscan.Open(obj, 0, 0)
+	for ok && it.IsObject() && it.Next() {
 		switch {
-		case it.keyIs("modelVersion"):
-			if v := it.value(); u.Model == "" && len(v) > 2 && v[0] == '"' {
+		case it.KeyIs("modelVersion"):
+			if v := it.Value(); u.Model == "" && len(v) > 2 && v[0] == '"' {
 				name := jsonStringValue(v)
 				if len(name) > maxModelLen {
 					name = name[:maxModelLen]
 				}
 				u.Model = name
 			}
-		case it.keyIs("usageMetadata"):
-			um, ok := it.enter()
+		case it.KeyIs("usageMetadata"):
+			um, ok := it.Enter()
 			if !ok {
 				continue
 			}
 			var prompt, tool, cands, thoughts, cached int64
 			var hasPrompt, hasOutput, hasCached bool
-			for um.isObject() && um.next() {
+			for um.IsObject() && um.Next() {
 				var n *int64
 				switch {
-				case um.keyIs("promptTokenCount"):
+				case um.KeyIs("promptTokenCount"):
 					n, hasPrompt = &prompt, true
-				case um.keyIs("toolUsePromptTokenCount"):
+				case um.KeyIs("toolUsePromptTokenCount"):
 					n = &tool
-				case um.keyIs("candidatesTokenCount"):
+				case um.KeyIs("candidatesTokenCount"):
 					n, hasOutput = &cands, true
-				case um.keyIs("thoughtsTokenCount"):
+				case um.KeyIs("thoughtsTokenCount"):
 					n, hasOutput = &thoughts, true
-				case um.keyIs("cachedContentTokenCount"):
+				case um.KeyIs("cachedContentTokenCount"):
 					n, hasCached = &cached, true
 				default:
 					continue
 				}
-				if v, ok := jsonInt(um.value()); ok {
+				if v, ok := jsonscan.Int(um.Value()); ok {
 					*n = v
 				}
 			}
-			it.leave(&um)
-			if !um.isObject() {
+			it.Leave(&um)
+			if !um.IsObject() {
 				continue
 			}
 			if hasPrompt {
@@ -238,10 +240,10 @@ const maxCachedContentLen = 512
 // providers, the last of duplicate keys counts.
 func geminiCachedContent(body []byte) string {
 	var name string
-	err := scanTopLevel(body, func(key []byte, s, e int) bool {
-		if jsonKeyIs(key, "cachedContent") {
+	err := jsonscan.ScanTopLevel(body, func(key []byte, s, e int) bool {
+		if jsonscan.KeyIs(key, "cachedContent") {
 			name = ""
-			if v := body[s:e]; jsonIsString(v) && len(v) <= 2+6*maxCachedContentLen {
+			if v := body[s:e]; jsonscan.IsString(v) && len(v) <= 2+6*maxCachedContentLen {
 				name = jsonStringValue(v)
 			}
 		}

@@ -4,6 +4,7 @@ package llmhedge
 
 import (
 	"encoding/json"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"net/http"
 	"strings"
 	"time"
@@ -79,16 +80,16 @@ func geminiErrorEvent(status int, message string) []byte {
 // google.rpc.RetryInfo entry in error.details. ok is false when there is
 // none or it does not parse; the delay is clamped to [0, 24h].
 func geminiRetryDelay(body []byte) (time.Duration, bool) {
-	details, _ := jsonLookup(body, "error", "details")
-	arr, ok := jsonOpen(details, 0, 0)
-	for ok && !arr.isObject() && arr.next() {
-		entry := arr.value()
+	details, _ := jsonscan.Lookup(body, "error", "details")
+	arr, ok := jsonscan.Open(details, 0, 0)
+	for ok && !arr.IsObject() && arr.Next() {
+		entry := arr.Value()
 		typ, _ := geminiLast(entry, "@type")
-		if !jsonStringIs(typ, geminiRetryInfoType) {
+		if !jsonscan.StringIs(typ, geminiRetryInfoType) {
 			continue
 		}
 		v, _ := geminiLast(entry, "retryDelay")
-		if !jsonIsString(v) {
+		if !jsonscan.IsString(v) {
 			continue
 		}
 		s, found := strings.CutSuffix(jsonStringValue(v), "s")
@@ -149,11 +150,11 @@ func geminiForbidden(body []byte) failClass {
 	if geminiKeyInvalid(body) || strings.HasPrefix(geminiErrorMessage(body), "method doesn't allow unregistered callers") {
 		return classAuth
 	}
-	details, _ := jsonLookup(body, "error", "details")
-	arr, ok := jsonOpen(details, 0, 0)
-	for ok && !arr.isObject() && arr.next() {
-		r, _ := geminiLast(arr.value(), "reason")
-		if !jsonIsString(r) {
+	details, _ := jsonscan.Lookup(body, "error", "details")
+	arr, ok := jsonscan.Open(details, 0, 0)
+	for ok && !arr.IsObject() && arr.Next() {
+		r, _ := geminiLast(arr.Value(), "reason")
+		if !jsonscan.IsString(r) {
 			continue
 		}
 		switch reason := jsonStringValue(r); {
@@ -169,10 +170,10 @@ func geminiForbidden(body []byte) failClass {
 // an ErrorInfo detail with reason API_KEY_INVALID, or Google's "API key
 // not valid" / "API key expired" message.
 func geminiKeyInvalid(body []byte) bool {
-	details, _ := jsonLookup(body, "error", "details")
-	arr, ok := jsonOpen(details, 0, 0)
-	for ok && !arr.isObject() && arr.next() {
-		if r, _ := geminiLast(arr.value(), "reason"); jsonStringIs(r, "API_KEY_INVALID") {
+	details, _ := jsonscan.Lookup(body, "error", "details")
+	arr, ok := jsonscan.Open(details, 0, 0)
+	for ok && !arr.IsObject() && arr.Next() {
+		if r, _ := geminiLast(arr.Value(), "reason"); jsonscan.StringIs(r, "API_KEY_INVALID") {
 			return true
 		}
 	}
@@ -205,9 +206,9 @@ func geminiPromptTooLong(body []byte) bool {
 
 // geminiErrorMessage returns error.message of an error body, lower-cased.
 func geminiErrorMessage(body []byte) string {
-	v, ok := jsonLookup(body, "error", "message")
-	if !ok || !jsonIsString(v) {
+	v, ok := jsonscan.Lookup(body, "error", "message")
+	if !ok || !jsonscan.IsString(v) {
 		return ""
 	}
-	return strings.ToLower(unquote(v))
+	return strings.ToLower(jsonscan.Unquote(v))
 }

@@ -4,6 +4,8 @@ package llmhedge
 
 import (
 	"bytes"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // geminiStream is what the chunks of one Gemini stream have said so far
@@ -23,7 +25,7 @@ func (s *geminiStream) done() bool { return s.blocked || s.candidates.allFinishe
 // inspectGemini classifies one chunk of a Gemini stream; withText also
 // returns the raw JSON string of the first non-thought text part, which
 // the gate checks for rejected phrases.
-func inspectGemini(ev sseEvent, withText bool) eventInfo {
+func inspectGemini(ev sse.Event, withText bool) eventInfo {
 	return inspectGeminiStream(ev, withText, nil)
 }
 
@@ -46,46 +48,46 @@ func inspectGemini(ev sseEvent, withText bool) eventInfo {
 // give, so the gate commits it and the relay passes it through as a
 // complete answer; failing over would only repeat it elsewhere. Anything
 // else (usage-only chunks, comments) is evPrelude.
-func inspectGeminiStream(ev sseEvent, withText bool, st *geminiStream) eventInfo {
+func inspectGeminiStream(ev sse.Event, withText bool, st *geminiStream) eventInfo {
 	var info eventInfo
 	data := ev.Data
-	start := jsonWS(data, 0)
+	start := jsonscan.SkipSpace(data, 0)
 	if start == len(data) {
 		return info // no payload: a comment or keepalive
 	}
-	it, ok := jsonOpen(data, start, 0)
-	if !ok || !it.isObject() {
+	it, ok := jsonscan.Open(data, start, 0)
+	if !ok || !it.IsObject() {
 		info.class = evMalformed
 		return info
 	}
 	var sc geminiCandidates
 	var feedback []byte
-	for it.next() {
+	for it.Next() {
 		switch {
-		case it.keyIs("error"):
-			info.errVal = it.value()
-		case it.keyIs("candidates"):
+		case it.KeyIs("error"):
+			info.errVal = it.Value()
+		case it.KeyIs("candidates"):
 			sc = geminiCandidates{} // the last of duplicate keys counts
-			arr, ok := it.enter()
+			arr, ok := it.Enter()
 			if !ok {
-				sc.bad = !jsonIsNull(it.value())
+				sc.bad = !jsonscan.IsNull(it.Value())
 				continue
 			}
-			if arr.isObject() {
+			if arr.IsObject() {
 				sc.bad = true
 			} else {
 				sc.scan(&arr, withText)
 			}
-			it.leave(&arr)
-		case it.keyIs("promptFeedback"):
-			feedback = it.value()
+			it.Leave(&arr)
+		case it.KeyIs("promptFeedback"):
+			feedback = it.Value()
 		}
 	}
 	switch {
-	case !it.end():
+	case !it.End():
 		info.class, info.errVal = evMalformed, nil
 		return info
-	case info.errVal != nil && !jsonIsNull(info.errVal):
+	case info.errVal != nil && !jsonscan.IsNull(info.errVal):
 		info.class = evError
 		return info
 	case sc.bad:
@@ -132,42 +134,42 @@ type geminiCandidates struct {
 // the first non-thought text). Like encoding/json, the last of duplicate
 // keys counts, so a repeated content or parts member replaces what an
 // earlier one said.
-func (sc *geminiCandidates) scan(arr *jsonIter, withText bool) {
-	for arr.next() {
+func (sc *geminiCandidates) scan(arr *jsonscan.Iter, withText bool) {
+	for arr.Next() {
 		sc.n++
-		cand, ok := arr.enter()
+		cand, ok := arr.Enter()
 		if !ok {
 			continue // a scalar: the next call skips it
 		}
-		if !cand.isObject() {
-			arr.leave(&cand)
+		if !cand.IsObject() {
+			arr.Leave(&cand)
 			continue
 		}
 		var reason, index []byte
 		var by string
 		var text []byte
-		for cand.next() {
+		for cand.Next() {
 			switch {
-			case cand.keyIs("content"):
+			case cand.KeyIs("content"):
 				by, text = "", nil
-				if content, ok := cand.enter(); ok {
+				if content, ok := cand.Enter(); ok {
 					by, text = geminiScanContent(&content, withText)
-					cand.leave(&content)
+					cand.Leave(&content)
 				}
-			case cand.keyIs("finishReason"):
-				reason = cand.value()
-			case cand.keyIs("index"):
-				index = cand.value()
+			case cand.KeyIs("finishReason"):
+				reason = cand.Value()
+			case cand.KeyIs("index"):
+				index = cand.Value()
 			}
 		}
-		arr.leave(&cand)
+		arr.Leave(&cand)
 		finished := geminiFinishReason(reason)
 		if finished {
 			sc.finished++
 		}
 		idx := int64(0) // an absent index is candidate 0
-		if index != nil && !jsonIsNull(index) {
-			if n, ok := jsonInt(index); ok && bytes.IndexAny(index, ".eE") < 0 {
+		if index != nil && !jsonscan.IsNull(index) {
+			if n, ok := jsonscan.Int(index); ok && bytes.IndexAny(index, ".eE") < 0 {
 				idx = n
 			} else {
 				idx = -1
@@ -184,23 +186,23 @@ func (sc *geminiCandidates) scan(arr *jsonIter, withText bool) {
 }
 
 // geminiScanContent reads a candidate's content: what its parts carry.
-func geminiScanContent(content *jsonIter, withText bool) (by string, text []byte) {
-	for content.isObject() && content.next() {
-		if !content.keyIs("parts") {
+func geminiScanContent(content *jsonscan.Iter, withText bool) (by string, text []byte) {
+	for content.IsObject() && content.Next() {
+		if !content.KeyIs("parts") {
 			continue
 		}
 		by, text = "", nil
-		parts, ok := content.enter()
+		parts, ok := content.Enter()
 		if !ok {
 			continue
 		}
-		for !parts.isObject() && parts.next() {
-			part, ok := parts.enter()
+		for !parts.IsObject() && parts.Next() {
+			part, ok := parts.Enter()
 			if !ok {
 				continue
 			}
 			pby, ptext := geminiScanPart(&part)
-			parts.leave(&part)
+			parts.Leave(&part)
 			if by == "" {
 				by = pby
 			}
@@ -208,7 +210,7 @@ func geminiScanContent(content *jsonIter, withText bool) (by string, text []byte
 				text = ptext
 			}
 		}
-		content.leave(&parts)
+		content.Leave(&parts)
 	}
 	return by, text
 }
@@ -226,20 +228,20 @@ func (cs *choiceSet) merge(other *choiceSet) {
 // candidate: any non-empty string but FINISH_REASON_UNSPECIFIED, which
 // the continuation protocol sends on intermediate checkpoint chunks.
 func geminiFinishReason(v []byte) bool {
-	return jsonIsString(v) && len(v) > 2 && !jsonStringIs(v, "FINISH_REASON_UNSPECIFIED")
+	return jsonscan.IsString(v) && len(v) > 2 && !jsonscan.StringIs(v, "FINISH_REASON_UNSPECIFIED")
 }
 
 // geminiBlocked reports whether a raw promptFeedback blocks the prompt:
 // a blockReason that is a non-empty string but BLOCKED_REASON_UNSPECIFIED.
 func geminiBlocked(feedback []byte) bool {
 	v, _ := geminiLast(feedback, "blockReason")
-	return jsonIsString(v) && len(v) > 2 && !jsonStringIs(v, "BLOCKED_REASON_UNSPECIFIED")
+	return jsonscan.IsString(v) && len(v) > 2 && !jsonscan.StringIs(v, "BLOCKED_REASON_UNSPECIFIED")
 }
 
 // geminiPartOutput names what output a raw part carries ("" for none)
 // and, for a non-empty non-thought text part, returns its raw JSON string.
 func geminiPartOutput(part []byte) (by string, text []byte) {
-	it, ok := jsonOpen(part, 0, 0)
+	it, ok := jsonscan.Open(part, 0, 0)
 	if !ok {
 		return "", nil
 	}
@@ -250,27 +252,27 @@ func geminiPartOutput(part []byte) (by string, text []byte) {
 // array). Output is non-empty text (thought text when "thought" is true),
 // or a functionCall, inlineData, executableCode or codeExecutionResult
 // object.
-func geminiScanPart(it *jsonIter) (by string, text []byte) {
+func geminiScanPart(it *jsonscan.Iter) (by string, text []byte) {
 	var txt, thought, fc, inline, code, result []byte
-	for it.isObject() && it.next() {
+	for it.IsObject() && it.Next() {
 		switch {
-		case it.keyIs("text"):
-			txt = it.value()
-		case it.keyIs("thought"):
-			thought = it.value()
-		case it.keyIs("functionCall"):
-			fc = it.value()
-		case it.keyIs("inlineData"):
-			inline = it.value()
-		case it.keyIs("executableCode"):
-			code = it.value()
-		case it.keyIs("codeExecutionResult"):
-			result = it.value()
+		case it.KeyIs("text"):
+			txt = it.Value()
+		case it.KeyIs("thought"):
+			thought = it.Value()
+		case it.KeyIs("functionCall"):
+			fc = it.Value()
+		case it.KeyIs("inlineData"):
+			inline = it.Value()
+		case it.KeyIs("executableCode"):
+			code = it.Value()
+		case it.KeyIs("codeExecutionResult"):
+			result = it.Value()
 		}
 	}
 	isObj := func(v []byte) bool { return len(v) > 0 && v[0] == '{' }
 	switch {
-	case jsonIsString(txt) && len(txt) > 2:
+	case jsonscan.IsString(txt) && len(txt) > 2:
 		if string(thought) == "true" {
 			return "thought", nil
 		}
@@ -291,10 +293,10 @@ func geminiScanPart(it *jsonIter) (by string, text []byte) {
 // object obj (encoding/json's reading of duplicate keys).
 func geminiLast(obj []byte, key string) ([]byte, bool) {
 	var v []byte
-	it, ok := jsonOpen(obj, 0, 0)
-	for ok && it.isObject() && it.next() {
-		if it.keyIs(key) {
-			v = it.value()
+	it, ok := jsonscan.Open(obj, 0, 0)
+	for ok && it.IsObject() && it.Next() {
+		if it.KeyIs(key) {
+			v = it.Value()
 		}
 	}
 	return v, v != nil

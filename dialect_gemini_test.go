@@ -15,7 +15,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"google.golang.org/genai"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
 )
 
 // Gemini API chunks as generativelanguage.googleapis.com sends them
@@ -183,7 +187,7 @@ type geminiOutcome struct {
 
 func geminiRead(r io.Reader) geminiOutcome {
 	out := geminiOutcome{decided: -1}
-	rd := newSSEReader(r, 1<<20)
+	rd := sse.NewReader(r, 1<<20)
 	var st geminiStream
 	for i := 0; ; i++ {
 		ev, err := rd.Next()
@@ -198,7 +202,7 @@ func geminiRead(r io.Reader) geminiOutcome {
 		out.classes += info.class.String()[:1]
 		if out.decided < 0 && info.class != evPrelude {
 			out.decided, out.class, out.by = i, info.class, info.by
-			out.text = string(jsonAppendString(nil, info.text))
+			out.text = string(jsonscan.AppendString(nil, info.text))
 		}
 		out.u.observeGeminiEvent(ev)
 	}
@@ -293,7 +297,7 @@ func TestGeminiGateEverySplit(t *testing.T) {
 				t.Fatalf("whole stream:\n got %+v\nwant %+v", got, want)
 			}
 			for cut := 0; cut <= len(tt.stream); cut++ {
-				if got := geminiRead(&splitReader{data: []byte(tt.stream), cuts: []int{cut}}); got != want {
+				if got := geminiRead(&ssetest.SplitReader{Data: []byte(tt.stream), Cuts: []int{cut}}); got != want {
 					t.Fatalf("cut at %d:\n got %+v\nwant %+v", cut, got, want)
 				}
 			}
@@ -882,7 +886,7 @@ func FuzzGeminiChunk(f *testing.F) {
 		f.Add([]byte(d))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ev := sseEvent{Data: data}
+		ev := sse.Event{Data: data}
 		var st geminiStream
 		info := inspectGeminiStream(ev, true, &st)
 		want, texts := geminiReferenceClass(data)
@@ -890,7 +894,7 @@ func FuzzGeminiChunk(f *testing.F) {
 			t.Fatalf("chunk %q: class %v, encoding/json reading says %v", data, info.class, want)
 		}
 		if info.text != nil {
-			got := string(jsonAppendString(nil, info.text))
+			got := string(jsonscan.AppendString(nil, info.text))
 			found := false
 			for _, s := range texts {
 				found = found || s == got
@@ -1108,7 +1112,7 @@ func TestGeminiRelayEnd(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &relayClient{}
 			var u usage
-			res := relayStream(context.Background(), c, c.flush, newSSEReader(strings.NewReader(tt.in), 1<<16), dialectGemini, &u,
+			res := relayStream(context.Background(), c, c.flush, sse.NewReader(strings.NewReader(tt.in), 1<<16), dialectGemini, &u,
 				relayOptions{Idle: time.Minute, Coalesce: true}, nil)
 			if res.Complete != tt.complete || c.String() != tt.wantOut {
 				t.Errorf("complete %v (%s), out\n%q\nwant %v\n%q", res.Complete, res.Reason, c.String(), tt.complete, tt.wantOut)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"net/http"
 	"strings"
 	"time"
@@ -51,15 +53,15 @@ func (openAIDialect) bodyFor(req *llmRequest, model string) []byte { return req.
 // else safety_identifier.
 func (openAIDialect) sessionKey(body []byte, _ http.Header) string {
 	var cacheKey, user, safety string
-	_ = scanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
+	_ = jsonscan.ScanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
 		v := body[vStart:vEnd]
 		switch string(key) {
 		case "prompt_cache_key":
-			cacheKey = unquote(v)
+			cacheKey = jsonscan.Unquote(v)
 		case "user":
-			user = unquote(v)
+			user = jsonscan.Unquote(v)
 		case "safety_identifier":
-			safety = unquote(v)
+			safety = jsonscan.Unquote(v)
 		}
 		return true
 	})
@@ -78,7 +80,7 @@ func (openAIDialect) credentialHeaders() []string { return openAICredentialHeade
 
 func (openAIDialect) setAuth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
 
-func (openAIDialect) inspect(ev sseEvent, withText bool, cs *choiceSet) eventInfo {
+func (openAIDialect) inspect(ev sse.Event, withText bool, cs *choiceSet) eventInfo {
 	return inspectOpenAI(ev, withText, cs)
 }
 
@@ -122,13 +124,13 @@ func (cs *choiceSet) allFinished() bool {
 }
 
 // OpenAI chunks carry no event name: the choices say what they hold.
-func inspectOpenAI(ev sseEvent, withText bool, cs *choiceSet) eventInfo {
+func inspectOpenAI(ev sse.Event, withText bool, cs *choiceSet) eventInfo {
 	var info eventInfo
 	data := ev.Data
-	start := jsonWS(data, 0)
+	start := jsonscan.SkipSpace(data, 0)
 	if string(ev.Name) == "error" {
 		info.class = evError
-		info.errVal, _ = jsonLookup(data, "error")
+		info.errVal, _ = jsonscan.Lookup(data, "error")
 		return info
 	}
 	if start == len(data) {
@@ -138,57 +140,57 @@ func inspectOpenAI(ev sseEvent, withText bool, cs *choiceSet) eventInfo {
 		info.class = evTerminal
 		return info
 	}
-	it, ok := jsonOpen(data, start, 0)
-	if !ok || !it.isObject() {
+	it, ok := jsonscan.Open(data, start, 0)
+	if !ok || !it.IsObject() {
 		info.class = evMalformed
 		return info
 	}
 	finish := false
-	for it.next() {
+	for it.Next() {
 		switch {
-		case it.keyIs("error"):
-			info.errVal = it.value()
-		case it.keyIs("choices"):
-			choices, ok := it.enter()
+		case it.KeyIs("error"):
+			info.errVal = it.Value()
+		case it.KeyIs("choices"):
+			choices, ok := it.Enter()
 			if !ok {
 				continue
 			}
-			for !choices.isObject() && choices.next() {
-				choice, ok := choices.enter()
+			for !choices.IsObject() && choices.Next() {
+				choice, ok := choices.Enter()
 				index, finished := int64(0), false // a choice without an index is choice 0
-				for ok && choice.isObject() && choice.next() {
+				for ok && choice.IsObject() && choice.Next() {
 					switch {
-					case choice.keyIs("finish_reason"):
-						if jsonNonEmpty(choice.value()) {
+					case choice.KeyIs("finish_reason"):
+						if jsonscan.NonEmpty(choice.Value()) {
 							finish, finished = true, true
 						}
-					case choice.keyIs("index"):
-						if n, isInt := jsonInt(choice.value()); isInt {
+					case choice.KeyIs("index"):
+						if n, isInt := jsonscan.Int(choice.Value()); isInt {
 							index = n
 						} else {
 							index = -1
 						}
-					case choice.keyIs("delta"):
-						if delta, ok := choice.enter(); ok {
+					case choice.KeyIs("delta"):
+						if delta, ok := choice.Enter(); ok {
 							openAIDelta(&delta, &info, withText)
-							choice.leave(&delta)
+							choice.Leave(&delta)
 						}
 					}
 				}
 				if ok {
-					choices.leave(&choice)
-					if cs != nil && choice.isObject() {
+					choices.Leave(&choice)
+					if cs != nil && choice.IsObject() {
 						cs.note(index, finished)
 					}
 				}
 			}
-			it.leave(&choices)
+			it.Leave(&choices)
 		}
 	}
 	switch {
-	case !it.end():
+	case !it.End():
 		info.class = evMalformed
-	case info.errVal != nil && !jsonIsNull(info.errVal):
+	case info.errVal != nil && !jsonscan.IsNull(info.errVal):
 		info.class = evError
 	case finish:
 		info.class = evFinish
@@ -203,40 +205,40 @@ func inspectOpenAI(ev sseEvent, withText bool, cs *choiceSet) eventInfo {
 
 // openAIDelta notes which member of a choice's delta carries output (the
 // first one, for the commit log) and the raw content string.
-func openAIDelta(delta *jsonIter, info *eventInfo, withText bool) {
-	for delta.isObject() && delta.next() {
+func openAIDelta(delta *jsonscan.Iter, info *eventInfo, withText bool) {
+	for delta.IsObject() && delta.Next() {
 		var name string
 		switch {
-		case delta.keyIs("content"):
+		case delta.KeyIs("content"):
 			name = "content"
-		case delta.keyIs("reasoning_content"):
+		case delta.KeyIs("reasoning_content"):
 			name = "reasoning_content"
-		case delta.keyIs("reasoning"):
+		case delta.KeyIs("reasoning"):
 			name = "reasoning"
-		case delta.keyIs("tool_calls"):
+		case delta.KeyIs("tool_calls"):
 			name = "tool_calls"
-		case delta.keyIs("function_call"):
+		case delta.KeyIs("function_call"):
 			name = "function_call"
-		case delta.keyIs("refusal"):
+		case delta.KeyIs("refusal"):
 			name = "refusal"
 		default:
 			continue
 		}
-		v := delta.value()
-		if info.by == "" && jsonNonEmpty(v) {
+		v := delta.Value()
+		if info.by == "" && jsonscan.NonEmpty(v) {
 			info.by = name
 		}
-		if withText && name == "content" && info.text == nil && jsonIsString(v) {
+		if withText && name == "content" && info.text == nil && jsonscan.IsString(v) {
 			info.text = v
 		}
 	}
 }
 
 func isDoneMarker(b []byte) bool {
-	return len(b) >= 6 && string(b[:6]) == "[DONE]" && jsonWS(b, 6) == len(b)
+	return len(b) >= 6 && string(b[:6]) == "[DONE]" && jsonscan.SkipSpace(b, 6) == len(b)
 }
 
-func (openAIDialect) terminalName(sseEvent) string { return "[DONE]" }
+func (openAIDialect) terminalName(sse.Event) string { return "[DONE]" }
 
 // finishGrace: a chunk with every choice's finish_reason completes the
 // answer before [DONE].
@@ -252,7 +254,7 @@ func (openAIDialect) checkBody(body []byte) (reason string, err error) {
 		return reason, err
 	}
 	errVal, choices := m[0], m[1]
-	if errVal != nil && !jsonIsNull(errVal) {
+	if errVal != nil && !jsonscan.IsNull(errVal) {
 		return errorBody(errVal, body)
 	}
 	if !isNonEmptyArray(choices) {
@@ -264,10 +266,10 @@ func (openAIDialect) checkBody(body []byte) (reason string, err error) {
 // checkBodyReject reads the answer text from choices[].message.content.
 func (openAIDialect) checkBodyReject(body []byte, reject [][]byte) error {
 	var text []byte
-	choices, _ := jsonLookup(body, "choices")
-	arr, ok := jsonOpen(choices, 0, 0)
-	for ok && !arr.isObject() && arr.next() {
-		if c, ok := jsonLookup(arr.value(), "message", "content"); ok {
+	choices, _ := jsonscan.Lookup(body, "choices")
+	arr, ok := jsonscan.Open(choices, 0, 0)
+	for ok && !arr.IsObject() && arr.Next() {
+		if c, ok := jsonscan.Lookup(arr.Value(), "message", "content"); ok {
 			text = appendAnswerText(text, c)
 		}
 	}
@@ -276,7 +278,7 @@ func (openAIDialect) checkBodyReject(body []byte, reject [][]byte) error {
 
 // observeEvent reads the chunks that may carry usage (and the first that
 // names the model); the rest are skipped by a substring check.
-func (openAIDialect) observeEvent(u *usage, ev sseEvent) {
+func (openAIDialect) observeEvent(u *usage, ev sse.Event) {
 	if u.Model == "" || mayCarryUsage(ev.Data) {
 		u.observeOpenAI(ev.Data)
 	}
@@ -291,9 +293,9 @@ func mayCarryUsage(data []byte) bool {
 	if i < 0 {
 		return false
 	}
-	j := jsonWS(data, i+len(usageKey))
+	j := jsonscan.SkipSpace(data, i+len(usageKey))
 	if j < len(data) && data[j] == ':' {
-		j = jsonWS(data, j+1)
+		j = jsonscan.SkipSpace(data, j+1)
 		if len(data)-j >= 4 && string(data[j:j+4]) == "null" {
 			return bytes.Contains(data[j:], usageKey)
 		}
@@ -304,17 +306,17 @@ func mayCarryUsage(data []byte) bool {
 // observeOpenAI reads the model and the usage of a chunk or a body:
 // prompt_tokens, completion_tokens, prompt_tokens_details.cached_tokens.
 func (u *usage) observeOpenAI(obj []byte) {
-	it, ok := jsonOpen(obj, 0, 0)
-	for ok && it.isObject() && it.next() {
+	it, ok := jsonscan.Open(obj, 0, 0)
+	for ok && it.IsObject() && it.Next() {
 		switch {
-		case it.keyIs("model"):
-			if v := it.value(); u.Model == "" && len(v) > 2 && v[0] == '"' {
-				u.Model = string(jsonAppendString(nil, v))
+		case it.KeyIs("model"):
+			if v := it.Value(); u.Model == "" && len(v) > 2 && v[0] == '"' {
+				u.Model = string(jsonscan.AppendString(nil, v))
 			}
-		case it.keyIs("usage"):
-			if uo, ok := it.enter(); ok {
+		case it.KeyIs("usage"):
+			if uo, ok := it.Enter(); ok {
 				u.readTokenCounts(&uo, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
-				it.leave(&uo)
+				it.Leave(&uo)
 			}
 		}
 	}

@@ -3,6 +3,8 @@ package llmhedge
 import (
 	"bytes"
 	"fmt"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"net/http"
 	"strings"
 	"time"
@@ -19,11 +21,11 @@ import (
 // returns the raw JSON string of a response.output_text.delta, which the
 // gate checks for rejected phrases. It walks the JSON once, without
 // allocating, except to render the message of an error event.
-func inspectResponses(ev sseEvent, withText bool) eventInfo {
+func inspectResponses(ev sse.Event, withText bool) eventInfo {
 	var info eventInfo
 	named := string(ev.Name) == "error"
 	data := ev.Data
-	start := jsonWS(data, 0)
+	start := jsonscan.SkipSpace(data, 0)
 	if start == len(data) {
 		// No payload (a comment, a keepalive): no client sees it as an
 		// event, so only an `event: error` means anything.
@@ -33,26 +35,26 @@ func inspectResponses(ev sseEvent, withText bool) eventInfo {
 		return info
 	}
 	var typ, delta, resp, code, msg []byte
-	it, ok := jsonOpen(data, start, 0)
-	if ok && it.isObject() {
-		for it.next() {
+	it, ok := jsonscan.Open(data, start, 0)
+	if ok && it.IsObject() {
+		for it.Next() {
 			switch {
-			case it.keyIs("type"):
-				typ = it.value()
-			case it.keyIs("error"):
-				info.errVal = it.value()
-			case it.keyIs("delta"):
-				delta = it.value()
-			case it.keyIs("response"):
-				resp = it.value()
-			case it.keyIs("code"):
-				code = it.value()
-			case it.keyIs("message"):
-				msg = it.value()
+			case it.KeyIs("type"):
+				typ = it.Value()
+			case it.KeyIs("error"):
+				info.errVal = it.Value()
+			case it.KeyIs("delta"):
+				delta = it.Value()
+			case it.KeyIs("response"):
+				resp = it.Value()
+			case it.KeyIs("code"):
+				code = it.Value()
+			case it.KeyIs("message"):
+				msg = it.Value()
 			}
 		}
 	}
-	valid := ok && it.isObject() && it.end()
+	valid := ok && it.IsObject() && it.End()
 	if !valid && !named {
 		info.class = evMalformed
 		info.errVal = nil
@@ -61,23 +63,23 @@ func inspectResponses(ev sseEvent, withText bool) eventInfo {
 	var buf [64]byte
 	kind := responsesKind(typ, ev.Name, buf[:0])
 	switch {
-	case named || string(kind) == "error" || info.errVal != nil && !jsonIsNull(info.errVal):
+	case named || string(kind) == "error" || info.errVal != nil && !jsonscan.IsNull(info.errVal):
 		info.class = evError
-		if !valid || info.errVal == nil || jsonIsNull(info.errVal) {
+		if !valid || info.errVal == nil || jsonscan.IsNull(info.errVal) {
 			info.errVal = responsesFlatError(code, msg)
 		}
 		return info
 	case string(kind) == "response.failed":
 		info.class = evError
 		info.errVal = nil
-		if v, ok := jsonLookup(resp, "error"); ok && !jsonIsNull(v) {
+		if v, ok := jsonscan.Lookup(resp, "error"); ok && !jsonscan.IsNull(v) {
 			info.errVal = v
 		}
 		return info
 	}
 	info.errVal = nil
 	info.class, info.by = responsesClass(kind)
-	if withText && info.by == "response.output_text.delta" && jsonIsString(delta) {
+	if withText && info.by == "response.output_text.delta" && jsonscan.IsString(delta) {
 		info.text = delta
 	}
 	return info
@@ -86,13 +88,13 @@ func inspectResponses(ev sseEvent, withText bool) eventInfo {
 // responsesKind returns what an event is: the data's "type" when it is a
 // string (decoded into buf if it holds escapes), else the event name.
 func responsesKind(typ, name, buf []byte) []byte {
-	if !jsonIsString(typ) {
+	if !jsonscan.IsString(typ) {
 		return name
 	}
 	if bytes.IndexByte(typ, '\\') < 0 {
 		return typ[1 : len(typ)-1]
 	}
-	return jsonAppendString(buf, typ)
+	return jsonscan.AppendString(buf, typ)
 }
 
 // responsesClass maps an event type to its class and, for output, the name
@@ -140,14 +142,14 @@ func responsesClass(kind []byte) (eventClass, string) {
 // ({"type":"error","code":...,"message":...}) as an error object for
 // upstreamErrorMessage; nil when there is neither.
 func responsesFlatError(code, msg []byte) []byte {
-	if !jsonIsString(code) && !jsonIsString(msg) {
+	if !jsonscan.IsString(code) && !jsonscan.IsString(msg) {
 		return nil
 	}
 	out := []byte(`{`)
-	if jsonIsString(code) {
+	if jsonscan.IsString(code) {
 		out = append(append(out, `"code":`...), code...)
 	}
-	if jsonIsString(msg) {
+	if jsonscan.IsString(msg) {
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
@@ -158,8 +160,8 @@ func responsesFlatError(code, msg []byte) []byte {
 
 // responsesTerminalName names the event that ended a stream, for the
 // gate's terminal_before_content message.
-func responsesTerminalName(ev sseEvent) string {
-	typ, _ := jsonLookup(ev.Data, "type")
+func responsesTerminalName(ev sse.Event) string {
+	typ, _ := jsonscan.Lookup(ev.Data, "type")
 	var buf [64]byte
 	if string(responsesKind(typ, ev.Name, buf[:0])) == "response.incomplete" {
 		return "response.incomplete"
@@ -173,33 +175,33 @@ func responsesTerminalName(ev sseEvent) string {
 // output item. A queued or in-progress response (background mode) and an
 // incomplete one are answers.
 func checkResponsesBody(body []byte) (reason string, err error) {
-	it, ok := jsonOpen(body, 0, 0)
-	if !ok || !it.isObject() {
+	it, ok := jsonscan.Open(body, 0, 0)
+	if !ok || !it.IsObject() {
 		return "malformed_body", fmt.Errorf("upstream 200 body is not a JSON object: %q", clipData(body, 200))
 	}
 	var status, errVal, output []byte
-	for it.next() {
+	for it.Next() {
 		switch {
-		case it.keyIs("status"):
-			status = it.value()
-		case it.keyIs("error"):
-			errVal = it.value()
-		case it.keyIs("output"):
-			output = it.value()
+		case it.KeyIs("status"):
+			status = it.Value()
+		case it.KeyIs("error"):
+			errVal = it.Value()
+		case it.KeyIs("output"):
+			output = it.Value()
 		}
 	}
-	if !it.end() {
+	if !it.End() {
 		return "malformed_body", fmt.Errorf("upstream 200 body is not valid JSON: %q", clipData(body, 200))
 	}
-	if jsonIsNull(errVal) {
+	if jsonscan.IsNull(errVal) {
 		errVal = nil
 	}
 	switch {
-	case jsonStringIs(status, "failed"):
+	case jsonscan.StringIs(status, "failed"):
 		return "error_body", fmt.Errorf("upstream 200 body is a failed response: %s", upstreamErrorMessage(errVal, body))
 	case errVal != nil:
 		return "error_body", fmt.Errorf("upstream 200 body is an error: %s", upstreamErrorMessage(errVal, body))
-	case jsonStringIs(status, "completed") && (len(output) == 0 || output[0] != '[' || !jsonNonEmpty(output)):
+	case jsonscan.StringIs(status, "completed") && (len(output) == 0 || output[0] != '[' || !jsonscan.NonEmpty(output)):
 		return "empty_output", fmt.Errorf("upstream 200 body is a completed response with no output")
 	}
 	return "", nil
@@ -214,21 +216,21 @@ func checkResponsesBodyReject(body []byte, reject [][]byte) error {
 		return nil
 	}
 	var text []byte
-	output, _ := jsonLookup(body, "output")
-	items, ok := jsonOpen(output, 0, 0)
-	for ok && !items.isObject() && items.next() {
-		item := items.value()
-		if typ, _ := jsonLookup(item, "type"); !jsonStringIs(typ, "message") {
+	output, _ := jsonscan.Lookup(body, "output")
+	items, ok := jsonscan.Open(output, 0, 0)
+	for ok && !items.IsObject() && items.Next() {
+		item := items.Value()
+		if typ, _ := jsonscan.Lookup(item, "type"); !jsonscan.StringIs(typ, "message") {
 			continue
 		}
-		content, _ := jsonLookup(item, "content")
-		parts, ok := jsonOpen(content, 0, 0)
-		for ok && !parts.isObject() && parts.next() {
-			part := parts.value()
-			if typ, _ := jsonLookup(part, "type"); !jsonStringIs(typ, "output_text") {
+		content, _ := jsonscan.Lookup(item, "content")
+		parts, ok := jsonscan.Open(content, 0, 0)
+		for ok && !parts.IsObject() && parts.Next() {
+			part := parts.Value()
+			if typ, _ := jsonscan.Lookup(part, "type"); !jsonscan.StringIs(typ, "output_text") {
 				continue
 			}
-			if t, _ := jsonLookup(part, "text"); jsonIsString(t) {
+			if t, _ := jsonscan.Lookup(part, "text"); jsonscan.IsString(t) {
 				text = appendAnswerText(text, t)
 			}
 		}
@@ -247,7 +249,7 @@ var (
 // response.failed. An event without a "usage" key (or, until the model is
 // known, a "model" key) is skipped by a substring check, so every delta
 // costs two byte searches and no allocation.
-func (u *usage) observeResponsesEvent(ev sseEvent) {
+func (u *usage) observeResponsesEvent(ev sse.Event) {
 	if u == nil || len(ev.Data) == 0 {
 		return
 	}
@@ -258,16 +260,16 @@ func (u *usage) observeResponsesEvent(ev sseEvent) {
 		return
 	}
 	var typ, resp []byte
-	it, ok := jsonOpen(ev.Data, 0, 0)
-	for ok && it.isObject() && it.next() {
+	it, ok := jsonscan.Open(ev.Data, 0, 0)
+	for ok && it.IsObject() && it.Next() {
 		switch {
-		case it.keyIs("type"):
-			typ = it.value()
-		case it.keyIs("response"):
-			resp = it.value()
+		case it.KeyIs("type"):
+			typ = it.Value()
+		case it.KeyIs("response"):
+			resp = it.Value()
 		}
 	}
-	if !ok || !it.isObject() || !it.end() {
+	if !ok || !it.IsObject() || !it.End() {
 		return
 	}
 	var buf [64]byte
@@ -293,17 +295,17 @@ func (u *usage) observeResponsesBody(body []byte) {
 // cached tokens as OpenAI's prompt_tokens does; output_tokens;
 // input_tokens_details.cached_tokens).
 func (u *usage) observeResponsesObject(obj []byte, counts bool) {
-	it, ok := jsonOpen(obj, 0, 0)
-	for ok && it.isObject() && it.next() {
+	it, ok := jsonscan.Open(obj, 0, 0)
+	for ok && it.IsObject() && it.Next() {
 		switch {
-		case it.keyIs("model"):
-			if v := it.value(); u.Model == "" && len(v) > 2 && v[0] == '"' {
+		case it.KeyIs("model"):
+			if v := it.Value(); u.Model == "" && len(v) > 2 && v[0] == '"' {
 				u.Model = jsonStringValue(v)
 			}
-		case counts && it.keyIs("usage"):
-			if uo, ok := it.enter(); ok {
+		case counts && it.KeyIs("usage"):
+			if uo, ok := it.Enter(); ok {
 				u.readTokenCounts(&uo, "input_tokens", "output_tokens", "input_tokens_details")
-				it.leave(&uo)
+				it.Leave(&uo)
 			}
 		}
 	}
@@ -389,11 +391,11 @@ func (responsesDialect) credentialHeaders() []string { return openAICredentialHe
 
 func (responsesDialect) setAuth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
 
-func (responsesDialect) inspect(ev sseEvent, withText bool, _ *choiceSet) eventInfo {
+func (responsesDialect) inspect(ev sse.Event, withText bool, _ *choiceSet) eventInfo {
 	return inspectResponses(ev, withText)
 }
 
-func (responsesDialect) terminalName(ev sseEvent) string { return responsesTerminalName(ev) }
+func (responsesDialect) terminalName(ev sse.Event) string { return responsesTerminalName(ev) }
 
 // finishGrace: nothing before response.completed says the answer is done.
 func (responsesDialect) finishGrace() bool { return false }
@@ -404,7 +406,7 @@ func (responsesDialect) checkBodyReject(body []byte, reject [][]byte) error {
 	return checkResponsesBodyReject(body, reject)
 }
 
-func (responsesDialect) observeEvent(u *usage, ev sseEvent) { u.observeResponsesEvent(ev) }
+func (responsesDialect) observeEvent(u *usage, ev sse.Event) { u.observeResponsesEvent(ev) }
 
 func (responsesDialect) observeBody(u *usage, body []byte) { u.observeResponsesBody(body) }
 

@@ -5,6 +5,8 @@ package llmhedge
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"net/http"
 	"strings"
 )
@@ -16,20 +18,20 @@ const maxResponseIDLen = 256
 // event announces (response.id), or "" for any other event or an id that
 // is not a plausible one (see validResponseID). Other events cost one
 // read of the data's leading "type".
-func responsesCreatedID(ev sseEvent) string {
-	typ, _ := jsonLookup(ev.Data, "type")
+func responsesCreatedID(ev sse.Event) string {
+	typ, _ := jsonscan.Lookup(ev.Data, "type")
 	var buf [64]byte
 	if string(responsesKind(typ, ev.Name, buf[:0])) != "response.created" {
 		return ""
 	}
-	id, _ := jsonLookup(ev.Data, "response", "id")
+	id, _ := jsonscan.Lookup(ev.Data, "response", "id")
 	return responseIDValue(id)
 }
 
 // responsesBodyID returns the top-level id of a complete non-stream
 // response body, or "".
 func responsesBodyID(body []byte) string {
-	id, _ := jsonLookup(body, "id")
+	id, _ := jsonscan.Lookup(body, "id")
 	return responseIDValue(id)
 }
 
@@ -40,8 +42,8 @@ func responsesBodyID(body []byte) string {
 // body that is not a JSON object has none.
 func previousResponseID(body []byte) string {
 	var id string
-	err := scanTopLevel(body, func(key []byte, s, e int) bool {
-		if jsonKeyIs(key, "previous_response_id") {
+	err := jsonscan.ScanTopLevel(body, func(key []byte, s, e int) bool {
+		if jsonscan.KeyIs(key, "previous_response_id") {
 			id = responseIDValue(body[s:e])
 		}
 		return true
@@ -57,13 +59,13 @@ func previousResponseID(body []byte) string {
 // 256 bytes of printable ASCII without spaces, quotes, backslashes or the
 // URL delimiters / ? # %; anything else is "".
 func responseIDValue(v []byte) string {
-	if !jsonIsString(v) || len(v) > 2+6*maxResponseIDLen {
+	if !jsonscan.IsString(v) || len(v) > 2+6*maxResponseIDLen {
 		return ""
 	}
 	var buf [maxResponseIDLen]byte
 	id := v[1 : len(v)-1]
 	if bytes.IndexByte(id, '\\') >= 0 {
-		id = jsonAppendString(buf[:0], v)
+		id = jsonscan.AppendString(buf[:0], v)
 	}
 	if !validResponseID(id) {
 		return ""
@@ -96,10 +98,10 @@ func responsesSessionKey(body []byte, header http.Header, headerName string) str
 		return strings.TrimSpace(header.Get(headerName))
 	}
 	var cacheKey string
-	_ = scanTopLevel(body, func(key []byte, s, e int) bool {
-		if jsonKeyIs(key, "prompt_cache_key") {
-			if v := body[s:e]; jsonIsString(v) {
-				cacheKey = unquote(v)
+	_ = jsonscan.ScanTopLevel(body, func(key []byte, s, e int) bool {
+		if jsonscan.KeyIs(key, "prompt_cache_key") {
+			if v := body[s:e]; jsonscan.IsString(v) {
+				cacheKey = jsonscan.Unquote(v)
 			} else {
 				cacheKey = ""
 			}

@@ -14,9 +14,13 @@ import (
 	"testing/iotest"
 	"unicode/utf8"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/openai/openai-go/v3"
 	ooption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
 )
 
 // Responses API events as api.openai.com sends them (field order and
@@ -176,7 +180,7 @@ type responsesOutcome struct {
 
 func responsesRead(r io.Reader) responsesOutcome {
 	out := responsesOutcome{decided: -1}
-	rd := newSSEReader(r, 1<<20)
+	rd := sse.NewReader(r, 1<<20)
 	for i := 0; ; i++ {
 		ev, err := rd.Next()
 		if err != nil {
@@ -189,7 +193,7 @@ func responsesRead(r io.Reader) responsesOutcome {
 		out.classes += info.class.String()[:1]
 		if out.decided < 0 && info.class != evPrelude {
 			out.decided, out.class, out.by = i, info.class, info.by
-			out.text = string(jsonAppendString(nil, info.text))
+			out.text = string(jsonscan.AppendString(nil, info.text))
 		}
 		out.u.observeResponsesEvent(ev)
 		if id := responsesCreatedID(ev); id != "" && out.id == "" {
@@ -285,7 +289,7 @@ func TestResponsesGateEverySplit(t *testing.T) {
 				t.Fatalf("whole stream:\n got %+v\nwant %+v", got, want)
 			}
 			for cut := 0; cut <= len(tt.stream); cut++ {
-				if got := responsesRead(&splitReader{data: []byte(tt.stream), cuts: []int{cut}}); got != want {
+				if got := responsesRead(&ssetest.SplitReader{Data: []byte(tt.stream), Cuts: []int{cut}}); got != want {
 					t.Fatalf("cut at %d:\n got %+v\nwant %+v", cut, got, want)
 				}
 			}
@@ -678,7 +682,7 @@ func FuzzResponsesEvent(f *testing.F) {
 	}
 	f.Add("error", []byte("not json"))
 	f.Fuzz(func(t *testing.T, name string, data []byte) {
-		ev := sseEvent{Data: data}
+		ev := sse.Event{Data: data}
 		if name != "" {
 			ev.Name = []byte(name)
 		}
@@ -692,7 +696,7 @@ func FuzzResponsesEvent(f *testing.F) {
 			if info.class != evOutput || json.Unmarshal(data, &m) != nil || json.Unmarshal(m["delta"], &delta) != nil {
 				t.Fatalf("text %s from a %v event %q", info.text, info.class, data)
 			}
-			if got := string(jsonAppendString(nil, info.text)); got != delta && utf8.Valid(data) {
+			if got := string(jsonscan.AppendString(nil, info.text)); got != delta && utf8.Valid(data) {
 				t.Fatalf("text %q, delta %q", got, delta)
 			}
 		}

@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"bytes"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"net/http"
 	"strconv"
 	"strings"
@@ -64,20 +65,20 @@ func sseErrorEvent(name string, body []byte) []byte {
 // value (an object with type and message, or a string), falling back to
 // the clipped event data.
 func upstreamErrorMessage(errVal, data []byte) string {
-	if jsonIsString(errVal) {
-		return string(jsonAppendString(nil, errVal))
+	if jsonscan.IsString(errVal) {
+		return string(jsonscan.AppendString(nil, errVal))
 	}
-	if it, ok := jsonOpen(errVal, 0, 0); ok && it.isObject() {
+	if it, ok := jsonscan.Open(errVal, 0, 0); ok && it.IsObject() {
 		var typ, msg []byte
-		for it.next() {
+		for it.Next() {
 			switch {
-			case it.keyIs("type"), it.keyIs("code") && typ == nil:
-				if v := it.value(); jsonIsString(v) {
-					typ = jsonAppendString(nil, v)
+			case it.KeyIs("type"), it.KeyIs("code") && typ == nil:
+				if v := it.Value(); jsonscan.IsString(v) {
+					typ = jsonscan.AppendString(nil, v)
 				}
-			case it.keyIs("message"):
-				if v := it.value(); jsonIsString(v) {
-					msg = jsonAppendString(nil, v)
+			case it.KeyIs("message"):
+				if v := it.Value(); jsonscan.IsString(v) {
+					msg = jsonscan.AppendString(nil, v)
 				}
 			}
 		}
@@ -107,9 +108,9 @@ func clipData(b []byte, n int) []byte {
 // errorField is the string member name of an error body's "error" object,
 // lower-cased, or "".
 func errorField(body []byte, name string) string {
-	v, ok := jsonLookup(body, "error", name)
-	if !ok || !jsonIsString(v) {
+	v, ok := jsonscan.Lookup(body, "error", name)
+	if !ok || !jsonscan.IsString(v) {
 		return ""
 	}
-	return strings.ToLower(unquote(v))
+	return strings.ToLower(jsonscan.Unquote(v))
 }

@@ -3,6 +3,8 @@ package llmhedge
 import (
 	"bytes"
 	"fmt"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // gateDecision is the gate's verdict after an event.
@@ -133,7 +135,7 @@ func (g *gate) Reset(d dialect, reject [][]byte, maxBuffer int, maxEvents int) {
 }
 
 // feed takes the next event of the attempt and returns the decision.
-func (g *gate) feed(ev sseEvent) gateDecision {
+func (g *gate) feed(ev sse.Event) gateDecision {
 	if g.decision != gateHold {
 		return g.decision
 	}
@@ -149,7 +151,7 @@ func (g *gate) feed(ev sseEvent) gateDecision {
 		return g.fail(gateTerminalBeforeContent, fmt.Errorf("upstream ended the stream (%s) before any output", g.d.terminalName(ev)))
 	case evOutput, evFinish:
 		if len(g.reject) > 0 && info.text != nil {
-			g.scratch = jsonAppendString(g.scratch[:0], info.text)
+			g.scratch = jsonscan.AppendString(g.scratch[:0], info.text)
 			g.text = appendLowerText(g.text, g.scratch)
 			for i, p := range g.reject {
 				if len(p) > 0 && bytes.Contains(g.text, p) { // an empty phrase would match everything

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"strings"
 	"testing"
@@ -20,10 +21,10 @@ func sseStream(events ...string) string {
 }
 
 // events parses a stream into copied events.
-func parseEvents(t testing.TB, stream string) []sseEvent {
+func parseEvents(t testing.TB, stream string) []sse.Event {
 	t.Helper()
-	rd := newSSEReader(strings.NewReader(stream), 1<<20)
-	var out []sseEvent
+	rd := sse.NewReader(strings.NewReader(stream), 1<<20)
+	var out []sse.Event
 	for {
 		e, err := rd.Next()
 		if err == io.EOF {
@@ -32,7 +33,7 @@ func parseEvents(t testing.TB, stream string) []sseEvent {
 		if err != nil {
 			t.Fatalf("parsing test stream: %v", err)
 		}
-		c := sseEvent{Raw: bytes.Clone(e.Raw)}
+		c := sse.Event{Raw: bytes.Clone(e.Raw)}
 		if e.Name != nil {
 			c.Name = append([]byte{}, e.Name...)
 		}
@@ -408,7 +409,7 @@ func FuzzGate(f *testing.F) {
 			d = dialectOpenAI
 		}
 		g := newGate(d, [][]byte{phrase}, 4096, 8)
-		rd := newSSEReader(bytes.NewReader(stream), 1<<16)
+		rd := sse.NewReader(bytes.NewReader(stream), 1<<16)
 		decision := gateHold
 		var fed []byte
 		for {

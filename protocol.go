@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"io"
 	"maps"
 	"net/http"
@@ -125,14 +126,14 @@ func cloudBody(body []byte, drop []string, set map[string]json.RawMessage) ([]by
 	keys := slices.Sorted(maps.Keys(set))
 	out := make([]byte, 0, len(body)+64)
 	out = append(out, '{')
-	err := scanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
+	err := jsonscan.ScanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
 		for _, k := range drop {
-			if jsonKeyIs(key, k) {
+			if jsonscan.KeyIs(key, k) {
 				return true
 			}
 		}
 		for _, k := range keys {
-			if jsonKeyIs(key, k) {
+			if jsonscan.KeyIs(key, k) {
 				return true
 			}
 		}
@@ -201,8 +202,8 @@ func cloudErrorBody(resp *http.Response, d dialect, kind string) string {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	resp.Body.Close()
 	msg := upstreamMessage(body)
-	if m, ok := jsonLookup(body, "message"); ok && jsonIsString(m) {
-		msg = string(jsonAppendString(nil, m))
+	if m, ok := jsonscan.Lookup(body, "message"); ok && jsonscan.IsString(m) {
+		msg = string(jsonscan.AppendString(nil, m))
 	}
 	shown := msg
 	if kind != "" {

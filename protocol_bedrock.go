@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 )
 
 // bedrockProtocol is Anthropic's Messages API on Amazon Bedrock (SPEC 11):
@@ -255,7 +256,7 @@ func (s *bedrockStream) next() error {
 	if string(msg.eventType) != "chunk" {
 		return nil // not an answer event: nothing for the client
 	}
-	b64, ok := jsonLookup(msg.payload, "bytes")
+	b64, ok := jsonscan.Lookup(msg.payload, "bytes")
 	if !ok || len(b64) < 2 || b64[0] != '"' {
 		return &streamFault{classMalformed, "bedrock chunk without bytes"}
 	}
@@ -268,7 +269,7 @@ func (s *bedrockStream) next() error {
 	ev = ev[:n]
 	s.ev = ev
 	var name []byte
-	if t, ok := jsonLookup(ev, "type"); ok {
+	if t, ok := jsonscan.Lookup(ev, "type"); ok {
 		if plainJSONString(t) {
 			name = t[1 : len(t)-1] // as Unmarshal would give it, without its allocations
 		} else if v := ""; json.Unmarshal(t, &v) == nil && !strings.ContainsAny(v, "\r\n") {

@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"encoding/json"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"strings"
 )
 
@@ -36,7 +37,7 @@ func bedrockException(kind string, payload []byte) error {
 		}
 	}
 	msg := upstreamMessage(payload)
-	if m, ok := jsonLookup(payload, "message"); ok {
+	if m, ok := jsonscan.Lookup(payload, "message"); ok {
 		var s string
 		if json.Unmarshal(m, &s) == nil {
 			msg = s

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // bedrockBenchEvents is the bench's stream: message_start,
@@ -39,9 +40,9 @@ func BenchmarkBedrockStream(b *testing.B) {
 	wire := bedrockFrames(b, events...)
 	b.SetBytes(int64(len(wire)))
 	b.ReportAllocs()
-	rd := newSSEReader(nil, 0)
+	rd := sse.NewReader(nil, 0)
 	fills := 0
-	rd.beforeFill = func() { fills++ }
+	rd.BeforeFill = func() { fills++ }
 	for b.Loop() {
 		rd.Reset(newBedrockStream(io.NopCloser(bytes.NewReader(wire))))
 		n := 0

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	"github.com/caddyserver/caddy/v2"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 func TestCaddyfileCloudOptions(t *testing.T) {
@@ -132,7 +133,7 @@ func TestBedrockEventStreamSplits(t *testing.T) {
 	if err != nil || string(got) != want.String() {
 		t.Fatalf("one byte at a time: %v", err)
 	}
-	rd := newSSEReader(newBedrockStream(io.NopCloser(bytes.NewReader(wire))), 0)
+	rd := sse.NewReader(newBedrockStream(io.NopCloser(bytes.NewReader(wire))), 0)
 	for i, ev := range events {
 		e, err := rd.Next()
 		if err != nil || string(e.Data) != ev {
@@ -181,7 +182,7 @@ func FuzzBedrockEventStream(f *testing.F) {
 	f.Add(bedrockFrames(f, "{\"type\":\"a\nb\",\r\n\"x\":1}"))
 	f.Add([]byte{0, 0, 0, 16, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rd := newSSEReader(newBedrockStream(io.NopCloser(bytes.NewReader(b))), 1<<20)
+		rd := sse.NewReader(newBedrockStream(io.NopCloser(bytes.NewReader(b))), 1<<20)
 		for range 1000 {
 			ev, err := rd.Next()
 			if err != nil {
@@ -261,7 +262,7 @@ func TestBedrockExceptionAfterCommit(t *testing.T) {
 		exceptionFrame(t, "modelStreamErrorException", "the model failed")...)
 	var out bytes.Buffer
 	var u usage
-	res := relayStream(context.Background(), &out, nil, newSSEReader(newBedrockStream(io.NopCloser(bytes.NewReader(wire))), 4096), dialectAnthropic, &u, relayOptions{}, nil)
+	res := relayStream(context.Background(), &out, nil, sse.NewReader(newBedrockStream(io.NopCloser(bytes.NewReader(wire))), 4096), dialectAnthropic, &u, relayOptions{}, nil)
 	if res.Complete || res.Err == nil || !strings.Contains(res.Err.Error(), "modelStreamErrorException") {
 		t.Fatalf("relay result %+v", res)
 	}

@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"errors"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"math"
 	"net/http"
 	"strconv"
@@ -121,8 +122,8 @@ func afterReserve(n, reserve int64) int64 {
 func quotaEstimate(body []byte) int64 {
 	n := int64(len(body) / 4)
 	for _, k := range [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
-		if v, ok := jsonLookup(body, k); ok {
-			if m, ok := jsonInt(v); ok && m > 0 {
+		if v, ok := jsonscan.Lookup(body, k); ok {
+			if m, ok := jsonscan.Int(v); ok && m > 0 {
 				return n + min(m, rateLimitCountMax)
 			}
 		}

@@ -3,6 +3,7 @@ package llmhedge
 import (
 	"bytes"
 	"fmt"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"unicode"
 	"unicode/utf8"
 )
@@ -45,10 +46,10 @@ func (g *gate) mayBecomeRejected() bool {
 // appendAnswerText appends the raw JSON string raw, decoded and
 // lower-cased, and a line break to the answer text of a body.
 func appendAnswerText(text, raw []byte) []byte {
-	if !jsonIsString(raw) {
+	if !jsonscan.IsString(raw) {
 		return text
 	}
-	text = appendLowerText(text, jsonAppendString(nil, raw))
+	text = appendLowerText(text, jsonscan.AppendString(nil, raw))
 	return append(text, '\n')
 }
 

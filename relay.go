@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"math"
 	"sync"
@@ -70,7 +71,7 @@ var doneEvent = []byte("data: [DONE]\n\n")
 // (cancel the attempt or close the upstream body); it is called when ctx
 // ends or the idle limit passes, possibly more than once. u, flush and
 // abort may be nil.
-func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseReader, d dialect, u *usage, opts relayOptions, abort func()) relayResult {
+func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader, d dialect, u *usage, opts relayOptions, abort func()) relayResult {
 	if abort == nil {
 		abort = func() {}
 	}
@@ -93,7 +94,7 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 	var flushErr error
 	if opts.Coalesce && flush != nil {
 		cw := &coalescer{w: w, flush: flush}
-		rd.beforeFill = func() {
+		rd.BeforeFill = func() {
 			if cw.pending && flushErr == nil {
 				wd.waitEnd() // a slow client is not an idle upstream
 				flushErr = cw.flushOut()
@@ -101,7 +102,7 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sseRe
 			}
 		}
 		defer func() {
-			rd.beforeFill = nil
+			rd.BeforeFill = nil
 			if cw.pending && flushErr == nil {
 				_ = cw.flushOut() // an upstream error event, relayed as is
 			}
@@ -298,7 +299,7 @@ func endRelay(ctx context.Context, w io.Writer, flush func() error, d dialect, o
 		res.Reason, status = "idle_timeout", 504
 		res.Err = fmt.Errorf("no upstream event for %s: %w", opts.Idle, readErr)
 		message = fmt.Sprintf("the upstream sent nothing for %s", opts.Idle)
-	case errors.Is(readErr, errEventTooLarge):
+	case errors.Is(readErr, sse.ErrEventTooLarge):
 		res.Reason, status = "event_too_large", 502
 		res.Err = readErr
 		message = "the upstream sent an event over the size limit"

@@ -12,7 +12,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"go.uber.org/goleak"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
 )
 
 // client records what the relay sends to the downstream client.
@@ -200,7 +203,7 @@ func TestRelay(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // goroutines left by earlier tests (Caddy's log rotation) are not ours
 			c := &relayClient{failAfter: tt.failAfter}
 			var u usage
-			rd := newSSEReader(strings.NewReader(tt.in), 4096)
+			rd := sse.NewReader(strings.NewReader(tt.in), 4096)
 			got := relayStream(context.Background(), c, c.flush, rd, tt.d, &u, tt.opts, nil)
 			if (got.Err == nil) != (got.Reason == "") {
 				t.Errorf("Reason %q with Err %v", got.Reason, got.Err)
@@ -229,7 +232,7 @@ func TestRelayUsage(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // goroutines left by earlier tests (Caddy's log rotation) are not ours
 	in := sseStream(anthropicEvent("message_delta", aMessageDelta), anthropicEvent("message_stop", aMessageStop))
 	u := usage{Input: 25, Output: 1, Model: "claude"}
-	res := relayStream(context.Background(), io.Discard, nil, newSSEReader(strings.NewReader(in), 4096), dialectAnthropic, &u, relayOptions{}, nil)
+	res := relayStream(context.Background(), io.Discard, nil, sse.NewReader(strings.NewReader(in), 4096), dialectAnthropic, &u, relayOptions{}, nil)
 	if !res.Complete || u.Output != 15 || u.Input != 25 {
 		t.Errorf("result %+v, usage %+v", res, u)
 	}
@@ -251,7 +254,7 @@ func TestRelayIdleTimeout(t *testing.T) {
 				var stalls []time.Duration
 				c := &relayClient{}
 				opts := relayOptions{Idle: 30 * time.Second, OnStall: func(gap time.Duration) { stalls = append(stalls, gap) }}
-				res := relayStream(context.Background(), c, c.flush, newSSEReader(up.pr, 4096), d, nil, opts, up.abort)
+				res := relayStream(context.Background(), c, c.flush, sse.NewReader(up.pr, 4096), d, nil, opts, up.abort)
 				if res.Reason != "idle_timeout" || res.Complete || res.Events != 2 {
 					t.Errorf("result %+v", res)
 				}
@@ -287,7 +290,7 @@ func TestRelayNotIdle(t *testing.T) {
 			up.send(t, sseStream(anthropicEvent("message_stop", aMessageStop)))
 		}()
 		c := &relayClient{slow: 25 * time.Second}
-		res := relayStream(context.Background(), c, c.flush, newSSEReader(up.pr, 4096), dialectAnthropic, nil,
+		res := relayStream(context.Background(), c, c.flush, sse.NewReader(up.pr, 4096), dialectAnthropic, nil,
 			relayOptions{Idle: 10 * time.Second}, up.abort)
 		if !res.Complete || res.Events != 11 || up.aborted.Load() != 0 {
 			t.Errorf("result %+v, aborted %d", res, up.aborted.Load())
@@ -306,7 +309,7 @@ func TestRelayFinishGrace(t *testing.T) {
 		c := &relayClient{}
 		var u usage
 		start := time.Now()
-		res := relayStream(context.Background(), c, c.flush, newSSEReader(up.pr, 4096), dialectOpenAI, &u,
+		res := relayStream(context.Background(), c, c.flush, sse.NewReader(up.pr, 4096), dialectOpenAI, &u,
 			relayOptions{Idle: time.Minute, FinishGrace: time.Second}, up.abort)
 		if !res.Complete || res.Reason != "" || up.aborted.Load() == 0 {
 			t.Errorf("result %+v, aborted %d", res, up.aborted.Load())
@@ -334,7 +337,7 @@ func TestRelayContext(t *testing.T) {
 				cancel()
 			}()
 			c := &relayClient{}
-			res := relayStream(ctx, c, c.flush, newSSEReader(up.pr, 4096), dialectAnthropic, nil, relayOptions{Idle: time.Minute}, up.abort)
+			res := relayStream(ctx, c, c.flush, sse.NewReader(up.pr, 4096), dialectAnthropic, nil, relayOptions{Idle: time.Minute}, up.abort)
 			if res.Reason != "client_gone" || up.aborted.Load() == 0 {
 				t.Errorf("result %+v, aborted %d", res, up.aborted.Load())
 			}
@@ -350,7 +353,7 @@ func TestRelayContext(t *testing.T) {
 			defer cancel()
 			go up.send(t, sseStream(openAIChunk(oContent)))
 			c := &relayClient{}
-			res := relayStream(ctx, c, c.flush, newSSEReader(up.pr, 4096), dialectOpenAI, nil, relayOptions{Idle: time.Minute}, up.abort)
+			res := relayStream(ctx, c, c.flush, sse.NewReader(up.pr, 4096), dialectOpenAI, nil, relayOptions{Idle: time.Minute}, up.abort)
 			if res.Reason != "total_timeout" || res.Events != 1 {
 				t.Errorf("result %+v", res)
 			}
@@ -370,7 +373,7 @@ func benchmarkRelay(b *testing.B, d dialect, event, tail string) {
 
 func benchmarkRelayWith(b *testing.B, d dialect, event, tail string, opts relayOptions) {
 	var u usage
-	rd := newSSEReader(&repeatReader{event: []byte(event), n: b.N, tail: []byte(tail)}, 1<<20)
+	rd := sse.NewReader(&ssetest.RepeatReader{Event: []byte(event), N: b.N, Tail: []byte(tail)}, 1<<20)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(event)))
 	b.ResetTimer()
@@ -381,13 +384,13 @@ func benchmarkRelayWith(b *testing.B, d dialect, event, tail string, opts relayO
 }
 
 func BenchmarkRelayAnthropic(b *testing.B) {
-	benchmarkRelay(b, dialectAnthropic, anthropicDelta, sseStream(anthropicEvent("message_stop", aMessageStop)))
+	benchmarkRelay(b, dialectAnthropic, ssetest.AnthropicDelta, sseStream(anthropicEvent("message_stop", aMessageStop)))
 }
 
 // The relay of a stream that may be continued: every event is also
 // tracked (its text kept for a continuation).
 func BenchmarkRelayAnthropicTracked(b *testing.B) {
-	benchmarkRelayWith(b, dialectAnthropic, anthropicDelta, sseStream(anthropicEvent("message_stop", aMessageStop)),
+	benchmarkRelayWith(b, dialectAnthropic, ssetest.AnthropicDelta, sseStream(anthropicEvent("message_stop", aMessageStop)),
 		relayOptions{Idle: time.Minute, Track: &anthropicResumer{}, HoldError: true})
 }
 

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 )
 
 // llmRequest is a completion request read once from the client: the body
@@ -105,35 +106,35 @@ func parseCompletion(d dialect, path, rawQuery string, body []byte) (*llmRequest
 // object with a `model` string and an optional `stream` flag.
 func parseRequestBody(body []byte) (*llmRequest, error) {
 	req := &llmRequest{body: body, modelStart: -1}
-	it, ok := jsonOpen(body, 0, 0)
-	if !ok || !it.isObject() {
-		if !jsonValid(body) {
+	it, ok := jsonscan.Open(body, 0, 0)
+	if !ok || !it.IsObject() {
+		if !jsonscan.Valid(body) {
 			return nil, errInvalidJSON
 		}
-		return nil, errScan
+		return nil, jsonscan.ErrScan
 	}
 	var modelRaw []byte
 	sawModel, sawStream := false, false
-	for it.next() {
+	for it.Next() {
 		switch {
-		case it.keyFold("model"):
+		case it.KeyFold("model"):
 			if sawModel {
 				return nil, errDuplicateModel
 			}
 			sawModel = true
-			start := it.i
-			if v := it.value(); jsonIsString(v) {
+			start := it.Pos
+			if v := it.Value(); jsonscan.IsString(v) {
 				modelRaw, req.modelStart, req.modelEnd = v, start, start+len(v)
 			}
-		case it.keyFold("stream"):
+		case it.KeyFold("stream"):
 			if sawStream {
 				return nil, errDuplicateStream
 			}
 			sawStream = true
-			req.stream = string(it.value()) == "true"
+			req.stream = string(it.Value()) == "true"
 		}
 	}
-	if !it.end() {
+	if !it.End() {
 		return nil, errInvalidJSON
 	}
 	if modelRaw == nil || len(modelRaw) == 2 {
@@ -219,7 +220,7 @@ func jsonStringValue(v []byte) string {
 	if bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
 		return string(v[1 : len(v)-1])
 	}
-	return unquote(v)
+	return jsonscan.Unquote(v)
 }
 
 // bodyFor returns the request body for an upstream model, as the

@@ -2,6 +2,8 @@ package llmhedge
 
 import (
 	"bytes"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"net/http"
 	"strings"
 )
@@ -82,7 +84,7 @@ func (st *requestState) rememberResponse(a *attempt) {
 	case a.body != nil:
 		id = responsesBodyID(a.body)
 	case a.gate != nil:
-		rd := newSSEReader(bytes.NewReader(a.gate.buffered()), len(a.gate.buffered())+1)
+		rd := sse.NewReader(bytes.NewReader(a.gate.buffered()), len(a.gate.buffered())+1)
 		for id == "" {
 			ev, err := rd.Next()
 			if err != nil {
@@ -99,8 +101,8 @@ func (st *requestState) rememberResponse(a *attempt) {
 // keys counts, as for the provider).
 func responseStored(body []byte) bool {
 	stored := true
-	_ = scanTopLevel(body, func(key []byte, s, e int) bool {
-		if jsonKeyIs(key, "store") {
+	_ = jsonscan.ScanTopLevel(body, func(key []byte, s, e int) bool {
+		if jsonscan.KeyIs(key, "store") {
 			stored = string(body[s:e]) != "false"
 		}
 		return true

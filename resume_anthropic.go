@@ -3,6 +3,8 @@ package llmhedge
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"strconv"
 )
@@ -21,11 +23,11 @@ func (anthropicDialect) newResumer(*llmRequest) resumer { return &anthropicResum
 
 // anthropicEventType is the event's name, or its data's type when it has
 // none (switched on as string(...): no copy).
-func anthropicEventType(ev sseEvent) []byte {
+func anthropicEventType(ev sse.Event) []byte {
 	if ev.Name != nil {
 		return ev.Name
 	}
-	if t, ok := jsonLookup(ev.Data, "type"); ok && jsonIsString(t) {
+	if t, ok := jsonscan.Lookup(ev.Data, "type"); ok && jsonscan.IsString(t) {
 		return t[1 : len(t)-1] // the event types need no unescaping
 	}
 	return nil
@@ -34,27 +36,27 @@ func anthropicEventType(ev sseEvent) []byte {
 // anthropicBlockStart reads a content_block_start: the block's index,
 // whether it is a text block, and its initial text (a raw JSON string).
 func anthropicBlockStart(data []byte) (index int64, isText bool, text []byte) {
-	if v, ok := jsonLookup(data, "index"); ok {
+	if v, ok := jsonscan.Lookup(data, "index"); ok {
 		index, _ = parseSeq(v)
 	}
-	typ, _ := jsonLookup(data, "content_block", "type")
-	if text, _ = jsonLookup(data, "content_block", "text"); !jsonIsString(text) {
+	typ, _ := jsonscan.Lookup(data, "content_block", "type")
+	if text, _ = jsonscan.Lookup(data, "content_block", "text"); !jsonscan.IsString(text) {
 		text = nil
 	}
-	return index, jsonStringIs(typ, "text"), text
+	return index, jsonscan.StringIs(typ, "text"), text
 }
 
 // anthropicStopReason is a message_delta's stop_reason (a raw JSON string),
 // or nil when it has none yet.
 func anthropicStopReason(data []byte) []byte {
-	v, ok := jsonLookup(data, "delta", "stop_reason")
-	if !ok || !jsonIsString(v) || len(v) == 2 {
+	v, ok := jsonscan.Lookup(data, "delta", "stop_reason")
+	if !ok || !jsonscan.IsString(v) || len(v) == 2 {
 		return nil
 	}
 	return v
 }
 
-func (r *anthropicResumer) track(ev sseEvent, info eventInfo) {
+func (r *anthropicResumer) track(ev sse.Event, info eventInfo) {
 	switch string(anthropicEventType(ev)) {
 	case "content_block_delta":
 		if info.text == nil {
@@ -112,22 +114,22 @@ func mergeAssistantTurn(last json.RawMessage, text string) (json.RawMessage, boo
 	return out, err == nil
 }
 
-func (r *anthropicResumer) read(ev sseEvent, info eventInfo) contEvent {
+func (r *anthropicResumer) read(ev sse.Event, info eventInfo) contEvent {
 	switch string(anthropicEventType(ev)) {
 	case "content_block_delta":
 		if info.text == nil {
 			return contEvent{kind: contOther}
 		}
-		return contEvent{kind: contText, text: unquote(info.text)}
+		return contEvent{kind: contText, text: jsonscan.Unquote(info.text)}
 	case "content_block_start":
 		_, isText, text := anthropicBlockStart(ev.Data)
 		if !isText {
 			return contEvent{kind: contOther}
 		}
-		return contEvent{kind: contText, text: unquote(text)}
+		return contEvent{kind: contText, text: jsonscan.Unquote(text)}
 	case "message_delta":
 		if v := anthropicStopReason(ev.Data); v != nil {
-			return contEvent{kind: contFinish, finish: unquote(v)}
+			return contEvent{kind: contFinish, finish: jsonscan.Unquote(v)}
 		}
 	case "message_stop":
 		return contEvent{kind: contTerminal}

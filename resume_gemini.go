@@ -3,6 +3,8 @@ package llmhedge
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"strconv"
 )
@@ -37,25 +39,25 @@ type geminiChunk struct {
 // scanGeminiChunk walks a chunk once; ok is false for data that is not a
 // JSON object.
 func scanGeminiChunk(data []byte) (c geminiChunk, ok bool) {
-	it, ok := jsonOpen(data, 0, 0)
-	if !ok || !it.isObject() {
+	it, ok := jsonscan.Open(data, 0, 0)
+	if !ok || !it.IsObject() {
 		return c, false
 	}
-	for it.next() {
+	for it.Next() {
 		switch {
-		case it.keyIs("modelVersion"):
-			c.modelVersion = it.value()
-		case it.keyIs("responseId"):
-			c.responseID = it.value()
-		case it.keyIs("candidates"):
+		case it.KeyIs("modelVersion"):
+			c.modelVersion = it.Value()
+		case it.KeyIs("responseId"):
+			c.responseID = it.Value()
+		case it.KeyIs("candidates"):
 			c.candidates, c.index, c.text, c.more, c.other, c.finish = 0, 0, nil, nil, "", nil
-			arr, ok := it.enter()
+			arr, ok := it.Enter()
 			if !ok {
 				continue
 			}
-			for !arr.isObject() && arr.next() {
+			for !arr.IsObject() && arr.Next() {
 				c.candidates++
-				cand, ok := arr.enter()
+				cand, ok := arr.Enter()
 				if !ok {
 					c.other = "a candidate that is not an object"
 					continue
@@ -63,56 +65,56 @@ func scanGeminiChunk(data []byte) (c geminiChunk, ok bool) {
 				if c.candidates == 1 {
 					c.scanCandidate(&cand)
 				}
-				arr.leave(&cand)
+				arr.Leave(&cand)
 			}
-			it.leave(&arr)
+			it.Leave(&arr)
 		}
 	}
-	return c, it.end()
+	return c, it.End()
 }
 
 // scanCandidate reads a candidate: index, finishReason and its parts.
-func (c *geminiChunk) scanCandidate(cand *jsonIter) {
-	for cand.isObject() && cand.next() {
+func (c *geminiChunk) scanCandidate(cand *jsonscan.Iter) {
+	for cand.IsObject() && cand.Next() {
 		switch {
-		case cand.keyIs("index"):
-			if v := cand.value(); !jsonIsNull(v) {
-				if n, isInt := jsonInt(v); isInt && bytes.IndexAny(v, ".eE") < 0 {
+		case cand.KeyIs("index"):
+			if v := cand.Value(); !jsonscan.IsNull(v) {
+				if n, isInt := jsonscan.Int(v); isInt && bytes.IndexAny(v, ".eE") < 0 {
 					c.index = n
 				} else {
 					c.index = -1
 				}
 			}
-		case cand.keyIs("finishReason"):
-			if v := cand.value(); geminiFinishReason(v) {
+		case cand.KeyIs("finishReason"):
+			if v := cand.Value(); geminiFinishReason(v) {
 				c.finish = v
 			}
-		case cand.keyIs("content"):
-			content, ok := cand.enter()
+		case cand.KeyIs("content"):
+			content, ok := cand.Enter()
 			if !ok {
 				continue
 			}
-			for content.isObject() && content.next() {
-				if !content.keyIs("parts") {
+			for content.IsObject() && content.Next() {
+				if !content.KeyIs("parts") {
 					continue
 				}
 				c.text, c.more = nil, nil
-				parts, ok := content.enter()
+				parts, ok := content.Enter()
 				if !ok {
 					continue
 				}
-				for !parts.isObject() && parts.next() {
-					part, ok := parts.enter()
+				for !parts.IsObject() && parts.Next() {
+					part, ok := parts.Enter()
 					if !ok {
 						c.other = "a part that is not an object"
 						continue
 					}
 					c.scanPart(&part)
-					parts.leave(&part)
+					parts.Leave(&part)
 				}
-				content.leave(&parts)
+				content.Leave(&parts)
 			}
-			cand.leave(&content)
+			cand.Leave(&content)
 		}
 	}
 }
@@ -120,24 +122,24 @@ func (c *geminiChunk) scanCandidate(cand *jsonIter) {
 // scanPart notes a part's text, or what it holds that is not text: a
 // thought, a functionCall, inlineData, executableCode... (a
 // thoughtSignature goes with visible text too).
-func (c *geminiChunk) scanPart(part *jsonIter) {
+func (c *geminiChunk) scanPart(part *jsonscan.Iter) {
 	var text []byte
-	for part.isObject() && part.next() {
+	for part.IsObject() && part.Next() {
 		switch {
-		case part.keyIs("text"):
-			if v := part.value(); jsonIsString(v) {
+		case part.KeyIs("text"):
+			if v := part.Value(); jsonscan.IsString(v) {
 				text = v
-			} else if jsonNonEmpty(v) && c.other == "" {
+			} else if jsonscan.NonEmpty(v) && c.other == "" {
 				c.other = "text that is not a string"
 			}
-		case part.keyIs("thought"):
-			if v := part.value(); string(v) == "true" && c.other == "" {
+		case part.KeyIs("thought"):
+			if v := part.Value(); string(v) == "true" && c.other == "" {
 				c.other = "thought"
 			}
-		case part.keyIs("thoughtSignature"):
+		case part.KeyIs("thoughtSignature"):
 		default:
-			if v := part.value(); jsonNonEmpty(v) && c.other == "" {
-				c.other = string(part.key)
+			if v := part.Value(); jsonscan.NonEmpty(v) && c.other == "" {
+				c.other = string(part.Key)
 			}
 		}
 	}
@@ -152,19 +154,19 @@ func (c *geminiChunk) scanPart(part *jsonIter) {
 
 // appendText appends the decoded text of the chunk's text parts to dst.
 func (c *geminiChunk) appendText(dst []byte) []byte {
-	dst = jsonAppendString(dst, c.text)
+	dst = jsonscan.AppendString(dst, c.text)
 	for _, t := range c.more {
-		dst = jsonAppendString(dst, t)
+		dst = jsonscan.AppendString(dst, t)
 	}
 	return dst
 }
 
-func (r *geminiResumer) track(ev sseEvent, info eventInfo) {
+func (r *geminiResumer) track(ev sse.Event, info eventInfo) {
 	if info.class == evError || info.class == evMalformed {
 		r.fail("an event that is not a chunk")
 		return
 	}
-	if jsonWS(ev.Data, 0) == len(ev.Data) {
+	if jsonscan.SkipSpace(ev.Data, 0) == len(ev.Data) {
 		return // a comment or keepalive
 	}
 	c, ok := scanGeminiChunk(ev.Data)
@@ -175,10 +177,10 @@ func (r *geminiResumer) track(ev sseEvent, info eventInfo) {
 	if !r.framed {
 		r.framed, r.crlf = true, bytes.HasSuffix(ev.Raw, []byte("\r\n\r\n"))
 	}
-	if r.modelVersion == nil && jsonIsString(c.modelVersion) {
+	if r.modelVersion == nil && jsonscan.IsString(c.modelVersion) {
 		r.modelVersion = bytes.Clone(c.modelVersion)
 	}
-	if r.responseID == nil && jsonIsString(c.responseID) {
+	if r.responseID == nil && jsonscan.IsString(c.responseID) {
 		r.responseID = bytes.Clone(c.responseID)
 	}
 	switch {
@@ -226,11 +228,11 @@ func mergeGeminiTurn(last json.RawMessage, text string) (json.RawMessage, bool) 
 	return out, err == nil
 }
 
-func (r *geminiResumer) read(ev sseEvent, info eventInfo) contEvent {
+func (r *geminiResumer) read(ev sse.Event, info eventInfo) contEvent {
 	if info.class == evError || info.class == evMalformed {
 		return contEvent{kind: contError}
 	}
-	if jsonWS(ev.Data, 0) == len(ev.Data) {
+	if jsonscan.SkipSpace(ev.Data, 0) == len(ev.Data) {
 		return contEvent{kind: contSkip}
 	}
 	c, ok := scanGeminiChunk(ev.Data)
@@ -244,7 +246,7 @@ func (r *geminiResumer) read(ev sseEvent, info eventInfo) contEvent {
 	}
 	var finish string
 	if c.finish != nil {
-		finish = string(jsonAppendString(nil, c.finish))
+		finish = string(jsonscan.AppendString(nil, c.finish))
 	}
 	switch {
 	case c.text != nil:

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/openai/openai-go/v3"
 	"google.golang.org/genai"
 )
@@ -264,7 +265,7 @@ var resumeWires = map[string]resumeWire{
 					v.ends++
 					continue
 				}
-				if _, isErr := jsonLookup(ev.Data, "error"); isErr {
+				if _, isErr := jsonscan.Lookup(ev.Data, "error"); isErr {
 					v.errs++
 					continue
 				}
@@ -304,7 +305,7 @@ var resumeWires = map[string]resumeWire{
 				if v.finishes+v.errs > 0 {
 					v.afterEnds++
 				}
-				if _, isErr := jsonLookup(ev.Data, "error"); isErr {
+				if _, isErr := jsonscan.Lookup(ev.Data, "error"); isErr {
 					v.errs++
 					continue
 				}

@@ -2,6 +2,8 @@ package llmhedge
 
 import (
 	"bytes"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"strconv"
 )
@@ -27,12 +29,12 @@ func (r *openAIResumer) tokens() int64 { return r.chunks }
 
 // newResumer: a request for several choices (n > 1) is not continued.
 func (openAIDialect) newResumer(req *llmRequest) resumer {
-	if v, ok := jsonLookup(req.body, "n"); ok {
-		if n, isInt := jsonInt(v); isInt && n > 1 {
+	if v, ok := jsonscan.Lookup(req.body, "n"); ok {
+		if n, isInt := jsonscan.Int(v); isInt && n > 1 {
 			return nil
 		}
 	}
-	v, _ := jsonLookup(req.body, "stream_options", "include_usage")
+	v, _ := jsonscan.Lookup(req.body, "stream_options", "include_usage")
 	return &openAIResumer{includeUsage: string(v) == "true"}
 }
 
@@ -51,31 +53,31 @@ type chatChunk struct {
 // scanChatChunk walks a chunk once, without allocating; ok is false
 // for data that is not a JSON object.
 func scanChatChunk(data []byte) (c chatChunk, ok bool) {
-	it, ok := jsonOpen(data, 0, 0)
-	if !ok || !it.isObject() {
+	it, ok := jsonscan.Open(data, 0, 0)
+	if !ok || !it.IsObject() {
 		return c, false
 	}
-	for it.next() {
+	for it.Next() {
 		switch {
-		case it.keyIs("id"):
-			c.id = it.value()
-		case it.keyIs("created"):
-			c.created = it.value()
-		case it.keyIs("model"):
-			c.model = it.value()
-		case it.keyIs("system_fingerprint"):
-			c.fingerprint = it.value()
-		case it.keyIs("usage"):
-			c.usage = jsonNonEmpty(it.value())
-		case it.keyIs("choices"):
+		case it.KeyIs("id"):
+			c.id = it.Value()
+		case it.KeyIs("created"):
+			c.created = it.Value()
+		case it.KeyIs("model"):
+			c.model = it.Value()
+		case it.KeyIs("system_fingerprint"):
+			c.fingerprint = it.Value()
+		case it.KeyIs("usage"):
+			c.usage = jsonscan.NonEmpty(it.Value())
+		case it.KeyIs("choices"):
 			c.choices, c.index, c.content, c.other, c.finish = 0, 0, nil, "", nil
-			arr, ok := it.enter()
+			arr, ok := it.Enter()
 			if !ok {
 				continue
 			}
-			for !arr.isObject() && arr.next() {
+			for !arr.IsObject() && arr.Next() {
 				c.choices++
-				choice, ok := arr.enter()
+				choice, ok := arr.Enter()
 				if !ok {
 					c.other = "a choice that is not an object"
 					continue
@@ -83,54 +85,54 @@ func scanChatChunk(data []byte) (c chatChunk, ok bool) {
 				if c.choices == 1 {
 					c.scanChoice(&choice)
 				}
-				arr.leave(&choice)
+				arr.Leave(&choice)
 			}
-			it.leave(&arr)
+			it.Leave(&arr)
 		}
 	}
-	return c, it.end()
+	return c, it.End()
 }
 
 // scanChoice reads a choice: index, finish_reason and what its delta holds.
-func (c *chatChunk) scanChoice(choice *jsonIter) {
-	for choice.isObject() && choice.next() {
+func (c *chatChunk) scanChoice(choice *jsonscan.Iter) {
+	for choice.IsObject() && choice.Next() {
 		switch {
-		case choice.keyIs("index"):
-			if n, isInt := jsonInt(choice.value()); isInt {
+		case choice.KeyIs("index"):
+			if n, isInt := jsonscan.Int(choice.Value()); isInt {
 				c.index = n
 			} else {
 				c.index = -1
 			}
-		case choice.keyIs("finish_reason"):
-			if v := choice.value(); jsonNonEmpty(v) {
+		case choice.KeyIs("finish_reason"):
+			if v := choice.Value(); jsonscan.NonEmpty(v) {
 				c.finish = v
 			}
-		case choice.keyIs("delta"):
-			delta, ok := choice.enter()
+		case choice.KeyIs("delta"):
+			delta, ok := choice.Enter()
 			if !ok {
 				continue
 			}
-			for delta.isObject() && delta.next() {
+			for delta.IsObject() && delta.Next() {
 				switch {
-				case delta.keyIs("content"):
-					if v := delta.value(); jsonIsString(v) {
+				case delta.KeyIs("content"):
+					if v := delta.Value(); jsonscan.IsString(v) {
 						c.content = v
-					} else if jsonNonEmpty(v) {
+					} else if jsonscan.NonEmpty(v) {
 						c.other = "content that is not a string"
 					}
-				case delta.keyIs("role"):
+				case delta.KeyIs("role"):
 				default: // tool_calls, function_call, refusal, reasoning_content, reasoning, audio...
-					if v := delta.value(); jsonNonEmpty(v) && c.other == "" {
-						c.other = string(delta.key)
+					if v := delta.Value(); jsonscan.NonEmpty(v) && c.other == "" {
+						c.other = string(delta.Key)
 					}
 				}
 			}
-			choice.leave(&delta)
+			choice.Leave(&delta)
 		}
 	}
 }
 
-func (r *openAIResumer) track(ev sseEvent, info eventInfo) {
+func (r *openAIResumer) track(ev sse.Event, info eventInfo) {
 	switch info.class {
 	case evTerminal:
 		return
@@ -138,7 +140,7 @@ func (r *openAIResumer) track(ev sseEvent, info eventInfo) {
 		r.fail("an event that is not a chunk")
 		return
 	}
-	if jsonWS(ev.Data, 0) == len(ev.Data) {
+	if jsonscan.SkipSpace(ev.Data, 0) == len(ev.Data) {
 		return // a comment or keepalive
 	}
 	c, ok := scanChatChunk(ev.Data)
@@ -146,9 +148,9 @@ func (r *openAIResumer) track(ev sseEvent, info eventInfo) {
 		r.fail("an event that is not a chunk")
 		return
 	}
-	if r.id == nil && jsonIsString(c.id) {
+	if r.id == nil && jsonscan.IsString(c.id) {
 		r.id, r.created, r.model = bytes.Clone(c.id), bytes.Clone(c.created), bytes.Clone(c.model)
-		if jsonIsString(c.fingerprint) {
+		if jsonscan.IsString(c.fingerprint) {
 			r.fingerprint = bytes.Clone(c.fingerprint)
 		}
 	}
@@ -182,14 +184,14 @@ func (r *openAIResumer) prefill(body []byte, text string) ([]byte, error) {
 	}, text)
 }
 
-func (r *openAIResumer) read(ev sseEvent, info eventInfo) contEvent {
+func (r *openAIResumer) read(ev sse.Event, info eventInfo) contEvent {
 	switch info.class {
 	case evTerminal:
 		return contEvent{kind: contTerminal}
 	case evError, evMalformed:
 		return contEvent{kind: contError}
 	}
-	if jsonWS(ev.Data, 0) == len(ev.Data) {
+	if jsonscan.SkipSpace(ev.Data, 0) == len(ev.Data) {
 		return contEvent{kind: contSkip}
 	}
 	c, ok := scanChatChunk(ev.Data)
@@ -203,11 +205,11 @@ func (r *openAIResumer) read(ev sseEvent, info eventInfo) contEvent {
 	}
 	var text string
 	if c.content != nil {
-		text = string(jsonAppendString(nil, c.content))
+		text = string(jsonscan.AppendString(nil, c.content))
 	}
 	var finish string
 	if c.finish != nil {
-		finish = string(jsonAppendString(nil, c.finish))
+		finish = string(jsonscan.AppendString(nil, c.finish))
 	}
 	switch {
 	case text != "":

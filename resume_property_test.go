@@ -3,6 +3,7 @@ package llmhedge
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ type clientView struct {
 
 func readClient(t testing.TB, stream []byte) clientView {
 	var v clientView
-	rd := newSSEReader(bytes.NewReader(stream), 0)
+	rd := sse.NewReader(bytes.NewReader(stream), 0)
 	for {
 		ev, err := rd.Next()
 		if err != nil {
@@ -96,7 +97,7 @@ func spliceOnce(t testing.TB, delivered []string, cont []string, prefill bool) [
 	rs := &anthropicResumer{}
 	feed := func(raw string, track bool) {
 		client.WriteString(raw)
-		rd := newSSEReader(strings.NewReader(raw), 0)
+		rd := sse.NewReader(strings.NewReader(raw), 0)
 		for {
 			ev, err := rd.Next()
 			if err != nil {
@@ -121,7 +122,7 @@ func spliceOnce(t testing.TB, delivered []string, cont []string, prefill bool) [
 		stream.WriteString(anthropicTextDelta(c))
 	}
 	stream.WriteString(anthropicClosing())
-	rd := newSSEReader(strings.NewReader(stream.String()), 0)
+	rd := sse.NewReader(strings.NewReader(stream.String()), 0)
 	for {
 		ev, err := rd.Next()
 		if err != nil || run.handle(ev) {
@@ -238,14 +239,14 @@ func TestAnthropicResumerTrackAllocs(t *testing.T) {
 	events := resumeEvent("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
 		"content_block": map[string]string{"type": "text", "text": ""}}) + anthropicTextDelta("Hello") +
 		resumeEvent("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": nil}, "usage": map[string]int{"output_tokens": 3}})
-	rd := newSSEReader(strings.NewReader(events), 0)
-	var evs []sseEvent
+	rd := sse.NewReader(strings.NewReader(events), 0)
+	var evs []sse.Event
 	for {
 		ev, err := rd.Next()
 		if err != nil {
 			break
 		}
-		evs = append(evs, sseEvent{Raw: bytes.Clone(ev.Raw), Name: bytes.Clone(ev.Name), Data: bytes.Clone(ev.Data)})
+		evs = append(evs, sse.Event{Raw: bytes.Clone(ev.Raw), Name: bytes.Clone(ev.Name), Data: bytes.Clone(ev.Data)})
 	}
 	for _, ev := range evs {
 		if n := testing.AllocsPerRun(1000, func() { rs.track(ev, dialectAnthropic.inspect(ev, true, nil)) }); n != 0 {

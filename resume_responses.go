@@ -3,6 +3,8 @@ package llmhedge
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"strconv"
 )
@@ -56,17 +58,17 @@ type responsesFrame struct {
 
 // responsesEventKind is what a Responses event is: the output name inspect
 // gave it, else the data's type (or the event name).
-func responsesEventKind(ev sseEvent, info eventInfo) string {
+func responsesEventKind(ev sse.Event, info eventInfo) string {
 	if info.by != "" && info.by != "response.*.delta" {
 		return info.by
 	}
-	typ, _ := jsonLookup(ev.Data, "type")
+	typ, _ := jsonscan.Lookup(ev.Data, "type")
 	var buf [64]byte
 	return string(responsesKind(typ, ev.Name, buf[:0]))
 }
 
-func (r *responsesResumer) track(ev sseEvent, info eventInfo) {
-	if n, ok := jsonLookup(ev.Data, "sequence_number"); ok {
+func (r *responsesResumer) track(ev sse.Event, info eventInfo) {
+	if n, ok := jsonscan.Lookup(ev.Data, "sequence_number"); ok {
 		if v, ok := parseSeq(n); ok && v > r.seq {
 			r.seq = v
 		}
@@ -81,7 +83,7 @@ func (r *responsesResumer) track(ev sseEvent, info eventInfo) {
 		r.appendJSON(info.text)
 		return
 	case "response.created":
-		if resp, ok := jsonLookup(ev.Data, "response"); ok && len(resp) > 0 && resp[0] == '{' && json.Valid(resp) {
+		if resp, ok := jsonscan.Lookup(ev.Data, "response"); ok && len(resp) > 0 && resp[0] == '{' && json.Valid(resp) {
 			r.created = append([]byte(nil), resp...)
 		}
 		return
@@ -193,7 +195,7 @@ func mergeResponsesTurn(last json.RawMessage, text string) (json.RawMessage, boo
 	return out, err == nil
 }
 
-func (r *responsesResumer) read(ev sseEvent, info eventInfo) contEvent {
+func (r *responsesResumer) read(ev sse.Event, info eventInfo) contEvent {
 	if info.class == evError {
 		return contEvent{kind: contError}
 	}
@@ -203,7 +205,7 @@ func (r *responsesResumer) read(ev sseEvent, info eventInfo) contEvent {
 		if info.text == nil {
 			return contEvent{kind: contOther}
 		}
-		return contEvent{kind: contText, text: string(jsonAppendString(nil, info.text))}
+		return contEvent{kind: contText, text: string(jsonscan.AppendString(nil, info.text))}
 	case "response.output_item.added", "response.output_item.done":
 		var f responsesFrame
 		if json.Unmarshal(ev.Data, &f) != nil || f.Item == nil || f.Item.Type != "message" {
@@ -223,7 +225,7 @@ func (r *responsesResumer) read(ev sseEvent, info eventInfo) contEvent {
 	case "response.incomplete":
 		r.incompleteReason = nil
 		var reason string
-		if v, ok := jsonLookup(ev.Data, "response", "incomplete_details", "reason"); ok && json.Unmarshal(v, &reason) == nil && reason != "" {
+		if v, ok := jsonscan.Lookup(ev.Data, "response", "incomplete_details", "reason"); ok && json.Unmarshal(v, &reason) == nil && reason != "" {
 			r.incompleteReason = jsonText(reason)
 		}
 		return contEvent{kind: contTerminal, finish: "incomplete"}

@@ -7,13 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/openai/openai-go/v3/responses"
 )
 
 // Events of a Responses stream, shaped as OpenAI sends them (seq is the
 // sequence_number).
 func rsEvent(data string) string {
-	typ, _ := jsonLookup([]byte(data), "type")
+	typ, _ := jsonscan.Lookup([]byte(data), "type")
 	return "event: " + jsonStringValue(typ) + "\ndata: " + data + "\n\n"
 }
 
@@ -51,7 +53,7 @@ func rsTracked(t *testing.T, stream string) *responsesResumer {
 	if rs == nil {
 		t.Fatal("no resumer for store false")
 	}
-	rd := newSSEReader(strings.NewReader(stream), 1<<20)
+	rd := sse.NewReader(strings.NewReader(stream), 1<<20)
 	for {
 		ev, err := rd.Next()
 		if err != nil {
@@ -197,7 +199,7 @@ func TestResponsesResumerRead(t *testing.T) {
 	}
 	for _, tc := range cases {
 		rs := &responsesResumer{}
-		rd := newSSEReader(strings.NewReader(rsEvent(tc.data)), 1<<20)
+		rd := sse.NewReader(strings.NewReader(rsEvent(tc.data)), 1<<20)
 		ev, err := rd.Next()
 		if err != nil {
 			t.Fatal(err)
@@ -219,7 +221,7 @@ func TestResponsesResumerRead(t *testing.T) {
 func rsClientStream(t *testing.T, stream string) (*responses.Response, string) {
 	t.Helper()
 	var acc responses.ResponseAccumulator
-	rd := newSSEReader(strings.NewReader(stream), 1<<20)
+	rd := sse.NewReader(strings.NewReader(stream), 1<<20)
 	next := int64(0)
 	for {
 		ev, err := rd.Next()
@@ -324,12 +326,12 @@ func TestResponsesResumerWrite(t *testing.T) {
 // Following the client's text deltas allocates nothing per delta.
 func TestResponsesResumerTrackAllocs(t *testing.T) {
 	rs := rsTracked(t, rsStream(rsCreated, rsInProgress, rsMessage, rsPart))
-	rd := newSSEReader(strings.NewReader(rsEvent(rsDelta1)), 1<<20)
+	rd := sse.NewReader(strings.NewReader(rsEvent(rsDelta1)), 1<<20)
 	ev, err := rd.Next()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev = sseEvent{Raw: bytes.Clone(ev.Raw), Name: bytes.Clone(ev.Name), Data: bytes.Clone(ev.Data)}
+	ev = sse.Event{Raw: bytes.Clone(ev.Raw), Name: bytes.Clone(ev.Name), Data: bytes.Clone(ev.Data)}
 	info := dialectResponses.inspect(ev, true, nil)
 	if n := testing.AllocsPerRun(1000, func() { rs.track(ev, info) }); n != 0 {
 		t.Errorf("track allocates %v times per delta", n)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"time"
 )
@@ -28,7 +29,7 @@ func (h *Handler) splice(w io.Writer, flush func() error, st *requestState, a *a
 	defer a.resp.Body.Close()
 	run := &spliceRun{d: st.dialect, rs: rs, sp: sp, w: w, flush: flush}
 	over := false
-	buffered := newSSEReader(bytes.NewReader(a.gate.buffered()), 0)
+	buffered := sse.NewReader(bytes.NewReader(a.gate.buffered()), 0)
 	for !over {
 		ev, err := buffered.Next()
 		if err != nil {
@@ -63,7 +64,7 @@ type spliceRun struct {
 
 // handle takes one continuation event; it reports whether the splice is
 // over (a terminal event, a divergence, an error, the client gone).
-func (s *spliceRun) handle(ev sseEvent) bool {
+func (s *spliceRun) handle(ev sse.Event) bool {
 	c := s.rs.read(ev, s.d.inspect(ev, true, nil))
 	switch c.kind {
 	case contText:
@@ -137,7 +138,7 @@ func (s *spliceRun) end(u *usage) bool {
 // spliceRest reads the continuation's events after the gate's, under the
 // idle limit and the request's context, until handle says it is over or
 // the stream ends (res.reason says how).
-func (h *Handler) spliceRest(st *requestState, a *attempt, res *spliceResult, handle func(sseEvent) bool) {
+func (h *Handler) spliceRest(st *requestState, a *attempt, res *spliceResult, handle func(sse.Event) bool) {
 	idle := time.Duration(h.Timeouts.Idle)
 	wd := newRelayWatchdog(relayOptions{Idle: idle}, func() { a.cancel(errIdleTimeout) })
 	defer wd.stop()
@@ -165,7 +166,7 @@ func (h *Handler) spliceRest(st *requestState, a *attempt, res *spliceResult, ha
 				res.reason = "idle_timeout"
 			case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 				res.reason = "upstream_cut"
-			case errors.Is(err, errEventTooLarge):
+			case errors.Is(err, sse.ErrEventTooLarge):
 				res.reason = "event_too_large"
 			default:
 				res.reason = "read_error"

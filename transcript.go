@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"strings"
 	"unicode/utf8"
@@ -17,7 +19,7 @@ import (
 type resumer interface {
 	// track notes one event the client received; info is its inspect
 	// with the text.
-	track(ev sseEvent, info eventInfo)
+	track(ev sse.Event, info eventInfo)
 	// ineligible says why the stream cannot be continued ("" when it
 	// can): output that is not text (a tool call, thinking, reasoning, a
 	// refusal), several choices, or more text than is kept.
@@ -31,7 +33,7 @@ type resumer interface {
 	// last (or the client's own last assistant turn extended by it).
 	prefill(body []byte, text string) ([]byte, error)
 	// read interprets one event of a continuation.
-	read(ev sseEvent, info eventInfo) contEvent
+	read(ev sse.Event, info eventInfo) contEvent
 	// writeText writes the client's next text delta.
 	writeText(w io.Writer, text string) error
 	// writeEnd closes the client's stream: the open block or item, the
@@ -92,7 +94,7 @@ func (t *textLog) appendJSON(raw []byte) {
 	if t.bad != "" {
 		return
 	}
-	t.buf = jsonAppendString(t.buf, raw)
+	t.buf = jsonscan.AppendString(t.buf, raw)
 	t.checkSize()
 }
 

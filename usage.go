@@ -1,5 +1,10 @@
 package llmhedge
 
+import (
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+)
+
 // usage is the token accounting of one response, as the provider reported
 // it.
 type usage struct {
@@ -20,7 +25,7 @@ var usageKey = []byte(`"usage"`)
 // observeEvent records what a stream event says about usage. Each
 // dialect skips the events that cannot carry usage by name or by a
 // substring check, so it is cheap to call for every event.
-func (u *usage) observeEvent(d dialect, ev sseEvent) {
+func (u *usage) observeEvent(d dialect, ev sse.Event) {
 	if u == nil || len(ev.Data) == 0 {
 		return
 	}
@@ -41,8 +46,8 @@ func (u *usage) observeModel(obj []byte) {
 	if u.Model != "" {
 		return
 	}
-	if m, ok := jsonLookup(obj, "model"); ok && len(m) > 2 && m[0] == '"' {
-		name := jsonAppendString(nil, m)
+	if m, ok := jsonscan.Lookup(obj, "model"); ok && len(m) > 2 && m[0] == '"' {
+		name := jsonscan.AppendString(nil, m)
 		if len(name) > maxModelLen {
 			name = name[:maxModelLen]
 		}
@@ -53,20 +58,20 @@ func (u *usage) observeModel(obj []byte) {
 // readTokenCounts reads an OpenAI-style usage object (Chat Completions and
 // Responses name the same three counts differently): the input and output
 // counts, and cached_tokens inside the details object.
-func (u *usage) readTokenCounts(uo *jsonIter, input, output, details string) {
-	for uo.isObject() && uo.next() {
+func (u *usage) readTokenCounts(uo *jsonscan.Iter, input, output, details string) {
+	for uo.IsObject() && uo.Next() {
 		switch {
-		case uo.keyIs(input):
-			if n, ok := jsonInt(uo.value()); ok {
+		case uo.KeyIs(input):
+			if n, ok := jsonscan.Int(uo.Value()); ok {
 				u.Input = n
 			}
-		case uo.keyIs(output):
-			if n, ok := jsonInt(uo.value()); ok {
+		case uo.KeyIs(output):
+			if n, ok := jsonscan.Int(uo.Value()); ok {
 				u.Output = n
 			}
-		case uo.keyIs(details):
-			if c, ok := jsonLookup(uo.value(), "cached_tokens"); ok {
-				if n, ok := jsonInt(c); ok {
+		case uo.KeyIs(details):
+			if c, ok := jsonscan.Lookup(uo.Value(), "cached_tokens"); ok {
+				if n, ok := jsonscan.Int(c); ok {
 					u.CacheRead = n
 				}
 			}

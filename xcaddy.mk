@@ -16,7 +16,7 @@ XCADDY         := $(GOBIN)/xcaddy
 $(XCADDY):
 	go install github.com/caddyserver/xcaddy/cmd/xcaddy@$(XCADDY_VERSION)
 
-caddy: $(XCADDY) $(wildcard *.go) $(wildcard sim/*.go) go.mod go.sum
+caddy: $(XCADDY) $(wildcard *.go) $(wildcard sim/*.go) $(shell find internal -name "*.go") go.mod go.sum
 	XCADDY_SKIP_CLEANUP=0 $(XCADDY) build $(CADDY_VERSION) --output ./caddy --with $(MODULE_PIN)
 
 build: caddy
@@ -37,7 +37,8 @@ bench: caddy
 	go run ./bench -caddy ./caddy
 
 fuzz:
-	for f in FuzzSSEReader FuzzGate FuzzBedrockEventStream FuzzJSONScanner FuzzParseRetryAfter FuzzCaddyfile FuzzParseCompletion FuzzResumeSplice; do go test -run '^$$' -fuzz "^$$f$$" -fuzztime 5m . || exit 1; done
+	for t in ./internal/sse:FuzzSSEReader ./internal/jsonscan:FuzzJSONScanner .:FuzzGate .:FuzzBedrockEventStream .:FuzzParseRetryAfter .:FuzzCaddyfile .:FuzzParseCompletion .:FuzzResumeSplice; do \
+		go test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime 5m "$${t%%:*}" || exit 1; done
 
 clean:
 	rm -f caddy

@@ -1,4 +1,4 @@
-package llmhedge
+package jsonscan
 
 import (
 	"bytes"
@@ -12,16 +12,16 @@ import (
 // Reading the keys and values the scanner (jsonscan.go) finds.
 
 // keyIs reports whether the current member's key is the ASCII name want.
-func (it *jsonIter) keyIs(want string) bool {
-	if string(it.key) == want {
+func (it *Iter) KeyIs(want string) bool {
+	if string(it.Key) == want {
 		return true
 	}
-	return it.keyEsc && jsonKeyIs(it.key, want)
+	return it.keyEsc && KeyIs(it.Key, want)
 }
 
 // jsonKeyIs compares a raw object key with an ASCII name, decoding escapes
 // (a key spelled "con\u0074ent" is "content").
-func jsonKeyIs(key []byte, want string) bool {
+func KeyIs(key []byte, want string) bool {
 	if string(key) == want {
 		return true
 	}
@@ -70,9 +70,9 @@ func jsonKeyIs(key []byte, want string) bool {
 
 // keyFold reports whether the current member's key names want (ASCII
 // lower-case letters) as encoding/json matches a key to a struct field.
-func (it *jsonIter) keyFold(want string) bool {
-	if !it.keyEsc && len(it.key) == len(want) {
-		for i, c := range it.key {
+func (it *Iter) KeyFold(want string) bool {
+	if !it.keyEsc && len(it.Key) == len(want) {
+		for i, c := range it.Key {
 			// want holds only letters: c|0x20 folds an upper-case
 			// letter, and nothing else lands on a lower-case one.
 			if c|0x20 != want[i] {
@@ -81,7 +81,7 @@ func (it *jsonIter) keyFold(want string) bool {
 		}
 		return true
 	}
-	return jsonKeyFold(it.key, want)
+	return jsonKeyFold(it.Key, want)
 }
 
 // jsonKeyFold compares a raw object key with want (ASCII lower-case
@@ -151,20 +151,20 @@ func foldRuneASCII(r rune) rune {
 
 // jsonLookup returns the raw value at the path of object keys inside the
 // JSON value b.
-func jsonLookup(b []byte, path ...string) ([]byte, bool) {
+func Lookup(b []byte, path ...string) ([]byte, bool) {
 	if len(path) == 0 {
 		return b, true
 	}
-	it, ok := jsonOpen(b, 0, 0)
-	for ok && it.isObject() && it.next() {
-		if !it.keyIs(path[0]) {
+	it, ok := Open(b, 0, 0)
+	for ok && it.IsObject() && it.Next() {
+		if !it.KeyIs(path[0]) {
 			continue
 		}
 		if path = path[1:]; len(path) == 0 {
-			v := it.value()
+			v := it.Value()
 			return v, v != nil
 		}
-		if it, ok = it.enter(); !ok {
+		if it, ok = it.Enter(); !ok {
 			return nil, false
 		}
 	}
@@ -172,30 +172,30 @@ func jsonLookup(b []byte, path ...string) ([]byte, bool) {
 }
 
 // jsonIsNull reports whether a raw value is the literal null.
-func jsonIsNull(v []byte) bool { return string(v) == "null" }
+func IsNull(v []byte) bool { return string(v) == "null" }
 
 // jsonNonEmpty reports whether a raw value carries something: a non-empty
 // string, array or object, or any number or boolean.
-func jsonNonEmpty(v []byte) bool {
-	if len(v) == 0 || jsonIsNull(v) {
+func NonEmpty(v []byte) bool {
+	if len(v) == 0 || IsNull(v) {
 		return false
 	}
 	switch v[0] {
 	case '"':
 		return len(v) > 2
 	case '[', '{':
-		it, _ := jsonOpen(v, 0, 0)
-		return it.next()
+		it, _ := Open(v, 0, 0)
+		return it.Next()
 	}
 	return true
 }
 
 // jsonIsString reports whether a raw value is a string.
-func jsonIsString(v []byte) bool { return len(v) >= 2 && v[0] == '"' }
+func IsString(v []byte) bool { return len(v) >= 2 && v[0] == '"' }
 
 // jsonAppendString appends the decoded text of the raw JSON string v
 // (quotes included, already validated) to dst.
-func jsonAppendString(dst, v []byte) []byte {
+func AppendString(dst, v []byte) []byte {
 	if len(v) < 2 || v[0] != '"' {
 		return dst
 	}
@@ -255,7 +255,7 @@ func jsonDecodeU(s []byte) (r rune, n int) {
 
 // jsonInt reads a raw JSON number as an int64 (a fraction is truncated);
 // ok is false for anything else or out of range.
-func jsonInt(v []byte) (int64, bool) {
+func Int(v []byte) (int64, bool) {
 	if len(v) == 0 || jsonSkipNumber(v, 0) != len(v) {
 		return 0, false
 	}
@@ -285,6 +285,6 @@ func jsonInt(v []byte) (int64, bool) {
 }
 
 // jsonStringIs reports whether the raw value v is the JSON string want.
-func jsonStringIs(v []byte, want string) bool {
-	return len(v) >= 2 && v[0] == '"' && jsonKeyIs(v[1:len(v)-1], want)
+func StringIs(v []byte, want string) bool {
+	return len(v) >= 2 && v[0] == '"' && KeyIs(v[1:len(v)-1], want)
 }

@@ -1,4 +1,4 @@
-package llmhedge
+package jsonscan
 
 import (
 	"encoding/binary"
@@ -16,7 +16,7 @@ import (
 // jsonMaxDepth is encoding/json's nesting limit.
 const jsonMaxDepth = 10000
 
-func jsonWS(b []byte, i int) int {
+func SkipSpace(b []byte, i int) int {
 	for i < len(b) {
 		switch b[i] {
 		case ' ', '\t', '\n', '\r':
@@ -29,16 +29,16 @@ func jsonWS(b []byte, i int) int {
 }
 
 // jsonValid reports whether b is exactly one JSON value.
-func jsonValid(b []byte) bool {
+func Valid(b []byte) bool {
 	i := jsonSkip(b, 0, 0)
-	return i >= 0 && jsonWS(b, i) == len(b)
+	return i >= 0 && SkipSpace(b, i) == len(b)
 }
 
 // jsonSkip returns the index just past the value that starts at b[i]
 // (after whitespace), or -1 when there is no valid value there. depth is
 // the nesting of that value (0 at the top).
 func jsonSkip(b []byte, i, depth int) int {
-	i = jsonWS(b, i)
+	i = SkipSpace(b, i)
 	if i >= len(b) {
 		return -1
 	}
@@ -49,7 +49,7 @@ func jsonSkip(b []byte, i, depth int) int {
 		if depth >= jsonMaxDepth {
 			return -1
 		}
-		if i = jsonWS(b, i+1); i < len(b) && b[i] == '}' {
+		if i = SkipSpace(b, i+1); i < len(b) && b[i] == '}' {
 			return i + 1
 		}
 		for {
@@ -59,18 +59,18 @@ func jsonSkip(b []byte, i, depth int) int {
 			if i = jsonSkipString(b, i); i < 0 {
 				return -1
 			}
-			if i = jsonWS(b, i); i >= len(b) || b[i] != ':' {
+			if i = SkipSpace(b, i); i >= len(b) || b[i] != ':' {
 				return -1
 			}
 			if i = jsonSkip(b, i+1, depth+1); i < 0 {
 				return -1
 			}
-			if i = jsonWS(b, i); i >= len(b) {
+			if i = SkipSpace(b, i); i >= len(b) {
 				return -1
 			}
 			switch b[i] {
 			case ',':
-				i = jsonWS(b, i+1)
+				i = SkipSpace(b, i+1)
 			case '}':
 				return i + 1
 			default:
@@ -81,14 +81,14 @@ func jsonSkip(b []byte, i, depth int) int {
 		if depth >= jsonMaxDepth {
 			return -1
 		}
-		if i = jsonWS(b, i+1); i < len(b) && b[i] == ']' {
+		if i = SkipSpace(b, i+1); i < len(b) && b[i] == ']' {
 			return i + 1
 		}
 		for {
 			if i = jsonSkip(b, i, depth+1); i < 0 {
 				return -1
 			}
-			if i = jsonWS(b, i); i >= len(b) {
+			if i = SkipSpace(b, i); i >= len(b) {
 				return -1
 			}
 			switch b[i] {
@@ -251,12 +251,12 @@ func jsonDigits(b []byte, i int) int {
 // validating as it goes. After next reports a member, its value starts at
 // i and is pending: take it with value, descend into it with enter (and
 // give the child back with leave), or let the following next skip it.
-type jsonIter struct {
+type Iter struct {
 	b       []byte
-	i       int
+	Pos     int
 	depth   int  // nesting of this container
 	close   byte // '}' or ']'
-	key     []byte
+	Key     []byte
 	keyEsc  bool // key holds an escape
 	first   bool
 	pending bool // a value starts at i and was not consumed
@@ -265,44 +265,44 @@ type jsonIter struct {
 }
 
 // jsonOpen starts walking the object or array at b[i:] (after whitespace).
-func jsonOpen(b []byte, i, depth int) (jsonIter, bool) {
-	i = jsonWS(b, i)
+func Open(b []byte, i, depth int) (Iter, bool) {
+	i = SkipSpace(b, i)
 	if i >= len(b) || depth >= jsonMaxDepth {
-		return jsonIter{}, false
+		return Iter{}, false
 	}
-	it := jsonIter{b: b, i: i + 1, depth: depth, first: true}
+	it := Iter{b: b, Pos: i + 1, depth: depth, first: true}
 	switch b[i] {
 	case '{':
 		it.close = '}'
 	case '[':
 		it.close = ']'
 	default:
-		return jsonIter{}, false
+		return Iter{}, false
 	}
 	return it, true
 }
 
 // isObject reports whether the iterator walks an object.
-func (it *jsonIter) isObject() bool { return it.close == '}' }
+func (it *Iter) IsObject() bool { return it.close == '}' }
 
 // next moves to the next member (setting key, for an object) or element,
 // skipping a pending value. It is false at the end of the container or on
 // invalid JSON (then bad is set).
-func (it *jsonIter) next() bool {
-	if it.pending && it.value() == nil {
+func (it *Iter) Next() bool {
+	if it.pending && it.Value() == nil {
 		return false
 	}
 	if it.bad || it.done {
 		return false
 	}
 	b := it.b
-	i := jsonWS(b, it.i)
+	i := SkipSpace(b, it.Pos)
 	switch {
 	case i >= len(b):
 		it.bad = true
 		return false
 	case b[i] == it.close: // "{}", or after a member (a trailing comma fails below)
-		it.i, it.done = i+1, true
+		it.Pos, it.done = i+1, true
 		return false
 	case it.first:
 		it.first = false
@@ -310,7 +310,7 @@ func (it *jsonIter) next() bool {
 		it.bad = true
 		return false
 	default:
-		i = jsonWS(b, i+1)
+		i = SkipSpace(b, i+1)
 	}
 	if it.close == '}' {
 		if i >= len(b) || b[i] != '"' {
@@ -322,42 +322,42 @@ func (it *jsonIter) next() bool {
 			it.bad = true
 			return false
 		}
-		it.key, it.keyEsc = b[i+1:ke-1], esc
-		i = jsonWS(b, ke)
+		it.Key, it.keyEsc = b[i+1:ke-1], esc
+		i = SkipSpace(b, ke)
 		if i >= len(b) || b[i] != ':' {
 			it.bad = true
 			return false
 		}
-		i = jsonWS(b, i+1)
+		i = SkipSpace(b, i+1)
 	}
-	it.i, it.pending = i, true
+	it.Pos, it.pending = i, true
 	return true
 }
 
 // value consumes the pending value and returns its raw bytes; nil when
 // nothing is pending or the value is not valid JSON.
-func (it *jsonIter) value() []byte {
+func (it *Iter) Value() []byte {
 	if !it.pending {
 		return nil
 	}
 	it.pending = false
-	vs := it.i
+	vs := it.Pos
 	ve := jsonSkip(it.b, vs, it.depth+1)
 	if ve < 0 {
 		it.bad = true
 		return nil
 	}
-	it.i = ve
+	it.Pos = ve
 	return it.b[vs:ve]
 }
 
 // enter descends into the pending value when it is an object or array; the
 // parent resumes after leave. When it is neither, the value stays pending.
-func (it *jsonIter) enter() (jsonIter, bool) {
+func (it *Iter) Enter() (Iter, bool) {
 	if !it.pending {
-		return jsonIter{}, false
+		return Iter{}, false
 	}
-	c, ok := jsonOpen(it.b, it.i, it.depth+1)
+	c, ok := Open(it.b, it.Pos, it.depth+1)
 	if ok {
 		it.pending = false
 	}
@@ -365,49 +365,49 @@ func (it *jsonIter) enter() (jsonIter, bool) {
 }
 
 // leave finishes the child from enter and continues after it.
-func (it *jsonIter) leave(c *jsonIter) {
-	for c.next() {
+func (it *Iter) Leave(c *Iter) {
+	for c.Next() {
 	}
 	if c.bad {
 		it.bad = true
 		return
 	}
-	it.i = c.i
+	it.Pos = c.Pos
 }
 
 // end reports whether the walk of a top-level container succeeded and
 // nothing but whitespace follows it.
-func (it *jsonIter) end() bool {
-	for it.next() {
+func (it *Iter) End() bool {
+	for it.Next() {
 	}
-	return !it.bad && jsonWS(it.b, it.i) == len(it.b)
+	return !it.bad && SkipSpace(it.b, it.Pos) == len(it.b)
 }
 
-var errScan = errors.New("request body: expected a JSON object")
+var ErrScan = errors.New("request body: expected a JSON object")
 
 // scanTopLevel calls fn with each top-level key of a JSON object (raw, as
 // written) and the byte range of its value, validating as it goes.
 // Returning false from fn stops the scan.
-func scanTopLevel(body []byte, fn func(key []byte, vStart, vEnd int) bool) error {
-	it, ok := jsonOpen(body, 0, 0)
-	if !ok || !it.isObject() {
-		return errScan
+func ScanTopLevel(body []byte, fn func(key []byte, vStart, vEnd int) bool) error {
+	it, ok := Open(body, 0, 0)
+	if !ok || !it.IsObject() {
+		return ErrScan
 	}
-	for it.next() {
-		start := it.i
-		v := it.value()
+	for it.Next() {
+		start := it.Pos
+		v := it.Value()
 		if v == nil {
 			break
 		}
-		if !fn(it.key, start, start+len(v)) {
+		if !fn(it.Key, start, start+len(v)) {
 			return nil
 		}
 	}
-	if !it.end() {
-		return errScan
+	if !it.End() {
+		return ErrScan
 	}
 	return nil
 }
 
 // unquote decodes a raw JSON string value.
-func unquote(v []byte) string { return string(jsonAppendString(nil, v)) }
+func Unquote(v []byte) string { return string(AppendString(nil, v)) }

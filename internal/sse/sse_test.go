@@ -1,4 +1,4 @@
-package llmhedge
+package sse
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
 )
 
 // wantEvent is an expected event; nil Name/Data mean absent.
@@ -23,7 +25,7 @@ func (w wantEvent) data(d string) wantEvent { w.Data, w.HasData = d, true; retur
 
 // readAll collects every event of r (copying, since events alias the
 // reader's buffer) and the error that ended the stream.
-func readEvents(rd *sseReader) ([]wantEvent, error) {
+func readEvents(rd *Reader) ([]wantEvent, error) {
 	var out []wantEvent
 	for {
 		e, err := rd.Next()
@@ -178,13 +180,13 @@ func TestSSEReader(t *testing.T) {
 			in:       "data: small\n\ndata: " + strings.Repeat("x", 100) + "\n\ndata: after\n\n",
 			maxEvent: 64,
 			want:     []wantEvent{wantEv("data: small\n\n").data("small")},
-			err:      errEventTooLarge,
+			err:      ErrEventTooLarge,
 		},
 		{
 			name:     "too large without an end",
 			in:       "data: " + strings.Repeat("x", 100),
 			maxEvent: 64,
-			err:      errEventTooLarge,
+			err:      ErrEventTooLarge,
 		},
 		{
 			name:     "exactly max",
@@ -205,7 +207,7 @@ func TestSSEReader(t *testing.T) {
 				"one byte": func() io.Reader { return iotest.OneByteReader(strings.NewReader(tt.in)) },
 			}
 			for rname, mk := range readers {
-				got, err := readEvents(newSSEReader(mk(), maxEvent))
+				got, err := readEvents(NewReader(mk(), maxEvent))
 				if !errors.Is(err, tt.err) {
 					t.Errorf("%s: error = %v, want %v", rname, err, tt.err)
 				}
@@ -256,31 +258,6 @@ func assertSameStream(t *testing.T, label string, got, want []wantEvent) {
 	}
 }
 
-// splitReader returns its input in reads that end at the given offsets.
-type splitReader struct {
-	data  []byte
-	cuts  []int
-	pos   int
-	reads int
-}
-
-func (r *splitReader) Read(p []byte) (int, error) {
-	if r.pos >= len(r.data) {
-		return 0, io.EOF
-	}
-	end := len(r.data)
-	for _, c := range r.cuts {
-		if c > r.pos {
-			end = min(end, c)
-			break
-		}
-	}
-	n := copy(p, r.data[r.pos:end])
-	r.pos += n
-	r.reads++
-	return n, nil
-}
-
 // A realistic stream mixing every line ending, split at every offset and
 // read one byte at a time, gives the same events.
 func TestSSEReaderSplitAnywhere(t *testing.T) {
@@ -293,7 +270,7 @@ func TestSSEReaderSplitAnywhere(t *testing.T) {
 		"data: \"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n" +
 		"\n" +
 		"data:[DONE]\n\n"
-	want, wantErr := readEvents(newSSEReader(strings.NewReader(stream), 1<<20))
+	want, wantErr := readEvents(NewReader(strings.NewReader(stream), 1<<20))
 	if wantErr != io.EOF || len(want) != 5 {
 		t.Fatalf("baseline: %d events, %v", len(want), wantErr)
 	}
@@ -302,9 +279,9 @@ func TestSSEReaderSplitAnywhere(t *testing.T) {
 		if lf { // without '\r' the Raws must match exactly at every split
 			s = strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(stream)
 		}
-		base, _ := readEvents(newSSEReader(strings.NewReader(s), 1<<20))
+		base, _ := readEvents(NewReader(strings.NewReader(s), 1<<20))
 		for cut := 0; cut <= len(s); cut++ {
-			got, err := readEvents(newSSEReader(&splitReader{data: []byte(s), cuts: []int{cut}}, 1<<20))
+			got, err := readEvents(NewReader(&ssetest.SplitReader{Data: []byte(s), Cuts: []int{cut}}, 1<<20))
 			if err != io.EOF {
 				t.Fatalf("cut %d: %v", cut, err)
 			}
@@ -315,7 +292,7 @@ func TestSSEReaderSplitAnywhere(t *testing.T) {
 				assertSameStream(t, label, got, base)
 			}
 		}
-		got, err := readEvents(newSSEReader(iotest.OneByteReader(strings.NewReader(s)), 1<<20))
+		got, err := readEvents(NewReader(iotest.OneByteReader(strings.NewReader(s)), 1<<20))
 		if err != io.EOF {
 			t.Fatalf("one byte: %v", err)
 		}
@@ -329,7 +306,7 @@ func TestSSEReaderSplitAnywhere(t *testing.T) {
 
 func TestSSEReaderReadError(t *testing.T) {
 	boom := errors.New("connection reset")
-	rd := newSSEReader(io.MultiReader(strings.NewReader("data: a\n\ndata: b"), iotest.ErrReader(boom)), 1<<20)
+	rd := NewReader(io.MultiReader(strings.NewReader("data: a\n\ndata: b"), iotest.ErrReader(boom)), 1<<20)
 	got, err := readEvents(rd)
 	if len(got) != 1 || got[0].Data != "a" {
 		t.Errorf("events before the error = %+v", got)
@@ -343,7 +320,7 @@ func TestSSEReaderReadError(t *testing.T) {
 }
 
 func TestSSEReaderReset(t *testing.T) {
-	rd := newSSEReader(strings.NewReader("data: a\n\ndata: cut"), 1<<20)
+	rd := NewReader(strings.NewReader("data: a\n\ndata: cut"), 1<<20)
 	if _, err := readEvents(rd); err != io.ErrUnexpectedEOF {
 		t.Fatalf("first stream: %v", err)
 	}
@@ -360,11 +337,11 @@ func TestSSEReaderReset(t *testing.T) {
 func TestSSEReaderLargeEvent(t *testing.T) {
 	big := strings.Repeat("y", 3*sseInitialBuffer)
 	in := "data: " + big + "\n\ndata: z\n\n"
-	r := &splitReader{data: []byte(in)}
+	r := &ssetest.SplitReader{Data: []byte(in)}
 	for c := 100; c < len(in); c += 100 {
-		r.cuts = append(r.cuts, c)
+		r.Cuts = append(r.Cuts, c)
 	}
-	got, err := readEvents(newSSEReader(r, 1<<20))
+	got, err := readEvents(NewReader(r, 1<<20))
 	if err != io.EOF || len(got) != 2 || got[0].Data != big || got[1].Data != "z" {
 		t.Fatalf("got %d events, %v", len(got), err)
 	}
@@ -397,7 +374,7 @@ func refSplit(in []byte, maxEvent int) ([]wantEvent, error) {
 				continue
 			}
 			if next-start > maxEvent {
-				return out, errEventTooLarge
+				return out, ErrEventTooLarge
 			}
 			cur.Raw = string(in[start:next])
 			if data != nil {
@@ -424,7 +401,7 @@ func refSplit(in []byte, maxEvent int) ([]wantEvent, error) {
 	}
 	rest := in[start:]
 	if len(rest) > maxEvent {
-		return out, errEventTooLarge
+		return out, ErrEventTooLarge
 	}
 	if len(bytes.Trim(rest, " \t\r\n")) == 0 {
 		return out, io.EOF
@@ -442,7 +419,7 @@ func FuzzSSEReader(f *testing.F) {
 		if len(in) < sseInitialBuffer {
 			maxEvent := int(maxEv) + 1
 			want, wantErr := refSplit(in, maxEvent)
-			got, err := readEvents(newSSEReader(bytes.NewReader(in), maxEvent))
+			got, err := readEvents(NewReader(bytes.NewReader(in), maxEvent))
 			if err != wantErr {
 				t.Fatalf("error = %v, want %v", err, wantErr)
 			}
@@ -450,12 +427,12 @@ func FuzzSSEReader(f *testing.F) {
 		}
 		// Chunked: the same events whatever the read boundaries.
 		size := int(chunk)%17 + 1
-		r := &splitReader{data: in}
+		r := &ssetest.SplitReader{Data: in}
 		for c := size; c < len(in); c += size {
-			r.cuts = append(r.cuts, c)
+			r.Cuts = append(r.Cuts, c)
 		}
 		want, wantErr := refSplit(in, len(in)+1)
-		got, err := readEvents(newSSEReader(r, len(in)+1))
+		got, err := readEvents(NewReader(r, len(in)+1))
 		if err != wantErr {
 			t.Fatalf("chunked %d: error = %v, want %v", size, err, wantErr)
 		}
@@ -463,45 +440,10 @@ func FuzzSSEReader(f *testing.F) {
 	})
 }
 
-// anthropicDelta is a typical text delta event, the bulk of a stream.
-const anthropicDelta = "event: content_block_delta\n" +
-	"data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" the quick brown fox jumps over\"}}\n\n"
-
-// repeatReader serves one event n times, in reads of the caller's size.
-type repeatReader struct {
-	event []byte
-	n     int
-	off   int
-	tail  []byte // served after the repeats
-}
-
-func (r *repeatReader) Read(p []byte) (int, error) {
-	total := 0
-	for len(p) > 0 && r.n > 0 {
-		c := copy(p, r.event[r.off:])
-		p = p[c:]
-		total += c
-		r.off += c
-		if r.off == len(r.event) {
-			r.off = 0
-			r.n--
-		}
-	}
-	if r.n == 0 && len(p) > 0 && len(r.tail) > 0 {
-		c := copy(p, r.tail)
-		r.tail = r.tail[c:]
-		total += c
-	}
-	if total == 0 {
-		return 0, io.EOF
-	}
-	return total, nil
-}
-
 func BenchmarkSSEReader(b *testing.B) {
 	b.ReportAllocs()
-	b.SetBytes(int64(len(anthropicDelta)))
-	rd := newSSEReader(&repeatReader{event: []byte(anthropicDelta), n: b.N}, 1<<20)
+	b.SetBytes(int64(len(ssetest.AnthropicDelta)))
+	rd := NewReader(&ssetest.RepeatReader{Event: []byte(ssetest.AnthropicDelta), N: b.N}, 1<<20)
 	b.ResetTimer()
 	for range b.N {
 		if _, err := rd.Next(); err != nil {

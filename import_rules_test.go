@@ -1,0 +1,109 @@
+package llmhedge
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"path"
+	"strings"
+	"testing"
+)
+
+// importRules is the layering of docs/architecture.md: what each package
+// below the root may import besides the standard library. The root (the
+// Caddy layer and the request engine) may import anything. A package that
+// is not listed here fails the test, so a new package states its place.
+var importRules = map[string][]string{
+	"internal/jsonscan":    nil,
+	"internal/sse":         nil,
+	"internal/sse/ssetest": nil,
+	// The layers still to be cut out of the root, in the order of
+	// CONTRIBUTING.md: each applies as soon as its package exists.
+	"internal/wire":      {"internal/sse", "internal/jsonscan"},
+	"internal/stream":    {"internal/wire", "internal/sse", "internal/jsonscan"},
+	"internal/health":    {"github.com/beorn7/perks/quantile"},
+	"internal/limit":     nil,
+	"internal/affinity":  {"github.com/cespare/xxhash/v2"},
+	"internal/dialect/*": {"internal/wire", "internal/sse", "internal/jsonscan"},
+	// Responses is Chat Completions' successor and reuses its codec: the one sibling edge.
+	"internal/dialect/responses": {"internal/wire", "internal/sse", "internal/jsonscan", "internal/dialect/openai"},
+	"internal/cloud": {"internal/wire", "internal/dialect/*", "internal/sse", "internal/jsonscan",
+		"github.com/aws/*", "cloud.google.com/go/*"},
+	// The simulator is its own Caddy module and shares nothing with the
+	// proxy; it checks Bedrock's SigV4 and writes its event stream as AWS does.
+	"sim": {"github.com/caddyserver/caddy/*", "go.uber.org/zap", "github.com/dustin/go-humanize", "github.com/aws/*"},
+}
+
+func TestImportRules(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json=ImportPath,Imports", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const module = "github.com/llmhedge/caddy-llm-hedge"
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	checked := 0
+	for {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		if rel == "" || strings.HasPrefix(rel, "bench") {
+			continue // the root and the benchmark tool may import anything
+		}
+		allowed, ok := ruleFor(rel)
+		if !ok {
+			t.Errorf("package %s has no import rule: add it to importRules and docs/architecture.md", rel)
+			continue
+		}
+		checked++
+		for _, imp := range p.Imports {
+			if isStdlib(imp) {
+				continue
+			}
+			target := strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
+			if !matchesAny(target, allowed) {
+				t.Errorf("%s imports %s: not allowed by its layer (allowed: %v)", rel, imp, allowed)
+			}
+		}
+	}
+	if checked < 3 {
+		t.Fatalf("checked %d packages: go list found too few", checked)
+	}
+}
+
+func ruleFor(rel string) ([]string, bool) {
+	if r, ok := importRules[rel]; ok {
+		return r, true
+	}
+	for pat, r := range importRules {
+		if ok, _ := path.Match(pat, rel); ok && strings.HasSuffix(pat, "*") {
+			return r, true
+		}
+	}
+	return nil, false
+}
+
+func matchesAny(imp string, pats []string) bool {
+	for _, p := range pats {
+		if p == imp {
+			return true
+		}
+		if strings.HasSuffix(p, "/*") && strings.HasPrefix(imp, strings.TrimSuffix(p, "*")) {
+			return true
+		}
+	}
+	return false
+}
+
+// isStdlib reports whether an import path is the standard library's: its
+// first element has no dot.
+func isStdlib(imp string) bool {
+	first, _, _ := strings.Cut(imp, "/")
+	return !strings.Contains(first, ".")
+}

@@ -1,0 +1,300 @@
+package sse
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// sseEvent is one complete server-sent event as it arrived on the wire.
+type Event struct {
+	// Raw is the exact bytes of the event including its terminating blank
+	// line. Stray blank lines that preceded the event (and the '\n' of a
+	// "\r\n" whose '\r' ended the previous event at a read boundary) are
+	// part of it, so the Raw of successive events concatenate to the stream
+	// byte for byte. Valid until the next Next call.
+	Raw []byte
+	// Name is the value of the last "event:" field, nil if absent. Valid
+	// until the next Next call.
+	Name []byte
+	// Data is the data lines joined with '\n' (no trailing newline), nil if
+	// the event has no data line. Valid until the next Next call.
+	Data []byte
+}
+
+// errEventTooLarge ends a stream whose next event is bigger than the
+// reader's bound: a provider gone wrong, or one that never sends a blank line.
+var ErrEventTooLarge = errors.New("server-sent event exceeds the size limit")
+
+const (
+	// DefaultMaxEvent bounds one event when the reader is given no bound.
+	DefaultMaxEvent  = 1 << 20
+	sseInitialBuffer = 4 << 10 // holds many typical events, and little per idle stream
+	MinRead          = 2 << 10 // compact rather than issue reads smaller than this
+)
+
+// sseReader splits a text/event-stream into events incrementally, following
+// the WHATWG parsing rules (lines end in "\n", "\r\n" or "\r"; an event ends
+// at a blank line). It keeps one growable buffer, and the events it returns
+// alias it, so the steady state allocates nothing per event.
+type Reader struct {
+	r        io.Reader
+	maxEvent int
+	buf      []byte
+	start    int   // first byte of the current event in buf
+	scan     int   // first byte of buf not yet split into lines
+	end      int   // end of the bytes read into buf
+	err      error // sticky: the read error, or the error Next returned
+	crLF     bool  // the last line ended in '\r' at scan-1: a '\n' at scan belongs to it
+	seen     int   // buf[scan:seen] holds no line end: a long line is not searched twice
+
+	// The event being parsed. Offsets are relative to start, so they
+	// survive compaction of buf.
+	fields  bool // a non-blank line (field or comment) was seen
+	hasName bool
+	nameOff int
+	nameLen int
+	dataN   int // data lines seen
+	dataOff int // the first data line's value, used as is when it is the only one
+	dataLen int
+	scratch []byte // the joined data when there is more than one data line
+
+	// beforeFill, if set, runs before each read of r: the moment the
+	// reader has no complete event left and may wait (the relay flushes
+	// its coalesced writes there).
+	BeforeFill func()
+}
+
+// NewReader reads events from r; maxEvent bounds one event's bytes
+// (non-positive means 1 MiB).
+func NewReader(r io.Reader, maxEvent int) *Reader {
+	if maxEvent <= 0 {
+		maxEvent = DefaultMaxEvent
+	}
+	s := &Reader{maxEvent: maxEvent}
+	s.Reset(r)
+	return s
+}
+
+// Reset makes s read a new stream from r, keeping its buffers.
+func (s *Reader) Reset(r io.Reader) {
+	s.r = r
+	s.start, s.scan, s.end, s.seen = 0, 0, 0, 0
+	s.err = nil
+	s.crLF = false
+	s.resetEvent()
+}
+
+func (s *Reader) resetEvent() {
+	s.fields, s.hasName = false, false
+	s.nameOff, s.nameLen = 0, 0
+	s.dataN, s.dataOff, s.dataLen = 0, 0, 0
+	s.scratch = s.scratch[:0]
+}
+
+// Next returns the next event. It returns io.EOF when the stream ends at an
+// event boundary (only blank lines or whitespace after the last event),
+// io.ErrUnexpectedEOF when it ends inside an event (the partial event is
+// dropped), errEventTooLarge when an event exceeds maxEvent, and read
+// errors wrapped. Errors are sticky.
+func (s *Reader) Next() (Event, error) {
+	if s.err != nil && s.start == s.end {
+		return Event{}, s.finalErr()
+	}
+	for {
+		if ev, ok := s.parse(); ok {
+			if len(ev.Raw) > s.maxEvent {
+				s.fail(ErrEventTooLarge)
+				return Event{}, ErrEventTooLarge
+			}
+			return ev, nil
+		}
+		if s.end-s.start > s.maxEvent {
+			s.fail(ErrEventTooLarge)
+			return Event{}, ErrEventTooLarge
+		}
+		if s.err != nil {
+			return Event{}, s.finalErr()
+		}
+		s.fill()
+	}
+}
+
+// fail makes err the sticky result of every later Next call.
+func (s *Reader) fail(err error) {
+	s.err = err
+	s.start, s.scan, s.end, s.seen = 0, 0, 0, 0
+	s.resetEvent()
+}
+
+// finalErr turns the read error that ended the stream into Next's result,
+// once every complete event before it has been returned.
+func (s *Reader) finalErr() error {
+	err := s.err
+	if err == io.EOF && !onlyWhitespace(s.buf[s.start:s.end]) {
+		err = io.ErrUnexpectedEOF
+	}
+	s.fail(err)
+	return err
+}
+
+func onlyWhitespace(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			return false
+		}
+	}
+	return true
+}
+
+// fill reads more bytes into buf, making room first.
+func (s *Reader) fill() {
+	if s.BeforeFill != nil {
+		s.BeforeFill()
+	}
+	if s.start == s.end {
+		s.start, s.scan, s.end, s.seen = 0, 0, 0, 0
+	} else if s.start > 0 && len(s.buf)-s.end < MinRead {
+		s.moveTo(s.buf)
+	}
+	if s.end == len(s.buf) {
+		limit := max(sseInitialBuffer, s.maxEvent+1)
+		size := min(max(2*len(s.buf), sseInitialBuffer), limit)
+		if size <= len(s.buf) { // unreachable: Next stops at maxEvent first
+			s.err = ErrEventTooLarge
+			return
+		}
+		s.moveTo(make([]byte, size))
+	}
+	for range 100 {
+		n, err := s.r.Read(s.buf[s.end:])
+		s.end += n
+		if err != nil {
+			if err != io.EOF {
+				err = fmt.Errorf("reading event stream: %w", err)
+			}
+			s.err = err
+			return
+		}
+		if n > 0 {
+			return
+		}
+	}
+	s.err = fmt.Errorf("reading event stream: %w", io.ErrNoProgress)
+}
+
+// moveTo copies the current event to the start of nb and makes nb the buffer.
+func (s *Reader) moveTo(nb []byte) {
+	n := copy(nb, s.buf[s.start:s.end])
+	s.scan -= s.start
+	s.seen = max(s.seen-s.start, 0)
+	s.end = n
+	s.start = 0
+	s.buf = nb
+}
+
+// parse splits the unscanned bytes into lines and reports the event they
+// complete, if any.
+func (s *Reader) parse() (Event, bool) {
+	buf := s.buf[:s.end]
+	for s.scan < len(buf) {
+		if s.crLF {
+			s.crLF = false
+			if buf[s.scan] == '\n' {
+				s.scan++
+				continue
+			}
+		}
+		lineStart := s.scan
+		from := max(lineStart, s.seen)
+		lineEnd, next := -1, -1
+		if i := bytes.IndexByte(buf[from:], '\n'); i >= 0 {
+			i += from
+			if j := bytes.IndexByte(buf[from:i], '\r'); j >= 0 {
+				lineEnd, next = from+j, from+j+1
+				if next == i {
+					next++
+				}
+			} else {
+				lineEnd, next = i, i+1
+			}
+		} else if j := bytes.IndexByte(buf[from:], '\r'); j >= 0 {
+			lineEnd, next = from+j, from+j+1
+			if next == len(buf) {
+				// Whether a '\n' follows is not known yet; the line is
+				// complete either way, so do not wait for it.
+				s.crLF = true
+			}
+		} else {
+			s.seen = len(buf)
+			return Event{}, false // a partial line: wait for more
+		}
+		s.scan = next
+		if lineEnd == lineStart {
+			if !s.fields {
+				continue // a stray blank line: it joins the next event's Raw
+			}
+			return s.dispatch(buf, next), true
+		}
+		s.line(buf, lineStart, lineEnd)
+	}
+	return Event{}, false
+}
+
+// line applies one non-blank line of the current event.
+func (s *Reader) line(buf []byte, from, to int) {
+	s.fields = true
+	line := buf[from:to]
+	if line[0] == ':' {
+		return // a comment
+	}
+	field, value := line, line[len(line):]
+	valueOff := to
+	if i := bytes.IndexByte(line, ':'); i >= 0 {
+		field = line[:i]
+		valueOff = from + i + 1
+		if valueOff < to && buf[valueOff] == ' ' {
+			valueOff++
+		}
+		value = buf[valueOff:to]
+	}
+	switch string(field) {
+	case "data":
+		s.dataN++
+		switch s.dataN {
+		case 1:
+			s.dataOff, s.dataLen = valueOff-s.start, len(value)
+		case 2:
+			first := buf[s.start+s.dataOff : s.start+s.dataOff+s.dataLen]
+			s.scratch = append(s.scratch[:0], first...)
+			fallthrough
+		default:
+			s.scratch = append(s.scratch, '\n')
+			s.scratch = append(s.scratch, value...)
+		}
+	case "event":
+		s.hasName = true
+		s.nameOff, s.nameLen = valueOff-s.start, len(value)
+	}
+}
+
+// dispatch returns the current event, which ends at next, and starts the
+// following one.
+func (s *Reader) dispatch(buf []byte, next int) Event {
+	ev := Event{Raw: buf[s.start:next:next]} // capped: appending must not clobber the next event
+	if s.hasName {
+		off := s.start + s.nameOff
+		ev.Name = buf[off : off+s.nameLen : off+s.nameLen]
+	}
+	switch {
+	case s.dataN == 1:
+		off := s.start + s.dataOff
+		ev.Data = buf[off : off+s.dataLen : off+s.dataLen]
+	case s.dataN > 1:
+		ev.Data = s.scratch
+	}
+	s.start = next
+	s.resetEvent()
+	return ev
+}
