@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
@@ -178,11 +179,11 @@ func (h *Handler) readUpstreamError(a *attempt, d dialect, clientCtx context.Con
 	resp := a.resp
 	a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	a.errHeader = resp.Header
-	a.retryAfter, a.hasRA = parseRetryAfter(resp.Header, clock())
+	a.retryAfter, a.hasRA = limit.ParseRetryAfter(resp.Header, clock())
 	if !a.hasRA && d != dialectNone {
 		a.retryAfter, a.hasRA = d.retryDelay(a.errBody)
 	}
-	a.noRetry = !shouldRetry(resp.Header)
+	a.noRetry = !limit.ShouldRetry(resp.Header)
 	c := classifyAnswer(resp.StatusCode, a.errBody, a.p.passThroughKey())
 	if d != dialectNone {
 		c = d.classify(resp.StatusCode, a.errBody, a.p.passThroughKey())

@@ -5,6 +5,7 @@ package llmhedge
 import (
 	"encoding/json"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"net/http"
 	"strings"
 	"time"
@@ -96,8 +97,8 @@ func geminiRetryDelay(body []byte) (time.Duration, bool) {
 		if !found {
 			continue
 		}
-		if ms, ok := parseDecimalMilli(s); ok && strings.TrimSpace(s) == s {
-			return scaleRetryAfter(ms, time.Millisecond), true
+		if ms, ok := limit.ParseDecimalMilli(s); ok && strings.TrimSpace(s) == s {
+			return limit.ScaleRetryAfter(ms, time.Millisecond), true
 		}
 	}
 	return 0, false

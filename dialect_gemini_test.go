@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"google.golang.org/genai"
 
@@ -691,7 +692,7 @@ func TestGeminiRetryDelay(t *testing.T) {
 		{info(`"0.5s"`), 500 * time.Millisecond, true},
 		{info(`"1.000000001s"`), 1001 * time.Millisecond, true},
 		{info(`"0s"`), 0, true},
-		{info(`"999999999s"`), maxRetryAfter, true},
+		{info(`"999999999s"`), limit.MaxRetryAfter, true},
 		{info(`"2"`), 0, false},
 		{info(`"-1s"`), 0, false},
 		{info(`" 2s"`), 0, false},
@@ -920,7 +921,7 @@ func FuzzGeminiChunk(f *testing.F) {
 		if c := geminiCachedContent(data); len(c) > maxCachedContentLen {
 			t.Fatalf("cachedContent of %d bytes", len(c))
 		}
-		if d, ok := geminiRetryDelay(data); d < 0 || d > maxRetryAfter || !ok && d != 0 {
+		if d, ok := geminiRetryDelay(data); d < 0 || d > limit.MaxRetryAfter || !ok && d != 0 {
 			t.Fatalf("retry delay %v %v", d, ok)
 		}
 		_ = geminiClassify(400, data, false)

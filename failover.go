@@ -30,7 +30,7 @@ func (h *Handler) failoverRouteAt(st *requestState, now time.Time) failoverRoute
 	switch {
 	case st.attemptsLeft() == 0:
 		return failoverNone
-	case h.retryBudget.allows(now):
+	case h.retryBudget.Allows(now):
 		return failoverBudgeted
 	case !st.budgetFailoverUsed:
 		return failoverPastBudget
@@ -47,10 +47,10 @@ func (h *Handler) launchFailover(st *requestState, r *http.Request, within tierB
 	case failoverNone:
 		return nil
 	case failoverBudgeted:
-		if tok, ok := h.retryBudget.take(now); ok {
+		if tok, ok := h.retryBudget.Take(now); ok {
 			a := h.launchReplacement(st, r, false, within)
 			if a == nil {
-				h.retryBudget.refund(tok) // nothing left to try: no retry happened
+				h.retryBudget.Refund(tok) // nothing left to try: no retry happened
 			}
 			return a
 		}
@@ -59,7 +59,7 @@ func (h *Handler) launchFailover(st *requestState, r *http.Request, within tierB
 		if !st.budgetFailoverUsed {
 			if a := h.launchReplacement(st, r, true, within); a != nil {
 				st.budgetFailoverUsed = true
-				h.retryBudget.charge(clock())
+				h.retryBudget.Charge(clock())
 				return a
 			}
 		}

@@ -25,6 +25,7 @@ import (
 
 	// The simulated provider is compiled into every build: the embedded
 	// default (Caddyfile.example) and rehearsals of failures need it.
+	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	_ "github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
@@ -94,8 +95,8 @@ type Handler struct {
 
 	providers   []*provider
 	transport   map[string]*http.Transport
-	hedgeBudget *budget
-	retryBudget *budget
+	hedgeBudget *limit.Budget
+	retryBudget *limit.Budget
 	affinity    *affinityTable
 	owners      *responseOwners
 	rejects     [][]byte
@@ -163,8 +164,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	for _, phrase := range h.Stream.Reject {
 		h.rejects = append(h.rejects, []byte(phrase))
 	}
-	h.hedgeBudget = newBudget(h.Hedge.budgetPercent(), hedgeBudgetFloor, budgetWindow)
-	h.retryBudget = newBudget(h.Retry.budgetPercent(), retryBudgetFloor, budgetWindow)
+	h.hedgeBudget = limit.NewBudget(h.Hedge.budgetPercent(), hedgeBudgetFloor, budgetWindow)
+	h.retryBudget = limit.NewBudget(h.Retry.budgetPercent(), retryBudgetFloor, budgetWindow)
 	if h.Affinity.enabled() {
 		h.affinity = newAffinityTable(defaultAffinityCapacity, time.Duration(h.Affinity.TTL))
 	}
@@ -301,8 +302,8 @@ func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, d dial
 	}
 	st.req = req
 	h.pinResponse(st, body)
-	h.hedgeBudget.recordRequest(st.start)
-	h.retryBudget.recordRequest(st.start)
+	h.hedgeBudget.RecordRequest(st.start)
+	h.retryBudget.RecordRequest(st.start)
 
 	ctx, cancel := h.requestContext(r)
 	defer cancel()

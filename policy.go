@@ -150,7 +150,7 @@ func (h *Handler) onHedgeTimer(st *requestState, now time.Time) step {
 	if !h.hedgeRoom(st) {
 		return step{kind: stepNone}
 	}
-	if !h.hedgeBudget.allows(now) {
+	if !h.hedgeBudget.Allows(now) {
 		return step{kind: stepRecord, reason: "hedge_budget_exhausted"}
 	}
 	return step{kind: stepLaunch, reason: launchHedgeReason}
@@ -169,7 +169,7 @@ func (h *Handler) onRetryTimer(st *requestState, pending *attempt, hedging bool,
 	if st.live == 0 || hedging {
 		failover = step{kind: stepLaunch, reason: launchFailoverReason}
 	}
-	if st.attemptsLeft() == 0 || pending.p.busy() || !h.retryBudget.allows(now) ||
+	if st.attemptsLeft() == 0 || pending.p.busy() || !h.retryBudget.Allows(now) ||
 		!pending.p.health.admitsAt(now, st.plan.model) {
 		return failover
 	}

@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"context"
+	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"testing"
 	"time"
 )
@@ -25,8 +26,8 @@ func newPolicyFixture(t *testing.T, spent bool) *policyFixture {
 	if spent {
 		percent, floor = 0, 0
 	}
-	h.retryBudget = newBudget(percent, floor, budgetWindow)
-	h.hedgeBudget = newBudget(percent, floor, budgetWindow)
+	h.retryBudget = limit.NewBudget(percent, floor, budgetWindow)
+	h.hedgeBudget = limit.NewBudget(percent, floor, budgetWindow)
 	p1 := &provider{name: "p1", vendor: "a", cfg: &Provider{}, health: newTestHealth("p1")}
 	p2 := &provider{name: "p2", vendor: "b", cfg: &Provider{}, health: newTestHealth("p2")}
 	st := &requestState{h: h, ctx: context.Background(), req: &llmRequest{model: "m", stream: true},
@@ -258,7 +259,7 @@ func TestPolicyFailoverPastBudget(t *testing.T) {
 	if got := f.h.failoverRouteAt(f.st, clock()); got != failoverNone {
 		t.Fatalf("no attempts left: route %d, want none", got)
 	}
-	if _, extras := f.h.retryBudget.snapshot(clock()); extras != 0 {
+	if _, extras := f.h.retryBudget.Snapshot(clock()); extras != 0 {
 		t.Fatalf("a decision took %d extras from the budget", extras)
 	}
 }

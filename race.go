@@ -174,7 +174,7 @@ func (h *Handler) launchFirst(st *requestState, r *http.Request) *attempt {
 func (h *Handler) launchStep(st *requestState, r *http.Request, s step) *attempt {
 	switch s.reason {
 	case launchHedgeReason:
-		tok, ok := h.hedgeBudget.take(clock())
+		tok, ok := h.hedgeBudget.Take(clock())
 		if !ok { // another request took the last of the budget meanwhile
 			st.skips = append(st.skips, chainEntry{OffsetMs: msSince(st.start), Event: "hedge_budget_exhausted"})
 			h.metrics.budgetExhausted("hedge")
@@ -184,7 +184,7 @@ func (h *Handler) launchStep(st *requestState, r *http.Request, s step) *attempt
 		if a == nil {
 			// Every candidate left is cooling down or busy: no hedge
 			// started, so none is charged.
-			h.hedgeBudget.refund(tok)
+			h.hedgeBudget.Refund(tok)
 			return nil
 		}
 		st.hedged = true
@@ -317,19 +317,19 @@ func (h *Handler) launchRetry(st *requestState, r *http.Request, a *attempt) boo
 		return false // max_in_flight holds for retries too: fail over instead
 	}
 	now := clock()
-	tok, ok := h.retryBudget.take(now)
+	tok, ok := h.retryBudget.Take(now)
 	if !ok {
 		return false
 	}
 	key, ok := h.keyFor(st, a.p, now)
 	if !ok {
-		h.retryBudget.refund(tok)
+		h.retryBudget.Refund(tok)
 		return false
 	}
 	ok, probe := a.p.health.admit(now, st.plan.model)
 	if !ok {
 		key.release(now)
-		h.retryBudget.refund(tok)
+		h.retryBudget.Refund(tok)
 		return false
 	}
 	a.probe = probe

@@ -78,7 +78,7 @@ func (h *Handler) resume(w io.Writer, flush func() error, st *requestState, rs r
 			h.noteResume(st, "", delivered, resumeFailed, "no attempt left")
 			return
 		}
-		if !h.retryBudget.tryAcquire(clock()) {
+		if !h.retryBudget.TryAcquire(clock()) {
 			h.metrics.budgetExhausted("retry")
 			h.noteResume(st, "", delivered, resumeBudget, "")
 			return

@@ -1,6 +1,7 @@
 package llmhedge
 
 import (
+	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"net/http"
 	"time"
 )
@@ -35,7 +36,7 @@ func (h *Handler) retryVerdict(st *requestState, a *attempt) (wait time.Duration
 	case a.class == classRateLimited:
 		return 0, false, false
 	default:
-		wait = retryBackoff(base, time.Duration(h.Retry.BackoffMax), st.plan.tries[a.p], h.rand)
+		wait = limit.Backoff(base, time.Duration(h.Retry.BackoffMax), st.plan.tries[a.p], h.rand)
 	}
 	// The deadline is the context's, on the wall clock: time.Now, not clock.
 	if dl, ok := st.ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
@@ -46,7 +47,7 @@ func (h *Handler) retryVerdict(st *requestState, a *attempt) (wait time.Duration
 		// would refuse the retry when its wait is over: fail over now.
 		return 0, false, false
 	}
-	if !h.retryBudget.allows(clock()) {
+	if !h.retryBudget.Allows(clock()) {
 		return 0, false, true
 	}
 	return wait, true, false
@@ -100,7 +101,7 @@ func (h *Handler) contextFallbackTo(st *requestState, a *attempt) string {
 		}
 		for _, p := range h.providers {
 			if p.serves(st.dialect, f.To) {
-				if !h.retryBudget.allows(clock()) {
+				if !h.retryBudget.Allows(clock()) {
 					return ""
 				}
 				return f.To
@@ -119,7 +120,7 @@ func (h *Handler) launchContextFallback(st *requestState, r *http.Request, a *at
 	if to == "" {
 		return nil
 	}
-	tok, ok := h.retryBudget.take(clock())
+	tok, ok := h.retryBudget.Take(clock())
 	if !ok {
 		return nil
 	}
@@ -128,7 +129,7 @@ func (h *Handler) launchContextFallback(st *requestState, r *http.Request, a *at
 	st.plan = newPlan(h.candidates(st.dialect, to, st.req.sessionKey), to)
 	n := h.launchNext(st, r, launchContextFallbackReason, false)
 	if n == nil {
-		h.retryBudget.refund(tok) // every provider of it is cooling down: no retry happened
+		h.retryBudget.Refund(tok) // every provider of it is cooling down: no retry happened
 	}
 	return n
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 )
 
 // retryTestHandler is a handler with only what retryWait reads: the retry
@@ -13,7 +14,7 @@ import (
 func retryTestHandler(sameProvider int, budgetPercent, floor float64, jitter float64) *Handler {
 	h := &Handler{Retry: RetryConfig{SameProvider: &sameProvider, RetryAfterMax: caddy.Duration(20 * time.Second)}}
 	h.Retry.setDefaults()
-	h.retryBudget = newBudget(budgetPercent, floor, budgetWindow)
+	h.retryBudget = limit.NewBudget(budgetPercent, floor, budgetWindow)
 	h.rand = func() float64 { return jitter }
 	return h
 }
@@ -81,7 +82,7 @@ func TestRetryWaitDecision(t *testing.T) {
 			if ok != tt.wantOK || wait != tt.wantWait {
 				t.Fatalf("retryWait = (%v, %v), want (%v, %v)", wait, ok, tt.wantWait, tt.wantOK)
 			}
-			if _, extras := h.retryBudget.snapshot(clock()); extras != 0 {
+			if _, extras := h.retryBudget.Snapshot(clock()); extras != 0 {
 				t.Fatalf("retryWait took %d extras from the budget; the retry is charged when it starts", extras)
 			}
 		})

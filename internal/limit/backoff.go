@@ -1,4 +1,4 @@
-package llmhedge
+package limit
 
 import (
 	"math/rand/v2"
@@ -17,7 +17,7 @@ import (
 // jittering. Our retries are counted by the request path, which needs a pure
 // function of n with additive, never-negative jitter; keeping a backoff object
 // per request would add an allocation and state to get the same arithmetic.
-func retryBackoff(base, max time.Duration, n int, rnd func() float64) time.Duration {
+func Backoff(base, max time.Duration, n int, rnd func() float64) time.Duration {
 	if base <= 0 {
 		return 0
 	}

@@ -1,4 +1,4 @@
-package llmhedge
+package limit
 
 import (
 	"net/http"
@@ -8,7 +8,7 @@ import (
 
 // maxRetryAfter bounds what a provider can ask us to wait; anything longer is
 // as good as "not today" and clamping keeps the arithmetic from overflowing.
-const maxRetryAfter = 24 * time.Hour
+const MaxRetryAfter = 24 * time.Hour
 
 // parseRetryAfter reads how long a provider asked us to wait. retry-after-ms
 // (OpenAI) wins when it is valid because it is more precise; otherwise
@@ -16,18 +16,18 @@ const maxRetryAfter = 24 * time.Hour
 // up to the millisecond) or an HTTP date relative to now. ok is false when
 // neither header holds a usable value; a date in the past gives (0, true).
 // The result is clamped to [0, 24h].
-func parseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	if v := h.Get("retry-after-ms"); v != "" {
-		if us, ok := parseDecimalMilli(v); ok {
-			return scaleRetryAfter(us, time.Microsecond), true
+		if us, ok := ParseDecimalMilli(v); ok {
+			return ScaleRetryAfter(us, time.Microsecond), true
 		}
 	}
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0, false
 	}
-	if ms, ok := parseDecimalMilli(v); ok {
-		return scaleRetryAfter(ms, time.Millisecond), true
+	if ms, ok := ParseDecimalMilli(v); ok {
+		return ScaleRetryAfter(ms, time.Millisecond), true
 	}
 	t, err := http.ParseTime(v)
 	if err != nil {
@@ -38,9 +38,9 @@ func parseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 
 // scaleRetryAfter converts n units to a duration, clamping before the
 // multiplication so it cannot overflow.
-func scaleRetryAfter(n int64, unit time.Duration) time.Duration {
-	if n > int64(maxRetryAfter/unit) {
-		return maxRetryAfter
+func ScaleRetryAfter(n int64, unit time.Duration) time.Duration {
+	if n > int64(MaxRetryAfter/unit) {
+		return MaxRetryAfter
 	}
 	return clampRetryAfter(time.Duration(n) * unit)
 }
@@ -49,8 +49,8 @@ func clampRetryAfter(d time.Duration) time.Duration {
 	if d < 0 {
 		return 0
 	}
-	if d > maxRetryAfter {
-		return maxRetryAfter
+	if d > MaxRetryAfter {
+		return MaxRetryAfter
 	}
 	return d
 }
@@ -59,7 +59,7 @@ func clampRetryAfter(d time.Duration) time.Duration {
 // in thousandths, rounded up. It accepts no sign, exponent or spaces inside,
 // so "-1", "1e3" and "inf" are rejected. Values saturate well above 24h in
 // any unit so huge inputs clamp instead of overflowing.
-func parseDecimalMilli(s string) (int64, bool) {
+func ParseDecimalMilli(s string) (int64, bool) {
 	s = strings.TrimSpace(s)
 	const saturate = int64(1) << 50 // > 24h in microseconds, far from overflow
 	intPart, frac, hasDot := strings.Cut(s, ".")
@@ -105,6 +105,6 @@ func parseDecimalMilli(s string) (int64, bool) {
 
 // shouldRetry reports whether the provider allows a retry: only an explicit
 // `x-should-retry: false` forbids it.
-func shouldRetry(h http.Header) bool {
+func ShouldRetry(h http.Header) bool {
 	return !strings.EqualFold(strings.TrimSpace(h.Get("x-should-retry")), "false")
 }

@@ -1,4 +1,4 @@
-package llmhedge
+package limit
 
 import (
 	"math"
@@ -36,7 +36,7 @@ func TestRetryBackoff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := retryBackoff(tt.base, tt.max, tt.n, tt.rnd)
+			got := Backoff(tt.base, tt.max, tt.n, tt.rnd)
 			if got != tt.want {
 				t.Errorf("retryBackoff(%v, %v, %d) = %v, want %v", tt.base, tt.max, tt.n, got, tt.want)
 			}
@@ -51,7 +51,7 @@ func TestRetryBackoffSeededSequence(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	base, max := 500*time.Millisecond, 8*time.Second
 	for n := 1; n <= 12; n++ {
-		d := retryBackoff(base, max, n, rng.Float64)
+		d := Backoff(base, max, n, rng.Float64)
 		lo := base << (n - 1)
 		if lo > max || n > 10 {
 			lo = max
@@ -64,7 +64,7 @@ func TestRetryBackoffSeededSequence(t *testing.T) {
 	// Same seed, same sequence: the jitter is reproducible in tests.
 	a, b := rand.New(rand.NewPCG(7, 7)), rand.New(rand.NewPCG(7, 7))
 	for n := 1; n <= 5; n++ {
-		if x, y := retryBackoff(base, max, n, a.Float64), retryBackoff(base, max, n, b.Float64); x != y {
+		if x, y := Backoff(base, max, n, a.Float64), Backoff(base, max, n, b.Float64); x != y {
 			t.Fatalf("retry %d: %v != %v with the same seed", n, x, y)
 		}
 	}
@@ -72,7 +72,7 @@ func TestRetryBackoffSeededSequence(t *testing.T) {
 
 func TestRetryBackoffDefaultRandomness(t *testing.T) {
 	for n := 1; n <= 100; n++ {
-		d := retryBackoff(time.Second, 8*time.Second, 1, nil)
+		d := Backoff(time.Second, 8*time.Second, 1, nil)
 		if d < time.Second || d > 1250*time.Millisecond {
 			t.Fatalf("nil rnd: %v outside [1s, 1.25s]", d)
 		}

@@ -1,4 +1,4 @@
-package llmhedge
+package limit
 
 import (
 	"sync"
@@ -27,21 +27,21 @@ func TestBudgetAllowance(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newBudget(tt.percent, tt.floor, 10*time.Second)
+			b := NewBudget(tt.percent, tt.floor, 10*time.Second)
 			now := budgetEpoch
 			for range tt.requests {
-				b.recordRequest(now)
+				b.RecordRequest(now)
 			}
 			got := 0
 			for range tt.requests*3 + 100 {
-				if b.tryAcquire(now) {
+				if b.TryAcquire(now) {
 					got++
 				}
 			}
 			if got != tt.want {
 				t.Errorf("granted %d extras, want %d", got, tt.want)
 			}
-			req, ext := b.snapshot(now)
+			req, ext := b.Snapshot(now)
 			if req != int64(tt.requests) || ext != int64(tt.want) {
 				t.Errorf("snapshot = (%d, %d), want (%d, %d)", req, ext, tt.requests, tt.want)
 			}
@@ -50,13 +50,13 @@ func TestBudgetAllowance(t *testing.T) {
 }
 
 func TestBudgetWindowSlides(t *testing.T) {
-	b := newBudget(10, 0, 10*time.Second)
+	b := NewBudget(10, 0, 10*time.Second)
 	t0 := budgetEpoch
 	for range 100 {
-		b.recordRequest(t0)
+		b.RecordRequest(t0)
 	}
 	for range 10 {
-		if !b.tryAcquire(t0) {
+		if !b.TryAcquire(t0) {
 			t.Fatal("budget refused within its share")
 		}
 	}
@@ -73,21 +73,21 @@ func TestBudgetWindowSlides(t *testing.T) {
 	}
 	for _, s := range steps {
 		now := t0.Add(s.at)
-		if req, ext := b.snapshot(now); req != s.requests || ext != s.extras {
+		if req, ext := b.Snapshot(now); req != s.requests || ext != s.extras {
 			t.Errorf("at +%v: snapshot = (%d, %d), want (%d, %d)", s.at, req, ext, s.requests, s.extras)
 		}
-		if got := b.tryAcquire(now); got != s.allowed {
+		if got := b.TryAcquire(now); got != s.allowed {
 			t.Errorf("at +%v: tryAcquire = %v, want %v", s.at, got, s.allowed)
 		}
 	}
 	// Fresh traffic refills the share.
 	t1 := t0.Add(10 * time.Second)
 	for range 50 {
-		b.recordRequest(t1)
+		b.RecordRequest(t1)
 	}
 	got := 0
 	for range 20 {
-		if b.tryAcquire(t1) {
+		if b.TryAcquire(t1) {
 			got++
 		}
 	}
@@ -105,16 +105,16 @@ func TestBudgetStormStaysWithinShare(t *testing.T) {
 		percent = 10.0
 		floor   = 1.0
 	)
-	b := newBudget(percent, floor, 10*time.Second)
+	b := NewBudget(percent, floor, 10*time.Second)
 	attempts, requests := 0, 0
 	for s := range seconds {
 		for i := range rps {
 			now := budgetEpoch.Add(time.Duration(s)*time.Second + time.Duration(i)*time.Second/rps)
-			b.recordRequest(now)
+			b.RecordRequest(now)
 			requests++
 			attempts++
 			for range 3 {
-				if b.tryAcquire(now) {
+				if b.TryAcquire(now) {
 					attempts++
 				}
 			}
@@ -130,30 +130,30 @@ func TestBudgetStormStaysWithinShare(t *testing.T) {
 }
 
 func TestBudgetClockGoesBack(t *testing.T) {
-	b := newBudget(0, 1, 10*time.Second)
+	b := NewBudget(0, 1, 10*time.Second)
 	t0 := budgetEpoch.Add(time.Hour)
-	b.recordRequest(t0)
+	b.RecordRequest(t0)
 	// A little back: counted in the newest bucket, still in the window.
-	b.recordRequest(t0.Add(-2 * time.Second))
-	if req, _ := b.snapshot(t0); req != 2 {
+	b.RecordRequest(t0.Add(-2 * time.Second))
+	if req, _ := b.Snapshot(t0); req != 2 {
 		t.Errorf("requests after a small step back = %d, want 2", req)
 	}
 	// Far back: the window restarts instead of freezing.
 	back := t0.Add(-time.Hour)
-	b.recordRequest(back)
-	if req, _ := b.snapshot(back); req != 1 {
+	b.RecordRequest(back)
+	if req, _ := b.Snapshot(back); req != 1 {
 		t.Errorf("requests after a large step back = %d, want 1", req)
 	}
 }
 
 func TestBudgetConcurrent(t *testing.T) {
-	b := newBudget(10, 0, 10*time.Second)
+	b := NewBudget(10, 0, 10*time.Second)
 	now := budgetEpoch
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for range 1000 {
-				b.recordRequest(now)
+				b.RecordRequest(now)
 			}
 		})
 	}
@@ -162,7 +162,7 @@ func TestBudgetConcurrent(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 500 {
-				if b.tryAcquire(now) {
+				if b.TryAcquire(now) {
 					granted.Add(1)
 				}
 			}
@@ -177,74 +177,74 @@ func TestBudgetConcurrent(t *testing.T) {
 func TestBudgetAllowsRefundCharge(t *testing.T) {
 	t0 := budgetEpoch
 	t.Run("allows does not take", func(t *testing.T) {
-		b := newBudget(0, 0.1, 10*time.Second) // one extra per window
+		b := NewBudget(0, 0.1, 10*time.Second) // one extra per window
 		for range 3 {
-			if !b.allows(t0) {
+			if !b.Allows(t0) {
 				t.Fatal("allows = false on an unused budget")
 			}
 		}
-		if _, ok := b.take(t0); !ok {
+		if _, ok := b.Take(t0); !ok {
 			t.Fatal("take refused the one extra")
 		}
-		if b.allows(t0) {
+		if b.Allows(t0) {
 			t.Fatal("allows = true once the extra is taken")
 		}
 	})
 	t.Run("refund gives the extra back", func(t *testing.T) {
-		b := newBudget(0, 0.1, 10*time.Second)
-		tok, _ := b.take(t0)
-		b.refund(tok)
-		if _, ext := b.snapshot(t0); ext != 0 {
+		b := NewBudget(0, 0.1, 10*time.Second)
+		tok, _ := b.Take(t0)
+		b.Refund(tok)
+		if _, ext := b.Snapshot(t0); ext != 0 {
 			t.Fatalf("extras after refund = %d, want 0", ext)
 		}
-		if _, ok := b.take(t0.Add(time.Second)); !ok {
+		if _, ok := b.Take(t0.Add(time.Second)); !ok {
 			t.Fatal("the refunded extra cannot be taken again")
 		}
 	})
 	t.Run("refund of a bucket that left the window is a no-op", func(t *testing.T) {
-		b := newBudget(0, 0.1, 10*time.Second)
-		old, _ := b.take(t0)
+		b := NewBudget(0, 0.1, 10*time.Second)
+		old, _ := b.Take(t0)
 		later := t0.Add(10 * time.Second)
-		if _, ok := b.take(later); !ok {
+		if _, ok := b.Take(later); !ok {
 			t.Fatal("the window slid but the extra was refused")
 		}
-		b.refund(old) // its bucket was reused by the window: must not touch it
-		if _, ext := b.snapshot(later); ext != 1 {
+		b.Refund(old) // its bucket was reused by the window: must not touch it
+		if _, ext := b.Snapshot(later); ext != 1 {
 			t.Fatalf("extras = %d, want 1: a stale refund freed a current extra", ext)
 		}
 	})
 	t.Run("charge is debt repaid by later traffic", func(t *testing.T) {
-		b := newBudget(10, 0, 10*time.Second)
+		b := NewBudget(10, 0, 10*time.Second)
 		for range 10 {
-			b.recordRequest(t0)
+			b.RecordRequest(t0)
 		}
-		if _, ok := b.take(t0); !ok {
+		if _, ok := b.Take(t0); !ok {
 			t.Fatal("10% of 10 requests refused")
 		}
-		b.charge(t0) // granted outside the budget
+		b.Charge(t0) // granted outside the budget
 		for range 10 {
-			b.recordRequest(t0)
+			b.RecordRequest(t0)
 		}
-		if b.allows(t0) {
+		if b.Allows(t0) {
 			t.Fatal("20 requests at 10% allow 2 extras, 2 are counted: no room")
 		}
 		for range 10 {
-			b.recordRequest(t0)
+			b.RecordRequest(t0)
 		}
-		if !b.allows(t0) {
+		if !b.Allows(t0) {
 			t.Fatal("30 requests at 10% allow 3 extras, 2 are counted: room for one")
 		}
 	})
 }
 
 func BenchmarkBudget(b *testing.B) {
-	bg := newBudget(10, 1, 10*time.Second)
+	bg := NewBudget(10, 1, 10*time.Second)
 	now := budgetEpoch
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			bg.recordRequest(now)
-			bg.tryAcquire(now)
+			bg.RecordRequest(now)
+			bg.TryAcquire(now)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package llmhedge
+package limit
 
 import (
 	"net/http"
@@ -48,7 +48,7 @@ func TestParseRetryAfter(t *testing.T) {
 			for k, v := range tt.header {
 				h.Set(k, v)
 			}
-			got, ok := parseRetryAfter(h, now)
+			got, ok := ParseRetryAfter(h, now)
 			if got != tt.want || ok != tt.wantOK {
 				t.Errorf("parseRetryAfter(%v) = (%v, %v), want (%v, %v)", tt.header, got, ok, tt.want, tt.wantOK)
 			}
@@ -75,7 +75,7 @@ func TestShouldRetry(t *testing.T) {
 		if tt.set {
 			h.Set("X-Should-Retry", tt.value)
 		}
-		if got := shouldRetry(h); got != tt.want {
+		if got := ShouldRetry(h); got != tt.want {
 			t.Errorf("shouldRetry(x-should-retry=%q, set=%v) = %v, want %v", tt.value, tt.set, got, tt.want)
 		}
 	}
@@ -93,8 +93,8 @@ func FuzzParseRetryAfter(f *testing.F) {
 		h := http.Header{}
 		h.Set("Retry-After", retryAfter)
 		h.Set("Retry-After-Ms", retryAfterMs)
-		d, ok := parseRetryAfter(h, now)
-		if d < 0 || d > maxRetryAfter {
+		d, ok := ParseRetryAfter(h, now)
+		if d < 0 || d > MaxRetryAfter {
 			t.Fatalf("(%q, %q) gave %v outside [0, 24h]", retryAfter, retryAfterMs, d)
 		}
 		if !ok && d != 0 {

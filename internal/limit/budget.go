@@ -1,4 +1,4 @@
-package llmhedge
+package limit
 
 import (
 	"sync"
@@ -23,7 +23,7 @@ const budgetBuckets = 10
 // "a share of the traffic we actually observed"; its rate would have to be
 // re-tuned on every request. Counting requests and extras in the same sliding
 // window makes the share exact and costs one short critical section.
-type budget struct {
+type Budget struct {
 	percent float64
 	floor   float64 // extras allowed per window regardless of traffic
 	width   time.Duration
@@ -43,7 +43,7 @@ type budgetBucket struct {
 
 // newBudget returns a budget allowing percent% extra attempts plus
 // floorPerSecond per second, measured over window (10s when window <= 0).
-func newBudget(percent, floorPerSecond float64, window time.Duration) *budget {
+func NewBudget(percent, floorPerSecond float64, window time.Duration) *Budget {
 	if window <= 0 {
 		window = 10 * time.Second
 	}
@@ -57,7 +57,7 @@ func newBudget(percent, floorPerSecond float64, window time.Duration) *budget {
 	if floorPerSecond < 0 {
 		floorPerSecond = 0
 	}
-	return &budget{
+	return &Budget{
 		percent: percent,
 		floor:   floorPerSecond * window.Seconds(),
 		width:   width,
@@ -66,24 +66,24 @@ func newBudget(percent, floorPerSecond float64, window time.Duration) *budget {
 
 // recordRequest counts one incoming request; call it once per request,
 // before any tryAcquire for that request.
-func (b *budget) recordRequest(now time.Time) {
+func (b *Budget) RecordRequest(now time.Time) {
 	b.mu.Lock()
 	b.bucket(now).requests++
 	b.mu.Unlock()
 }
 
 // tryAcquire takes one extra attempt from the budget if the window allows it.
-func (b *budget) tryAcquire(now time.Time) bool {
-	_, ok := b.take(now)
+func (b *Budget) TryAcquire(now time.Time) bool {
+	_, ok := b.Take(now)
 	return ok
 }
 
-// budgetToken names the bucket an extra was charged to, so that an extra
+// Token names the bucket an extra was charged to, so that an extra
 // taken for an attempt that then could not start is given back exactly.
-type budgetToken int64
+type Token int64
 
 // take is tryAcquire that also returns what refund needs.
-func (b *budget) take(now time.Time) (budgetToken, bool) {
+func (b *Budget) Take(now time.Time) (Token, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	cur := b.bucket(now)
@@ -91,12 +91,12 @@ func (b *budget) take(now time.Time) (budgetToken, bool) {
 		return 0, false
 	}
 	cur.extras++
-	return budgetToken(cur.index), true
+	return Token(cur.index), true
 }
 
 // allows reports whether an extra would be granted now, without taking it:
 // for a decision whose attempt starts later (a retry after its backoff).
-func (b *budget) allows(now time.Time) bool {
+func (b *Budget) Allows(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.bucket(now)
@@ -106,7 +106,7 @@ func (b *budget) allows(now time.Time) bool {
 // charge counts an extra that was granted outside the budget (a request's
 // one failover once the budget is spent), so the window stays truthful and
 // the traffic that follows repays it before it gets extras of its own.
-func (b *budget) charge(now time.Time) {
+func (b *Budget) Charge(now time.Time) {
 	b.mu.Lock()
 	b.bucket(now).extras++
 	b.mu.Unlock()
@@ -114,7 +114,7 @@ func (b *budget) charge(now time.Time) {
 
 // refund gives back an extra taken with take whose attempt never started.
 // If its bucket already left the window there is nothing to give back.
-func (b *budget) refund(t budgetToken) {
+func (b *Budget) Refund(t Token) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	slot := int64(t) % budgetBuckets
@@ -127,7 +127,7 @@ func (b *budget) refund(t budgetToken) {
 }
 
 // fitsLocked reports whether one more extra fits in the window.
-func (b *budget) fitsLocked() bool {
+func (b *Budget) fitsLocked() bool {
 	requests, extras := b.sumLocked()
 	// percent×requests/100 is exact for whole percents; the epsilon absorbs
 	// rounding of fractional ones so 10% of 100 always allows 10.
@@ -135,7 +135,7 @@ func (b *budget) fitsLocked() bool {
 }
 
 // snapshot returns the requests and extras counted in the current window.
-func (b *budget) snapshot(now time.Time) (requests, extras int64) {
+func (b *Budget) Snapshot(now time.Time) (requests, extras int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.bucket(now)
@@ -146,7 +146,7 @@ func (b *budget) snapshot(now time.Time) (requests, extras int64) {
 // Time comes from the caller; time.Now values carry a monotonic reading, so
 // wall-clock jumps do not disturb the window. A time slightly in the past is
 // counted in the newest bucket; a large jump back restarts the window.
-func (b *budget) bucket(now time.Time) *budgetBucket {
+func (b *Budget) bucket(now time.Time) *budgetBucket {
 	if !b.started {
 		b.started, b.origin = true, now
 	}
@@ -171,7 +171,7 @@ func (b *budget) bucket(now time.Time) *budgetBucket {
 	return bk
 }
 
-func (b *budget) sumLocked() (requests, extras int64) {
+func (b *Budget) sumLocked() (requests, extras int64) {
 	for i := range b.buckets {
 		bk := &b.buckets[i]
 		if bk.index > b.head-budgetBuckets && bk.index <= b.head {
