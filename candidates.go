@@ -3,7 +3,9 @@ package llmhedge
 import (
 	"cmp"
 	"math"
+	"net/http"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -174,4 +176,21 @@ func (p *plan) unusedWithin(tier int) bool {
 		}
 	}
 	return false
+}
+
+// sessionKey returns the key that identifies a conversation for affinity, or
+// "" when the request carries none. With headerName set only that header is
+// used. Otherwise Anthropic's metadata.user_id, or OpenAI's prompt_cache_key
+// (literally the cache key), user, then safety_identifier. The body must be
+// valid JSON (parseCompletion checked it); only its top level is scanned, with
+// the scanner parseCompletion uses, so a 1 MiB prompt costs one pass and the
+// same names inside messages never match.
+func sessionKey(d dialect, body []byte, header http.Header, headerName string) string {
+	if headerName != "" {
+		return strings.TrimSpace(header.Get(headerName))
+	}
+	if d == dialectNone {
+		return ""
+	}
+	return d.sessionKey(body, header)
 }
