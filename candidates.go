@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"cmp"
+	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 	"math"
 	"net/http"
 	"slices"
@@ -56,7 +57,7 @@ func (h *Handler) candidates(d dialect, model, session string) []*provider {
 // primary) once the primary recovers.
 func (h *Handler) affinityPick(cands []*provider, model, session string) int {
 	now := clock()
-	if name, ok := h.affinity.get(session, now); ok {
+	if name, ok := h.affinity.Get(session, now); ok {
 		for i, p := range cands {
 			if p.name == name && p.health.state(now) == stateClosed && p.cfg.Priority <= bestOpenTier(cands, now) {
 				return i
@@ -75,7 +76,7 @@ func (h *Handler) affinityPick(cands []*provider, model, session string) int {
 			idx = append(idx, i)
 		}
 	}
-	if k := rendezvousPick(session, names); k >= 0 {
+	if k := affinity.Pick(session, names); k >= 0 {
 		return idx[k]
 	}
 	return -1

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 )
 
 // Defaults, in one place: the godoc of each field states them, and the
@@ -44,8 +46,8 @@ const (
 	defaultGateEvents  = 1000        // events a gate buffers before the first valid one
 	defaultFinishGrace = time.Second // an OpenAI stream's wait for [DONE] after its finish_reason
 
-	defaultAffinityTTL      = time.Hour // affinity.ttl: a prompt cache rarely outlives an hour
-	defaultAffinityCapacity = 100_000   // sessions remembered, about 5 MB
+	defaultAffinityTTL      = affinity.DefaultTTL      // affinity.ttl
+	defaultAffinityCapacity = affinity.DefaultCapacity // sessions remembered
 
 	defaultQuotaReserve = 0                // a provider's quota_reserve, percent
 	keyCooldownDefault  = 30 * time.Second // a key's 429 cooldown with no Retry-After or reset header

@@ -25,6 +25,7 @@ import (
 
 	// The simulated provider is compiled into every build: the embedded
 	// default (Caddyfile.example) and rehearsals of failures need it.
+	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	_ "github.com/llmhedge/caddy-llm-hedge/sim"
 )
@@ -97,7 +98,7 @@ type Handler struct {
 	transport   map[string]*http.Transport
 	hedgeBudget *limit.Budget
 	retryBudget *limit.Budget
-	affinity    *affinityTable
+	affinity    *affinity.Table
 	owners      *responseOwners
 	rejects     [][]byte
 	cooldown    cooldownConfig
@@ -167,7 +168,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.hedgeBudget = limit.NewBudget(h.Hedge.budgetPercent(), hedgeBudgetFloor, budgetWindow)
 	h.retryBudget = limit.NewBudget(h.Retry.budgetPercent(), retryBudgetFloor, budgetWindow)
 	if h.Affinity.enabled() {
-		h.affinity = newAffinityTable(defaultAffinityCapacity, time.Duration(h.Affinity.TTL))
+		h.affinity = affinity.NewTable(defaultAffinityCapacity, time.Duration(h.Affinity.TTL))
 	}
 	if h.Hedge.enabled() && h.Hedge.Percentile > 0 {
 		if msg := budgetMismatch(h.Hedge.Percentile, h.Hedge.budgetPercent()); msg != "" {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -43,7 +44,7 @@ var responseOwnersCapacity = 100_000
 type responseOwners struct {
 	mu                  sync.Mutex
 	capacity, perClient int
-	clients             map[uint64]*affinityTable
+	clients             map[uint64]*affinity.Table
 	total               int // ids held, expired ones not yet swept included
 }
 
@@ -51,7 +52,7 @@ type responseOwners struct {
 func (*responseOwners) Destruct() error { return nil }
 
 func newResponseOwners(capacity int) *responseOwners {
-	return &responseOwners{capacity: capacity, perClient: max(1, capacity/10), clients: map[uint64]*affinityTable{}}
+	return &responseOwners{capacity: capacity, perClient: max(1, capacity/10), clients: map[uint64]*affinity.Table{}}
 }
 
 // loadResponseOwners returns the shared table, creating it on first use.
@@ -101,12 +102,12 @@ func (ro *responseOwners) remember(client uint64, id, provider string, now time.
 	defer ro.mu.Unlock()
 	t := ro.clients[client]
 	if t == nil {
-		t = newAffinityTable(ro.perClient, responseOwnersTTL)
+		t = affinity.NewTable(ro.perClient, responseOwnersTTL)
 		ro.clients[client] = t
 	}
-	n := t.size()
-	t.put(id, provider, now)
-	ro.total += t.size() - n
+	n := t.Size()
+	t.Put(id, provider, now)
+	ro.total += t.Size() - n
 	if ro.total > ro.capacity {
 		ro.evictFromLargest(client)
 	}
@@ -118,7 +119,7 @@ func (ro *responseOwners) evictFromLargest(storing uint64) {
 	var largest uint64
 	most := 0
 	for c, t := range ro.clients {
-		n := t.size()
+		n := t.Size()
 		if n > most || (n == most && c == storing && n > 1) {
 			largest, most = c, n
 		}
@@ -127,9 +128,9 @@ func (ro *responseOwners) evictFromLargest(storing uint64) {
 		return
 	}
 	t := ro.clients[largest]
-	t.evictOldest()
+	t.EvictOldest()
 	ro.total--
-	if t.size() == 0 {
+	if t.Size() == 0 {
 		delete(ro.clients, largest)
 	}
 }
@@ -146,9 +147,9 @@ func (ro *responseOwners) owner(client uint64, id string, now time.Time) (string
 	if t == nil {
 		return "", false
 	}
-	n := t.size()
-	p, ok := t.get(id, now)
-	if m := t.size(); m != n {
+	n := t.Size()
+	p, ok := t.Get(id, now)
+	if m := t.Size(); m != n {
 		ro.total -= n - m
 		if m == 0 {
 			delete(ro.clients, client)

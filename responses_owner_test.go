@@ -72,11 +72,11 @@ func TestResponseOwnersFairEviction(t *testing.T) {
 	if ro.total != 100 {
 		t.Fatalf("total %d, want the capacity", ro.total)
 	}
-	if n := ro.clients[99].size(); n != 5 {
+	if n := ro.clients[99].Size(); n != 5 {
 		t.Fatalf("the flooder holds %d, want 5", n)
 	}
 	for c := range uint64(9) {
-		if n := ro.clients[c].size(); n != 5 {
+		if n := ro.clients[c].Size(); n != 5 {
 			t.Fatalf("client %d holds %d, want its 5", c, n)
 		}
 	}

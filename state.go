@@ -162,7 +162,7 @@ func (st *requestState) win(a *attempt) {
 	st.cancelLive(errHedgeLost)
 	st.rememberResponse(a)
 	if st.h.affinity != nil && st.req.sessionKey != "" {
-		st.h.affinity.put(st.req.sessionKey, a.p.name, now)
+		st.h.affinity.Put(st.req.sessionKey, a.p.name, now)
 	}
 }
 

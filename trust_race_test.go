@@ -1,6 +1,7 @@
 package llmhedge
 
 import (
+	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 	"net/http"
 	"testing"
 	"time"
@@ -81,9 +82,9 @@ func TestAffinityPickPrefersRecoveredTier(t *testing.T) {
 		return &provider{cfg: &Provider{Name: name, Priority: prio}, name: name, weight: 1, health: newTestHealth(name)}
 	}
 	primary, secondary := mk("primary", 0), mk("secondary", 1)
-	h := &Handler{providers: []*provider{primary, secondary}, affinity: newAffinityTable(0, 0), rand: func() float64 { return 0.5 }}
+	h := &Handler{providers: []*provider{primary, secondary}, affinity: affinity.NewTable(0, 0), rand: func() float64 { return 0.5 }}
 	primary.health.onFailure(now, cooldownConfig{Failures: 1, Duration: 30 * time.Second}, "", "status_5xx", 500, 0, "m", false)
-	h.affinity.put("s", "secondary", now)
+	h.affinity.Put("s", "secondary", now)
 
 	for _, tc := range []struct {
 		at   time.Duration

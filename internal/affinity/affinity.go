@@ -1,4 +1,4 @@
-package llmhedge
+package affinity
 
 import (
 	"encoding/binary"
@@ -14,7 +14,7 @@ import (
 // xxhash with its fixed zero seed (not hash/maphash, whose seeds differ per
 // process), so every Caddy instance picks the same provider for a key without
 // sharing state, and removing a provider only moves the keys it held.
-func rendezvousPick(key string, names []string) int {
+func Pick(key string, names []string) int {
 	best, bestScore := -1, uint64(0)
 	hk := xxhash.Sum64String(key)
 	for i, name := range names {
@@ -40,7 +40,7 @@ func rendezvousScore(hk uint64, name string) uint64 {
 // memory whatever the key length; a collision (≈ n²/2⁶⁵) only sends one
 // conversation to another's provider. Entries live in one slice linked by
 // index, so a full table allocates nothing per put.
-type affinityTable struct {
+type Table struct {
 	mu       sync.Mutex
 	capacity int
 	ttl      time.Duration
@@ -59,20 +59,27 @@ type affinityEntry struct {
 	next     int32
 }
 
-// newAffinityTable returns a table of at most capacity entries that forgets
+// Defaults of NewTable: a prompt cache rarely outlives an hour; 100,000
+// sessions take about 5 MB.
+const (
+	DefaultTTL      = time.Hour
+	DefaultCapacity = 100_000
+)
+
+// NewTable returns a table of at most capacity entries that forgets
 // an entry ttl after it was last put. Zero or negative values take the
 // defaults (100,000 entries, 1h).
-func newAffinityTable(capacity int, ttl time.Duration) *affinityTable {
+func NewTable(capacity int, ttl time.Duration) *Table {
 	if capacity <= 0 {
-		capacity = defaultAffinityCapacity
+		capacity = DefaultCapacity
 	}
 	if capacity > math.MaxInt32 {
 		capacity = math.MaxInt32
 	}
 	if ttl <= 0 {
-		ttl = defaultAffinityTTL
+		ttl = DefaultTTL
 	}
-	return &affinityTable{
+	return &Table{
 		capacity: capacity,
 		ttl:      ttl,
 		index:    make(map[uint64]int32),
@@ -83,7 +90,7 @@ func newAffinityTable(capacity int, ttl time.Duration) *affinityTable {
 }
 
 // get returns the provider remembered for key, if any and not expired.
-func (t *affinityTable) get(key string, now time.Time) (provider string, ok bool) {
+func (t *Table) Get(key string, now time.Time) (provider string, ok bool) {
 	h := xxhash.Sum64String(key)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -101,7 +108,7 @@ func (t *affinityTable) get(key string, now time.Time) (provider string, ok bool
 }
 
 // put remembers provider for key, refreshing its TTL.
-func (t *affinityTable) put(key, provider string, now time.Time) {
+func (t *Table) Put(key, provider string, now time.Time) {
 	h := xxhash.Sum64String(key)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -134,7 +141,7 @@ func (t *affinityTable) put(key, provider string, now time.Time) {
 }
 
 // forget drops key, e.g. when its provider was removed from the config.
-func (t *affinityTable) forget(key string) {
+func (t *Table) forget(key string) {
 	h := xxhash.Sum64String(key)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -144,7 +151,7 @@ func (t *affinityTable) forget(key string) {
 }
 
 // evictOldest drops the least recently used entry, if any.
-func (t *affinityTable) evictOldest() {
+func (t *Table) EvictOldest() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.tail >= 0 {
@@ -153,13 +160,13 @@ func (t *affinityTable) evictOldest() {
 }
 
 // size returns the number of entries, expired ones not yet swept included.
-func (t *affinityTable) size() int {
+func (t *Table) Size() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.index)
 }
 
-func (t *affinityTable) unlink(i int32) {
+func (t *Table) unlink(i int32) {
 	e := &t.entries[i]
 	if e.prev >= 0 {
 		t.entries[e.prev].next = e.next
@@ -173,7 +180,7 @@ func (t *affinityTable) unlink(i int32) {
 	}
 }
 
-func (t *affinityTable) moveToFront(i int32) {
+func (t *Table) moveToFront(i int32) {
 	if t.head == i {
 		return
 	}
@@ -187,7 +194,7 @@ func (t *affinityTable) moveToFront(i int32) {
 	}
 }
 
-func (t *affinityTable) remove(i int32) {
+func (t *Table) remove(i int32) {
 	t.unlink(i)
 	delete(t.index, t.entries[i].key)
 	t.entries[i] = affinityEntry{next: t.free} // drop the provider string for the GC
