@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"fmt"
+
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 )
 

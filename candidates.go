@@ -2,12 +2,13 @@ package llmhedge
 
 import (
 	"cmp"
-	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 	"math"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 )
 
 // candidates lists the providers that serve model in dialect d, in the

@@ -71,4 +71,3 @@ func BenchmarkSessionKey1MiB(b *testing.B) {
 		}
 	}
 }
-

@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"go.uber.org/zap"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // commit is the irreversible moment: the winner's status,

@@ -2,11 +2,12 @@ package llmhedge
 
 import (
 	"errors"
-	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // dialect is the wire format of an LLM API: how the request body, the

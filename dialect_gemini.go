@@ -2,12 +2,13 @@ package llmhedge
 
 import (
 	"fmt"
-	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
-	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // Google's Gemini API: paths that carry

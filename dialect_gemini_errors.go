@@ -4,11 +4,12 @@ package llmhedge
 
 import (
 	"encoding/json"
-	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
-	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 )
 
 // geminiStatus is Google's canonical status name for an HTTP status

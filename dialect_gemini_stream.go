@@ -4,6 +4,7 @@ package llmhedge
 
 import (
 	"bytes"
+
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )

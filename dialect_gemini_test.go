@@ -15,11 +15,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/genai"
+
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
-	"google.golang.org/genai"
-
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
 )
 

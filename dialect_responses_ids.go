@@ -5,10 +5,11 @@ package llmhedge
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
-	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"net/http"
 	"strings"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // maxResponseIDLen bounds a response id the proxy remembers or looks up.

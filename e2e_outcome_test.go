@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	llmhedge "github.com/llmhedge/caddy-llm-hedge"
+
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 

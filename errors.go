@@ -2,10 +2,11 @@ package llmhedge
 
 import (
 	"bytes"
-	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 )
 
 // errorType maps an HTTP status to the error type dialect d uses for it.

@@ -3,6 +3,7 @@ package llmhedge
 import (
 	"bytes"
 	"fmt"
+
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // sse renders events as a stream: each argument is one event's lines.

@@ -25,6 +25,7 @@ import (
 
 	// The simulated provider is compiled into every build: the embedded
 	// default (Caddyfile.example) and rehearsals of failures need it.
+
 	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	_ "github.com/llmhedge/caddy-llm-hedge/sim"

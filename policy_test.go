@@ -2,9 +2,10 @@ package llmhedge
 
 import (
 	"context"
-	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"testing"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 )
 
 // policyFixture is a request in the middle of its race, built by hand: no

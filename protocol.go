@@ -5,13 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"io"
 	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 )
 
 // protocol is how a provider reached through a cloud (SPEC 11) differs from

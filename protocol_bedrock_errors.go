@@ -2,8 +2,9 @@ package llmhedge
 
 import (
 	"encoding/json"
-	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"strings"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 )
 
 // Bedrock's errors (protocol_bedrock.go): the stream's exception frames and

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 

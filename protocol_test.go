@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	"github.com/caddyserver/caddy/v2"
+
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 

@@ -2,12 +2,13 @@ package llmhedge
 
 import (
 	"errors"
-	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 )
 
 // A provider's rate-limit headers, read on every response of a configured

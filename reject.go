@@ -3,9 +3,10 @@ package llmhedge
 import (
 	"bytes"
 	"fmt"
-	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 )
 
 // Reject phrases: configured text that, found case-insensitively in an

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // relayOptions tune relayStream.

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 )
 

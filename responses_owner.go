@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 )
 
 // Bounds of the table of response owners: OpenAI keeps a stored response

@@ -2,10 +2,11 @@ package llmhedge
 
 import (
 	"bytes"
-	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
-	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"net/http"
 	"strings"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // Responses API state: a response lives at the provider that

@@ -3,10 +3,11 @@ package llmhedge
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
-	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"strconv"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // geminiResumer continues a Gemini stream: the client has chunks of one

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/openai/openai-go/v3"
 	"google.golang.org/genai"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 )
 
 // resumeGeminiChunk is a chunk as the Gemini API sends it, with the given parts and

@@ -2,10 +2,11 @@ package llmhedge
 
 import (
 	"bytes"
-	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
-	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"strconv"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // openAIResumer continues a Chat Completions stream: the client has chunks

@@ -3,11 +3,12 @@ package llmhedge
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // resumeEvent renders one Anthropic SSE event.

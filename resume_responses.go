@@ -3,10 +3,11 @@ package llmhedge
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
-	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"strconv"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // responsesResumer continues an OpenAI Responses stream whose client has

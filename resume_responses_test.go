@@ -7,9 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/openai/openai-go/v3/responses"
+
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
-	"github.com/openai/openai-go/v3/responses"
 )
 
 // Events of a Responses stream, shaped as OpenAI sends them (seq is the

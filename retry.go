@@ -1,9 +1,10 @@
 package llmhedge
 
 import (
-	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"net/http"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 )
 
 // retryWait decides whether a failed attempt is retried on the same

@@ -5,9 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // spliceResult is how one continuation attempt ended.

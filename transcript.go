@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
-	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // resumer is one dialect's side of a mid-stream continuation (resume.go):

@@ -1,10 +1,11 @@
 package llmhedge
 
 import (
-	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 )
 
 // Case 14 on an injected timeline: a probe (and an ordinary attempt) begun

@@ -17,6 +17,7 @@ import (
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 	_ "github.com/llmhedge/caddy-llm-hedge"
+
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
