@@ -1,6 +1,7 @@
 package llmhedge
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -16,4 +17,54 @@ func (h *Handler) hedgeRoom(st *requestState) bool {
 func (h *Handler) hedgeDelay(p *provider, class int) time.Duration {
 	return hedgeDelay(p.latency, class, time.Duration(h.Hedge.Delay), h.Hedge.Percentile,
 		time.Duration(h.Hedge.Min), time.Duration(h.Hedge.Max), clock())
+}
+
+// hedgeMinSamples is how many samples a size class needs before its
+// percentile is trusted; below it the hedge delay is the bootstrap max/4.
+const hedgeMinSamples = 20
+
+// hedgeDelay is how long the first attempt runs alone before a hedge is
+// launched: fixed when set, otherwise the pct-th percentile (pct like 90) of
+// the provider's recent first-event times for this size class, clamped to
+// [min, max]. A class with fewer than 20 recent samples uses max/4, so a cold
+// start hedges neither instantly nor never. A max <= 0 leaves the delay
+// unclamped from above.
+func hedgeDelay(t *latencyTracker, sizeClass int, fixed time.Duration, pct float64, min, max time.Duration, now time.Time) time.Duration {
+	if fixed > 0 {
+		return fixed
+	}
+	d := max / 4
+	if t != nil {
+		if v, n := t.quantile(sizeClass, pct/100, now); n >= hedgeMinSamples {
+			d = v
+		}
+	}
+	if max > 0 && d > max {
+		d = max
+	}
+	if d < min {
+		d = min
+	}
+	return d
+}
+
+// budgetMismatch returns a warning when the hedge percentile and the hedge
+// budget disagree by more than 2×, or "" when they fit. Hedging at pN fires
+// for about (100-N)% of requests, so p90 pairs with a 10% budget: a much
+// smaller budget silently disables most hedges, a much larger one is never
+// reached and protects nothing.
+func budgetMismatch(pct float64, budgetPercent float64) string {
+	if budgetPercent <= 0 || pct <= 0 || pct > 100 {
+		return ""
+	}
+	expected := 100 - pct
+	switch {
+	case budgetPercent > 2*expected:
+		return fmt.Sprintf("hedge after p%g launches about %g%% extra requests but the budget allows %g%%: the budget will not bound hedging at that percentile; pair p%g with a budget near %g%%",
+			pct, expected, budgetPercent, pct, expected)
+	case 2*budgetPercent < expected:
+		return fmt.Sprintf("hedge after p%g wants about %g%% extra requests but the budget allows only %g%%: most hedges will be refused; use a budget near %g%% or a higher percentile (p%g)",
+			pct, expected, budgetPercent, expected, 100-budgetPercent)
+	}
+	return ""
 }

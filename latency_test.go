@@ -2,8 +2,6 @@ package llmhedge
 
 import (
 	"math/rand/v2"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -148,44 +146,6 @@ func TestLatencySeparatesSizeClasses(t *testing.T) {
 	}
 }
 
-func TestHedgeDelay(t *testing.T) {
-	const (
-		lo = 500 * time.Millisecond
-		hi = 8 * time.Second
-	)
-	withSamples := func(d time.Duration, n int) *latencyTracker {
-		tr := newLatencyTracker()
-		latencyFeed(tr, 0, latencyRepeat(d, n), latencyEpoch, 1)
-		return tr
-	}
-	tests := []struct {
-		name     string
-		tr       *latencyTracker
-		fixed    time.Duration
-		pct      float64
-		min, max time.Duration
-		want     time.Duration
-	}{
-		{"fixed wins", withSamples(3*time.Second, 100), 1500 * time.Millisecond, 90, lo, hi, 1500 * time.Millisecond},
-		{"percentile", withSamples(3*time.Second, 100), 0, 90, lo, hi, 3 * time.Second},
-		{"19 samples: bootstrap max/4", withSamples(3*time.Second, 19), 0, 90, lo, hi, 2 * time.Second},
-		{"20 samples: learnt", withSamples(3*time.Second, 20), 0, 90, lo, hi, 3 * time.Second},
-		{"no tracker: bootstrap", nil, 0, 90, lo, hi, 2 * time.Second},
-		{"clamped to min", withSamples(50*time.Millisecond, 100), 0, 90, lo, hi, lo},
-		{"clamped to max", withSamples(20*time.Second, 100), 0, 90, lo, hi, hi},
-		{"bootstrap clamped to min", nil, 0, 90, lo, time.Second, lo},
-		{"no max: unclamped above", withSamples(20*time.Second, 100), 0, 90, lo, 0, 20 * time.Second},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := hedgeDelay(tt.tr, 0, tt.fixed, tt.pct, tt.min, tt.max, latencyEpoch)
-			if got != tt.want {
-				t.Errorf("hedgeDelay = %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
-
 func TestLatencyLearnsNewTargets(t *testing.T) {
 	tr := newLatencyTracker()
 	tr.observe(0, time.Second, latencyEpoch)
@@ -209,48 +169,6 @@ func TestLatencyLearnsNewTargets(t *testing.T) {
 	}
 }
 
-func TestLatencyConcurrent(t *testing.T) {
-	tr := newLatencyTracker()
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(g), 0))
-			for i := range 3000 {
-				now := latencyEpoch.Add(time.Duration(i) * 200 * time.Millisecond)
-				tr.observe(g%3, time.Duration(rng.IntN(1000))*time.Millisecond, now)
-				hedgeDelay(tr, g%3, 0, 90, 0, 8*time.Second, now)
-				tr.overall(0.5, now)
-			}
-		})
-	}
-	wg.Wait()
-	if d, ok := tr.overall(0.9, latencyEpoch.Add(600*time.Second)); !ok || (d-900*time.Millisecond).Abs() > 50*time.Millisecond {
-		t.Errorf("overall p90 = %v (ok %v), want about 900ms", d, ok)
-	}
-}
-
-func TestBudgetMismatch(t *testing.T) {
-	tests := []struct {
-		pct, budget float64
-		want        string // substring; "" means no warning
-	}{
-		{90, 10, ""},
-		{95, 10, ""},
-		{80, 10, ""},
-		{90, 5, ""},
-		{99, 10, "will not bound"},
-		{50, 10, "most hedges will be refused"},
-		{90, 30, "will not bound"},
-		{90, 0, ""},
-	}
-	for _, tt := range tests {
-		got := budgetMismatch(tt.pct, tt.budget)
-		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
-			t.Errorf("budgetMismatch(p%g, %g%%) = %q, want %q", tt.pct, tt.budget, got, tt.want)
-		}
-	}
-}
-
 func BenchmarkLatencyObserve(b *testing.B) {
 	tr := newLatencyTracker()
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -261,26 +179,5 @@ func BenchmarkLatencyObserve(b *testing.B) {
 	}
 }
 
-func BenchmarkHedgeDelay(b *testing.B) {
-	tr := newLatencyTracker()
-	rng := rand.New(rand.NewPCG(1, 1))
-	for range 1500 {
-		tr.observe(4, time.Duration(rng.IntN(1000))*time.Millisecond, latencyEpoch)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		hedgeDelay(tr, 4, 0, 90, 500*time.Millisecond, 8*time.Second, latencyEpoch)
-	}
-}
-
 // BenchmarkHedgeDelayWithTraffic is the request path: one observation and
 // one hedge delay per request, so the cached quantile keeps being refreshed.
-func BenchmarkHedgeDelayWithTraffic(b *testing.B) {
-	tr := newLatencyTracker()
-	rng := rand.New(rand.NewPCG(1, 1))
-	b.ReportAllocs()
-	for b.Loop() {
-		tr.observe(4, time.Duration(rng.IntN(1000))*time.Millisecond, latencyEpoch)
-		hedgeDelay(tr, 4, 0, 90, 500*time.Millisecond, 8*time.Second, latencyEpoch)
-	}
-}
