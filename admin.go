@@ -254,8 +254,8 @@ func latencyQuantiles(ph *providerHealth) (p50, p95 time.Duration, ok bool) {
 		return 0, 0, false
 	}
 	now := clock()
-	p50, ok50 := ph.latency.overall(0.5, now)
-	p95, ok95 := ph.latency.overall(0.95, now)
+	p50, ok50 := ph.latency.Overall(0.5, now)
+	p95, ok95 := ph.latency.Overall(0.95, now)
 	return p50, p95, ok50 && ok95
 }
 

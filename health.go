@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 )
 
 // providerPool holds the health of every provider, keyed by healthKey. It is
@@ -106,7 +108,7 @@ type lastFailure struct {
 type providerHealth struct {
 	// latency holds recent first-event times: it drives the adaptive hedge
 	// delay and the admin p50/p95, and outlives reloads with the breaker.
-	latency *latencyTracker
+	latency *health.LatencyTracker
 
 	name    string
 	baseURL string
@@ -154,7 +156,7 @@ func healthKey(name, baseURL string) string {
 // paired with releaseHealth in Cleanup.
 func loadHealth(name, baseURL, vendor string) (*providerHealth, error) {
 	val, _, err := providerPool.LoadOrNew(healthKey(name, baseURL), func() (caddy.Destructor, error) {
-		return &providerHealth{name: name, baseURL: baseURL, latency: newLatencyTracker()}, nil
+		return &providerHealth{name: name, baseURL: baseURL, latency: health.NewLatencyTracker()}, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: loading health: %w", name, err)

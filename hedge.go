@@ -3,6 +3,8 @@ package llmhedge
 import (
 	"fmt"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 )
 
 // hedgeRoom reports whether one more racer may start now: something is
@@ -29,13 +31,13 @@ const hedgeMinSamples = 20
 // [min, max]. A class with fewer than 20 recent samples uses max/4, so a cold
 // start hedges neither instantly nor never. A max <= 0 leaves the delay
 // unclamped from above.
-func hedgeDelay(t *latencyTracker, sizeClass int, fixed time.Duration, pct float64, min, max time.Duration, now time.Time) time.Duration {
+func hedgeDelay(t *health.LatencyTracker, sizeClass int, fixed time.Duration, pct float64, min, max time.Duration, now time.Time) time.Duration {
 	if fixed > 0 {
 		return fixed
 	}
 	d := max / 4
 	if t != nil {
-		if v, n := t.quantile(sizeClass, pct/100, now); n >= hedgeMinSamples {
+		if v, n := t.Quantile(sizeClass, pct/100, now); n >= hedgeMinSamples {
 			d = v
 		}
 	}

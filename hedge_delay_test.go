@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 )
 
 var hedgeEpoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -15,16 +17,16 @@ func TestHedgeDelay(t *testing.T) {
 		lo = 500 * time.Millisecond
 		hi = 8 * time.Second
 	)
-	withSamples := func(d time.Duration, n int) *latencyTracker {
-		tr := newLatencyTracker()
+	withSamples := func(d time.Duration, n int) *health.LatencyTracker {
+		tr := health.NewLatencyTracker()
 		for range n {
-			tr.observe(0, d, hedgeEpoch)
+			tr.Observe(0, d, hedgeEpoch)
 		}
 		return tr
 	}
 	tests := []struct {
 		name     string
-		tr       *latencyTracker
+		tr       *health.LatencyTracker
 		fixed    time.Duration
 		pct      float64
 		min, max time.Duration
@@ -51,21 +53,21 @@ func TestHedgeDelay(t *testing.T) {
 }
 
 func TestLatencyConcurrent(t *testing.T) {
-	tr := newLatencyTracker()
+	tr := health.NewLatencyTracker()
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), 0))
 			for i := range 3000 {
 				now := hedgeEpoch.Add(time.Duration(i) * 200 * time.Millisecond)
-				tr.observe(g%3, time.Duration(rng.IntN(1000))*time.Millisecond, now)
+				tr.Observe(g%3, time.Duration(rng.IntN(1000))*time.Millisecond, now)
 				hedgeDelay(tr, g%3, 0, 90, 0, 8*time.Second, now)
-				tr.overall(0.5, now)
+				tr.Overall(0.5, now)
 			}
 		})
 	}
 	wg.Wait()
-	if d, ok := tr.overall(0.9, hedgeEpoch.Add(600*time.Second)); !ok || (d-900*time.Millisecond).Abs() > 50*time.Millisecond {
+	if d, ok := tr.Overall(0.9, hedgeEpoch.Add(600*time.Second)); !ok || (d-900*time.Millisecond).Abs() > 50*time.Millisecond {
 		t.Errorf("overall p90 = %v (ok %v), want about 900ms", d, ok)
 	}
 }
@@ -93,10 +95,10 @@ func TestBudgetMismatch(t *testing.T) {
 }
 
 func BenchmarkHedgeDelay(b *testing.B) {
-	tr := newLatencyTracker()
+	tr := health.NewLatencyTracker()
 	rng := rand.New(rand.NewPCG(1, 1))
 	for range 1500 {
-		tr.observe(4, time.Duration(rng.IntN(1000))*time.Millisecond, hedgeEpoch)
+		tr.Observe(4, time.Duration(rng.IntN(1000))*time.Millisecond, hedgeEpoch)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -105,11 +107,11 @@ func BenchmarkHedgeDelay(b *testing.B) {
 }
 
 func BenchmarkHedgeDelayWithTraffic(b *testing.B) {
-	tr := newLatencyTracker()
+	tr := health.NewLatencyTracker()
 	rng := rand.New(rand.NewPCG(1, 1))
 	b.ReportAllocs()
 	for b.Loop() {
-		tr.observe(4, time.Duration(rng.IntN(1000))*time.Millisecond, hedgeEpoch)
+		tr.Observe(4, time.Duration(rng.IntN(1000))*time.Millisecond, hedgeEpoch)
 		hedgeDelay(tr, 4, 0, 90, 500*time.Millisecond, 8*time.Second, hedgeEpoch)
 	}
 }

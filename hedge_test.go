@@ -153,7 +153,7 @@ func BenchmarkHedgeArm(b *testing.B) {
 			p := h.providers[0]
 			now := clock()
 			for i := range 100 {
-				p.latency.observe(0, time.Duration(100+i)*time.Millisecond, now)
+				p.latency.Observe(0, time.Duration(100+i)*time.Millisecond, now)
 			}
 			timer := stoppedTimer()
 			b.ReportAllocs()

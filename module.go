@@ -27,6 +27,7 @@ import (
 	// default (Caddyfile.example) and rehearsals of failures need it.
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	_ "github.com/llmhedge/caddy-llm-hedge/sim"
 )
@@ -298,7 +299,7 @@ func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, d dial
 		st.refuse(w, http.StatusBadRequest, err.Error())
 		return nil
 	}
-	req.sizeClass = sizeClass(len(body))
+	req.sizeClass = health.SizeClass(len(body))
 	if h.affinity != nil {
 		req.sessionKey = sessionKey(d, body, r.Header, h.Affinity.Header)
 	}

@@ -122,7 +122,7 @@ func (h *Handler) recordWin(st *requestState, a *attempt, now time.Time) {
 	if st.req.stream {
 		// Only streams are hedged, and a non-stream's time is the whole
 		// generation, not a first event: it would inflate the hedge delay.
-		a.p.latency.observe(st.req.sizeClass, a.firstEvent, now)
+		a.p.latency.Observe(st.req.sizeClass, a.firstEvent, now)
 	}
 }
 
@@ -174,7 +174,7 @@ func (h *Handler) settle(st *requestState, a *attempt) {
 		a.outcome = "hedge_loser_cancelled"
 		p.health.release(a.probe)
 		p.health.noteHedge(false)
-		p.latency.observe(st.req.sizeClass, a.elapsed, now) // the tail must not hide behind cancellations
+		p.latency.Observe(st.req.sizeClass, a.elapsed, now) // the tail must not hide behind cancellations
 		h.metrics.attempt(p.name, "lost")
 	case a.class == classClientAbort || a.class == classTotalTimeout:
 		a.outcome = "client_abort"

@@ -10,6 +10,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 )
 
 // Provider is one upstream LLM API endpoint.
@@ -99,7 +101,7 @@ type provider struct {
 	prefill   *bool // the operator's prefill; nil: by dialect and route (prefills, resume.go)
 	transport *http.Transport
 	health    *providerHealth
-	latency   *latencyTracker
+	latency   *health.LatencyTracker
 }
 
 func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, error) {

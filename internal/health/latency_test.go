@@ -1,4 +1,4 @@
-package llmhedge
+package health
 
 import (
 	"math/rand/v2"
@@ -17,18 +17,18 @@ func TestSizeClass(t *testing.T) {
 		{100 << 10, 7}, {1 << 20, 11}, {32<<20 - 1, 15}, {32 << 20, 16}, {1 << 40, 16},
 	}
 	for _, tt := range tests {
-		if got := sizeClass(tt.bytes); got != tt.want {
+		if got := SizeClass(tt.bytes); got != tt.want {
 			t.Errorf("sizeClass(%d) = %d, want %d", tt.bytes, got, tt.want)
 		}
 	}
 }
 
 // latencyFeed observes the given durations in a seeded random order, all at now.
-func latencyFeed(tr *latencyTracker, class int, ds []time.Duration, now time.Time, seed uint64) {
+func latencyFeed(tr *LatencyTracker, class int, ds []time.Duration, now time.Time, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	rng.Shuffle(len(ds), func(i, j int) { ds[i], ds[j] = ds[j], ds[i] })
 	for _, d := range ds {
-		tr.observe(class, d, now)
+		tr.Observe(class, d, now)
 	}
 }
 
@@ -60,9 +60,9 @@ func TestLatencyQuantileConverges(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := newLatencyTracker()
+			tr := NewLatencyTracker()
 			latencyFeed(tr, 3, append([]time.Duration(nil), tt.samples...), latencyEpoch, 42)
-			got, n := tr.quantile(3, tt.q, latencyEpoch)
+			got, n := tr.Quantile(3, tt.q, latencyEpoch)
 			if n != len(tt.samples) {
 				t.Errorf("sample count %d, want %d", n, len(tt.samples))
 			}
@@ -76,12 +76,12 @@ func TestLatencyQuantileConverges(t *testing.T) {
 func TestLatencyLongStreamFollowsRecentTraffic(t *testing.T) {
 	// 5000 samples at one instant: count rotations keep 1000–2000 of them,
 	// and the estimate stays accurate across perks' buffer flushes.
-	tr := newLatencyTracker()
+	tr := NewLatencyTracker()
 	rng := rand.New(rand.NewPCG(1, 1))
 	for range 5000 {
-		tr.observe(0, time.Duration(rng.IntN(1000))*time.Millisecond, latencyEpoch)
+		tr.Observe(0, time.Duration(rng.IntN(1000))*time.Millisecond, latencyEpoch)
 	}
-	got, n := tr.quantile(0, 0.9, latencyEpoch)
+	got, n := tr.Quantile(0, 0.9, latencyEpoch)
 	if n < 1000 || n > 2000 {
 		t.Errorf("window holds %d samples, want 1000–2000", n)
 	}
@@ -90,79 +90,79 @@ func TestLatencyLongStreamFollowsRecentTraffic(t *testing.T) {
 	}
 	// A provider that slows down is followed within two rotations.
 	for range 2000 {
-		tr.observe(0, 3*time.Second+time.Duration(rng.IntN(1000))*time.Millisecond, latencyEpoch)
+		tr.Observe(0, 3*time.Second+time.Duration(rng.IntN(1000))*time.Millisecond, latencyEpoch)
 	}
-	if got, _ := tr.quantile(0, 0.5, latencyEpoch); got < 3*time.Second {
+	if got, _ := tr.Quantile(0, 0.5, latencyEpoch); got < 3*time.Second {
 		t.Errorf("after the slowdown p50 = %v, want >= 3s", got)
 	}
 }
 
 func TestLatencyWindowForgetsOldSamples(t *testing.T) {
-	tr := newLatencyTracker()
+	tr := NewLatencyTracker()
 	t0 := latencyEpoch
 	latencyFeed(tr, 0, latencyRepeat(5*time.Second, 100), t0, 1)
 	t1 := t0.Add(latencyRotateEvery + time.Second)
 	latencyFeed(tr, 0, latencyRepeat(100*time.Millisecond, 100), t1, 2)
-	if _, n := tr.quantile(0, 0.9, t1); n != 200 {
+	if _, n := tr.Quantile(0, 0.9, t1); n != 200 {
 		t.Errorf("one rotation later the window holds %d samples, want both periods' 200", n)
 	}
 	t2 := t1.Add(latencyRotateEvery + time.Second)
-	got, n := tr.quantile(0, 0.9, t2)
+	got, n := tr.Quantile(0, 0.9, t2)
 	if n != 100 || got != 100*time.Millisecond {
 		t.Errorf("two rotations later: p90 = %v over %d samples, want 100ms over the recent 100", got, n)
 	}
-	if got, n := tr.quantile(0, 0.9, t2.Add(2*latencyRotateEvery)); n != 0 || got != 0 {
+	if got, n := tr.Quantile(0, 0.9, t2.Add(2*latencyRotateEvery)); n != 0 || got != 0 {
 		t.Errorf("after two idle periods: p90 = %v over %d samples, want nothing", got, n)
 	}
 }
 
 func TestLatencySeparatesSizeClasses(t *testing.T) {
-	tr := newLatencyTracker()
-	small, large := sizeClass(2<<10), sizeClass(300<<10)
+	tr := NewLatencyTracker()
+	small, large := SizeClass(2<<10), SizeClass(300<<10)
 	latencyFeed(tr, small, latencyRepeat(200*time.Millisecond, 50), latencyEpoch, 1)
 	latencyFeed(tr, large, latencyRepeat(4*time.Second, 50), latencyEpoch, 2)
-	if got, _ := tr.quantile(small, 0.9, latencyEpoch); got != 200*time.Millisecond {
+	if got, _ := tr.Quantile(small, 0.9, latencyEpoch); got != 200*time.Millisecond {
 		t.Errorf("small prompts p90 = %v, want 200ms", got)
 	}
-	if got, _ := tr.quantile(large, 0.9, latencyEpoch); got != 4*time.Second {
+	if got, _ := tr.Quantile(large, 0.9, latencyEpoch); got != 4*time.Second {
 		t.Errorf("large prompts p90 = %v, want 4s", got)
 	}
-	if _, n := tr.quantile(small+1, 0.9, latencyEpoch); n != 0 {
+	if _, n := tr.Quantile(small+1, 0.9, latencyEpoch); n != 0 {
 		t.Errorf("an unused class has %d samples", n)
 	}
-	p50, ok := tr.overall(0.5, latencyEpoch)
-	p95, _ := tr.overall(0.95, latencyEpoch)
+	p50, ok := tr.Overall(0.5, latencyEpoch)
+	p95, _ := tr.Overall(0.95, latencyEpoch)
 	if !ok || p50 != 200*time.Millisecond || p95 != 4*time.Second {
 		t.Errorf("overall p50 = %v, p95 = %v (ok %v), want 200ms and 4s", p50, p95, ok)
 	}
-	if _, ok := newLatencyTracker().overall(0.5, latencyEpoch); ok {
+	if _, ok := NewLatencyTracker().Overall(0.5, latencyEpoch); ok {
 		t.Error("overall of an empty tracker reports ok")
 	}
 	// Out-of-range classes are clamped, not a panic.
-	tr.observe(-1, time.Second, latencyEpoch)
-	tr.observe(99, time.Second, latencyEpoch)
-	if _, n := tr.quantile(99, 0.9, latencyEpoch); n != 1 {
+	tr.Observe(-1, time.Second, latencyEpoch)
+	tr.Observe(99, time.Second, latencyEpoch)
+	if _, n := tr.Quantile(99, 0.9, latencyEpoch); n != 1 {
 		t.Errorf("class 99 went to class %d with %d samples", maxSizeClass, n)
 	}
 }
 
 func TestLatencyLearnsNewTargets(t *testing.T) {
-	tr := newLatencyTracker()
-	tr.observe(0, time.Second, latencyEpoch)
-	tr.quantile(0, 0.8, latencyEpoch)
+	tr := NewLatencyTracker()
+	tr.Observe(0, time.Second, latencyEpoch)
+	tr.Quantile(0, 0.8, latencyEpoch)
 	if !tr.targets.Load().has(0.8) {
 		t.Fatal("p80 was not added to the targets")
 	}
 	// After two rotations the queried stream is built for it.
 	for i := 1; i <= 2; i++ {
-		tr.observe(0, time.Second, latencyEpoch.Add(time.Duration(i)*(latencyRotateEvery+time.Second)))
+		tr.Observe(0, time.Second, latencyEpoch.Add(time.Duration(i)*(latencyRotateEvery+time.Second)))
 	}
 	w := tr.windows[0].Load()
 	if !w.builtWith[w.older].has(0.8) {
 		t.Error("the queried stream still lacks the p80 target")
 	}
 	for _, q := range []float64{0, 1, -3, 7} {
-		tr.quantile(0, q, latencyEpoch)
+		tr.Quantile(0, q, latencyEpoch)
 	}
 	if n := len(tr.targets.Load().qs); n != 5 {
 		t.Errorf("%d targets after out-of-range queries, want 5", n)
@@ -170,12 +170,12 @@ func TestLatencyLearnsNewTargets(t *testing.T) {
 }
 
 func BenchmarkLatencyObserve(b *testing.B) {
-	tr := newLatencyTracker()
+	tr := NewLatencyTracker()
 	rng := rand.New(rand.NewPCG(1, 1))
 	now := latencyEpoch
 	b.ReportAllocs()
 	for b.Loop() {
-		tr.observe(4, time.Duration(rng.IntN(1000))*time.Millisecond, now)
+		tr.Observe(4, time.Duration(rng.IntN(1000))*time.Millisecond, now)
 	}
 }
 

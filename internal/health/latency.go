@@ -1,4 +1,4 @@
-package llmhedge
+package health
 
 import (
 	"maps"
@@ -33,7 +33,7 @@ const (
 // sizeClass buckets a request body by log2 of its size in KiB: time to first
 // token grows with the prompt, so a 200 KiB prompt must not be hedged on the
 // delay learnt from 1 KiB ones.
-func sizeClass(bodyBytes int) int {
+func SizeClass(bodyBytes int) int {
 	if bodyBytes <= 0 {
 		return 0
 	}
@@ -44,7 +44,7 @@ func sizeClass(bodyBytes int) int {
 // valid event, per size class. It holds only mutexes and counters (no
 // goroutine, no timer), so it can live in shared state across config reloads.
 // Safe for concurrent use.
-type latencyTracker struct {
+type LatencyTracker struct {
 	targets atomic.Pointer[latencyTargets]
 	windows [overallClass + 1]atomic.Pointer[latencyWindow]
 }
@@ -67,8 +67,8 @@ func (ts *latencyTargets) has(q float64) bool {
 	return false
 }
 
-func newLatencyTracker() *latencyTracker {
-	t := &latencyTracker{}
+func NewLatencyTracker() *LatencyTracker {
+	t := &LatencyTracker{}
 	// The usual hedge percentiles and the admin view's p50/p95, with
 	// Prometheus' summary errors.
 	t.targets.Store(&latencyTargets{
@@ -81,7 +81,7 @@ func newLatencyTracker() *latencyTracker {
 // observe records the time to first valid event of an attempt. Cancelled
 // losers are recorded too, with their elapsed time, or the slow tail that
 // hedging cut short would vanish from the estimate.
-func (t *latencyTracker) observe(sizeClass int, d time.Duration, now time.Time) {
+func (t *LatencyTracker) Observe(sizeClass int, d time.Duration, now time.Time) {
 	if d < 0 {
 		d = 0
 	}
@@ -92,17 +92,17 @@ func (t *latencyTracker) observe(sizeClass int, d time.Duration, now time.Time) 
 
 // quantile returns the q-quantile (0 < q < 1) of the class's recent window
 // and the number of samples in it; (0, 0) when there are none.
-func (t *latencyTracker) quantile(sizeClass int, q float64, now time.Time) (time.Duration, int) {
+func (t *LatencyTracker) Quantile(sizeClass int, q float64, now time.Time) (time.Duration, int) {
 	return t.query(clampClass(sizeClass), q, now)
 }
 
 // overall returns the q-quantile over all size classes; false when empty.
-func (t *latencyTracker) overall(q float64, now time.Time) (time.Duration, bool) {
+func (t *LatencyTracker) Overall(q float64, now time.Time) (time.Duration, bool) {
 	d, n := t.query(overallClass, q, now)
 	return d, n > 0
 }
 
-func (t *latencyTracker) query(class int, q float64, now time.Time) (time.Duration, int) {
+func (t *LatencyTracker) query(class int, q float64, now time.Time) (time.Duration, int) {
 	q = min(max(q, 0), 1)
 	targets := t.want(q)
 	w := t.windows[class].Load()
@@ -114,7 +114,7 @@ func (t *latencyTracker) query(class int, q float64, now time.Time) (time.Durati
 }
 
 // want makes sure q is among the targets and returns the current set.
-func (t *latencyTracker) want(q float64) *latencyTargets {
+func (t *LatencyTracker) want(q float64) *latencyTargets {
 	for {
 		cur := t.targets.Load()
 		if q <= 0 || q >= 1 || cur.has(q) || len(cur.qs) >= maxLatencyTargets {
@@ -129,7 +129,7 @@ func (t *latencyTracker) want(q float64) *latencyTargets {
 	}
 }
 
-func (t *latencyTracker) window(class int) *latencyWindow {
+func (t *LatencyTracker) window(class int) *latencyWindow {
 	if w := t.windows[class].Load(); w != nil {
 		return w
 	}
