@@ -171,19 +171,27 @@ func TestCaddyfileBad(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseHandler("llm_hedge {\n" + tc.body + "}")
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			msg := err.Error()
-			if !strings.Contains(msg, tc.want) {
-				t.Errorf("error %q does not say %q", msg, tc.want)
-			}
+			msg := refusedAt(t, tc.body, tc.want)
 			if !strings.Contains(msg, "Testfile:"+itoa(tc.line)) {
 				t.Errorf("error %q does not name line %d", msg, tc.line)
 			}
 		})
 	}
+}
+
+// refusedAt parses an llm_hedge block whose body must be refused with an
+// error that says want, and returns the error's text.
+func refusedAt(t *testing.T, body, want string) string {
+	t.Helper()
+	_, err := parseHandler("llm_hedge {\n" + body + "}")
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, want) {
+		t.Errorf("error %q does not say %q", msg, want)
+	}
+	return msg
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -37,14 +37,7 @@ func TestCaddyfileConflicts(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseHandler("llm_hedge {\n" + tc.body + "}")
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			msg := err.Error()
-			if !strings.Contains(msg, tc.want) {
-				t.Errorf("error %q does not say %q", msg, tc.want)
-			}
+			msg := refusedAt(t, tc.body, tc.want)
 			if !strings.HasSuffix(msg, "at Testfile:"+itoa(tc.line)) {
 				t.Errorf("error %q does not name line %d", msg, tc.line)
 			}

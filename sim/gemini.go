@@ -235,6 +235,12 @@ func (w *geminiWire) usage(b []byte, ex *exchange, final bool) []byte {
 func (w *geminiWire) chunk(b []byte, ex *exchange, text []byte, final bool) []byte {
 	b = append(b, `{"candidates":[{"content":{"parts":[{"text":`...)
 	b = append(b, text...)
+	return w.chunkEnd(b, ex, final)
+}
+
+// chunkEnd closes a chunk's parts and candidate and appends the finish (on
+// the final one), the usage, the model version and the response id.
+func (w *geminiWire) chunkEnd(b []byte, ex *exchange, final bool) []byte {
 	b = append(b, `}],"role":"model"},`...)
 	if final {
 		b = append(b, `"finishReason":"STOP",`...)

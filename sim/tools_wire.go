@@ -4,7 +4,6 @@ package sim
 
 import (
 	"encoding/json"
-	"strconv"
 )
 
 // answer is what renders this request's answer: the wire's text, or the
@@ -215,17 +214,8 @@ func (w geminiCall) callChunk(ex *exchange, final bool) []byte {
 	b = append(b, mustJSON(ex.call.name)...)
 	b = append(b, `,"args":`...)
 	b = append(b, ex.call.args...)
-	b = append(b, `}}],"role":"model"},`...)
-	if final {
-		b = append(b, `"finishReason":"STOP",`...)
-	}
-	b = append(b, `"index":0}],`...)
-	b = w.usage(b, ex, final)
-	b = append(b, `,"modelVersion":`...)
-	b = append(b, ex.quotedModel()...)
-	b = append(b, `,"responseId":`...)
-	b = strconv.AppendQuote(b, ex.id)
-	return append(b, '}')
+	b = append(b, '}')
+	return w.chunkEnd(b, ex, final)
 }
 
 func (w geminiCall) completion(ex *exchange) []byte { return w.callChunk(ex, true) }
