@@ -12,9 +12,9 @@ import (
 
 // dialect is the wire format of an LLM API: how the request body, the
 // stream events, the answers and the errors are shaped, and where clients
-// send them. Each dialect is one file (dialect_anthropic.go,
-// dialect_openai.go) holding a stateless value that registers itself in
-// dialects; adding one is a new file, its tests and simulator support.
+// send them. Each dialect is its own file(s) holding a stateless value,
+// listed in order in dialects.go; adding one is its files, one entry there,
+// its tests and simulator support.
 // Methods take a value receiver of an empty struct: calling them through
 // the interface allocates nothing, so the stream hot path may.
 type dialect interface {
@@ -114,13 +114,6 @@ type dialect interface {
 // is), and a provider that serves whichever dialect the request speaks.
 var dialectNone dialect
 
-// dialects are the registered dialects, in registration order: the init
-// order of their files, which the go tool sorts by name.
-var dialects []dialect
-
-// registerDialect adds a dialect; each dialect file calls it from init.
-func registerDialect(d dialect) { dialects = append(dialects, d) }
-
 // headerGetter is the part of a header the dialect sniff reads.
 type headerGetter interface{ Get(string) string }
 
@@ -206,10 +199,6 @@ func dialectOfPath(path string) dialect {
 	}
 	return dialectNone
 }
-
-// alsoServedBy lists, for a client dialect, the provider `api` values
-// besides its own that serve it; a dialect file registers them from init.
-var alsoServedBy = map[dialect][]dialect{}
 
 // apiServes reports whether a provider whose `api` is api takes requests
 // of the client dialect d: its own dialect, and the ones d's file

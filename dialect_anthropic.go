@@ -21,8 +21,6 @@ type anthropicDialect struct{}
 
 var dialectAnthropic dialect = anthropicDialect{}
 
-func init() { registerDialect(dialectAnthropic) }
-
 func (anthropicDialect) String() string { return "anthropic" }
 
 func (anthropicDialect) isCompletionPath(path string) bool {

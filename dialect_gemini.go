@@ -30,8 +30,6 @@ type geminiDialect struct{}
 
 var dialectGemini dialect = geminiDialect{}
 
-func init() { registerDialect(dialectGemini) }
-
 func (geminiDialect) String() string { return "gemini" }
 
 // isCompletionPath: generateContent and streamGenerateContent of a model

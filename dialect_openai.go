@@ -22,8 +22,6 @@ type openAIDialect struct{}
 
 var dialectOpenAI dialect = openAIDialect{}
 
-func init() { registerDialect(dialectOpenAI) }
-
 func (openAIDialect) String() string { return "openai" }
 
 func (openAIDialect) isCompletionPath(path string) bool {

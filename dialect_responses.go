@@ -320,13 +320,6 @@ type responsesDialect struct{}
 
 var dialectResponses dialect = responsesDialect{}
 
-func init() {
-	registerDialect(dialectResponses)
-	// OpenAI and the compatible servers serve the Responses API under the
-	// same base URL and key as Chat Completions.
-	alsoServedBy[dialectResponses] = []dialect{dialectOpenAI}
-}
-
 func (responsesDialect) String() string { return "responses" }
 
 func (responsesDialect) isCompletionPath(p string) bool {

@@ -72,12 +72,6 @@ type protocolInfo struct {
 	ctor   protocolCtor
 }
 
-var protocols []protocolInfo
-
-func registerProtocol(name string, native dialect, ctor protocolCtor) {
-	protocols = append(protocols, protocolInfo{name, native, ctor})
-}
-
 func parseProtocol(s string) (protocolInfo, bool) {
 	for _, pi := range protocols {
 		if strings.EqualFold(s, pi.name) {

@@ -19,10 +19,8 @@ type azureProtocol struct {
 	deployments bool
 }
 
-func init() {
-	registerProtocol("azure", dialectOpenAI, func(pc *Provider, p *provider) (protocol, error) {
-		return &azureProtocol{p: p, deployments: p.baseURL.Query().Get("api-version") != ""}, nil
-	})
+func newAzureProtocol(pc *Provider, p *provider) (protocol, error) {
+	return &azureProtocol{p: p, deployments: p.baseURL.Query().Get("api-version") != ""}, nil
 }
 
 func (*azureProtocol) String() string { return "azure" }

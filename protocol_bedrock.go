@@ -46,10 +46,6 @@ const bedrockAnthropicVersion = `"bedrock-2023-05-31"`
 // is not there off EC2.
 const awsCredentialTimeout = 10 * time.Second
 
-func init() {
-	registerProtocol("bedrock", dialectAnthropic, newBedrockProtocol)
-}
-
 func newBedrockProtocol(pc *Provider, p *provider) (protocol, error) {
 	b := &bedrockProtocol{p: p, region: pc.Region, chain: "the provider's key (a Bedrock API key)"}
 	if p.key != "" {

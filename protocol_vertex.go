@@ -28,11 +28,6 @@ type vertexProtocol struct {
 
 const vertexAnthropicVersion = `"vertex-2023-10-16"`
 
-func init() {
-	// dialectNone: it serves two dialects, which serves says.
-	registerProtocol("vertex", dialectNone, newVertexProtocol)
-}
-
 func newVertexProtocol(pc *Provider, p *provider) (protocol, error) {
 	v := &vertexProtocol{p: p, prefix: "/v1/projects/" + url.PathEscape(pc.Project) +
 		"/locations/" + url.PathEscape(pc.Region) + "/publishers/"}
