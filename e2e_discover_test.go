@@ -174,7 +174,13 @@ func TestDiscoverConcurrentOnce(t *testing.T) {
 		go turn()
 	}
 	for range n - 1 {
-		<-waiting
+		select {
+		case <-waiting:
+		case <-arrived:
+			close(release)
+			wg.Wait()
+			t.Fatal("a second request asked a while the first discovery was in flight")
+		}
 	}
 	close(release)
 	wg.Wait()
