@@ -220,3 +220,19 @@ func metricValue(t *testing.T, p *proxy, series string) float64 {
 	}
 	return 0
 }
+
+// With the default policy (hedging on) a streamed turn naming an unknown
+// id is discovered the same way: no hedge races the discovery.
+func TestDiscoverDefaultPolicyStream(t *testing.T) {
+	a, b := newUpstream(t, sim.Config{}), newUpstream(t, sim.Config{})
+	p := startProxy(t, provider("a", a, "priority 0")+provider("b", b, "priority 1"))
+	c := openaiClient(p, "sk-client")
+	params := responsesParams("gpt-test")
+	params.PreviousResponseID = openai.String(discoverCreated(t, b))
+	if s := streamResponses(ctxTimeout(t, 10*time.Second), c, params); s.err != nil || s.text != wantText || s.completed == nil {
+		t.Fatalf("streamed turn: %v %q", s.err, s.text)
+	}
+	if responsesCalls(a) != 1 || responsesCalls(b) != 2 {
+		t.Fatalf("a saw %d, b saw %d", responsesCalls(a), responsesCalls(b))
+	}
+}
