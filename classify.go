@@ -33,13 +33,14 @@ const (
 	classClientAbort      failClass = "client_abort"       // the client went away
 	classTotalTimeout     failClass = "total_timeout"      // timeouts.total ran out
 	classLoser            failClass = "hedge_loser"        // cancelled because another attempt won
+	classObjectMissing    failClass = "object_missing"     // a discovery's candidate does not hold the object (discover.go)
 )
 
 // providerLevel reports whether the failure is the provider's fault: it
 // fails over and counts toward the provider's cooldown.
 func (c failClass) providerLevel() bool {
 	switch c {
-	case classNone, classRequest, classClientKey, classClientAbort, classTotalTimeout, classLoser:
+	case classNone, classRequest, classClientKey, classClientAbort, classTotalTimeout, classLoser, classObjectMissing:
 		return false
 	}
 	return true
@@ -80,7 +81,7 @@ func classifyStatus(status int) failClass {
 // passedThrough reports whether the failure is the client's own answer:
 // relayed to it as the provider sent it, ending the request.
 func (c failClass) passedThrough() bool {
-	return c == classRequest || c == classClientKey
+	return c == classRequest || c == classClientKey || c == classObjectMissing
 }
 
 // classifyAnswer classifies a non-200 upstream answer by its status and

@@ -279,7 +279,7 @@ func TestResponsesPreviousResponsePinned(t *testing.T) {
 	}
 
 	// A response the provider does not keep (store false, as Codex sends)
-	// is not remembered: 404 by id, no upstream call.
+	// is not remembered: by id it is discovered, and nobody holds it: 404.
 	params := responsesParams("gpt-test")
 	params.Store = openai.Bool(false)
 	unstored, err := c.Responses.New(ctxTimeout(t, 10*time.Second), params)
@@ -291,13 +291,14 @@ func TestResponsesPreviousResponsePinned(t *testing.T) {
 		t.Fatalf("GET of a store-false response: want 404, got %v", err)
 	}
 
-	// An unknown id: 404 in OpenAI's shape, no upstream call.
+	// An unknown id: discovered, each provider asked once; nobody holds
+	// it, so the provider's 404 in OpenAI's shape reaches the client.
 	_, err = c.Responses.Get(ctxTimeout(t, 10*time.Second), "resp_never_served", responses.ResponseGetParams{})
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Type != "invalid_request_error" || apiErr.Message == "" {
 		t.Fatalf("unknown id: want a 404 invalid_request_error, got %v", err)
 	}
-	if byID(first) != 0 || byID(second) != 3 {
-		t.Fatalf("the unknown id reached a provider: first %d, second %d", byID(first), byID(second))
+	if byID(first) != 2 || byID(second) != 5 {
+		t.Fatalf("the unknown ids were asked of first %d, second %d times: want each provider once per id", byID(first), byID(second))
 	}
 }
 

@@ -8,3 +8,11 @@ func SetResponseOwnersCapacity(n int) (restore func()) {
 	responseOwnersCapacity = n
 	return func() { responseOwnersCapacity = old }
 }
+
+// OnDiscoveryWait sets a hook called each time a request starts waiting
+// for the discovery of an id another request leads; the returned func
+// removes it.
+func OnDiscoveryWait(f func()) (restore func()) {
+	discoveryWaitHook = f
+	return func() { discoveryWaitHook = nil }
+}

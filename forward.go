@@ -85,6 +85,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 		a := &attempt{n: len(st.attempts) + 1, p: p, reason: "initial", start: time.Now()}
 		if a.n > 1 {
 			a.reason = "failover"
+			if st.discover != nil && st.discover.misses > 0 {
+				a.reason = launchDiscoverReason
+			}
 		}
 		a.offset = a.start.Sub(st.start)
 		a.ctx, a.cancel = attemptContext(ctx)
@@ -107,6 +110,21 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 			continue
 		}
 		a.resp, a.status = resp, resp.StatusCode
+		if st.discover != nil {
+			if h.forwardMissed(st, a, i == len(cands)-1) {
+				continue // not there: the next candidate, no failover
+			}
+			if a.errBody != nil { // read to tell: relayed as it came
+				a.end()
+				a.outcome = "request_error"
+				st.winner, st.status, st.outcome = a, a.status, outcomeClientError
+				passThrough(w, a)
+				return nil
+			}
+			if resp.StatusCode < 400 {
+				h.endDiscovery(st, p, false)
+			}
+		}
 		if move5xx && resp.StatusCode >= 500 {
 			h.readUpstreamError(a, d, r.Context()) // kept for the answer if no other provider serves it
 			a.end()

@@ -31,6 +31,7 @@ type handlerMetrics struct {
 	keys       prometheus.Collector
 	resumes    *prometheus.CounterVec
 	resumeIn   *prometheus.CounterVec
+	discovers  *prometheus.CounterVec
 }
 
 const ns, sub = "caddy", "llm_hedge"
@@ -60,6 +61,8 @@ func newHandlerMetrics() *handlerMetrics {
 			Help: "Mid-stream continuations of a cut stream, by outcome (completed, diverged, prefill_rejected, failed, ineligible, budget_exhausted)."}, []string{"outcome"}),
 		resumeIn: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "resume_input_tokens_total",
 			Help: "Input tokens the continuations' providers reported: the price of continuing, by provider."}, []string{"provider"}),
+		discovers: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "discoveries_total",
+			Help: "Discoveries of a provider-held object this instance did not know, by outcome (found, not_found)."}, []string{"outcome"}),
 		keys: keyCollector{
 			state: prometheus.NewDesc(ns+"_"+sub+"_key_state",
 				"State of each configured key, by fingerprint: 0 ok, 1 cooling, 2 exhausted, 3 disabled.", []string{"provider", "key"}, nil),
@@ -90,7 +93,7 @@ func provisionMetrics(ctx caddy.Context) (*handlerMetrics, error) {
 // lists their series; TestReadmeMetricsTable compares the two).
 func (m *handlerMetrics) all() []prometheus.Collector {
 	return []prometheus.Collector{m.requests, m.attempts, m.hedges, m.firstEvent, m.tokens, m.retries,
-		m.exhausted, m.state, m.quotaSkips, m.keys, m.resumes, m.resumeIn}
+		m.exhausted, m.state, m.quotaSkips, m.keys, m.resumes, m.resumeIn, m.discovers}
 }
 
 // The recording methods do nothing on a nil *handlerMetrics, so a handler
@@ -230,4 +233,11 @@ func keyStateValue(s string) int {
 		return 3
 	}
 	return 0
+}
+
+// discovered counts a discovery that ended: found or not_found.
+func (m *handlerMetrics) discovered(outcome string) {
+	if m != nil {
+		m.discovers.WithLabelValues(outcome).Inc()
+	}
 }

@@ -93,6 +93,9 @@ func (st *requestState) chain() chain {
 // finish publishes what the request did: placeholders for the access log,
 // metrics, and one log line at the level requestLogLevel gives it.
 func (h *Handler) finish(st *requestState) {
+	if st.discover != nil {
+		h.endDiscovery(st, nil, st.fatal != nil && st.fatal.class == classObjectMissing)
+	}
 	if st.outcome == "" {
 		st.outcome = outcomeExhausted
 	}

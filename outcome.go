@@ -166,6 +166,7 @@ func (h *Handler) settle(st *requestState, a *attempt) {
 	a.end()
 	a.cancel(nil)
 	a.verdicts++ // every branch below gives the probe, if a.probe, its verdict
+	st.discoverMiss(a)
 	if h.settleKey(st, a, now) {
 		return
 	}
@@ -181,6 +182,10 @@ func (h *Handler) settle(st *requestState, a *attempt) {
 		if a.class == classTotalTimeout {
 			a.outcome = "total_timeout"
 		}
+		p.health.release(a.probe)
+		h.metrics.attempt(p.name, "failed_"+string(a.class))
+	case a.class == classObjectMissing:
+		a.outcome = "discover_miss" // not the provider's fault: its health is not charged
 		p.health.release(a.probe)
 		h.metrics.attempt(p.name, "failed_"+string(a.class))
 	case a.class.providerLevel():

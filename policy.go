@@ -90,6 +90,10 @@ func (h *Handler) afterFailure(st *requestState, a *attempt, hedging bool, pendi
 		return step{kind: stepEnd, reason: endFatal, attempt: a}
 	case classClientAbort, classTotalTimeout:
 		return step{kind: stepEnd, reason: endAbandon}
+	case classObjectMissing:
+		// Not there: the next candidate, at once; none left, the
+		// not-found answer is the client's.
+		return step{kind: stepLaunch, reason: launchDiscoverReason, attempt: a, ifNone: endFatal}
 	}
 	if st.ctx.Err() != nil {
 		return step{kind: stepEnd, reason: endAbandon}

@@ -47,7 +47,7 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 func (h *Handler) racePlan(st *requestState, r *http.Request) *attempt {
 	req := st.req
 
-	hedging := req.stream && h.Hedge.enabled() && st.pinned == nil
+	hedging := req.stream && h.Hedge.enabled() && st.pinned == nil && st.discover == nil
 	var hedgeC, retryC <-chan time.Time
 	hedgeTimer := stoppedTimer()
 	retryTimer := stoppedTimer()
@@ -197,6 +197,8 @@ func (h *Handler) launchStep(st *requestState, r *http.Request, s step) *attempt
 		return nil
 	case launchContextFallbackReason:
 		return h.launchContextFallback(st, r, s.attempt)
+	case launchDiscoverReason:
+		return h.launchNext(st, r, launchDiscoverReason, false)
 	}
 	return h.launchFailover(st, r, s.within)
 }

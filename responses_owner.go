@@ -46,7 +46,8 @@ type responseOwners struct {
 	mu                  sync.Mutex
 	capacity, perClient int
 	clients             map[uint64]*affinity.Table
-	total               int // ids held, expired ones not yet swept included
+	total               int         // ids held, expired ones not yet swept included
+	flights             discoveries // of ids not in the table (discover.go)
 }
 
 // Destruct implements caddy.Destructor; the table holds no goroutine.

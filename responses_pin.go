@@ -46,7 +46,12 @@ func (h *Handler) pinResponse(st *requestState, body []byte) {
 		return
 	}
 	if id := previousResponseID(body); id != "" {
-		st.pinned = h.ownerOf(st.r, id)
+		if st.pinned = h.ownerOf(st.r, id); st.pinned == nil {
+			st.pinned, st.discover = h.discoverOwner(st.r, id)
+			if st.discover != nil {
+				st.skips = append(st.skips, chainEntry{OffsetMs: msSince(st.start), Event: "discover"})
+			}
+		}
 	}
 }
 
@@ -129,21 +134,58 @@ func responseIDOfPath(method, p string) string {
 }
 
 // forwardTargets are the providers a forwarded call may go to: a call on
-// a response by id goes to its creator alone, and one whose creator is not
-// known is 404 in OpenAI's shape (false: answered); any other call to the
-// providers of its dialect.
+// a response by id goes to its creator alone; one whose creator is not
+// known is discovered among the providers serving Responses clients
+// (discover.go); one that no provider serves is 404 in OpenAI's shape
+// (false: answered). Any other call goes to the providers of its dialect.
 func (h *Handler) forwardTargets(w http.ResponseWriter, st *requestState, d dialect) ([]*provider, bool) {
 	r := st.r
 	id := responseIDOfPath(r.Method, r.URL.Path)
 	if id == "" {
 		return h.auxCandidates(d), true
 	}
-	if p := h.ownerOf(r, id); p != nil {
-		return []*provider{p}, true
-	}
 	st.dialect = dialectResponses
-	st.refuse(w, http.StatusNotFound, "No response found with id '"+clipID(id)+"': this proxy did not create it through a provider it serves now (or has forgotten it).")
+	if h.owners != nil {
+		p, disc := h.discoverOwner(r, id)
+		if p != nil {
+			return []*provider{p}, true
+		}
+		if cands := h.auxCandidates(dialectResponses); len(cands) > 0 {
+			st.discover = disc
+			st.skips = append(st.skips, chainEntry{OffsetMs: msSince(st.start), Event: "discover"})
+			return cands, true
+		}
+		st.discover = disc // ended by finish
+	}
+	st.refuse(w, http.StatusNotFound, "No response found with id '"+clipID(id)+"': no provider here serves the Responses API.")
 	return nil, false
+}
+
+// forwardMissed reads the answer of a discovery's candidate to a call by
+// id: true when it says the response is not there and another candidate
+// is left (the answer is dropped: the next one is asked), false otherwise
+// (the answer is relayed; the last candidate's not-found ends the
+// discovery as not_found).
+func (h *Handler) forwardMissed(st *requestState, a *attempt, last bool) bool {
+	d := st.discover
+	if d == nil || d.ended || a.resp.StatusCode != http.StatusNotFound {
+		return false
+	}
+	h.readUpstreamError(a, dialectResponses, st.r.Context())
+	a.status = a.resp.StatusCode
+	if !d.missing(a.status, a.errBody) {
+		return false
+	}
+	a.class = classObjectMissing
+	if last {
+		h.endDiscovery(st, nil, true)
+		return false
+	}
+	a.end()
+	a.outcome = "discover_miss"
+	d.misses++
+	h.metrics.attempt(a.p.name, "failed_"+string(a.class))
+	return true
 }
 
 // clipID bounds an id echoed in an error message; it is the client's own

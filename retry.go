@@ -57,7 +57,7 @@ func (h *Handler) retryVerdict(st *requestState, a *attempt) (wait time.Duration
 // fallback switches the plan to the fallback model of the current one,
 // once every provider of it failed with provider-level errors.
 func (h *Handler) fallback(st *requestState) bool {
-	if st.pinned != nil {
+	if st.pinned != nil || st.discover != nil {
 		return false // only the pinned provider holds the conversation
 	}
 	for _, f := range h.Retry.FallbackModels {

@@ -63,6 +63,9 @@ type requestState struct {
 	// pinned is the creator of previous_response_id: the only candidate
 	// (responses_pin.go).
 	pinned *provider
+	// discover is the discovery of a previous_response_id or path id
+	// this instance does not know (discover.go), or nil.
+	discover *discovery
 
 	// continuation (resume.go): the strategy of the race running now
 	// ("" for the request's own), the providers whose stream broke after
@@ -76,7 +79,15 @@ func newRequestState(h *Handler, r *http.Request, d dialect) *requestState {
 	return &requestState{h: h, r: r, dialect: d, start: time.Now(), ctx: r.Context(), fellBack: map[string]bool{}, quotaEst: -1}
 }
 
-func (st *requestState) attemptsLeft() int { return st.h.Retry.Attempts - len(st.attempts) }
+// attemptsLeft counts the attempts the request may still start: a
+// discovery's not-found answers do not count.
+func (st *requestState) attemptsLeft() int {
+	n := st.h.Retry.Attempts - len(st.attempts)
+	if st.discover != nil {
+		n += st.discover.misses
+	}
+	return n
+}
 
 func (st *requestState) liveVendor(vendor string) bool {
 	for _, a := range st.attempts {
@@ -161,6 +172,9 @@ func (st *requestState) win(a *attempt) {
 	st.h.recordWin(st, a, now)
 	st.cancelLive(errHedgeLost)
 	st.rememberResponse(a)
+	if st.discover != nil {
+		st.h.endDiscovery(st, a.p, false)
+	}
 	if st.h.affinity != nil && st.req.sessionKey != "" {
 		st.h.affinity.Put(st.req.sessionKey, a.p.name, now)
 	}
