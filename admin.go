@@ -28,6 +28,7 @@ func init() {
 //
 //	GET  /llm_hedge/providers[?format=json|text]
 //	POST /llm_hedge/providers/<name>/reset
+//	GET  /llm_hedge/recent, /llm_hedge/series, /llm_hedge/ui/ (dashboard_http.go)
 type adminProviders struct {
 	logger *zap.Logger // the reset lines
 }
@@ -67,6 +68,9 @@ func (a adminProviders) serveAdmin(w http.ResponseWriter, r *http.Request) error
 	path := strings.TrimSuffix(r.URL.Path, "/")
 	if path == adminProvidersPath {
 		return a.handleList(w, r)
+	}
+	if handled, err := serveDashboard(w, r, a.logger, true); handled {
+		return err
 	}
 	rest, ok := strings.CutPrefix(path, adminProvidersPath+"/")
 	if name, isReset := strings.CutSuffix(rest, adminResetSuffix); ok && isReset && name != "" {
