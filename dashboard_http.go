@@ -26,7 +26,7 @@ var dashboardUI, _ = fs.Sub(dashboardAssets, "dashboard_ui")
 func init() {
 	caddy.RegisterModule(DashboardHandler{})
 	httpcaddyfile.RegisterHandlerDirective("llm_hedge_dashboard", parseDashboardCaddyfile)
-	httpcaddyfile.RegisterDirectiveOrder("llm_hedge_dashboard", httpcaddyfile.Before, "llm_hedge")
+	httpcaddyfile.RegisterDirectiveOrder("llm_hedge_dashboard", httpcaddyfile.Before, "reverse_proxy")
 }
 
 // serveDashboard serves the dashboard's page and the JSON it reads, by the
