@@ -282,6 +282,7 @@ type providerView struct {
 	ModelCooldowns      []modelCooldownView `json:"model_cooldowns,omitempty"`
 	FirstEventP50Ms     *float64            `json:"first_event_p50_ms,omitempty"`
 	FirstEventP95Ms     *float64            `json:"first_event_p95_ms,omitempty"`
+	HedgeDelayMs        *float64            `json:"hedge_delay_ms,omitempty"` // the last one armed on it
 	Keys                []keyView           `json:"keys,omitempty"`
 
 	// openUntil is kept for the text view, which shows it relative to now.
@@ -377,6 +378,12 @@ func (ph *providerHealth) snapshot(now time.Time) providerView {
 			}
 		}
 		sort.Slice(v.ModelCooldowns, func(i, j int) bool { return v.ModelCooldowns[i].Model < v.ModelCooldowns[j].Model })
+	}
+	if ph.latency != nil {
+		if d := ph.latency.lastHedgeDelay.Load(); d > 0 {
+			ms := viewMs(time.Duration(d))
+			v.HedgeDelayMs = &ms
+		}
 	}
 	for _, k := range ph.keys.all() {
 		v.Keys = append(v.Keys, k.view(now))

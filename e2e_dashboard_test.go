@@ -135,6 +135,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	if strings.Join(names, ",") != "fast,slow,spare" {
 		t.Fatalf("provider rows %v, want fast, slow, spare", names)
 	}
+	var slowDelay string // hedge after 200ms, armed after slow's first attempt
+	eval(`document.querySelector('tr.provider[data-provider="slow"]').children[4].textContent`, &slowDelay)
+	if slowDelay != "200 ms" {
+		t.Fatalf("slow's hedge delay on the page: %q, want 200 ms", slowDelay)
+	}
 
 	// slow starts answering 503: one failure opens it (cooldown failures 1).
 	if err := slow.SetFaults([]sim.Fault{{Kind: sim.FaultStatus, Status: 503}}); err != nil {

@@ -14,6 +14,10 @@ func (h *Handler) hedgeRoom(st *requestState) bool {
 // hedgeDelay is how long the first attempt on p may take to its first
 // valid event before an alternative is launched.
 func (h *Handler) hedgeDelay(p *provider, class int) time.Duration {
-	return hedgeDelay(p.latency, class, time.Duration(h.Hedge.Delay), h.Hedge.Percentile,
+	d := hedgeDelay(p.latency, class, time.Duration(h.Hedge.Delay), h.Hedge.Percentile,
 		time.Duration(h.Hedge.Min), time.Duration(h.Hedge.Max), clock())
+	if p.latency != nil {
+		p.latency.lastHedgeDelay.Store(int64(d))
+	}
+	return d
 }

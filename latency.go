@@ -52,6 +52,9 @@ func sizeClass(bodyBytes int) int {
 type latencyTracker struct {
 	targets atomic.Pointer[latencyTargets]
 	windows [overallClass + 1]atomic.Pointer[latencyWindow]
+	// lastHedgeDelay is the hedge delay last armed after a first attempt
+	// on this provider, in nanoseconds (0: none yet), for the dashboard.
+	lastHedgeDelay atomic.Int64
 }
 
 // latencyTargets is an immutable set of quantiles the streams are built to

@@ -71,6 +71,7 @@
         el("td", {}, stateCell(p)),
         el("td", {}, String(p.in_flight)),
         el("td", {}, ms(p.first_event_p50_ms) + " / " + ms(p.first_event_p95_ms)),
+        el("td", { title: "the hedge delay last armed after a first attempt on this provider" }, ms(p.hedge_delay_ms)),
         el("td", {}, p.requests + " / " + p.failures),
         el("td", {}, p.hedges_won + " / " + p.hedges_lost),
         keysCell(p));
