@@ -13,6 +13,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/dashboard"
 )
 
 // dashboardAssets is the page and its vendored chart library (uPlot, MIT,
@@ -55,7 +57,10 @@ func serveDashboard(w http.ResponseWriter, r *http.Request, logger *zap.Logger, 
 		if r.Method != http.MethodGet {
 			return true, adminMethodNotAllowed(w, r, http.MethodGet)
 		}
-		return true, writeAdminJSON(w, board.series.Snapshot(clock()))
+		w.Header().Set("Content-Type", "application/json")
+		all := board.series.Snapshot(clock())
+		_, err := w.Write(dashboard.AppendJSON(make([]byte, 0, 4096+len(all)*dashboard.Buckets*20), all))
+		return true, err
 	case strings.HasSuffix(trimmed, "/providers"):
 		return true, adminProviders{}.handleList(w, r)
 	}

@@ -139,9 +139,8 @@
   function drawSeries(all) {
     const box = $("#charts");
     for (const s of all) {
-      const x = s.points.map((p) => p.t);
-      const data = [x, ...[0, 1, 2, 3].map((i) => s.points.map((p) => p.counts[i])),
-        s.points.map((p) => p.p50_ms), s.points.map((p) => p.p95_ms)];
+      const x = s.ok.map((_, i) => s.start + i * s.step_s);
+      const data = [x, s.ok, s.lost, s.error, s.other, s.p50_ms, s.p95_ms];
       let c = charts.get(s.provider);
       if (!c) {
         const fig = el("figure", { className: "chart", ariaLabel: "Attempts and first-event latency of " + s.provider });

@@ -1,7 +1,9 @@
 package dashboard
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -67,31 +69,50 @@ func TestSeriesCountsQuantilesAndForgetsOldSteps(t *testing.T) {
 	if len(snap) != 2 || snap[0].Provider != "alpha" || snap[1].Provider != "beta" {
 		t.Fatalf("providers: %+v", snap)
 	}
-	pts := snap[0].Points
-	if len(pts) != Buckets {
-		t.Fatalf("%d points, want %d", len(pts), Buckets)
+	a := snap[0]
+	if len(a.OK) != Buckets || len(a.P95Ms) != Buckets || a.StepSecs != 5 || a.Start != t0.Add(Step).Unix()-(Buckets-1)*5 {
+		t.Fatalf("alpha: %d points from %d every %d s", len(a.OK), a.Start, a.StepSecs)
 	}
-	p := pts[Buckets-2]
-	if p.Counts[OutcomeOK] != 100 || p.Counts[OutcomeError] != 1 {
-		t.Fatalf("counts %v", p.Counts)
+	i := Buckets - 2
+	if a.OK[i] != 100 || a.Error[i] != 1 || a.Lost[i] != 0 {
+		t.Fatalf("step %d: ok %d error %d lost %d", i, a.OK[i], a.Error[i], a.Lost[i])
 	}
 	// bins are 2^(i/2) ms wide: the true p50 (50 ms) and p95 (95 ms) lie
 	// within a factor of sqrt(2) below the bound reported.
-	if *p.P50Ms < 50 || *p.P50Ms > 50*1.415 || *p.P95Ms < 95 || *p.P95Ms > 95*1.415 {
-		t.Fatalf("p50 %v p95 %v", *p.P50Ms, *p.P95Ms)
+	if a.P50Ms[i] < 50 || a.P50Ms[i] > 50*1.415 || a.P95Ms[i] < 95 || a.P95Ms[i] > 95*1.415 {
+		t.Fatalf("p50 %v p95 %v", a.P50Ms[i], a.P95Ms[i])
 	}
-	if pts[Buckets-1].P50Ms != nil {
-		t.Fatal("a step with no first event has a p50")
+	if js, _ := a.P50Ms[Buckets-3:].MarshalJSON(); !strings.HasPrefix(string(js), "[null,") || !strings.HasSuffix(string(js), ",null]") {
+		t.Fatalf("a step with no first event is not null: %s", js)
 	}
-	if got := snap[1].Points[Buckets-1].Counts[OutcomeLost]; got != 1 {
+	if got := snap[1].Lost[Buckets-1]; got != 1 {
 		t.Fatalf("beta lost %d", got)
 	}
 	// 15 minutes later the step's slot is reused: the old counts are gone.
 	later := t0.Add(Buckets * Step)
 	s.RecordAttempt("alpha", later, OutcomeOK, 0)
-	for _, p := range s.Snapshot(later)[0].Points[:Buckets-1] {
-		if p.Counts != [outcomes]uint32{} {
-			t.Fatalf("a step older than 15 minutes is still shown: %+v", p)
+	a = s.Snapshot(later)[0]
+	for i := range Buckets - 1 {
+		if a.OK[i] != 0 || a.Error[i] != 0 || a.P50Ms[i] != 0 {
+			t.Fatalf("a step older than 15 minutes is still shown at %d", i)
 		}
+	}
+	if a.OK[Buckets-1] != 1 {
+		t.Fatalf("the new step: %d ok", a.OK[Buckets-1])
+	}
+}
+
+func TestSeriesJSONIsWhatEncodingJSONReads(t *testing.T) {
+	var s Series
+	now := time.Unix(1_800_000_000, 0)
+	s.RecordAttempt("a\"b", now, OutcomeLost, 30*time.Millisecond)
+	s.RecordAttempt("z", now.Add(-Step), OutcomeOther, 0)
+	snap := s.Snapshot(now)
+	var back []ProviderSeries
+	if err := json.Unmarshal(AppendJSON(nil, snap), &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, snap) {
+		t.Fatalf("round trip:\n%+v\nwant\n%+v", back, snap)
 	}
 }

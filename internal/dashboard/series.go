@@ -3,6 +3,7 @@ package dashboard
 import (
 	"math"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -26,9 +27,6 @@ const (
 	OutcomeOther        // request_error, client_abort, anything else
 	outcomes
 )
-
-// OutcomeNames name the counts of a Point, in order.
-var OutcomeNames = [outcomes]string{"ok", "lost", "error", "other"}
 
 // ClassifyOutcome maps an attempt's outcome to one of the series' counts.
 func ClassifyOutcome(outcome string) int {
@@ -117,19 +115,44 @@ func binUpper(i int) float64 {
 	return math.Pow(2, float64(i)/2)
 }
 
-// Point is one step of a provider's series.
-type Point struct {
-	Time   int64            `json:"t"` // unix seconds of the step's start
-	Counts [outcomes]uint32 `json:"counts"`
-	P50Ms  *float64         `json:"p50_ms"` // nil: no first event in the step
-	P95Ms  *float64         `json:"p95_ms"`
+// ProviderSeries is a provider's last Buckets steps, oldest first, as
+// columns (what a chart library takes): Start is the unix second of the
+// first step, each column has one value per step, and a step with nothing
+// recorded has zero counts and no quantile.
+type ProviderSeries struct {
+	Provider string   `json:"provider"`
+	Start    int64    `json:"start"`
+	StepSecs int64    `json:"step_s"`
+	OK       []uint32 `json:"ok"`
+	Lost     []uint32 `json:"lost"`
+	Error    []uint32 `json:"error"`
+	Other    []uint32 `json:"other"`
+	P50Ms    MsColumn `json:"p50_ms"`
+	P95Ms    MsColumn `json:"p95_ms"`
 }
 
-// ProviderSeries is a provider's points, oldest first, one per step up to
-// the step of now (steps with nothing recorded have zero counts).
-type ProviderSeries struct {
-	Provider string  `json:"provider"`
-	Points   []Point `json:"points"`
+// MsColumn is a column of milliseconds in which 0 means none: it is
+// written as JSON null, a gap in the chart.
+type MsColumn []float64
+
+// MarshalJSON writes the column with null for 0.
+func (c MsColumn) MarshalJSON() ([]byte, error) {
+	return c.appendJSON(make([]byte, 0, 8*len(c)+2)), nil
+}
+
+func (c MsColumn) appendJSON(b []byte) []byte {
+	b = append(b, '[')
+	for i, v := range c {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if v == 0 {
+			b = append(b, "null"...)
+		} else {
+			b = strconv.AppendFloat(b, v, 'f', 1, 64)
+		}
+	}
+	return append(b, ']')
 }
 
 // Snapshot returns every provider's last Buckets steps up to now, sorted
@@ -145,45 +168,105 @@ func (s *Series) Snapshot(now time.Time) []ProviderSeries {
 	s.mu.RUnlock()
 	sort.Strings(names)
 	last := now.UnixNano() / int64(Step)
+	first := last - Buckets + 1
 	out := make([]ProviderSeries, 0, len(names))
 	for _, n := range names {
 		ps := all[n]
-		pts := make([]Point, Buckets)
-		for i := range pts {
-			step := last - Buckets + 1 + int64(i)
-			pts[i].Time = step * int64(Step) / int64(time.Second)
+		counts := make([]uint32, outcomes*Buckets)
+		ms := make([]float64, 2*Buckets)
+		v := ProviderSeries{
+			Provider: n, Start: first * int64(Step) / int64(time.Second), StepSecs: int64(Step / time.Second),
+			OK: counts[:Buckets:Buckets], Lost: counts[Buckets : 2*Buckets : 2*Buckets],
+			Error: counts[2*Buckets : 3*Buckets : 3*Buckets], Other: counts[3*Buckets:],
+			P50Ms: ms[:Buckets:Buckets], P95Ms: ms[Buckets:],
+		}
+		for i := range Buckets {
+			step := first + int64(i)
 			b := &ps.buckets[((step%Buckets)+Buckets)%Buckets]
 			b.mu.Lock()
 			ok := b.step == step
-			counts, lat := b.counts, b.latency
+			c, lat := b.counts, b.latency
 			b.mu.Unlock()
-			if ok {
-				pts[i].Counts = counts
-				pts[i].P50Ms, pts[i].P95Ms = quantile(&lat, 0.5), quantile(&lat, 0.95)
+			if !ok {
+				continue
+			}
+			v.OK[i], v.Lost[i], v.Error[i], v.Other[i] = c[OutcomeOK], c[OutcomeLost], c[OutcomeError], c[OutcomeOther]
+			if lat != ([latencyBins]uint32{}) {
+				v.P50Ms[i], v.P95Ms[i] = quantiles(&lat)
 			}
 		}
-		out = append(out, ProviderSeries{Provider: n, Points: pts})
+		out = append(out, v)
 	}
 	return out
 }
 
-// quantile is the upper bound of the bin that holds the q-quantile.
-func quantile(lat *[latencyBins]uint32, q float64) *float64 {
+// binUpperMs is binUpper(i) rounded to 0.1 ms, for the quantiles shown.
+var binUpperMs = func() (t [latencyBins]float64) {
+	for i := range t {
+		t[i] = math.Round(binUpper(i)*10) / 10
+	}
+	return t
+}()
+
+// quantiles are the upper bounds of the bins that hold the median and the
+// 95th percentile, in milliseconds; 0 when the step has no first event.
+func quantiles(lat *[latencyBins]uint32) (p50, p95 float64) {
 	var total uint64
 	for _, c := range lat {
 		total += uint64(c)
 	}
 	if total == 0 {
-		return nil
+		return 0, 0
 	}
-	rank := uint64(math.Ceil(q * float64(total)))
+	r50, r95 := (total+1)/2, (95*total+99)/100 // ceil(q × total)
 	var seen uint64
 	for i, c := range lat {
 		seen += uint64(c)
-		if seen >= rank {
-			v := math.Round(binUpper(i)*10) / 10
-			return &v
+		if p50 == 0 && seen >= r50 {
+			p50 = binUpperMs[i]
+		}
+		if seen >= r95 {
+			return p50, binUpperMs[i]
 		}
 	}
-	return nil
+	return p50, binUpperMs[latencyBins-1]
+}
+
+// AppendJSON appends all as the JSON array /llm_hedge/series answers,
+// written directly: with 100 providers that is 108,000 numbers, which
+// encoding/json's reflection would take several milliseconds over.
+func AppendJSON(b []byte, all []ProviderSeries) []byte {
+	b = append(b, '[')
+	for i, s := range all {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"provider":`...)
+		b = strconv.AppendQuote(b, s.Provider)
+		b = append(b, `,"start":`...)
+		b = strconv.AppendInt(b, s.Start, 10)
+		b = append(b, `,"step_s":`...)
+		b = strconv.AppendInt(b, s.StepSecs, 10)
+		for _, col := range []struct {
+			name string
+			v    []uint32
+		}{{"ok", s.OK}, {"lost", s.Lost}, {"error", s.Error}, {"other", s.Other}} {
+			b = append(b, `,"`...)
+			b = append(b, col.name...)
+			b = append(b, `":[`...)
+			for j, n := range col.v {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = strconv.AppendUint(b, uint64(n), 10)
+			}
+			b = append(b, ']')
+		}
+		b = append(b, `,"p50_ms":`...)
+		b = s.P50Ms.appendJSON(b)
+		b = append(b, `,"p95_ms":`...)
+		b = s.P95Ms.appendJSON(b)
+		b = append(b, '}')
+	}
+	return append(b, ']', '\n')
 }
