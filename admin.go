@@ -28,6 +28,7 @@ func init() {
 //
 //	GET  /llm_hedge/providers[?format=json|text]
 //	POST /llm_hedge/providers/<name>/reset
+//	GET  /llm_hedge/recent, /llm_hedge/series, /llm_hedge/ui/ (dashboard_http.go)
 type adminProviders struct {
 	logger *zap.Logger // the reset lines
 }
@@ -67,6 +68,9 @@ func (a adminProviders) serveAdmin(w http.ResponseWriter, r *http.Request) error
 	path := strings.TrimSuffix(r.URL.Path, "/")
 	if path == adminProvidersPath {
 		return a.handleList(w, r)
+	}
+	if handled, err := serveDashboard(w, r, a.logger, true); handled {
+		return err
 	}
 	rest, ok := strings.CutPrefix(path, adminProvidersPath+"/")
 	if name, isReset := strings.CutSuffix(rest, adminResetSuffix); ok && isReset && name != "" {
@@ -278,6 +282,7 @@ type providerView struct {
 	ModelCooldowns      []modelCooldownView `json:"model_cooldowns,omitempty"`
 	FirstEventP50Ms     *float64            `json:"first_event_p50_ms,omitempty"`
 	FirstEventP95Ms     *float64            `json:"first_event_p95_ms,omitempty"`
+	HedgeDelayMs        *float64            `json:"hedge_delay_ms,omitempty"` // the last one armed on it
 	Keys                []keyView           `json:"keys,omitempty"`
 
 	// openUntil is kept for the text view, which shows it relative to now.
@@ -373,6 +378,12 @@ func (ph *providerHealth) snapshot(now time.Time) providerView {
 			}
 		}
 		sort.Slice(v.ModelCooldowns, func(i, j int) bool { return v.ModelCooldowns[i].Model < v.ModelCooldowns[j].Model })
+	}
+	if ph.latency != nil {
+		if d := ph.hedgeDelayNs.Load(); d > 0 {
+			ms := viewMs(time.Duration(d))
+			v.HedgeDelayMs = &ms
+		}
 	}
 	for _, k := range ph.keys.all() {
 		v.Keys = append(v.Keys, k.view(now))

@@ -109,6 +109,8 @@ type providerHealth struct {
 	// latency holds recent first-event times: it drives the adaptive hedge
 	// delay and the admin p50/p95, and outlives reloads with the breaker.
 	latency *health.LatencyTracker
+	// hedgeDelayNs is the hedge delay last armed on this provider (0: none yet), for the dashboard.
+	hedgeDelayNs atomic.Int64
 
 	name    string
 	baseURL string

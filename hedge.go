@@ -17,8 +17,12 @@ func (h *Handler) hedgeRoom(st *requestState) bool {
 // hedgeDelay is how long the first attempt on p may take to its first
 // valid event before an alternative is launched.
 func (h *Handler) hedgeDelay(p *provider, class int) time.Duration {
-	return hedgeDelay(p.latency, class, time.Duration(h.Hedge.Delay), h.Hedge.Percentile,
+	d := hedgeDelay(p.latency, class, time.Duration(h.Hedge.Delay), h.Hedge.Percentile,
 		time.Duration(h.Hedge.Min), time.Duration(h.Hedge.Max), clock())
+	if p.health != nil {
+		p.health.hedgeDelayNs.Store(int64(d))
+	}
+	return d
 }
 
 // hedgeMinSamples is how many samples a size class needs before its

@@ -157,6 +157,8 @@ func (h *Handler) finish(st *requestState) {
 		extra.Set(zap.Object("llm_hedge", accessFields{provider, served, len(st.attempts), st.hedged, st.outcome, firstMs, u.Input, u.Output}))
 	}
 
+	recordDashboard(st, st.start.Add(total), total, model, provider, firstMs, u)
+
 	// The fields are built only when the line will be written.
 	lvl := requestLogLevel(st)
 	if !h.logger.Core().Enabled(lvl) {

@@ -16,7 +16,7 @@ XCADDY         := $(GOBIN)/xcaddy
 $(XCADDY):
 	go install github.com/caddyserver/xcaddy/cmd/xcaddy@$(XCADDY_VERSION)
 
-caddy: $(XCADDY) $(wildcard *.go) $(wildcard sim/*.go) $(shell find internal -name "*.go") go.mod go.sum
+caddy: $(XCADDY) $(wildcard *.go) $(wildcard dashboard_ui/*) $(wildcard sim/*.go) $(shell find internal -name "*.go") go.mod go.sum
 	XCADDY_SKIP_CLEANUP=0 $(XCADDY) build $(CADDY_VERSION) --output ./caddy --with $(MODULE_PIN)
 
 build: caddy
