@@ -33,7 +33,20 @@ func dashboardChromium(t *testing.T) string {
 		}
 	}
 	if os.Getuid() == 0 {
-		out, err := exec.Command("apt-get", "install", "-y", "chromium").CombinedOutput()
+		// A fresh machine's package lists may be empty or stale: update once
+		// when the first install fails.
+		install := func() ([]byte, error) {
+			cmd := exec.Command("apt-get", "install", "-y", "--no-install-recommends", "chromium")
+			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+			return cmd.CombinedOutput()
+		}
+		out, err := install()
+		if err != nil {
+			if uout, uerr := exec.Command("apt-get", "update").CombinedOutput(); uerr != nil {
+				t.Logf("apt-get update: %v\n%s", uerr, uout)
+			}
+			out, err = install()
+		}
 		if err == nil {
 			if p, err := exec.LookPath("chromium"); err == nil {
 				return p
