@@ -36,7 +36,7 @@ func dashboardChromium(t *testing.T) string {
 		// A fresh machine's package lists may be empty or stale: update once
 		// when the first install fails.
 		install := func() ([]byte, error) {
-			cmd := exec.Command("apt-get", "install", "-y", "--no-install-recommends", "chromium")
+			cmd := exec.Command("apt-get", "install", "-y", "chromium")
 			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 			return cmd.CombinedOutput()
 		}
