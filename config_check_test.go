@@ -89,7 +89,7 @@ func TestJSONConfigChecks(t *testing.T) {
 // caddy adapt of a one-provider config prints no empty sections, and the
 // JSON it prints reads back into the same handler.
 func TestAdaptOmitsUnsetSections(t *testing.T) {
-	cf := ":8080 {\n\tllm_hedge {\n\t\tprovider a http://127.0.0.1:1\n\t}\n}\n"
+	cf := ":0 {\n\tllm_hedge {\n\t\tprovider a http://127.0.0.1:1\n\t}\n}\n"
 	js, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), nil)
 	if err != nil {
 		t.Fatal(err)

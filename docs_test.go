@@ -76,13 +76,13 @@ func (s docSnippet) wrap() string {
 	}
 	switch s.kind {
 	case "site":
-		return "http://127.0.0.1:8080 {\n" + indent(s.text, "\t") + "}\n"
+		return "http://127.0.0.1:0 {\n" + indent(s.text, "\t") + "}\n"
 	case "llm_hedge":
 		inner := s.text
 		if !regexp.MustCompile(`(?m)^provider\s`).MatchString(inner) {
 			inner = "provider docs http://127.0.0.1:9001\n" + inner
 		}
-		return "http://127.0.0.1:8080 {\n\tllm_hedge {\n" + indent(inner, "\t\t") + "\t}\n}\n"
+		return "http://127.0.0.1:0 {\n\tllm_hedge {\n" + indent(inner, "\t\t") + "\t}\n}\n"
 	}
 	return s.text
 }

@@ -18,17 +18,10 @@ var providerPool = caddy.NewUsagePool()
 // clock is the time source of this file and admin.go; tests swap it.
 var clock = time.Now
 
-const (
-	// retryAfterDefaultMax bounds an upstream's Retry-After when no max is
-	// configured, so that a buggy or hostile "Retry-After: 86400" cannot
-	// take a provider out for a day.
-	retryAfterDefaultMax = 5 * time.Minute
-
-	// modelCooldownLimit bounds the per-provider map of cooled-down models:
-	// model names come from clients, and a client cycling through invented
-	// names must not grow it without limit.
-	modelCooldownLimit = 256
-)
+// retryAfterDefaultMax bounds an upstream's Retry-After when no max is
+// configured, so that a buggy or hostile "Retry-After: 86400" cannot take a
+// provider out for a day.
+const retryAfterDefaultMax = 5 * time.Minute
 
 // cooldownConfig is the cooldown part of a provider's configuration.
 type cooldownConfig struct {
@@ -376,48 +369,6 @@ func (ph *providerHealth) reset() (was breakerState, reenabled []string) {
 	ph.probeSince.Store(0)
 	ph.models.Store(nil)
 	return was, ph.keys.reset()
-}
-
-func (ph *providerHealth) modelCooling(now time.Time, model string) bool {
-	m := ph.models.Load()
-	if m == nil || model == "" {
-		return false
-	}
-	until, ok := (*m)[model]
-	return ok && now.UnixNano() < until
-}
-
-// coolModel skips model on this provider until now+d. The copy drops expired
-// entries and, when still full, the entry that ends first.
-func (ph *providerHealth) coolModel(now time.Time, model string, d time.Duration) {
-	if model == "" {
-		return
-	}
-	t, until := now.UnixNano(), now.Add(d).UnixNano()
-	for {
-		old := ph.models.Load()
-		next := make(map[string]int64)
-		if old != nil {
-			for k, v := range *old {
-				if v > t {
-					next[k] = v
-				}
-			}
-		}
-		if _, ok := next[model]; !ok && len(next) >= modelCooldownLimit {
-			var first string
-			for k, v := range next {
-				if first == "" || v < next[first] {
-					first = k
-				}
-			}
-			delete(next, first)
-		}
-		next[model] = max(next[model], until)
-		if ph.models.CompareAndSwap(old, &next) {
-			return
-		}
-	}
 }
 
 // beginAttempt and endAttempt bracket every attempt sent to the provider.

@@ -50,7 +50,7 @@ grep -q '"handler":"llm_hedge"' "$work/adapted.json" || fail "adapted JSON lacks
 
 # A typo must fail with the line named.
 bad=$work/typo.Caddyfile
-printf ':8080 {\n\tllm_hedge {\n\t\tprovider a http://127.0.0.1:9001\n\t\tretyr 2\n\t}\n}\n' >"$bad"
+printf ':0 {\n\tllm_hedge {\n\t\tprovider a http://127.0.0.1:9001\n\t\tretyr 2\n\t}\n}\n' >"$bad"
 if out=$($CADDY adapt --config "$bad" --adapter caddyfile 2>&1); then fail "typo accepted"; fi
 echo "$out" | grep -Eq "retyr.*:4\b" || fail "typo error does not name line 4: $out"
 
