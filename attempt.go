@@ -189,6 +189,9 @@ func (h *Handler) readUpstreamError(a *attempt, d dialect, clientCtx context.Con
 	if d != dialectNone {
 		c = d.classify(resp.StatusCode, a.errBody, a.p.passThroughKey())
 	}
+	if c == classModelNotFound && !modelMissing(a.errBody) {
+		c = classRequest
+	}
 	if clientCtx.Err() != nil {
 		c = classClientAbort
 	}

@@ -87,30 +87,17 @@ func (c failClass) passedThrough() bool {
 // classifyAnswer classifies a non-200 upstream answer by its status and
 // body. With a pass-through key (the provider has no key of its own),
 // 401/403/404/429 are about the client's credential, quota or model access:
-// they are its answer, and count against no provider. A 404 cools
-// the model only when the body says the model does not exist; any other
-// 404 (a wrong path) is about the request.
+// they are its answer, and count against no provider. A 404 is
+// classModelNotFound here; the engine keeps it only when the body says the
+// model does not exist in the words of any dialect (an OpenAI-compatible
+// server may front either API), and makes any other 404 (a wrong path)
+// the request's (classModelNotFound in dialects.go).
 func classifyAnswer(status int, body []byte, passThroughKey bool) failClass {
 	c := classifyStatus(status)
-	switch {
-	case passThroughKey && (c == classAuth || c == classModelNotFound || c == classRateLimited):
+	if passThroughKey && (c == classAuth || c == classModelNotFound || c == classRateLimited) {
 		return classClientKey
-	case c == classModelNotFound && !modelMissing(body):
-		return classRequest
 	}
 	return c
-}
-
-// modelMissing reports whether an error body says the requested model does
-// not exist, in the words of any dialect (an OpenAI-compatible server may
-// front either API).
-func modelMissing(body []byte) bool {
-	for _, d := range dialects {
-		if d.modelMissing(body) {
-			return true
-		}
-	}
-	return false
 }
 
 var (

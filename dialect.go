@@ -1,10 +1,7 @@
 package llmhedge
 
 import (
-	"errors"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
@@ -165,149 +162,52 @@ func classifyEvent(d dialect, ev sse.Event) eventClass {
 	return d.inspect(ev, false, nil).class
 }
 
-// parseDialect reads the `api` option of a provider.
-func parseDialect(s string) (dialect, bool) {
-	if s == "" {
-		return dialectNone, true
-	}
-	for _, d := range dialects {
-		if strings.EqualFold(s, d.String()) {
-			return d, true
-		}
-	}
-	return dialectNone, false
+// choiceSet tracks the choices of an OpenAI stream (n > 1 streams several,
+// interleaved, each with its own finish_reason): which indexes were seen
+// and which of them finished. Indexes 0..255 are bits (OpenAI caps n at
+// 128); any other index is never taken as finished, so such a stream ends
+// cleanly only with [DONE].
+type choiceSet struct {
+	seen, finished [4]uint64
+	other          bool // a choice with an index outside 0..255 (or not an integer)
 }
 
-// dialectNames lists the registered dialects, for a configuration error.
-func dialectNames() string {
-	names := make([]string, len(dialects))
-	for i, d := range dialects {
-		names[i] = d.String()
+// note records one choice of a chunk; index is -1 when it is not usable.
+func (cs *choiceSet) note(index int64, finished bool) {
+	if index < 0 || index >= 256 {
+		cs.other = true
+		return
 	}
-	return strings.Join(names, ", ")
+	w, bit := index>>6, uint64(1)<<(index&63)
+	cs.seen[w] |= bit
+	if finished {
+		cs.finished[w] |= bit
+	}
 }
 
-// dialectOfPath infers the dialect of a request from its path. Only the
-// completion endpoints are LLM requests; every other path (models,
-// count_tokens, files, ...) is forwarded without hedging.
-func dialectOfPath(path string) dialect {
-	path = strings.TrimSuffix(path, "/")
-	for _, d := range dialects {
-		if d.isCompletionPath(path) {
-			return d
-		}
+// allFinished reports whether a choice was seen and every choice seen has
+// its finish_reason: only then is the answer complete without [DONE].
+func (cs *choiceSet) allFinished() bool {
+	if cs.other {
+		return false
 	}
-	return dialectNone
-}
-
-// apiServes reports whether a provider whose `api` is api takes requests
-// of the client dialect d: its own dialect, and the ones d's file
-// registered in alsoServedBy (`api openai` serves the Responses API too).
-// dialectNone on either side: any.
-func apiServes(api, d dialect) bool {
-	if api == dialectNone || d == dialectNone || api == d {
-		return true
-	}
-	for _, a := range alsoServedBy[d] {
-		if a == api {
-			return true
-		}
-	}
-	return false
-}
-
-// auxListed reports whether method and path are one of the aux paths of
-// any dialect (the other paths); when only the path is, allow is the
-// method it takes.
-func auxListed(method, p string) (listed bool, allow string) {
-	p = strings.TrimSuffix(p, "/")
-	for _, d := range dialects {
-		if l, a := auxListedIn(d.auxPaths(), method, p); l {
-			return true, ""
-		} else if a != "" {
-			allow = a
-		}
-	}
-	return false, allow
-}
-
-func auxListedIn(paths []auxPath, method, p string) (listed bool, allow string) {
-	for _, a := range paths {
-		if auxPathMatch(a.path, p) {
-			if a.method == method {
-				return true, ""
-			}
-			allow = a.method
-		}
-	}
-	return false, allow
-}
-
-// auxPathMatch matches a path against an aux path pattern, where each
-// `{id}` is one non-empty path segment.
-func auxPathMatch(pattern, p string) bool {
-	if !strings.Contains(pattern, "{id}") {
-		return pattern == p
-	}
-	for {
-		pseg, prest, pmore := strings.Cut(pattern, "/")
-		seg, rest, more := strings.Cut(p, "/")
-		if pmore != more || !auxSegmentMatch(pseg, seg) {
+	seen := false
+	for i := range cs.seen {
+		if cs.seen[i]&^cs.finished[i] != 0 {
 			return false
 		}
-		if !pmore {
-			return true
-		}
-		pattern, p = prest, rest
+		seen = seen || cs.seen[i] != 0
 	}
+	return seen
 }
 
-// auxSegmentMatch matches one path segment against a pattern segment in
-// which `{id}` stands for a non-empty id (`{id}:countTokens` too).
-func auxSegmentMatch(pseg, seg string) bool {
-	pre, suf, ok := strings.Cut(pseg, "{id}")
-	if !ok {
-		return pseg == seg
+// merge adds the choices other saw to cs.
+func (cs *choiceSet) merge(other *choiceSet) {
+	for i := range cs.seen {
+		cs.seen[i] |= other.seen[i]
+		cs.finished[i] |= other.finished[i]
 	}
-	return len(seg) > len(pre)+len(suf) && strings.HasPrefix(seg, pre) && strings.HasSuffix(seg, suf)
+	cs.other = cs.other || other.other
 }
 
-// checkEscapedPath refuses a request path that could leave the provider's
-// base path or change the upstream URL's structure once a server decodes
-// it: dot-segments, raw or encoded, and encoded `/`, `?`, `#` and `\`.
-func checkEscapedPath(p string) error {
-	if !strings.HasPrefix(p, "/") {
-		return errors.New("request path must start with /")
-	}
-	for i := 0; i+2 < len(p); i++ {
-		if p[i] != '%' {
-			continue
-		}
-		switch strings.ToUpper(p[i+1 : i+3]) {
-		case "2F", "3F", "23", "5C":
-			return errors.New("request path holds an encoded /, ?, # or \\")
-		}
-	}
-	for seg := range strings.SplitSeq(p, "/") {
-		dec, err := url.PathUnescape(seg)
-		if err != nil {
-			return errors.New("request path holds an invalid escape")
-		}
-		if dec == "." || dec == ".." {
-			return errors.New("request path holds a dot-segment (. or ..)")
-		}
-	}
-	return nil
-}
-
-// dialectOfAuxPath guesses the dialect of a non-completion path, for the
-// error shape and the auth header of a forwarded request.
-func dialectOfAuxPath(path string, h headerGetter) dialect {
-	best, rate := dialectNone, 0
-	for _, d := range dialects {
-		if r := d.sniffAux(path, h); r > rate {
-			best, rate = d, r
-		}
-	}
-	return best
-}
+var doneEvent = []byte("data: [DONE]\n\n")

@@ -216,15 +216,6 @@ func geminiScanContent(content *jsonscan.Iter, withText bool) (by string, text [
 	return by, text
 }
 
-// merge adds the choices other saw to cs.
-func (cs *choiceSet) merge(other *choiceSet) {
-	for i := range cs.seen {
-		cs.seen[i] |= other.seen[i]
-		cs.finished[i] |= other.finished[i]
-	}
-	cs.other = cs.other || other.other
-}
-
 // geminiFinishReason reports whether a raw finishReason ends its
 // candidate: any non-empty string but FINISH_REASON_UNSPECIFIED, which
 // the continuation protocol sends on intermediate checkpoint chunks.

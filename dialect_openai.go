@@ -83,45 +83,6 @@ func (openAIDialect) inspect(ev sse.Event, withText bool, cs *choiceSet) eventIn
 	return inspectOpenAI(ev, withText, cs)
 }
 
-// choiceSet tracks the choices of an OpenAI stream (n > 1 streams several,
-// interleaved, each with its own finish_reason): which indexes were seen
-// and which of them finished. Indexes 0..255 are bits (OpenAI caps n at
-// 128); any other index is never taken as finished, so such a stream ends
-// cleanly only with [DONE].
-type choiceSet struct {
-	seen, finished [4]uint64
-	other          bool // a choice with an index outside 0..255 (or not an integer)
-}
-
-// note records one choice of a chunk; index is -1 when it is not usable.
-func (cs *choiceSet) note(index int64, finished bool) {
-	if index < 0 || index >= 256 {
-		cs.other = true
-		return
-	}
-	w, bit := index>>6, uint64(1)<<(index&63)
-	cs.seen[w] |= bit
-	if finished {
-		cs.finished[w] |= bit
-	}
-}
-
-// allFinished reports whether a choice was seen and every choice seen has
-// its finish_reason: only then is the answer complete without [DONE].
-func (cs *choiceSet) allFinished() bool {
-	if cs.other {
-		return false
-	}
-	seen := false
-	for i := range cs.seen {
-		if cs.seen[i]&^cs.finished[i] != 0 {
-			return false
-		}
-		seen = seen || cs.seen[i] != 0
-	}
-	return seen
-}
-
 // OpenAI chunks carry no event name: the choices say what they hold.
 func inspectOpenAI(ev sse.Event, withText bool, cs *choiceSet) eventInfo {
 	var info eventInfo

@@ -162,3 +162,17 @@ func responsesErrorEvent(status int, message string, seq int64) []byte {
 	out = append(out, body...)
 	return append(out, "\n\n"...)
 }
+
+// responseStored reports whether a request asks the provider to keep its
+// response: unless its top-level store is false (the last of duplicate
+// keys counts, as for the provider).
+func responseStored(body []byte) bool {
+	stored := true
+	_ = jsonscan.ScanTopLevel(body, func(key []byte, s, e int) bool {
+		if jsonscan.KeyIs(key, "store") {
+			stored = string(body[s:e]) != "false"
+		}
+		return true
+	})
+	return stored
+}

@@ -1,5 +1,7 @@
 package llmhedge
 
+import "strings"
+
 // The dialects and clouds the module speaks, in one place and in order: the
 // order is the one the path sniff tries (the highest match wins, ties go to
 // the first listed) and error messages name them in. Adding a dialect is its
@@ -24,4 +26,135 @@ var protocols = []protocolInfo{
 	{"azure", dialectOpenAI, newAzureProtocol},
 	{"bedrock", dialectAnthropic, newBedrockProtocol},
 	{"vertex", dialectNone, newVertexProtocol},
+}
+
+// parseDialect reads the `api` option of a provider.
+func parseDialect(s string) (dialect, bool) {
+	if s == "" {
+		return dialectNone, true
+	}
+	for _, d := range dialects {
+		if strings.EqualFold(s, d.String()) {
+			return d, true
+		}
+	}
+	return dialectNone, false
+}
+
+// dialectNames lists the registered dialects, for a configuration error.
+func dialectNames() string {
+	names := make([]string, len(dialects))
+	for i, d := range dialects {
+		names[i] = d.String()
+	}
+	return strings.Join(names, ", ")
+}
+
+// dialectOfPath infers the dialect of a request from its path. Only the
+// completion endpoints are LLM requests; every other path (models,
+// count_tokens, files, ...) is forwarded without hedging.
+func dialectOfPath(path string) dialect {
+	path = strings.TrimSuffix(path, "/")
+	for _, d := range dialects {
+		if d.isCompletionPath(path) {
+			return d
+		}
+	}
+	return dialectNone
+}
+
+// apiServes reports whether a provider whose `api` is api takes requests
+// of the client dialect d: its own dialect, and the ones d's file
+// registered in alsoServedBy (`api openai` serves the Responses API too).
+// dialectNone on either side: any.
+func apiServes(api, d dialect) bool {
+	if api == dialectNone || d == dialectNone || api == d {
+		return true
+	}
+	for _, a := range alsoServedBy[d] {
+		if a == api {
+			return true
+		}
+	}
+	return false
+}
+
+// auxListed reports whether method and path are one of the aux paths of
+// any dialect (the other paths); when only the path is, allow is the
+// method it takes.
+func auxListed(method, p string) (listed bool, allow string) {
+	p = strings.TrimSuffix(p, "/")
+	for _, d := range dialects {
+		if l, a := auxListedIn(d.auxPaths(), method, p); l {
+			return true, ""
+		} else if a != "" {
+			allow = a
+		}
+	}
+	return false, allow
+}
+
+func auxListedIn(paths []auxPath, method, p string) (listed bool, allow string) {
+	for _, a := range paths {
+		if auxPathMatch(a.path, p) {
+			if a.method == method {
+				return true, ""
+			}
+			allow = a.method
+		}
+	}
+	return false, allow
+}
+
+// auxPathMatch matches a path against an aux path pattern, where each
+// `{id}` is one non-empty path segment.
+func auxPathMatch(pattern, p string) bool {
+	if !strings.Contains(pattern, "{id}") {
+		return pattern == p
+	}
+	for {
+		pseg, prest, pmore := strings.Cut(pattern, "/")
+		seg, rest, more := strings.Cut(p, "/")
+		if pmore != more || !auxSegmentMatch(pseg, seg) {
+			return false
+		}
+		if !pmore {
+			return true
+		}
+		pattern, p = prest, rest
+	}
+}
+
+// auxSegmentMatch matches one path segment against a pattern segment in
+// which `{id}` stands for a non-empty id (`{id}:countTokens` too).
+func auxSegmentMatch(pseg, seg string) bool {
+	pre, suf, ok := strings.Cut(pseg, "{id}")
+	if !ok {
+		return pseg == seg
+	}
+	return len(seg) > len(pre)+len(suf) && strings.HasPrefix(seg, pre) && strings.HasSuffix(seg, suf)
+}
+
+// dialectOfAuxPath guesses the dialect of a non-completion path, for the
+// error shape and the auth header of a forwarded request.
+func dialectOfAuxPath(path string, h headerGetter) dialect {
+	best, rate := dialectNone, 0
+	for _, d := range dialects {
+		if r := d.sniffAux(path, h); r > rate {
+			best, rate = d, r
+		}
+	}
+	return best
+}
+
+// modelMissing reports whether an error body says the requested model does
+// not exist, in the words of any dialect (an OpenAI-compatible server may
+// front either API).
+func modelMissing(body []byte) bool {
+	for _, d := range dialects {
+		if d.modelMissing(body) {
+			return true
+		}
+	}
+	return false
 }

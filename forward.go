@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"os"
 	"path"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // auxCandidates orders the providers of dialect d for a non-completion
@@ -272,4 +275,75 @@ func (h *Handler) forwards(p string) bool {
 		}
 	}
 	return false
+}
+
+// checkEscapedPath refuses a request path that could leave the provider's
+// base path or change the upstream URL's structure once a server decodes
+// it: dot-segments, raw or encoded, and encoded `/`, `?`, `#` and `\`.
+func checkEscapedPath(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return errors.New("request path must start with /")
+	}
+	for i := 0; i+2 < len(p); i++ {
+		if p[i] != '%' {
+			continue
+		}
+		switch strings.ToUpper(p[i+1 : i+3]) {
+		case "2F", "3F", "23", "5C":
+			return errors.New("request path holds an encoded /, ?, # or \\")
+		}
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		dec, err := url.PathUnescape(seg)
+		if err != nil {
+			return errors.New("request path holds an invalid escape")
+		}
+		if dec == "." || dec == ".." {
+			return errors.New("request path holds a dot-segment (. or ..)")
+		}
+	}
+	return nil
+}
+
+// readBody reads the body once, bounded by max; over it is errBodyTooLarge.
+// A body of known length is read into one buffer of its size: no copy
+// beyond the read itself.
+func readBody(r *http.Request, max int64) ([]byte, error) {
+	if r.ContentLength > max {
+		return nil, errBodyTooLarge
+	}
+	size := bytes.MinRead
+	if r.ContentLength > 0 {
+		// Room for the read that sees EOF too: bytes.Buffer grows (and
+		// copies) when less than MinRead bytes are free.
+		size = int(r.ContentLength) + bytes.MinRead
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	n, err := buf.ReadFrom(io.LimitReader(r.Body, max+1))
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, errBodyTimeout
+		}
+		var tooLarge *http.MaxBytesError
+		var he caddyhttp.HandlerError
+		if errors.As(err, &tooLarge) || (errors.As(err, &he) && he.StatusCode == http.StatusRequestEntityTooLarge) {
+			return nil, errBodyTooLarge // Caddy's request_body max_size
+		}
+		return nil, fmt.Errorf("reading request body: %w", err)
+	}
+	if n > max {
+		return nil, errBodyTooLarge
+	}
+	return buf.Bytes(), nil
+}
+
+// bodyStatus is the status of the answer to a body readBody refused.
+func bodyStatus(err error) int {
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, errBodyTimeout):
+		return http.StatusRequestTimeout
+	}
+	return http.StatusBadRequest
 }

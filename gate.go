@@ -201,3 +201,15 @@ func (g *gate) failReason() string { return g.failure.String() }
 // "reasoning", "tool_calls", "function_call", "refusal") or
 // "finish_reason". "" unless the gate committed.
 func (g *gate) committedBy() string { return g.by }
+
+// mayBecomeRejected reports whether the output text so far, leading
+// whitespace aside, is the beginning of a reject phrase.
+func (g *gate) mayBecomeRejected() bool {
+	text := bytes.TrimLeft(g.text, " \t\r\n")
+	for _, p := range g.reject {
+		if p = bytes.TrimLeft(p, " \t\r\n"); len(text) < len(p) && bytes.HasPrefix(p, text) {
+			return true
+		}
+	}
+	return false
+}

@@ -59,8 +59,6 @@ type relayResult struct {
 	Held     string // the error event not written (HoldError)
 }
 
-var doneEvent = []byte("data: [DONE]\n\n")
-
 // relayStream copies a committed stream to the client (from the commit to
 // the end of the answer): each complete event is written unchanged and flushed at once,
 // until the terminal event. A stream that ends any other way, except by

@@ -5,14 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"os"
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 )
@@ -38,49 +33,6 @@ var (
 	// that sends its body too slowly.
 	errBodyTimeout = errors.New("timed out reading the request body")
 )
-
-// readBody reads the body once, bounded by max; over it is errBodyTooLarge.
-// A body of known length is read into one buffer of its size: no copy
-// beyond the read itself.
-func readBody(r *http.Request, max int64) ([]byte, error) {
-	if r.ContentLength > max {
-		return nil, errBodyTooLarge
-	}
-	size := bytes.MinRead
-	if r.ContentLength > 0 {
-		// Room for the read that sees EOF too: bytes.Buffer grows (and
-		// copies) when less than MinRead bytes are free.
-		size = int(r.ContentLength) + bytes.MinRead
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, max+1))
-	if err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, errBodyTimeout
-		}
-		var tooLarge *http.MaxBytesError
-		var he caddyhttp.HandlerError
-		if errors.As(err, &tooLarge) || (errors.As(err, &he) && he.StatusCode == http.StatusRequestEntityTooLarge) {
-			return nil, errBodyTooLarge // Caddy's request_body max_size
-		}
-		return nil, fmt.Errorf("reading request body: %w", err)
-	}
-	if n > max {
-		return nil, errBodyTooLarge
-	}
-	return buf.Bytes(), nil
-}
-
-// bodyStatus is the status of the answer to a body readBody refused.
-func bodyStatus(err error) int {
-	switch {
-	case errors.Is(err, errBodyTooLarge):
-		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, errBodyTimeout):
-		return http.StatusRequestTimeout
-	}
-	return http.StatusBadRequest
-}
 
 // parseCompletion validates the body and reads the fields the proxy needs
 // (model, stream) in one pass of the validating scanner the stream gate

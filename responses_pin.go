@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
@@ -100,20 +99,6 @@ func (st *requestState) rememberResponse(a *attempt) {
 		}
 	}
 	h.owners.remember(responseClient(st.r), id, ownerKey(a.p), clock())
-}
-
-// responseStored reports whether a request asks the provider to keep its
-// response: unless its top-level store is false (the last of duplicate
-// keys counts, as for the provider).
-func responseStored(body []byte) bool {
-	stored := true
-	_ = jsonscan.ScanTopLevel(body, func(key []byte, s, e int) bool {
-		if jsonscan.KeyIs(key, "store") {
-			stored = string(body[s:e]) != "false"
-		}
-		return true
-	})
-	return stored
 }
 
 // responseIDOfPath returns the response id of a call by id

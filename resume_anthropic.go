@@ -2,7 +2,6 @@ package llmhedge
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"strconv"
 
@@ -90,29 +89,6 @@ func (r *anthropicResumer) prefill(body []byte, text string) ([]byte, error) {
 	return appendTurn(body, "messages", mergeAssistantTurn, func(t string) any {
 		return map[string]string{"role": "assistant", "content": t}
 	}, text)
-}
-
-// mergeAssistantTurn extends the client's own last assistant turn (a
-// client prefill) with the text: its string content, or its content
-// blocks (parts) by a text one. Anthropic and Chat Completions share it.
-func mergeAssistantTurn(last json.RawMessage, text string) (json.RawMessage, bool) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(last, &m) != nil || string(m["role"]) != `"assistant"` {
-		return nil, false
-	}
-	var s string
-	if json.Unmarshal(m["content"], &s) == nil {
-		m["content"] = jsonText(s + text)
-	} else {
-		var blocks []json.RawMessage
-		if json.Unmarshal(m["content"], &blocks) != nil {
-			return nil, false
-		}
-		b, _ := json.Marshal(map[string]string{"type": "text", "text": text})
-		m["content"], _ = json.Marshal(append(blocks, b))
-	}
-	out, err := json.Marshal(m)
-	return out, err == nil
 }
 
 func (r *anthropicResumer) read(ev sse.Event, info eventInfo) contEvent {

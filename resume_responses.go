@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
@@ -237,22 +238,6 @@ func (r *responsesResumer) read(ev sse.Event, info eventInfo) contEvent {
 	return contEvent{kind: contSkip} // response.created, in_progress, output_text.done, ...
 }
 
-// parseSeq reads a sequence_number: a non-negative integer, without
-// allocating (track runs on every delta).
-func parseSeq(n []byte) (int64, bool) {
-	if len(n) == 0 || len(n) > 18 {
-		return 0, false
-	}
-	var v int64
-	for _, c := range n {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		v = v*10 + int64(c-'0')
-	}
-	return v, true
-}
-
 // next is the sequence number of the client's next event.
 func (r *responsesResumer) next() int64 {
 	r.seq++
@@ -391,7 +376,7 @@ func (r *responsesResumer) finalResponse(itemJSON []byte, end contEnd, incomplet
 		obj["status"] = json.RawMessage(`"incomplete"`)
 		obj["incomplete_details"] = json.RawMessage(`{"reason":` + string(reason) + `}`)
 	} else if _, ok := obj["completed_at"]; ok {
-		obj["completed_at"] = json.RawMessage(strconv.FormatInt(clock().Unix(), 10))
+		obj["completed_at"] = json.RawMessage(strconv.FormatInt(time.Now().Unix(), 10))
 	}
 	obj["output"] = json.RawMessage(`[` + string(itemJSON) + `]`)
 	obj["usage"] = json.RawMessage(`null`)

@@ -275,3 +275,42 @@ func isPrefillRejection(body []byte) bool {
 		bytes.Contains(b, []byte("final assistant content")) ||
 		bytes.Contains(b, []byte("must end with a user message"))
 }
+
+// parseSeq reads a sequence_number: a non-negative integer, without
+// allocating (track runs on every delta).
+func parseSeq(n []byte) (int64, bool) {
+	if len(n) == 0 || len(n) > 18 {
+		return 0, false
+	}
+	var v int64
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	return v, true
+}
+
+// mergeAssistantTurn extends the client's own last assistant turn (a
+// client prefill) with the text: its string content, or its content
+// blocks (parts) by a text one. Anthropic and Chat Completions share it.
+func mergeAssistantTurn(last json.RawMessage, text string) (json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(last, &m) != nil || string(m["role"]) != `"assistant"` {
+		return nil, false
+	}
+	var s string
+	if json.Unmarshal(m["content"], &s) == nil {
+		m["content"] = jsonText(s + text)
+	} else {
+		var blocks []json.RawMessage
+		if json.Unmarshal(m["content"], &blocks) != nil {
+			return nil, false
+		}
+		b, _ := json.Marshal(map[string]string{"type": "text", "text": text})
+		m["content"], _ = json.Marshal(append(blocks, b))
+	}
+	out, err := json.Marshal(m)
+	return out, err == nil
+}

@@ -32,18 +32,6 @@ func appendLowerText(dst, s []byte) []byte {
 	return dst
 }
 
-// mayBecomeRejected reports whether the output text so far, leading
-// whitespace aside, is the beginning of a reject phrase.
-func (g *gate) mayBecomeRejected() bool {
-	text := bytes.TrimLeft(g.text, " \t\r\n")
-	for _, p := range g.reject {
-		if p = bytes.TrimLeft(p, " \t\r\n"); len(text) < len(p) && bytes.HasPrefix(p, text) {
-			return true
-		}
-	}
-	return false
-}
-
 // appendAnswerText appends the raw JSON string raw, decoded and
 // lower-cased, and a line break to the answer text of a body.
 func appendAnswerText(text, raw []byte) []byte {
