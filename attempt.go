@@ -19,6 +19,7 @@ import (
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // Bounds of what one attempt reads before commit.
@@ -52,7 +53,7 @@ type attempt struct {
 	// outcome, written by the attempt's goroutine before it reports
 	resp       *http.Response
 	status     int
-	class      failClass
+	class      wire.FailClass
 	err        error
 	retryAfter time.Duration
 	hasRA      bool
@@ -65,49 +66,49 @@ type attempt struct {
 	firstEvent time.Duration
 	commitBy   string // the payload of the event that committed a stream (gate.committedBy)
 	elapsed    time.Duration
-	usage      usage
+	usage      wire.Usage
 	outcome    string // for the decision chain
 }
 
-func (a *attempt) ok() bool { return a.class == classNone && a.err == nil }
+func (a *attempt) ok() bool { return a.class == wire.ClassNone && a.err == nil }
 
 // run performs the attempt until it is ready to commit or has failed, then
 // reports on done. It never writes to the client.
-func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.Replacer, done chan<- *attempt) {
+func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *caddy.Replacer, done chan<- *attempt) {
 	defer func() { a.elapsed = time.Since(a.start); done <- a }()
-	body := req.bodyFor(a.model)
-	up, err := http.NewRequestWithContext(a.ctx, http.MethodPost, a.p.url(req.dialect.upstreamPath(r.URL.Path, a.model), a.p.upstreamQuery(r.URL.RawQuery)), bytes.NewReader(body))
+	body := req.BodyFor(a.model)
+	up, err := http.NewRequestWithContext(a.ctx, http.MethodPost, a.p.url(req.Dialect.UpstreamPath(r.URL.Path, a.model), a.p.upstreamQuery(r.URL.RawQuery)), bytes.NewReader(body))
 	if err != nil {
-		a.fail(classConnect, fmt.Errorf("provider %s: building request: %w", a.p.name, err))
+		a.fail(wire.ClassConnect, fmt.Errorf("provider %s: building request: %w", a.p.name, err))
 		return
 	}
 	var secret string
 	if a.key != nil {
 		secret = a.key.secret
 	}
-	up.Header = a.p.upstreamHeader(r.Header, req.dialect, repl, secret)
+	up.Header = a.p.upstreamHeader(r.Header, req.Dialect, repl, secret)
 	up.Header.Set("Content-Type", "application/json")
 	up.ContentLength = int64(len(body))
 	if a.p.proto != nil {
 		if err := a.p.proto.prepare(a.ctx, up, req, a.model, body); err != nil {
-			a.fail(classConnect, fmt.Errorf("provider %s: %s: %w", a.p.name, a.p.proto, err))
+			a.fail(wire.ClassConnect, fmt.Errorf("provider %s: %s: %w", a.p.name, a.p.proto, err))
 			return
 		}
 	}
 	noReplay(up)
 
-	limit, cause := a.p.firstByte, errFirstByteTimeout
-	if !req.stream {
-		limit, cause = time.Duration(h.Timeouts.Response), errResponseTimeout
+	limit, cause := a.p.firstByte, wire.ErrFirstByteTimeout
+	if !req.Stream {
+		limit, cause = time.Duration(h.Timeouts.Response), wire.ErrResponseTimeout
 	}
 	timer := time.AfterFunc(limit, func() { a.cancel(cause) })
 	defer func() {
 		// The timer may fire while the committing event is handled: then
 		// the attempt's context is gone and it must not be committed.
 		if !timer.Stop() && a.ok() {
-			c := classFirstByteTimeout
-			if !req.stream {
-				c = classResponseTimeout
+			c := wire.ClassFirstByteTimeout
+			if !req.Stream {
+				c = wire.ClassResponseTimeout
 			}
 			a.fail(c, fmt.Errorf("provider %s: %w", a.p.name, cause))
 		}
@@ -119,8 +120,8 @@ func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.
 	}))
 	resp, err := a.p.transport.RoundTrip(up)
 	if err != nil {
-		a.fail(classifyTransportError(err, a.ctx, r.Context()), fmt.Errorf("provider %s: %w", a.p.name, err))
-		if a.class == classReset && sent.Load() {
+		a.fail(wire.ClassifyTransportError(err, a.ctx, r.Context()), fmt.Errorf("provider %s: %w", a.p.name, err))
+		if a.class == wire.ClassReset && sent.Load() {
 			// A silent route: the provider took the whole request
 			// and closed without a response byte. Another try there would
 			// only wait as long again; the next candidate starts at once.
@@ -135,8 +136,8 @@ func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.
 		verdict = a.p.proto.response(resp)
 	}
 	if resp.StatusCode != http.StatusOK {
-		h.readUpstreamError(a, req.dialect, r.Context())
-		if verdict.class != classNone && a.class != classClientAbort {
+		h.readUpstreamError(a, req.Dialect, r.Context())
+		if verdict.class != wire.ClassNone && a.class != wire.ClassClientAbort {
 			a.class = verdict.class
 		}
 		if verdict.credential != "" {
@@ -147,26 +148,26 @@ func (h *Handler) run(a *attempt, req *llmRequest, r *http.Request, repl *caddy.
 		return
 	}
 	if isEventStream(resp.Header) {
-		if !req.stream {
+		if !req.Stream {
 			// Nothing streams a request that did not ask for it; read as a
 			// body, an endless stream would hold the attempt for
 			// timeouts.response.
-			a.fail(classMalformed, fmt.Errorf("provider %s: answered a non-streaming request with an event stream", a.p.name))
+			a.fail(wire.ClassMalformed, fmt.Errorf("provider %s: answered a non-streaming request with an event stream", a.p.name))
 			return
 		}
-		h.gateStream(a, req.dialect, r.Context())
+		h.gateStream(a, req.Dialect, r.Context())
 		return
 	}
-	h.readCompleteBody(a, req.dialect, r.Context())
-	if req.stream && a.ok() {
+	h.readCompleteBody(a, req.Dialect, r.Context())
+	if req.Stream && a.ok() {
 		// The client asked for a stream and its SDK would choke on a JSON
 		// body: a provider that ignores `stream` is as broken as a fake-200.
-		a.fail(classMalformed, fmt.Errorf("provider %s: answered a streaming request with %q, not an event stream",
+		a.fail(wire.ClassMalformed, fmt.Errorf("provider %s: answered a streaming request with %q, not an event stream",
 			a.p.name, resp.Header.Get("Content-Type")))
 	}
 }
 
-func (a *attempt) fail(c failClass, err error) {
+func (a *attempt) fail(c wire.FailClass, err error) {
 	a.class, a.err = c, err
 	if a.resp != nil {
 		a.resp.Body.Close()
@@ -176,49 +177,49 @@ func (a *attempt) fail(c failClass, err error) {
 // readUpstreamError keeps a bounded copy of a non-200 body (a request-level
 // error is passed to the client as is) and the retry hints: Retry-After,
 // else the one in the body in dialect d's words (Gemini's RetryInfo).
-func (h *Handler) readUpstreamError(a *attempt, d dialect, clientCtx context.Context) {
+func (h *Handler) readUpstreamError(a *attempt, d wire.Dialect, clientCtx context.Context) {
 	resp := a.resp
 	a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	a.errHeader = resp.Header
 	a.retryAfter, a.hasRA = limit.ParseRetryAfter(resp.Header, clock())
-	if !a.hasRA && d != dialectNone {
-		a.retryAfter, a.hasRA = d.retryDelay(a.errBody)
+	if !a.hasRA && d != wire.DialectNone {
+		a.retryAfter, a.hasRA = d.RetryDelay(a.errBody)
 	}
 	a.noRetry = !limit.ShouldRetry(resp.Header)
-	c := classifyAnswer(resp.StatusCode, a.errBody, a.p.passThroughKey())
-	if d != dialectNone {
-		c = d.classify(resp.StatusCode, a.errBody, a.p.passThroughKey())
+	c := wire.ClassifyAnswer(resp.StatusCode, a.errBody, a.p.passThroughKey())
+	if d != wire.DialectNone {
+		c = d.Classify(resp.StatusCode, a.errBody, a.p.passThroughKey())
 	}
-	if c == classModelNotFound && !modelMissing(a.errBody) {
-		c = classRequest
+	if c == wire.ClassModelNotFound && !modelMissing(a.errBody) {
+		c = wire.ClassRequest
 	}
 	if clientCtx.Err() != nil {
-		c = classClientAbort
+		c = wire.ClassClientAbort
 	}
 	a.fail(c, fmt.Errorf("provider %s: status %d: %s", a.p.name, resp.StatusCode, upstreamMessage(a.errBody)))
 }
 
 // gateStream reads events until the first valid one (commit-ready) or a
 // failure. The buffered events stay in the gate; nothing is written yet.
-func (h *Handler) gateStream(a *attempt, d dialect, clientCtx context.Context) {
+func (h *Handler) gateStream(a *attempt, d wire.Dialect, clientCtx context.Context) {
 	a.rd = sse.NewReader(a.resp.Body, int(h.Stream.MaxBuffer))
 	a.gate = newGate(d, h.rejects, int(h.Stream.MaxBuffer), defaultGateEvents)
 	for {
 		ev, err := a.rd.Next()
 		if err != nil {
-			c := classClosedEarly
+			c := wire.ClassClosedEarly
 			var sf *streamFault
 			if errors.Is(err, sse.ErrEventTooLarge) {
-				c = classMalformed
+				c = wire.ClassMalformed
 			} else if errors.As(err, &sf) {
 				c = sf.class
 			} else if a.ctx.Err() != nil || clientCtx.Err() != nil {
-				c = classifyTransportError(err, a.ctx, clientCtx)
+				c = wire.ClassifyTransportError(err, a.ctx, clientCtx)
 			}
 			a.fail(c, fmt.Errorf("provider %s: reading first event: %w", a.p.name, err))
 			return
 		}
-		a.usage.observeEvent(d, ev)
+		a.usage.ObserveEvent(d, ev)
 		switch a.gate.feed(ev) {
 		case gateCommit:
 			a.firstEvent = time.Since(a.start)
@@ -233,32 +234,32 @@ func (h *Handler) gateStream(a *attempt, d dialect, clientCtx context.Context) {
 
 // readCompleteBody reads a non-stream 200 whole and checks it is a real
 // completion, not an error dressed as a success.
-func (h *Handler) readCompleteBody(a *attempt, d dialect, clientCtx context.Context) {
+func (h *Handler) readCompleteBody(a *attempt, d wire.Dialect, clientCtx context.Context) {
 	body, err := io.ReadAll(io.LimitReader(a.resp.Body, maxResponseBody+1))
 	a.resp.Body.Close()
 	if err != nil {
-		a.fail(classifyTransportError(err, a.ctx, clientCtx), fmt.Errorf("provider %s: reading response: %w", a.p.name, err))
+		a.fail(wire.ClassifyTransportError(err, a.ctx, clientCtx), fmt.Errorf("provider %s: reading response: %w", a.p.name, err))
 		return
 	}
 	if len(body) > maxResponseBody {
-		a.fail(classMalformed, fmt.Errorf("provider %s: response over %d bytes", a.p.name, maxResponseBody))
+		a.fail(wire.ClassMalformed, fmt.Errorf("provider %s: response over %d bytes", a.p.name, maxResponseBody))
 		return
 	}
-	if reason, err := checkBody(d, body); err != nil {
-		c := classFake200
+	if reason, err := wire.CheckBody(d, body); err != nil {
+		c := wire.ClassFake200
 		if reason == "malformed_body" {
-			c = classMalformed
+			c = wire.ClassMalformed
 		}
 		a.fail(c, fmt.Errorf("provider %s: %w", a.p.name, err))
 		return
 	}
-	if err := checkBodyReject(d, body, h.rejects); err != nil {
-		a.fail(classRejected, fmt.Errorf("provider %s: %w", a.p.name, err))
+	if err := wire.CheckBodyReject(d, body, h.rejects); err != nil {
+		a.fail(wire.ClassRejected, fmt.Errorf("provider %s: %w", a.p.name, err))
 		return
 	}
 	a.body = body
 	a.firstEvent = time.Since(a.start)
-	a.usage.observeBody(d, body)
+	a.usage.ObserveBody(d, body)
 }
 
 func isEventStream(h http.Header) bool {
@@ -270,5 +271,5 @@ func isEventStream(h http.Header) bool {
 // either dialect (`{"error":{...}}` or `{"type":"error","error":{...}}`).
 func upstreamMessage(body []byte) string {
 	errVal, _ := jsonscan.Lookup(body, "error")
-	return upstreamErrorMessage(errVal, body)
+	return wire.UpstreamErrorMessage(errVal, body)
 }

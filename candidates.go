@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // candidates lists the providers that serve model in dialect d, in the
 // order to try them: by priority, weighted random within a priority, and
 // the session's affinity pick first.
-func (h *Handler) candidates(d dialect, model, session string) []*provider {
+func (h *Handler) candidates(d wire.Dialect, model, session string) []*provider {
 	out := make([]*provider, 0, len(h.providers))
 	for _, p := range h.providers {
 		if p.serves(d, model) {
@@ -187,12 +188,12 @@ func (p *plan) unusedWithin(tier int) bool {
 // valid JSON (parseCompletion checked it); only its top level is scanned, with
 // the scanner parseCompletion uses, so a 1 MiB prompt costs one pass and the
 // same names inside messages never match.
-func sessionKey(d dialect, body []byte, header http.Header, headerName string) string {
+func sessionKey(d wire.Dialect, body []byte, header http.Header, headerName string) string {
 	if headerName != "" {
 		return strings.TrimSpace(header.Get(headerName))
 	}
-	if d == dialectNone {
+	if d == wire.DialectNone {
 		return ""
 	}
-	return d.sessionKey(body, header)
+	return d.SessionKey(body, header)
 }

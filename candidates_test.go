@@ -1,6 +1,7 @@
 package llmhedge
 
 import (
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,7 +11,7 @@ func TestSessionKey(t *testing.T) {
 	big := `"messages":[{"role":"user","content":"` + strings.Repeat("x", 1<<20) + `"}]`
 	tests := []struct {
 		name       string
-		d          dialect
+		d          wire.Dialect
 		body       string
 		header     http.Header
 		headerName string
@@ -49,7 +50,7 @@ func TestSessionKey(t *testing.T) {
 			http.Header{"X-Session": {" sess-7 "}}, "X-Session", "sess-7"},
 		{"header configured but absent", dialectAnthropic, `{"metadata":{"user_id":"u"}}`,
 			http.Header{}, "X-Session", ""},
-		{"unknown dialect", dialectNone, `{"user":"alice"}`, nil, "", ""},
+		{"unknown dialect", wire.DialectNone, `{"user":"alice"}`, nil, "", ""},
 		{"empty body", dialectOpenAI, ``, nil, "", ""},
 	}
 	for _, tt := range tests {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"io"
 	"net"
 	"syscall"
@@ -13,34 +14,34 @@ import (
 func TestClassifyStatus(t *testing.T) {
 	cases := []struct {
 		status    int
-		class     failClass
+		class     wire.FailClass
 		provider  bool // counts toward cooldown and fails over
 		transient bool // worth a same-provider retry
 	}{
-		{400, classRequest, false, false},
-		{401, classAuth, true, false},
-		{403, classAuth, true, false},
-		{404, classModelNotFound, true, false},
-		{408, classStatus5xx, true, true},
-		{413, classRequest, false, false},
-		{422, classRequest, false, false},
-		{429, classRateLimited, true, true},
-		{500, classStatus5xx, true, true},
-		{502, classStatus5xx, true, true},
-		{503, classOverloaded, true, true},
-		{504, classStatus5xx, true, true},
-		{529, classOverloaded, true, true},
-		{302, classMalformed, true, false},
+		{400, wire.ClassRequest, false, false},
+		{401, wire.ClassAuth, true, false},
+		{403, wire.ClassAuth, true, false},
+		{404, wire.ClassModelNotFound, true, false},
+		{408, wire.ClassStatus5xx, true, true},
+		{413, wire.ClassRequest, false, false},
+		{422, wire.ClassRequest, false, false},
+		{429, wire.ClassRateLimited, true, true},
+		{500, wire.ClassStatus5xx, true, true},
+		{502, wire.ClassStatus5xx, true, true},
+		{503, wire.ClassOverloaded, true, true},
+		{504, wire.ClassStatus5xx, true, true},
+		{529, wire.ClassOverloaded, true, true},
+		{302, wire.ClassMalformed, true, false},
 	}
 	for _, c := range cases {
-		got := classifyStatus(c.status)
-		if got != c.class || got.providerLevel() != c.provider || got.transient() != c.transient {
+		got := wire.ClassifyStatus(c.status)
+		if got != c.class || got.ProviderLevel() != c.provider || got.Transient() != c.transient {
 			t.Errorf("%d: %s provider=%v transient=%v; want %s %v %v",
-				c.status, got, got.providerLevel(), got.transient(), c.class, c.provider, c.transient)
+				c.status, got, got.ProviderLevel(), got.Transient(), c.class, c.provider, c.transient)
 		}
 	}
-	for _, c := range []failClass{classClientAbort, classTotalTimeout, classLoser, classRequest} {
-		if c.providerLevel() {
+	for _, c := range []wire.FailClass{wire.ClassClientAbort, wire.ClassTotalTimeout, wire.ClassLoser, wire.ClassRequest} {
+		if c.ProviderLevel() {
 			t.Errorf("%s must never count against a provider", c)
 		}
 	}
@@ -60,21 +61,21 @@ func TestClassifyTransportError(t *testing.T) {
 		err        error
 		attemptCtx context.Context
 		clientCtx  context.Context
-		want       failClass
+		want       wire.FailClass
 	}{
-		{"client gone wins", errors.New("x"), cancelled(errHedgeLost), gone, classClientAbort},
-		{"hedge loser", context.Canceled, cancelled(errHedgeLost), bg, classLoser},
-		{"first byte timeout", context.Canceled, cancelled(errFirstByteTimeout), bg, classFirstByteTimeout},
-		{"response timeout", context.Canceled, cancelled(errResponseTimeout), bg, classResponseTimeout},
-		{"total timeout", context.Canceled, cancelled(errTotalTimeout), bg, classTotalTimeout},
-		{"dns", &net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}, bg, bg, classConnect},
-		{"refused", fmt.Errorf("dial: %w", syscall.ECONNREFUSED), bg, bg, classConnect},
-		{"reset", fmt.Errorf("read: %w", syscall.ECONNRESET), bg, bg, classReset},
-		{"eof before headers", io.EOF, bg, bg, classReset},
-		{"dial op", &net.OpError{Op: "dial", Err: errors.New("timeout")}, bg, bg, classConnect},
+		{"client gone wins", errors.New("x"), cancelled(wire.ErrHedgeLost), gone, wire.ClassClientAbort},
+		{"hedge loser", context.Canceled, cancelled(wire.ErrHedgeLost), bg, wire.ClassLoser},
+		{"first byte timeout", context.Canceled, cancelled(wire.ErrFirstByteTimeout), bg, wire.ClassFirstByteTimeout},
+		{"response timeout", context.Canceled, cancelled(wire.ErrResponseTimeout), bg, wire.ClassResponseTimeout},
+		{"total timeout", context.Canceled, cancelled(wire.ErrTotalTimeout), bg, wire.ClassTotalTimeout},
+		{"dns", &net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}, bg, bg, wire.ClassConnect},
+		{"refused", fmt.Errorf("dial: %w", syscall.ECONNREFUSED), bg, bg, wire.ClassConnect},
+		{"reset", fmt.Errorf("read: %w", syscall.ECONNRESET), bg, bg, wire.ClassReset},
+		{"eof before headers", io.EOF, bg, bg, wire.ClassReset},
+		{"dial op", &net.OpError{Op: "dial", Err: errors.New("timeout")}, bg, bg, wire.ClassConnect},
 	}
 	for _, c := range cases {
-		if got := classifyTransportError(c.err, c.attemptCtx, c.clientCtx); got != c.want {
+		if got := wire.ClassifyTransportError(c.err, c.attemptCtx, c.clientCtx); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
 		}
 	}
@@ -88,15 +89,15 @@ func TestCloudForbiddenReadFromBody(t *testing.T) {
 	b := &bedrockProtocol{chain: "the AWS default chain"}
 	for _, c := range []struct {
 		kind, msg  string
-		class      failClass
+		class      wire.FailClass
 		credential bool
 	}{
-		{"AccessDeniedException", "You don't have access to the model with the specified model ID.", classModelNotFound, false},
-		{"UnrecognizedClientException", "The security token included in the request is invalid.", classAuth, true},
-		{"InvalidSignatureException", "The request signature we calculated does not match the signature you provided.", classAuth, true},
-		{"ExpiredTokenException", "The security token included in the request is expired", classAuth, true},
-		{"AccessDeniedException", "User: arn:aws:iam::1:user/x is not authorized to perform: bedrock:InvokeModel", classNone, false},
-		{"ThrottlingException", "Too many requests", classNone, false},
+		{"AccessDeniedException", "You don't have access to the model with the specified model ID.", wire.ClassModelNotFound, false},
+		{"UnrecognizedClientException", "The security token included in the request is invalid.", wire.ClassAuth, true},
+		{"InvalidSignatureException", "The request signature we calculated does not match the signature you provided.", wire.ClassAuth, true},
+		{"ExpiredTokenException", "The security token included in the request is expired", wire.ClassAuth, true},
+		{"AccessDeniedException", "User: arn:aws:iam::1:user/x is not authorized to perform: bedrock:InvokeModel", wire.ClassNone, false},
+		{"ThrottlingException", "Too many requests", wire.ClassNone, false},
 	} {
 		v := b.verdict(c.kind, c.msg)
 		if v.class != c.class || (v.credential != "") != c.credential {
@@ -108,21 +109,21 @@ func TestCloudForbiddenReadFromBody(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name, body string
-		class      failClass
+		class      wire.FailClass
 	}{
-		{"file", `{"error":{"code":403,"message":"You do not have permission to access the File abc123 or it may not exist.","status":"PERMISSION_DENIED"}}`, classRequest},
-		{"cached content", `{"error":{"code":403,"message":"CachedContent not found (or permission denied)","status":"PERMISSION_DENIED"}}`, classRequest},
-		{"key invalid", reason("API_KEY_INVALID"), classAuth},
-		{"key not valid", `{"error":{"code":403,"message":"API key not valid. Please pass a valid API key.","status":"PERMISSION_DENIED"}}`, classAuth},
-		{"service disabled", reason("SERVICE_DISABLED"), classAuth},
-		{"key blocked", reason("API_KEY_SERVICE_BLOCKED"), classAuth},
-		{"vertex iam", reason("IAM_PERMISSION_DENIED"), classAuth},
+		{"file", `{"error":{"code":403,"message":"You do not have permission to access the File abc123 or it may not exist.","status":"PERMISSION_DENIED"}}`, wire.ClassRequest},
+		{"cached content", `{"error":{"code":403,"message":"CachedContent not found (or permission denied)","status":"PERMISSION_DENIED"}}`, wire.ClassRequest},
+		{"key invalid", reason("API_KEY_INVALID"), wire.ClassAuth},
+		{"key not valid", `{"error":{"code":403,"message":"API key not valid. Please pass a valid API key.","status":"PERMISSION_DENIED"}}`, wire.ClassAuth},
+		{"service disabled", reason("SERVICE_DISABLED"), wire.ClassAuth},
+		{"key blocked", reason("API_KEY_SERVICE_BLOCKED"), wire.ClassAuth},
+		{"vertex iam", reason("IAM_PERMISSION_DENIED"), wire.ClassAuth},
 	} {
 		if got := geminiClassify(403, []byte(c.body), false); got != c.class {
 			t.Errorf("gemini 403 %s: %s, want %s", c.name, got, c.class)
 		}
-		if got := geminiClassify(403, []byte(c.body), true); got != classClientKey {
-			t.Errorf("gemini 403 %s with the client's key: %s, want %s", c.name, got, classClientKey)
+		if got := geminiClassify(403, []byte(c.body), true); got != wire.ClassClientKey {
+			t.Errorf("gemini 403 %s with the client's key: %s, want %s", c.name, got, wire.ClassClientKey)
 		}
 	}
 }
@@ -131,7 +132,7 @@ func TestCloudForbiddenReadFromBody(t *testing.T) {
 // request is read, and never becomes a cloud's path segment.
 func TestModelDotSegments(t *testing.T) {
 	for _, m := range []string{".", "..", "../x", "x/..", `..\x`, "a/./b"} {
-		if _, err := parseRequestBody([]byte(`{"model":` + jsonQuote(m) + `}`)); err == nil {
+		if _, err := wire.ParseRequestBody([]byte(`{"model":` + jsonQuote(m) + `}`)); err == nil {
 			t.Errorf("model %q accepted", m)
 		}
 		if _, err := modelSegment(m); err == nil {
@@ -139,7 +140,7 @@ func TestModelDotSegments(t *testing.T) {
 		}
 	}
 	for _, m := range []string{"claude-3.5", "...", ".hidden", "a..b", "arn:aws:bedrock:us-east-1:1:inference-profile/us.anthropic.claude-v1:0"} {
-		if _, err := parseRequestBody([]byte(`{"model":` + jsonQuote(m) + `}`)); err != nil {
+		if _, err := wire.ParseRequestBody([]byte(`{"model":` + jsonQuote(m) + `}`)); err != nil {
 			t.Errorf("model %q refused: %v", m, err)
 		}
 	}

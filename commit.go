@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // commit is the irreversible moment: the winner's status,
@@ -80,11 +81,11 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 // newResumer follows the committed stream for a continuation, from the
 // events the gate buffered (already written): nil when continuation is
 // off or the dialect or request cannot be continued.
-func (h *Handler) newResumer(st *requestState, a *attempt) resumer {
+func (h *Handler) newResumer(st *requestState, a *attempt) wire.Resumer {
 	if *h.Stream.Resume <= 0 {
 		return nil
 	}
-	rs := st.dialect.newResumer(st.req)
+	rs := wire.NewResumer(st.dialect, st.req)
 	if rs == nil {
 		return nil
 	}
@@ -94,7 +95,7 @@ func (h *Handler) newResumer(st *requestState, a *attempt) resumer {
 		if err != nil {
 			return rs
 		}
-		rs.track(ev, st.dialect.inspect(ev, true, nil))
+		rs.Track(ev, st.dialect.Inspect(ev, true, nil))
 	}
 }
 

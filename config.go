@@ -7,6 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // Defaults, in one place: the godoc of each field states them, and the
@@ -210,7 +211,7 @@ func (c *RetryConfig) validate() error {
 		if f.From == "" || f.To == "" {
 			return fmt.Errorf("retry: fallback_model needs <from> and <to>")
 		}
-		if err := checkModelName(f.To); err != nil {
+		if err := wire.CheckModelName(f.To); err != nil {
 			return fmt.Errorf("retry: fallback_model %s %s: %w", f.From, f.To, err)
 		}
 	}
@@ -218,7 +219,7 @@ func (c *RetryConfig) validate() error {
 		if f.From == "" || f.To == "" {
 			return fmt.Errorf("retry: context_fallback needs <from> and <to>")
 		}
-		if err := checkModelName(f.To); err != nil {
+		if err := wire.CheckModelName(f.To); err != nil {
 			return fmt.Errorf("retry: context_fallback %s %s: %w", f.From, f.To, err)
 		}
 	}

@@ -1,12 +1,15 @@
 package llmhedge
 
-import "testing"
+import (
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
+	"testing"
+)
 
 // Each dialect recognises its provider's "prompt too long" 400 and nothing
 // else (context_fallback).
 func TestContextDialectPromptTooLong(t *testing.T) {
 	for _, tt := range []struct {
-		d    dialect
+		d    wire.Dialect
 		body string
 		want bool
 	}{
@@ -22,7 +25,7 @@ func TestContextDialectPromptTooLong(t *testing.T) {
 		{dialectGemini, `{"error":{"code":400,"message":"Invalid JSON payload received.","status":"INVALID_ARGUMENT"}}`, false},
 		{dialectGemini, `not json`, false},
 	} {
-		if got := tt.d.promptTooLong([]byte(tt.body)); got != tt.want {
+		if got := tt.d.PromptTooLong([]byte(tt.body)); got != tt.want {
 			t.Errorf("%v.promptTooLong(%s) = %v, want %v", tt.d, tt.body, got, tt.want)
 		}
 	}

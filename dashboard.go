@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/dashboard"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // board is what the live dashboard shows (admin /llm_hedge/recent,
@@ -17,7 +18,7 @@ var board struct {
 
 // recordDashboard adds a finished request to the board: names, counts and
 // durations only, never a prompt, an answer, a key or a client address.
-func recordDashboard(st *requestState, now time.Time, total time.Duration, model, provider string, firstMs int64, u usage) {
+func recordDashboard(st *requestState, now time.Time, total time.Duration, model, provider string, firstMs int64, u wire.Usage) {
 	var chain [dashboard.MaxAttempts]dashboard.Attempt
 	n := 0
 	for _, a := range st.attempts {
@@ -33,7 +34,7 @@ func recordDashboard(st *requestState, now time.Time, total time.Duration, model
 			Provider: a.p.name, Reason: a.reason, Outcome: a.outcome, Status: a.status,
 			StartMs: a.offset.Milliseconds(), EndMs: end.Milliseconds(),
 		}
-		if a.class != classNone && a.class != classLoser {
+		if a.class != wire.ClassNone && a.class != wire.ClassLoser {
 			c.Class = string(a.class)
 		}
 		if a.firstEvent > 0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/dashboard"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
@@ -49,10 +50,10 @@ func BenchmarkDashboardFinish(b *testing.B) {
 			}
 			for b.Loop() {
 				st := newRequestState(h, r, dialectAnthropic)
-				st.req = &llmRequest{dialect: dialectAnthropic, model: "claude-bench", stream: true}
-				lost := &attempt{p: p1, model: "claude-bench", reason: "initial", outcome: "hedge_loser_cancelled", class: classLoser, elapsed: 200 * time.Millisecond}
+				st.req = &wire.Request{Dialect: dialectAnthropic, Model: "claude-bench", Stream: true}
+				lost := &attempt{p: p1, model: "claude-bench", reason: "initial", outcome: "hedge_loser_cancelled", class: wire.ClassLoser, elapsed: 200 * time.Millisecond}
 				won := &attempt{p: p2, model: "claude-bench", reason: "hedge_triggered", status: 200, outcome: "hedge_winner",
-					offset: 150 * time.Millisecond, firstEvent: 40 * time.Millisecond, usage: usage{Input: 33, Output: 9, Model: "claude-bench"}}
+					offset: 150 * time.Millisecond, firstEvent: 40 * time.Millisecond, usage: wire.Usage{Input: 33, Output: 9, Model: "claude-bench"}}
 				st.attempts = []*attempt{lost, won}
 				st.winner, st.outcome, st.status, st.hedged = won, outcomeSuccess, http.StatusOK, true
 				p2.health.beginAttempt()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // The Anthropic Messages API: POST /v1/messages, named SSE events
@@ -19,44 +20,46 @@ import (
 // anthropicDialect is the Anthropic Messages API.
 type anthropicDialect struct{}
 
-var dialectAnthropic dialect = anthropicDialect{}
+var dialectAnthropic wire.Dialect = anthropicDialect{}
 
 func (anthropicDialect) String() string { return "anthropic" }
 
-func (anthropicDialect) isCompletionPath(path string) bool {
+func (anthropicDialect) IsCompletionPath(path string) bool {
 	return path == "/v1/messages" || path == "/messages"
 }
 
-func (anthropicDialect) completionPath(string) string { return "/v1/messages" }
+func (anthropicDialect) CompletionPath(string) string { return "/v1/messages" }
 
-var anthropicAuxPaths = []auxPath{
-	{http.MethodGet, "/v1/models"},
-	{http.MethodGet, "/v1/models/{id}"},
-	{http.MethodPost, "/v1/messages/count_tokens"},
+var anthropicAuxPaths = []wire.AuxPath{
+	{Method: http.MethodGet, Path: "/v1/models"},
+	{Method: http.MethodGet, Path: "/v1/models/{id}"},
+	{Method: http.MethodPost, Path: "/v1/messages/count_tokens"},
 }
 
-func (anthropicDialect) auxPaths() []auxPath { return anthropicAuxPaths }
+func (anthropicDialect) AuxPaths() []wire.AuxPath { return anthropicAuxPaths }
 
 // sniffAux claims a /v1/messages path, or a request with Anthropic's
 // version or key header, over the OpenAI fallback.
-func (anthropicDialect) sniffAux(path string, h headerGetter) int {
+func (anthropicDialect) SniffAux(path string, h wire.HeaderGetter) int {
 	if strings.HasPrefix(path, "/v1/messages") || h.Get("anthropic-version") != "" || h.Get("x-api-key") != "" {
 		return 2
 	}
 	return 0
 }
 
-func (anthropicDialect) parseRequest(_, _ string, body []byte) (*llmRequest, error) {
-	return parseRequestBody(body)
+func (anthropicDialect) ParseRequest(_, _ string, body []byte) (*wire.Request, error) {
+	return wire.ParseRequestBody(body)
 }
 
-func (d anthropicDialect) upstreamPath(string, string) string { return d.completionPath("") }
+func (d anthropicDialect) UpstreamPath(string, string) string { return d.CompletionPath("") }
 
-func (anthropicDialect) bodyFor(req *llmRequest, model string) []byte { return req.spliceModel(model) }
+func (anthropicDialect) BodyFor(req *wire.Request, model string) []byte {
+	return req.SpliceModel(model)
+}
 
 // sessionKey is metadata.user_id, else the X-Claude-Code-Session-Id
 // header Claude Code sends.
-func (anthropicDialect) sessionKey(body []byte, header http.Header) string {
+func (anthropicDialect) SessionKey(body []byte, header http.Header) string {
 	var user string
 	_ = jsonscan.ScanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
 		v := body[vStart:vEnd]
@@ -78,18 +81,18 @@ func (anthropicDialect) sessionKey(body []byte, header http.Header) string {
 
 var anthropicCredentialHeaders = []string{"X-Api-Key", "Anthropic-Organization"}
 
-func (anthropicDialect) credentialHeaders() []string { return anthropicCredentialHeaders }
+func (anthropicDialect) CredentialHeaders() []string { return anthropicCredentialHeaders }
 
-func (anthropicDialect) setAuth(h http.Header, key string) { h.Set("X-Api-Key", key) }
+func (anthropicDialect) SetAuth(h http.Header, key string) { h.Set("X-Api-Key", key) }
 
-func (anthropicDialect) inspect(ev sse.Event, withText bool, _ *choiceSet) eventInfo {
+func (anthropicDialect) Inspect(ev sse.Event, withText bool, _ *wire.ChoiceSet) wire.EventInfo {
 	return inspectAnthropic(ev, withText)
 }
 
 // Anthropic events name themselves; the data is still validated, and a
 // data "type" stands in for a missing event name.
-func inspectAnthropic(ev sse.Event, withText bool) eventInfo {
-	var info eventInfo
+func inspectAnthropic(ev sse.Event, withText bool) wire.EventInfo {
+	var info wire.EventInfo
 	named := string(ev.Name) == "error"
 	data := ev.Data
 	start := jsonscan.SkipSpace(data, 0)
@@ -97,9 +100,9 @@ func inspectAnthropic(ev sse.Event, withText bool) eventInfo {
 		// No payload (a comment, or a bare keepalive): the name decides.
 		switch {
 		case named:
-			info.class = evError
+			info.Class = wire.EvError
 		case string(ev.Name) == "message_stop":
-			info.class = evTerminal
+			info.Class = wire.EvTerminal
 		}
 		return info
 	}
@@ -111,13 +114,13 @@ func inspectAnthropic(ev sse.Event, withText bool) eventInfo {
 			case it.KeyIs("type"):
 				typ = it.Value()
 			case it.KeyIs("error"):
-				info.errVal = it.Value()
+				info.ErrVal = it.Value()
 			case withText && it.KeyIs("delta"):
 				if d, ok := it.Enter(); ok {
 					for d.IsObject() && d.Next() {
 						if d.KeyIs("text") {
 							if v := d.Value(); jsonscan.IsString(v) {
-								info.text = v
+								info.Text = v
 							}
 						}
 					}
@@ -128,13 +131,13 @@ func inspectAnthropic(ev sse.Event, withText bool) eventInfo {
 	}
 	switch {
 	case named:
-		info.class = evError
+		info.Class = wire.EvError
 		return info
 	case !ok || !it.IsObject() || !it.End():
-		info.class = evMalformed
+		info.Class = wire.EvMalformed
 		return info
-	case info.errVal != nil && !jsonscan.IsNull(info.errVal) || jsonscan.StringIs(typ, "error"):
-		info.class = evError
+	case info.ErrVal != nil && !jsonscan.IsNull(info.ErrVal) || jsonscan.StringIs(typ, "error"):
+		info.Class = wire.EvError
 		return info
 	}
 	var isDelta, isStop bool
@@ -147,17 +150,17 @@ func inspectAnthropic(ev sse.Event, withText bool) eventInfo {
 	}
 	switch {
 	case isDelta:
-		info.class, info.by = evOutput, "content_block_delta"
+		info.Class, info.By = wire.EvOutput, "content_block_delta"
 	case isStop:
-		info.class = evTerminal
+		info.Class = wire.EvTerminal
 	}
-	if info.class != evOutput {
-		info.text = nil
+	if info.Class != wire.EvOutput {
+		info.Text = nil
 	}
 	return info
 }
 
-func (anthropicDialect) terminalName(ev sse.Event) string {
+func (anthropicDialect) TerminalName(ev sse.Event) string {
 	if ev.Name != nil {
 		return string(ev.Name)
 	}
@@ -165,47 +168,47 @@ func (anthropicDialect) terminalName(ev sse.Event) string {
 }
 
 // finishGrace: an Anthropic answer is done only at message_stop.
-func (anthropicDialect) finishGrace() bool { return false }
+func (anthropicDialect) FinishGrace() bool { return false }
 
-func (anthropicDialect) streamEnd() []byte { return nil }
+func (anthropicDialect) StreamEnd() []byte { return nil }
 
 // checkBody wants a non-empty content array and no error.
-func (anthropicDialect) checkBody(body []byte) (reason string, err error) {
+func (anthropicDialect) CheckBody(body []byte) (reason string, err error) {
 	var m [3][]byte
-	if reason, err := bodyMembers(body, m[:], "type", "error", "content"); err != nil {
+	if reason, err := wire.BodyMembers(body, m[:], "type", "error", "content"); err != nil {
 		return reason, err
 	}
 	typ, errVal, content := m[0], m[1], m[2]
 	if errVal != nil && !jsonscan.IsNull(errVal) || jsonscan.StringIs(typ, "error") {
-		return errorBody(errVal, body)
+		return wire.ErrorBody(errVal, body)
 	}
-	if !isNonEmptyArray(content) {
+	if !wire.IsNonEmptyArray(content) {
 		return "empty_content", errors.New("upstream 200 body has no content")
 	}
 	return "", nil
 }
 
 // checkBodyReject reads the answer text from content[].text.
-func (anthropicDialect) checkBodyReject(body []byte, reject [][]byte) error {
+func (anthropicDialect) CheckBodyReject(body []byte, reject [][]byte) error {
 	var text []byte
 	content, _ := jsonscan.Lookup(body, "content")
 	arr, ok := jsonscan.Open(content, 0, 0)
 	for ok && !arr.IsObject() && arr.Next() {
 		if t, ok := jsonscan.Lookup(arr.Value(), "text"); ok {
-			text = appendAnswerText(text, t)
+			text = wire.AppendAnswerText(text, t)
 		}
 	}
-	return rejectedIn(text, reject)
+	return wire.RejectedIn(text, reject)
 }
 
 // observeEvent reads message_start (the model and every count) and
 // message_delta (the final counts); other events are skipped by name.
-func (anthropicDialect) observeEvent(u *usage, ev sse.Event) {
+func (anthropicDialect) ObserveEvent(u *wire.Usage, ev sse.Event) {
 	var start, delta bool
 	if ev.Name != nil {
 		start = string(ev.Name) == "message_start"
 		delta = string(ev.Name) == "message_delta"
-	} else if bytes.Contains(ev.Data, usageKey) { // unnamed: the data's "type" says what it is
+	} else if bytes.Contains(ev.Data, wire.UsageKey) { // unnamed: the data's "type" says what it is
 		typ, _ := jsonscan.Lookup(ev.Data, "type")
 		start = jsonscan.StringIs(typ, "message_start")
 		delta = jsonscan.StringIs(typ, "message_delta")
@@ -213,28 +216,28 @@ func (anthropicDialect) observeEvent(u *usage, ev sse.Event) {
 	switch {
 	case start:
 		msg, _ := jsonscan.Lookup(ev.Data, "message")
-		u.observeModel(msg)
+		u.ObserveModel(msg)
 		if v, ok := jsonscan.Lookup(msg, "usage"); ok {
-			u.observeAnthropicUsage(v, false)
+			observeAnthropicUsage(u, v, false)
 		}
 	case delta:
 		if v, ok := jsonscan.Lookup(ev.Data, "usage"); ok {
-			u.observeAnthropicUsage(v, true)
+			observeAnthropicUsage(u, v, true)
 		}
 	}
 }
 
-func (anthropicDialect) observeBody(u *usage, body []byte) {
-	u.observeModel(body)
+func (anthropicDialect) ObserveBody(u *wire.Usage, body []byte) {
+	u.ObserveModel(body)
 	if v, ok := jsonscan.Lookup(body, "usage"); ok {
-		u.observeAnthropicUsage(v, false)
+		observeAnthropicUsage(u, v, false)
 	}
 }
 
 // observeAnthropicUsage reads an Anthropic usage object. message_start
 // sets every count; a later message_delta carries the final output count
 // and, when non-zero, corrected input and cache counts.
-func (u *usage) observeAnthropicUsage(v []byte, delta bool) {
+func observeAnthropicUsage(u *wire.Usage, v []byte, delta bool) {
 	it, ok := jsonscan.Open(v, 0, 0)
 	for ok && it.IsObject() && it.Next() {
 		n, ok := jsonscan.Int(it.Value())
@@ -256,24 +259,24 @@ func (u *usage) observeAnthropicUsage(v []byte, delta bool) {
 }
 
 // modelMissing: a not_found_error about a model.
-func (anthropicDialect) modelMissing(body []byte) bool {
-	return errorField(body, "type") == "not_found_error" && strings.Contains(errorField(body, "message"), "model")
+func (anthropicDialect) ModelMissing(body []byte) bool {
+	return wire.ErrorField(body, "type") == "not_found_error" && strings.Contains(wire.ErrorField(body, "message"), "model")
 }
 
 // promptTooLong: an invalid_request_error "prompt is too long: N tokens > M maximum".
-func (anthropicDialect) promptTooLong(body []byte) bool {
-	return errorField(body, "type") == "invalid_request_error" && strings.Contains(errorField(body, "message"), "prompt is too long")
+func (anthropicDialect) PromptTooLong(body []byte) bool {
+	return wire.ErrorField(body, "type") == "invalid_request_error" && strings.Contains(wire.ErrorField(body, "message"), "prompt is too long")
 }
 
-func (anthropicDialect) classify(status int, body []byte, passThroughKey bool) failClass {
-	return classifyAnswer(status, body, passThroughKey)
+func (anthropicDialect) Classify(status int, body []byte, passThroughKey bool) wire.FailClass {
+	return wire.ClassifyAnswer(status, body, passThroughKey)
 }
 
 // retryDelay: Anthropic's hints are in the headers only.
-func (anthropicDialect) retryDelay([]byte) (time.Duration, bool) { return 0, false }
+func (anthropicDialect) RetryDelay([]byte) (time.Duration, bool) { return 0, false }
 
 // errorType maps a status to Anthropic's documented error types.
-func (anthropicDialect) errorType(status int) string {
+func (anthropicDialect) ErrorType(status int) string {
 	switch status {
 	case 400:
 		return "invalid_request_error"
@@ -306,18 +309,18 @@ type anthropicErrorBody struct {
 	} `json:"error"`
 }
 
-func (d anthropicDialect) errorJSON(status int, message string) []byte {
+func (d anthropicDialect) ErrorJSON(status int, message string) []byte {
 	var b anthropicErrorBody
 	b.Type = "error"
-	b.Error.Type = d.errorType(status)
+	b.Error.Type = d.ErrorType(status)
 	b.Error.Message = message
 	out, _ := json.Marshal(b) // plain structs of strings: cannot fail
 	return out
 }
 
 // errorEvent is `event: error` with the error body.
-func (d anthropicDialect) errorEvent(status int, message string) []byte {
-	return sseErrorEvent("error", d.errorJSON(status, message))
+func (d anthropicDialect) ErrorEvent(status int, message string) []byte {
+	return wire.SSEErrorEvent("error", d.ErrorJSON(status, message))
 }
 
-func (anthropicDialect) cachedInInput() bool { return false }
+func (anthropicDialect) CachedInInput() bool { return false }

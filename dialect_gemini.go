@@ -9,6 +9,7 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // Google's Gemini API: paths that carry
@@ -28,7 +29,7 @@ const (
 // geminiDialect is Google's Gemini API, served as dialect `gemini`.
 type geminiDialect struct{}
 
-var dialectGemini dialect = geminiDialect{}
+var dialectGemini wire.Dialect = geminiDialect{}
 
 func (geminiDialect) String() string { return "gemini" }
 
@@ -36,39 +37,39 @@ func (geminiDialect) String() string { return "gemini" }
 // (countTokens is an aux path).
 // A model that is not path-safe still makes it one, so that parseRequest
 // refuses it with a 400 rather than letting it pass as another path.
-func (geminiDialect) isCompletionPath(path string) bool {
+func (geminiDialect) IsCompletionPath(path string) bool {
 	_, method, ok := geminiPathShape(path)
 	return ok && method != geminiCountTokens
 }
 
 // completionPath is the shape of a Gemini completion path; the model of an
 // attempt's path is its own (upstreamPath).
-func (geminiDialect) completionPath(string) string {
+func (geminiDialect) CompletionPath(string) string {
 	return "/v1beta/models/gemini-2.5-flash:generateContent"
 }
 
 // upstreamPath is the client's path with the upstream model in it (a
 // rewrite or a fallback renames it); a path geminiPath refuses never gets
 // here (isCompletionPath).
-func (geminiDialect) upstreamPath(clientPath, model string) string {
+func (geminiDialect) UpstreamPath(clientPath, model string) string {
 	return geminiRewritePath(strings.TrimSuffix(clientPath, "/"), model)
 }
 
-var geminiAuxPaths = []auxPath{
-	{http.MethodGet, "/v1beta/models"},
-	{http.MethodGet, "/v1beta/models/{id}"},
-	{http.MethodPost, "/v1beta/models/{id}:countTokens"},
-	{http.MethodGet, "/v1/models"},
-	{http.MethodGet, "/v1/models/{id}"},
-	{http.MethodPost, "/v1/models/{id}:countTokens"},
+var geminiAuxPaths = []wire.AuxPath{
+	{Method: http.MethodGet, Path: "/v1beta/models"},
+	{Method: http.MethodGet, Path: "/v1beta/models/{id}"},
+	{Method: http.MethodPost, Path: "/v1beta/models/{id}:countTokens"},
+	{Method: http.MethodGet, Path: "/v1/models"},
+	{Method: http.MethodGet, Path: "/v1/models/{id}"},
+	{Method: http.MethodPost, Path: "/v1/models/{id}:countTokens"},
 }
 
-func (geminiDialect) auxPaths() []auxPath { return geminiAuxPaths }
+func (geminiDialect) AuxPaths() []wire.AuxPath { return geminiAuxPaths }
 
 // sniffAux claims a /v1beta/ path, a countTokens call or a request with
 // Google's key header, over the others. A client that only sends ?key=
 // on a shared path (GET /v1/models) reads as OpenAI's.
-func (geminiDialect) sniffAux(path string, h headerGetter) int {
+func (geminiDialect) SniffAux(path string, h wire.HeaderGetter) int {
 	if strings.HasPrefix(path, "/v1beta/") || strings.HasSuffix(path, ":"+geminiCountTokens) || h.Get("x-goog-api-key") != "" {
 		return 3
 	}
@@ -80,7 +81,7 @@ func (geminiDialect) sniffAux(path string, h headerGetter) int {
 // with one JSON array, handled as a non-stream body (no hedge, the
 // response timeout). The body must be a JSON object; its fields are the
 // provider's business.
-func (geminiDialect) parseRequest(path, rawQuery string, body []byte) (*llmRequest, error) {
+func (geminiDialect) ParseRequest(path, rawQuery string, body []byte) (*wire.Request, error) {
 	model, method, ok := geminiPathShape(strings.TrimSuffix(path, "/"))
 	if !ok || method == geminiCountTokens {
 		return nil, fmt.Errorf("path %q: not a Gemini model method", path)
@@ -91,43 +92,43 @@ func (geminiDialect) parseRequest(path, rawQuery string, body []byte) (*llmReque
 	it, ok := jsonscan.Open(body, 0, 0)
 	if !ok || !it.IsObject() {
 		if !jsonscan.Valid(body) {
-			return nil, errInvalidJSON
+			return nil, wire.ErrInvalidJSON
 		}
 		return nil, jsonscan.ErrScan
 	}
 	for it.Next() {
 	}
 	if !it.End() {
-		return nil, errInvalidJSON
+		return nil, wire.ErrInvalidJSON
 	}
-	return &llmRequest{
-		body:       body,
-		model:      model,
-		stream:     geminiIsStream(method) && geminiIsSSE(rawQuery),
-		modelStart: -1,
+	return &wire.Request{
+		Body:       body,
+		Model:      model,
+		Stream:     geminiIsStream(method) && geminiIsSSE(rawQuery),
+		ModelStart: -1,
 	}, nil
 }
 
 // bodyFor: the model is in the path, so every attempt sends the body as is.
-func (geminiDialect) bodyFor(req *llmRequest, _ string) []byte { return req.body }
+func (geminiDialect) BodyFor(req *wire.Request, _ string) []byte { return req.Body }
 
 // sessionKey is the request's cachedContent: with affinity on, requests
 // that use one cache go to one provider (the cache lives there). Gemini
 // has no other conversation key.
-func (geminiDialect) sessionKey(body []byte, _ http.Header) string {
+func (geminiDialect) SessionKey(body []byte, _ http.Header) string {
 	return geminiCachedContent(body)
 }
 
 var geminiCredentialHeaders = []string{"X-Goog-Api-Key", "X-Goog-User-Project"}
 
-func (geminiDialect) credentialHeaders() []string { return geminiCredentialHeaders }
+func (geminiDialect) CredentialHeaders() []string { return geminiCredentialHeaders }
 
-func (geminiDialect) setAuth(h http.Header, key string) { h.Set("X-Goog-Api-Key", key) }
+func (geminiDialect) SetAuth(h http.Header, key string) { h.Set("X-Goog-Api-Key", key) }
 
 // inspect keeps the stream's end state in cs: the candidates, and a
 // blocked prompt (no candidates) as a finished candidate 0, so
 // cs.allFinished is geminiStream.done.
-func (geminiDialect) inspect(ev sse.Event, withText bool, cs *choiceSet) eventInfo {
+func (geminiDialect) Inspect(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventInfo {
 	if cs == nil {
 		return inspectGeminiStream(ev, withText, nil)
 	}
@@ -135,49 +136,49 @@ func (geminiDialect) inspect(ev sse.Event, withText bool, cs *choiceSet) eventIn
 	info := inspectGeminiStream(ev, withText, &st)
 	*cs = st.candidates
 	if st.blocked {
-		cs.note(0, true)
+		cs.Note(0, true)
 	}
 	return info
 }
 
 // terminalName: Gemini sends no terminal event (the gate never sees one).
-func (geminiDialect) terminalName(sse.Event) string { return "end of body" }
+func (geminiDialect) TerminalName(sse.Event) string { return "end of body" }
 
 // finishGrace: every candidate's finishReason completes the answer, and
 // the body then ends; the relay waits a grace for that end.
-func (geminiDialect) finishGrace() bool { return true }
+func (geminiDialect) FinishGrace() bool { return true }
 
 // streamEnd: a Gemini stream ends with the body, nothing is synthesized.
-func (geminiDialect) streamEnd() []byte { return nil }
+func (geminiDialect) StreamEnd() []byte { return nil }
 
-func (geminiDialect) checkBody(body []byte) (reason string, err error) { return checkGeminiBody(body) }
+func (geminiDialect) CheckBody(body []byte) (reason string, err error) { return checkGeminiBody(body) }
 
-func (geminiDialect) checkBodyReject(body []byte, reject [][]byte) error {
+func (geminiDialect) CheckBodyReject(body []byte, reject [][]byte) error {
 	return checkGeminiBodyReject(body, reject)
 }
 
-func (geminiDialect) observeEvent(u *usage, ev sse.Event) { u.observeGeminiEvent(ev) }
+func (geminiDialect) ObserveEvent(u *wire.Usage, ev sse.Event) { observeGeminiEvent(u, ev) }
 
-func (geminiDialect) observeBody(u *usage, body []byte) { u.observeGeminiBody(body) }
+func (geminiDialect) ObserveBody(u *wire.Usage, body []byte) { observeGeminiBody(u, body) }
 
-func (geminiDialect) modelMissing(body []byte) bool { return geminiModelMissing(body) }
+func (geminiDialect) ModelMissing(body []byte) bool { return geminiModelMissing(body) }
 
-func (geminiDialect) promptTooLong(body []byte) bool { return geminiPromptTooLong(body) }
+func (geminiDialect) PromptTooLong(body []byte) bool { return geminiPromptTooLong(body) }
 
-func (geminiDialect) classify(status int, body []byte, passThroughKey bool) failClass {
+func (geminiDialect) Classify(status int, body []byte, passThroughKey bool) wire.FailClass {
 	return geminiClassify(status, body, passThroughKey)
 }
 
 // retryDelay is the RetryInfo of a 429 RESOURCE_EXHAUSTED body.
-func (geminiDialect) retryDelay(body []byte) (time.Duration, bool) { return geminiRetryDelay(body) }
+func (geminiDialect) RetryDelay(body []byte) (time.Duration, bool) { return geminiRetryDelay(body) }
 
-func (geminiDialect) errorType(status int) string { return geminiStatus(status) }
+func (geminiDialect) ErrorType(status int) string { return geminiStatus(status) }
 
-func (geminiDialect) errorJSON(status int, message string) []byte {
+func (geminiDialect) ErrorJSON(status int, message string) []byte {
 	return geminiErrorJSON(status, message)
 }
 
-func (geminiDialect) errorEvent(status int, message string) []byte {
+func (geminiDialect) ErrorEvent(status int, message string) []byte {
 	return geminiErrorEvent(status, message)
 }
 
@@ -223,7 +224,7 @@ func geminiPathShape(path string) (model, method string, ok bool) {
 // - . _ @, not starting with a dot (so never "." or ".."). That excludes
 // /, ?, #, %, \, :, spaces and control characters, raw or encoded.
 func geminiValidModel(name string) bool {
-	if name == "" || len(name) > maxModelLen || name[0] == '.' {
+	if name == "" || len(name) > wire.MaxModelLen || name[0] == '.' {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
@@ -326,4 +327,4 @@ func queryName(raw string) string {
 	return raw
 }
 
-func (geminiDialect) cachedInInput() bool { return true }
+func (geminiDialect) CachedInInput() bool { return true }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // checkGeminiBody detects a fake 200 in a complete non-stream Gemini body:
@@ -32,7 +33,7 @@ func checkGeminiBody(body []byte) (reason string, err error) {
 			answered = answered || a
 		}
 		if !ok || !arr.End() {
-			return "malformed_body", fmt.Errorf("upstream 200 body is not valid JSON: %q", clipData(body, 200))
+			return "malformed_body", fmt.Errorf("upstream 200 body is not valid JSON: %q", wire.ClipData(body, 200))
 		}
 		if !answered {
 			return "empty_output", fmt.Errorf("upstream 200 body has no candidates and no prompt feedback")
@@ -55,7 +56,7 @@ func checkGeminiBody(body []byte) (reason string, err error) {
 func checkGeminiObject(obj, body []byte) (reason string, answered bool, err error) {
 	it, ok := jsonscan.Open(obj, 0, 0)
 	if !ok || !it.IsObject() {
-		return "malformed_body", false, fmt.Errorf("upstream 200 body is not a JSON object or array of objects: %q", clipData(body, 200))
+		return "malformed_body", false, fmt.Errorf("upstream 200 body is not a JSON object or array of objects: %q", wire.ClipData(body, 200))
 	}
 	var errVal, cands, feedback []byte
 	for it.Next() {
@@ -69,10 +70,10 @@ func checkGeminiObject(obj, body []byte) (reason string, answered bool, err erro
 		}
 	}
 	if !it.End() {
-		return "malformed_body", false, fmt.Errorf("upstream 200 body is not valid JSON: %q", clipData(body, 200))
+		return "malformed_body", false, fmt.Errorf("upstream 200 body is not valid JSON: %q", wire.ClipData(body, 200))
 	}
 	if errVal != nil && !jsonscan.IsNull(errVal) {
-		return "error_body", false, fmt.Errorf("upstream 200 body is an error: %s", upstreamErrorMessage(errVal, obj))
+		return "error_body", false, fmt.Errorf("upstream 200 body is an error: %s", wire.UpstreamErrorMessage(errVal, obj))
 	}
 	answered = len(cands) > 0 && cands[0] == '[' && jsonscan.NonEmpty(cands) || len(feedback) > 0 && feedback[0] == '{'
 	return "", answered, nil
@@ -97,7 +98,7 @@ func checkGeminiBodyReject(body []byte, reject [][]byte) error {
 	} else {
 		text = geminiAppendText(text, body)
 	}
-	return rejectedIn(text, reject)
+	return wire.RejectedIn(text, reject)
 }
 
 // geminiAppendText appends the lower-cased non-thought text of every
@@ -118,7 +119,7 @@ func geminiAppendText(text, obj []byte) []byte {
 		pit, ok := jsonscan.Open(parts, 0, 0)
 		for ok && !pit.IsObject() && pit.Next() {
 			if by, t := geminiPartOutput(pit.Value()); by == "text" {
-				text = appendLowerText(text, jsonscan.AppendString(nil, t))
+				text = wire.AppendLowerText(text, jsonscan.AppendString(nil, t))
 			}
 		}
 		if many {
@@ -137,20 +138,20 @@ var (
 // without a "usageMetadata" key (or, until the model is known, a
 // "modelVersion" key) is skipped by a substring check; one with it is
 // read without allocating once the model is known.
-func (u *usage) observeGeminiEvent(ev sse.Event) {
+func observeGeminiEvent(u *wire.Usage, ev sse.Event) {
 	if u == nil || len(ev.Data) == 0 {
 		return
 	}
 	if !bytes.Contains(ev.Data, geminiUsageKey) && (u.Model != "" || !bytes.Contains(ev.Data, geminiModelKey)) {
 		return
 	}
-	u.observeGeminiObject(ev.Data)
+	observeGeminiObject(u, ev.Data)
 }
 
 // observeGeminiBody records the usage of a complete non-stream body: one
 // response object, or the JSON array of chunks (each chunk's counts are
 // the running totals, so the last one counts).
-func (u *usage) observeGeminiBody(body []byte) {
+func observeGeminiBody(u *wire.Usage, body []byte) {
 	if u == nil {
 		return
 	}
@@ -158,11 +159,11 @@ func (u *usage) observeGeminiBody(body []byte) {
 	if start < len(body) && body[start] == '[' {
 		arr, ok := jsonscan.Open(body, start, 0)
 		for ok && arr.Next() {
-			u.observeGeminiObject(arr.Value())
+			observeGeminiObject(u, arr.Value())
 		}
 		return
 	}
-	u.observeGeminiObject(body)
+	observeGeminiObject(u, body)
 }
 
 // observeGeminiObject reads one GenerateContentResponse: modelVersion, if
@@ -174,15 +175,15 @@ func (u *usage) observeGeminiBody(body []byte) {
 // thinking tokens, billed as output and left out of candidatesTokenCount,
 // as OpenAI counts reasoning in completion_tokens); CacheRead is
 // cachedContentTokenCount.
-func (u *usage) observeGeminiObject(obj []byte) {
+func observeGeminiObject(u *wire.Usage, obj []byte) {
 	it, ok := jsonscan.Open(obj, 0, 0)
 	for ok && it.IsObject() && it.Next() {
 		switch {
 		case it.KeyIs("modelVersion"):
 			if v := it.Value(); u.Model == "" && len(v) > 2 && v[0] == '"' {
-				name := jsonStringValue(v)
-				if len(name) > maxModelLen {
-					name = name[:maxModelLen]
+				name := wire.JSONStringValue(v)
+				if len(name) > wire.MaxModelLen {
+					name = name[:wire.MaxModelLen]
 				}
 				u.Model = name
 			}
@@ -245,7 +246,7 @@ func geminiCachedContent(body []byte) string {
 		if jsonscan.KeyIs(key, "cachedContent") {
 			name = ""
 			if v := body[s:e]; jsonscan.IsString(v) && len(v) <= 2+6*maxCachedContentLen {
-				name = jsonStringValue(v)
+				name = wire.JSONStringValue(v)
 			}
 		}
 		return true

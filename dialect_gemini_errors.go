@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // geminiStatus is Google's canonical status name for an HTTP status
@@ -94,7 +95,7 @@ func geminiRetryDelay(body []byte) (time.Duration, bool) {
 		if !jsonscan.IsString(v) {
 			continue
 		}
-		s, found := strings.CutSuffix(jsonStringValue(v), "s")
+		s, found := strings.CutSuffix(wire.JSONStringValue(v), "s")
 		if !found {
 			continue
 		}
@@ -112,28 +113,28 @@ func geminiRetryDelay(body []byte) (time.Duration, bool) {
 // so (geminiModelMissing). Every other 400 (INVALID_ARGUMENT,
 // FAILED_PRECONDITION) is the request's own; 429, 500, 503 and 504 are
 // the provider's.
-func geminiClassify(status int, body []byte, passThroughKey bool) failClass {
+func geminiClassify(status int, body []byte, passThroughKey bool) wire.FailClass {
 	switch {
 	case status == http.StatusBadRequest && geminiKeyInvalid(body):
 		if passThroughKey {
-			return classClientKey
+			return wire.ClassClientKey
 		}
-		return classAuth
+		return wire.ClassAuth
 	case status == http.StatusForbidden && !passThroughKey:
 		return geminiForbidden(body)
 	case status == http.StatusNotFound && !passThroughKey:
 		if geminiModelMissing(body) {
-			return classModelNotFound
+			return wire.ClassModelNotFound
 		}
-		return classRequest
+		return wire.ClassRequest
 	}
-	return classifyAnswer(status, body, passThroughKey)
+	return wire.ClassifyAnswer(status, body, passThroughKey)
 }
 
 // geminiRequestLevel reports whether a non-200 Gemini answer is about the
 // request itself (relayed to the client, no failover): see geminiClassify.
 func geminiRequestLevel(status int, body []byte) bool {
-	return geminiClassify(status, body, false) == classRequest
+	return geminiClassify(status, body, false) == wire.ClassRequest
 }
 
 // geminiForbidden classifies a 403 PERMISSION_DENIED answered to the
@@ -148,9 +149,9 @@ func geminiRequestLevel(status int, body []byte) bool {
 // do not have permission to access the File ... or it may not exist", a
 // cachedContent, a tuned model): the client's own error, passed through,
 // with no key disabled and nothing counted against the provider.
-func geminiForbidden(body []byte) failClass {
+func geminiForbidden(body []byte) wire.FailClass {
 	if geminiKeyInvalid(body) || strings.HasPrefix(geminiErrorMessage(body), "method doesn't allow unregistered callers") {
-		return classAuth
+		return wire.ClassAuth
 	}
 	details, _ := jsonscan.Lookup(body, "error", "details")
 	arr, ok := jsonscan.Open(details, 0, 0)
@@ -159,13 +160,13 @@ func geminiForbidden(body []byte) failClass {
 		if !jsonscan.IsString(r) {
 			continue
 		}
-		switch reason := jsonStringValue(r); {
+		switch reason := wire.JSONStringValue(r); {
 		case reason == "SERVICE_DISABLED", reason == "CONSUMER_SUSPENDED", reason == "IAM_PERMISSION_DENIED",
 			strings.HasPrefix(reason, "API_KEY_") && strings.HasSuffix(reason, "_BLOCKED"):
-			return classAuth
+			return wire.ClassAuth
 		}
 	}
-	return classRequest
+	return wire.ClassRequest
 }
 
 // geminiKeyInvalid reports whether an error body rejects the API key:

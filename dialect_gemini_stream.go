@@ -7,6 +7,7 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // geminiStream is what the chunks of one Gemini stream have said so far
@@ -15,18 +16,18 @@ import (
 // blocked), and the body then ends. The end of the body before that is a
 // cut.
 type geminiStream struct {
-	candidates choiceSet // by candidate index (an absent index is 0)
-	blocked    bool      // promptFeedback.blockReason with no candidates
+	candidates wire.ChoiceSet // by candidate index (an absent index is 0)
+	blocked    bool           // promptFeedback.blockReason with no candidates
 }
 
 // done reports whether the end of the body after the chunks seen is the
 // end of a complete answer.
-func (s *geminiStream) done() bool { return s.blocked || s.candidates.allFinished() }
+func (s *geminiStream) done() bool { return s.blocked || s.candidates.AllFinished() }
 
 // inspectGemini classifies one chunk of a Gemini stream; withText also
 // returns the raw JSON string of the first non-thought text part, which
 // the gate checks for rejected phrases.
-func inspectGemini(ev sse.Event, withText bool) eventInfo {
+func inspectGemini(ev sse.Event, withText bool) wire.EventInfo {
 	return inspectGeminiStream(ev, withText, nil)
 }
 
@@ -49,8 +50,8 @@ func inspectGemini(ev sse.Event, withText bool) eventInfo {
 // give, so the gate commits it and the relay passes it through as a
 // complete answer; failing over would only repeat it elsewhere. Anything
 // else (usage-only chunks, comments) is evPrelude.
-func inspectGeminiStream(ev sse.Event, withText bool, st *geminiStream) eventInfo {
-	var info eventInfo
+func inspectGeminiStream(ev sse.Event, withText bool, st *geminiStream) wire.EventInfo {
+	var info wire.EventInfo
 	data := ev.Data
 	start := jsonscan.SkipSpace(data, 0)
 	if start == len(data) {
@@ -58,7 +59,7 @@ func inspectGeminiStream(ev sse.Event, withText bool, st *geminiStream) eventInf
 	}
 	it, ok := jsonscan.Open(data, start, 0)
 	if !ok || !it.IsObject() {
-		info.class = evMalformed
+		info.Class = wire.EvMalformed
 		return info
 	}
 	var sc geminiCandidates
@@ -66,7 +67,7 @@ func inspectGeminiStream(ev sse.Event, withText bool, st *geminiStream) eventInf
 	for it.Next() {
 		switch {
 		case it.KeyIs("error"):
-			info.errVal = it.Value()
+			info.ErrVal = it.Value()
 		case it.KeyIs("candidates"):
 			sc = geminiCandidates{} // the last of duplicate keys counts
 			arr, ok := it.Enter()
@@ -86,36 +87,36 @@ func inspectGeminiStream(ev sse.Event, withText bool, st *geminiStream) eventInf
 	}
 	switch {
 	case !it.End():
-		info.class, info.errVal = evMalformed, nil
+		info.Class, info.ErrVal = wire.EvMalformed, nil
 		return info
-	case info.errVal != nil && !jsonscan.IsNull(info.errVal):
-		info.class = evError
+	case info.ErrVal != nil && !jsonscan.IsNull(info.ErrVal):
+		info.Class = wire.EvError
 		return info
 	case sc.bad:
-		info.class, info.errVal = evMalformed, nil
+		info.Class, info.ErrVal = wire.EvMalformed, nil
 		return info
 	}
-	info.errVal = nil
-	info.by = sc.by
+	info.ErrVal = nil
+	info.By = sc.by
 	if st != nil {
-		st.candidates.merge(&sc.notes)
+		st.candidates.Merge(&sc.notes)
 	}
 	switch {
 	case sc.n > 0 && sc.finished == sc.n:
-		info.class = evFinish
-		if info.by == "" {
-			info.by = "finishReason"
+		info.Class = wire.EvFinish
+		if info.By == "" {
+			info.By = "finishReason"
 		}
-	case info.by != "":
-		info.class = evOutput
+	case info.By != "":
+		info.Class = wire.EvOutput
 	case sc.n == 0 && geminiBlocked(feedback):
-		info.class, info.by = evFinish, "prompt_feedback"
+		info.Class, info.By = wire.EvFinish, "prompt_feedback"
 		if st != nil {
 			st.blocked = true
 		}
 	}
-	if info.class != evPrelude {
-		info.text = sc.text
+	if info.Class != wire.EvPrelude {
+		info.Text = sc.text
 	}
 	return info
 }
@@ -127,7 +128,7 @@ type geminiCandidates struct {
 	finished int  // candidates with a finishReason
 	by       string
 	text     []byte
-	notes    choiceSet
+	notes    wire.ChoiceSet
 }
 
 // scan walks a candidates array once: each candidate's index and
@@ -176,7 +177,7 @@ func (sc *geminiCandidates) scan(arr *jsonscan.Iter, withText bool) {
 				idx = -1
 			}
 		}
-		sc.notes.note(idx, finished)
+		sc.notes.Note(idx, finished)
 		if sc.by == "" {
 			sc.by = by
 		}

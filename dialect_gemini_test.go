@@ -21,6 +21,7 @@ import (
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // Gemini API chunks as generativelanguage.googleapis.com sends them
@@ -98,49 +99,49 @@ func TestGeminiChunkClass(t *testing.T) {
 	tests := []struct {
 		name   string
 		data   string
-		want   eventClass
+		want   wire.EventClass
 		by     string
 		text   string // raw JSON string taken for the reject check
 		errHas string
 		done   bool // a fresh geminiStream is done after this chunk
 	}{
-		{name: "text", data: gText1, want: evOutput, by: "text", text: `"Hi"`},
-		{name: "text with STOP", data: gText2, want: evFinish, by: "text", text: `" there! How can I help you today?"`, done: true},
-		{name: "thought text", data: gThought, want: evOutput, by: "thought"},
-		{name: "thought signature, empty text", data: gSigOnly, want: evPrelude},
-		{name: "function call with STOP", data: gFnCall, want: evFinish, by: "functionCall", done: true},
-		{name: "function call", data: gFnCall2, want: evOutput, by: "functionCall"},
-		{name: "image", data: gImage, want: evOutput, by: "inlineData"},
-		{name: "executable code", data: gCode, want: evOutput, by: "executableCode"},
-		{name: "code result", data: `{"candidates":[{"content":{"parts":[{"codeExecutionResult":{"outcome":"OUTCOME_OK","output":"4\n"}}]}}]}`, want: evOutput, by: "codeExecutionResult"},
-		{name: "SAFETY finish without content", data: gSafety, want: evFinish, by: "finishReason", done: true},
-		{name: "MAX_TOKENS", data: gMaxTok, want: evFinish, by: "text", text: `"The"`, done: true},
-		{name: "blocked prompt", data: gBlocked, want: evFinish, by: "prompt_feedback", done: true},
-		{name: "blocked, empty candidates", data: `{"candidates":[],"promptFeedback":{"blockReason":"SAFETY"}}`, want: evFinish, by: "prompt_feedback", done: true},
-		{name: "unspecified block reason", data: `{"promptFeedback":{"blockReason":"BLOCKED_REASON_UNSPECIFIED"}}`, want: evPrelude},
-		{name: "feedback without a block, with text", data: gFeedback, want: evOutput, by: "text", text: `"Sure"`},
-		{name: "empty text with STOP", data: gUsage, want: evFinish, by: "finishReason", done: true},
-		{name: "unspecified finish is a checkpoint", data: gUnspec, want: evPrelude},
-		{name: "no parts", data: gEmpty, want: evPrelude},
-		{name: "usage only", data: `{"usageMetadata": {"promptTokenCount": 5,"totalTokenCount": 5},"modelVersion": "gemini-2.5-flash"}`, want: evPrelude},
-		{name: "two candidates", data: gTwoA, want: evOutput, by: "text", text: `"A"`},
-		{name: "one of two finished", data: gTwoHalf, want: evOutput, by: "text", text: `"!"`},
-		{name: "text after a thought", data: `{"candidates":[{"content":{"parts":[{"text":"hmm","thought":true},{"text":"Hello"}]}}]}`, want: evOutput, by: "thought", text: `"Hello"`},
-		{name: "thought false is text", data: `{"candidates":[{"content":{"parts":[{"text":"x","thought":false}]}}]}`, want: evOutput, by: "text", text: `"x"`},
-		{name: "escaped keys", data: `{"c\u0061ndidates":[{"content":{"p\u0061rts":[{"t\u0065xt":"x"}]},"finishR\u0065ason":"ST\u004fP"}]}`, want: evFinish, by: "text", text: `"x"`, done: true},
-		{name: "duplicate text, the last counts", data: `{"candidates":[{"content":{"parts":[{"text":"x","text":""}]}}]}`, want: evPrelude},
-		{name: "duplicate candidates, the last counts", data: `{"candidates":[{"content":{"parts":[{"text":"x"}]}}],"candidates":[]}`, want: evPrelude},
-		{name: "error chunk", data: gErr503, want: evError, errHas: "The model is overloaded"},
-		{name: "error with candidates", data: `{"candidates":[{"content":{"parts":[{"text":"x"}]}}],"error":{"code":500,"message":"boom","status":"INTERNAL"}}`, want: evError, errHas: "boom"},
-		{name: "string error", data: `{"error":"quota"}`, want: evError, errHas: "quota"},
-		{name: "null error", data: `{"error":null,"candidates":[{"content":{"parts":[{"text":"x"}]}}]}`, want: evOutput, by: "text", text: `"x"`},
-		{name: "not JSON", data: `<html>502 Bad Gateway</html>`, want: evMalformed},
-		{name: "truncated", data: gText1[:50], want: evMalformed},
-		{name: "array", data: `[` + gText1 + `]`, want: evMalformed},
-		{name: "candidates not an array", data: `{"candidates":{"content":{}}}`, want: evMalformed},
-		{name: "trailing garbage", data: gText1 + ` x`, want: evMalformed},
-		{name: "null candidates", data: `{"candidates":null}`, want: evPrelude},
-		{name: "empty object", data: `{}`, want: evPrelude},
+		{name: "text", data: gText1, want: wire.EvOutput, by: "text", text: `"Hi"`},
+		{name: "text with STOP", data: gText2, want: wire.EvFinish, by: "text", text: `" there! How can I help you today?"`, done: true},
+		{name: "thought text", data: gThought, want: wire.EvOutput, by: "thought"},
+		{name: "thought signature, empty text", data: gSigOnly, want: wire.EvPrelude},
+		{name: "function call with STOP", data: gFnCall, want: wire.EvFinish, by: "functionCall", done: true},
+		{name: "function call", data: gFnCall2, want: wire.EvOutput, by: "functionCall"},
+		{name: "image", data: gImage, want: wire.EvOutput, by: "inlineData"},
+		{name: "executable code", data: gCode, want: wire.EvOutput, by: "executableCode"},
+		{name: "code result", data: `{"candidates":[{"content":{"parts":[{"codeExecutionResult":{"outcome":"OUTCOME_OK","output":"4\n"}}]}}]}`, want: wire.EvOutput, by: "codeExecutionResult"},
+		{name: "SAFETY finish without content", data: gSafety, want: wire.EvFinish, by: "finishReason", done: true},
+		{name: "MAX_TOKENS", data: gMaxTok, want: wire.EvFinish, by: "text", text: `"The"`, done: true},
+		{name: "blocked prompt", data: gBlocked, want: wire.EvFinish, by: "prompt_feedback", done: true},
+		{name: "blocked, empty candidates", data: `{"candidates":[],"promptFeedback":{"blockReason":"SAFETY"}}`, want: wire.EvFinish, by: "prompt_feedback", done: true},
+		{name: "unspecified block reason", data: `{"promptFeedback":{"blockReason":"BLOCKED_REASON_UNSPECIFIED"}}`, want: wire.EvPrelude},
+		{name: "feedback without a block, with text", data: gFeedback, want: wire.EvOutput, by: "text", text: `"Sure"`},
+		{name: "empty text with STOP", data: gUsage, want: wire.EvFinish, by: "finishReason", done: true},
+		{name: "unspecified finish is a checkpoint", data: gUnspec, want: wire.EvPrelude},
+		{name: "no parts", data: gEmpty, want: wire.EvPrelude},
+		{name: "usage only", data: `{"usageMetadata": {"promptTokenCount": 5,"totalTokenCount": 5},"modelVersion": "gemini-2.5-flash"}`, want: wire.EvPrelude},
+		{name: "two candidates", data: gTwoA, want: wire.EvOutput, by: "text", text: `"A"`},
+		{name: "one of two finished", data: gTwoHalf, want: wire.EvOutput, by: "text", text: `"!"`},
+		{name: "text after a thought", data: `{"candidates":[{"content":{"parts":[{"text":"hmm","thought":true},{"text":"Hello"}]}}]}`, want: wire.EvOutput, by: "thought", text: `"Hello"`},
+		{name: "thought false is text", data: `{"candidates":[{"content":{"parts":[{"text":"x","thought":false}]}}]}`, want: wire.EvOutput, by: "text", text: `"x"`},
+		{name: "escaped keys", data: `{"c\u0061ndidates":[{"content":{"p\u0061rts":[{"t\u0065xt":"x"}]},"finishR\u0065ason":"ST\u004fP"}]}`, want: wire.EvFinish, by: "text", text: `"x"`, done: true},
+		{name: "duplicate text, the last counts", data: `{"candidates":[{"content":{"parts":[{"text":"x","text":""}]}}]}`, want: wire.EvPrelude},
+		{name: "duplicate candidates, the last counts", data: `{"candidates":[{"content":{"parts":[{"text":"x"}]}}],"candidates":[]}`, want: wire.EvPrelude},
+		{name: "error chunk", data: gErr503, want: wire.EvError, errHas: "The model is overloaded"},
+		{name: "error with candidates", data: `{"candidates":[{"content":{"parts":[{"text":"x"}]}}],"error":{"code":500,"message":"boom","status":"INTERNAL"}}`, want: wire.EvError, errHas: "boom"},
+		{name: "string error", data: `{"error":"quota"}`, want: wire.EvError, errHas: "quota"},
+		{name: "null error", data: `{"error":null,"candidates":[{"content":{"parts":[{"text":"x"}]}}]}`, want: wire.EvOutput, by: "text", text: `"x"`},
+		{name: "not JSON", data: `<html>502 Bad Gateway</html>`, want: wire.EvMalformed},
+		{name: "truncated", data: gText1[:50], want: wire.EvMalformed},
+		{name: "array", data: `[` + gText1 + `]`, want: wire.EvMalformed},
+		{name: "candidates not an array", data: `{"candidates":{"content":{}}}`, want: wire.EvMalformed},
+		{name: "trailing garbage", data: gText1 + ` x`, want: wire.EvMalformed},
+		{name: "null candidates", data: `{"candidates":null}`, want: wire.EvPrelude},
+		{name: "empty object", data: `{}`, want: wire.EvPrelude},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,27 +151,27 @@ func TestGeminiChunkClass(t *testing.T) {
 			}
 			var st geminiStream
 			info := inspectGeminiStream(evs[0], true, &st)
-			if info.class != tt.want || info.by != tt.by || string(info.text) != tt.text {
-				t.Errorf("inspectGemini = %v by %q text %s, want %v by %q text %s", info.class, info.by, info.text, tt.want, tt.by, tt.text)
+			if info.Class != tt.want || info.By != tt.by || string(info.Text) != tt.text {
+				t.Errorf("inspectGemini = %v by %q text %s, want %v by %q text %s", info.Class, info.By, info.Text, tt.want, tt.by, tt.text)
 			}
-			if without := inspectGemini(evs[0], false); without.class != info.class || without.by != info.by || without.text != nil {
-				t.Errorf("without text: %v %q text %s", without.class, without.by, without.text)
+			if without := inspectGemini(evs[0], false); without.Class != info.Class || without.By != info.By || without.Text != nil {
+				t.Errorf("without text: %v %q text %s", without.Class, without.By, without.Text)
 			}
 			if st.done() != tt.done {
 				t.Errorf("done %v, want %v", st.done(), tt.done)
 			}
-			if info.class != evError && info.errVal != nil {
-				t.Errorf("errVal %s on a %v chunk", info.errVal, info.class)
+			if info.Class != wire.EvError && info.ErrVal != nil {
+				t.Errorf("errVal %s on a %v chunk", info.ErrVal, info.Class)
 			}
-			if msg := upstreamErrorMessage(info.errVal, evs[0].Data); !strings.Contains(msg, tt.errHas) {
+			if msg := wire.UpstreamErrorMessage(info.ErrVal, evs[0].Data); !strings.Contains(msg, tt.errHas) {
 				t.Errorf("error message %q, want it to contain %q", msg, tt.errHas)
 			}
 		})
 	}
 	// A comment or an empty data line is nothing to a client.
 	for _, ev := range parseEvents(t, ": keepalive\r\n\r\ndata:\r\n\r\n") {
-		if info := inspectGemini(ev, true); info.class != evPrelude {
-			t.Errorf("%q: %v", ev.Raw, info.class)
+		if info := inspectGemini(ev, true); info.Class != wire.EvPrelude {
+			t.Errorf("%q: %v", ev.Raw, info.Class)
 		}
 	}
 }
@@ -179,10 +180,10 @@ func TestGeminiChunkClass(t *testing.T) {
 type geminiOutcome struct {
 	classes  string // one letter per chunk
 	decided  int    // index of the first chunk that is not prelude, -1 if none
-	class    eventClass
+	class    wire.EventClass
 	by, text string
 	done     bool // every candidate finished (or the prompt was blocked) by the end
-	u        usage
+	u        wire.Usage
 	err      error
 }
 
@@ -200,12 +201,12 @@ func geminiRead(r io.Reader) geminiOutcome {
 			return out
 		}
 		info := inspectGeminiStream(ev, true, &st)
-		out.classes += info.class.String()[:1]
-		if out.decided < 0 && info.class != evPrelude {
-			out.decided, out.class, out.by = i, info.class, info.by
-			out.text = string(jsonscan.AppendString(nil, info.text))
+		out.classes += info.Class.String()[:1]
+		if out.decided < 0 && info.Class != wire.EvPrelude {
+			out.decided, out.class, out.by = i, info.Class, info.By
+			out.text = string(jsonscan.AppendString(nil, info.Text))
 		}
-		out.u.observeGeminiEvent(ev)
+		observeGeminiEvent(&out.u, ev)
 	}
 }
 
@@ -218,77 +219,77 @@ func TestGeminiGateEverySplit(t *testing.T) {
 		stream  string
 		classes string
 		decided int
-		class   eventClass
+		class   wire.EventClass
 		by      string
 		text    string
 		done    bool
-		u       usage
+		u       wire.Usage
 	}{
 		{
 			name:    "text answer",
 			stream:  geminiSSE(gText1, gText2),
-			classes: "of", decided: 0, class: evOutput, by: "text", text: "Hi", done: true,
-			u: usage{Input: 5, Output: 34, Model: "gemini-2.5-flash"},
+			classes: "of", decided: 0, class: wire.EvOutput, by: "text", text: "Hi", done: true,
+			u: wire.Usage{Input: 5, Output: 34, Model: "gemini-2.5-flash"},
 		},
 		{
 			name:    "thinking first, LF line ends, a comment",
 			stream:  sseStream("data: "+gSigOnly, ": ping", "data: "+gThought, "data: "+gText1, "data: "+gText2),
-			classes: "ppoof", decided: 2, class: evOutput, by: "thought", done: true,
-			u: usage{Input: 5, Output: 34, Model: "gemini-2.5-flash"},
+			classes: "ppoof", decided: 2, class: wire.EvOutput, by: "thought", done: true,
+			u: wire.Usage{Input: 5, Output: 34, Model: "gemini-2.5-flash"},
 		},
 		{
 			name:    "tool call",
 			stream:  geminiSSE(gFnCall),
-			classes: "f", decided: 0, class: evFinish, by: "functionCall", done: true,
-			u: usage{Input: 61, Output: 79, Model: "gemini-2.5-flash"},
+			classes: "f", decided: 0, class: wire.EvFinish, by: "functionCall", done: true,
+			u: wire.Usage{Input: 61, Output: 79, Model: "gemini-2.5-flash"},
 		},
 		{
 			name:    "blocked prompt",
 			stream:  geminiSSE(gBlocked),
-			classes: "f", decided: 0, class: evFinish, by: "prompt_feedback", done: true,
-			u: usage{Input: 8, Model: "gemini-2.5-flash"},
+			classes: "f", decided: 0, class: wire.EvFinish, by: "prompt_feedback", done: true,
+			u: wire.Usage{Input: 8, Model: "gemini-2.5-flash"},
 		},
 		{
 			name:    "cut before finishReason",
 			stream:  geminiSSE(gText1),
-			classes: "o", decided: 0, class: evOutput, by: "text", text: "Hi",
-			u: usage{Input: 5, Output: 25, Model: "gemini-2.5-flash"},
+			classes: "o", decided: 0, class: wire.EvOutput, by: "text", text: "Hi",
+			u: wire.Usage{Input: 5, Output: 25, Model: "gemini-2.5-flash"},
 		},
 		{
 			name:    "two candidates finishing in turn",
 			stream:  geminiSSE(gTwoA, gTwoHalf, gTwoEnd),
-			classes: "oof", decided: 0, class: evOutput, by: "text", text: "A", done: true,
-			u: usage{Model: "gemini-2.5-flash"},
+			classes: "oof", decided: 0, class: wire.EvOutput, by: "text", text: "A", done: true,
+			u: wire.Usage{Model: "gemini-2.5-flash"},
 		},
 		{
 			name:    "two candidates, one unfinished at the end",
 			stream:  geminiSSE(gTwoA, gTwoHalf),
-			classes: "oo", decided: 0, class: evOutput, by: "text", text: "A",
-			u: usage{Model: "gemini-2.5-flash"},
+			classes: "oo", decided: 0, class: wire.EvOutput, by: "text", text: "A",
+			u: wire.Usage{Model: "gemini-2.5-flash"},
 		},
 		{
 			name:    "a checkpoint finish is not the end",
 			stream:  geminiSSE(gText1, gUnspec),
-			classes: "op", decided: 0, class: evOutput, by: "text", text: "Hi",
-			u: usage{Input: 5, Output: 25, Model: "gemini-2.5-flash"},
+			classes: "op", decided: 0, class: wire.EvOutput, by: "text", text: "Hi",
+			u: wire.Usage{Input: 5, Output: 25, Model: "gemini-2.5-flash"},
 		},
 		{
 			name:    "usage after the finish",
 			stream:  geminiSSE(gMaxTok, `{"usageMetadata": {"promptTokenCount": 4,"candidatesTokenCount": 2,"totalTokenCount": 6},"modelVersion": "gemini-2.5-flash"}`),
-			classes: "fp", decided: 0, class: evFinish, by: "text", text: "The", done: true,
-			u: usage{Input: 4, Output: 2, Model: "gemini-2.5-flash"},
+			classes: "fp", decided: 0, class: wire.EvFinish, by: "text", text: "The", done: true,
+			u: wire.Usage{Input: 4, Output: 2, Model: "gemini-2.5-flash"},
 		},
 		{
 			name:    "error before output",
 			stream:  geminiSSE(gSigOnly, gErr503),
-			classes: "pe", decided: 1, class: evError,
-			u: usage{Model: "gemini-2.5-flash"},
+			classes: "pe", decided: 1, class: wire.EvError,
+			u: wire.Usage{Model: "gemini-2.5-flash"},
 		},
 		{
 			name:    "HTML for a first chunk",
 			stream:  "data: <html>502</html>\r\n\r\n" + geminiSSE(gText1),
-			classes: "mo", decided: 0, class: evMalformed,
-			u: usage{Input: 5, Output: 25, Model: "gemini-2.5-flash"},
+			classes: "mo", decided: 0, class: wire.EvMalformed,
+			u: wire.Usage{Input: 5, Output: 25, Model: "gemini-2.5-flash"},
 		},
 	}
 	for _, tt := range tests {
@@ -331,10 +332,10 @@ func TestGeminiGateDecisions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, at := gateHold, 0
 			for i, ev := range parseEvents(t, tt.stream) {
-				switch inspectGemini(ev, true).class {
-				case evError, evMalformed, evTerminal:
+				switch inspectGemini(ev, true).Class {
+				case wire.EvError, wire.EvMalformed, wire.EvTerminal:
 					got = gateFail
-				case evOutput, evFinish:
+				case wire.EvOutput, wire.EvFinish:
 					got = gateCommit
 				}
 				if at = i; got != gateHold {
@@ -352,48 +353,48 @@ func TestGeminiUsage(t *testing.T) {
 	tests := []struct {
 		name   string
 		chunks []string
-		want   usage
+		want   wire.Usage
 	}{
-		{"running totals, the last counts; thoughts are output", []string{gThought, gText1, gText2}, usage{Input: 5, Output: 34, Model: "gemini-2.5-flash"}},
-		{"cached content", []string{gUsage}, usage{Input: 1200, Output: 90, CacheRead: 1024, Model: "gemini-2.5-pro"}},
-		{"tool use prompt is input", []string{`{"usageMetadata":{"promptTokenCount":10,"toolUsePromptTokenCount":90,"candidatesTokenCount":3},"modelVersion":"gemini-2.5-flash"}`}, usage{Input: 100, Output: 3, Model: "gemini-2.5-flash"}},
-		{"a chunk with only the prompt keeps the output", []string{gText2, `{"usageMetadata":{"promptTokenCount":7}}`}, usage{Input: 7, Output: 34, Model: "gemini-2.5-flash"}},
-		{"the first model stays", []string{gText1, `{"modelVersion":"other","usageMetadata":{"promptTokenCount":5}}`}, usage{Input: 5, Output: 25, Model: "gemini-2.5-flash"}},
-		{"usage words in text are not usage", []string{`{"candidates":[{"content":{"parts":[{"text":"\"usageMetadata\": {\"promptTokenCount\": 999}, \"modelVersion\": \"x\""}]}}]}`, gText2}, usage{Input: 5, Output: 34, Model: "gemini-2.5-flash"}},
-		{"usageMetadata not an object", []string{`{"usageMetadata":[1,2],"modelVersion":"m"}`}, usage{Model: "m"}},
-		{"none", []string{gEmpty}, usage{Model: "gemini-2.5-flash"}},
+		{"running totals, the last counts; thoughts are output", []string{gThought, gText1, gText2}, wire.Usage{Input: 5, Output: 34, Model: "gemini-2.5-flash"}},
+		{"cached content", []string{gUsage}, wire.Usage{Input: 1200, Output: 90, CacheRead: 1024, Model: "gemini-2.5-pro"}},
+		{"tool use prompt is input", []string{`{"usageMetadata":{"promptTokenCount":10,"toolUsePromptTokenCount":90,"candidatesTokenCount":3},"modelVersion":"gemini-2.5-flash"}`}, wire.Usage{Input: 100, Output: 3, Model: "gemini-2.5-flash"}},
+		{"a chunk with only the prompt keeps the output", []string{gText2, `{"usageMetadata":{"promptTokenCount":7}}`}, wire.Usage{Input: 7, Output: 34, Model: "gemini-2.5-flash"}},
+		{"the first model stays", []string{gText1, `{"modelVersion":"other","usageMetadata":{"promptTokenCount":5}}`}, wire.Usage{Input: 5, Output: 25, Model: "gemini-2.5-flash"}},
+		{"usage words in text are not usage", []string{`{"candidates":[{"content":{"parts":[{"text":"\"usageMetadata\": {\"promptTokenCount\": 999}, \"modelVersion\": \"x\""}]}}]}`, gText2}, wire.Usage{Input: 5, Output: 34, Model: "gemini-2.5-flash"}},
+		{"usageMetadata not an object", []string{`{"usageMetadata":[1,2],"modelVersion":"m"}`}, wire.Usage{Model: "m"}},
+		{"none", []string{gEmpty}, wire.Usage{Model: "gemini-2.5-flash"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var u usage
+			var u wire.Usage
 			for _, e := range parseEvents(t, geminiSSE(tt.chunks...)) {
-				u.observeGeminiEvent(e)
+				observeGeminiEvent(&u, e)
 			}
 			if u != tt.want {
 				t.Errorf("stream usage %+v, want %+v", u, tt.want)
 			}
 			// The same chunks as the JSON array of a non-SSE stream.
-			var ub usage
-			ub.observeGeminiBody([]byte("[" + strings.Join(tt.chunks, ",\r\n") + "]"))
+			var ub wire.Usage
+			observeGeminiBody(&ub, []byte("["+strings.Join(tt.chunks, ",\r\n")+"]"))
 			if ub != tt.want {
 				t.Errorf("array body usage %+v, want %+v", ub, tt.want)
 			}
 		})
 	}
-	var u usage
-	u.observeGeminiBody([]byte(gUsage))
-	if want := (usage{Input: 1200, Output: 90, CacheRead: 1024, Model: "gemini-2.5-pro"}); u != want {
+	var u wire.Usage
+	observeGeminiBody(&u, []byte(gUsage))
+	if want := (wire.Usage{Input: 1200, Output: 90, CacheRead: 1024, Model: "gemini-2.5-pro"}); u != want {
 		t.Errorf("object body usage %+v, want %+v", u, want)
 	}
-	long := `{"modelVersion":"` + strings.Repeat("m", 2*maxModelLen) + `"}`
-	u = usage{}
-	u.observeGeminiBody([]byte(long))
-	if len(u.Model) != maxModelLen {
+	long := `{"modelVersion":"` + strings.Repeat("m", 2*wire.MaxModelLen) + `"}`
+	u = wire.Usage{}
+	observeGeminiBody(&u, []byte(long))
+	if len(u.Model) != wire.MaxModelLen {
 		t.Errorf("model of %d bytes", len(u.Model))
 	}
-	var nilU *usage
-	nilU.observeGeminiBody([]byte(gUsage))
-	nilU.observeGeminiEvent(parseEvents(t, geminiSSE(gUsage))[0])
+	var nilU *wire.Usage
+	observeGeminiBody(nilU, []byte(gUsage))
+	observeGeminiEvent(nilU, parseEvents(t, geminiSSE(gUsage))[0])
 }
 
 func TestGeminiCheckBody(t *testing.T) {
@@ -488,7 +489,7 @@ func TestGeminiPath(t *testing.T) {
 		{"/v1beta/models/a\x00b:generateContent", "", ""},
 		{"/v1beta/models/a:b:generateContent", "", ""},
 		{"/v1beta/models/gémini:generateContent", "", ""},
-		{"/v1beta/models/" + strings.Repeat("m", maxModelLen+1) + ":generateContent", "", ""},
+		{"/v1beta/models/" + strings.Repeat("m", wire.MaxModelLen+1) + ":generateContent", "", ""},
 		{"/v1beta/tunedModels/x:generateContent", "", ""},
 		{"/v2/models/x:generateContent", "", ""},
 		{"/x/v1beta/models/gemini:generateContent", "", ""},
@@ -639,22 +640,22 @@ func TestGeminiClassify(t *testing.T) {
 		name        string
 		status      int
 		body        string
-		want        failClass
-		passThrough failClass
+		want        wire.FailClass
+		passThrough wire.FailClass
 		request     bool
 	}{
-		{"quota", 429, gErr429, classRateLimited, classClientKey, false},
-		{"overloaded", 503, gErr503, classOverloaded, classOverloaded, false},
-		{"internal", 500, gErr500, classStatus5xx, classStatus5xx, false},
-		{"deadline", 504, gErr504, classStatus5xx, classStatus5xx, false},
-		{"model not found", 404, gErr404, classModelNotFound, classClientKey, false},
-		{"vertex model not found", 404, gErrVertex, classModelNotFound, classClientKey, false},
-		{"other 404", 404, gErr404Path, classRequest, classClientKey, true},
-		{"bad key", 400, gErrKey, classAuth, classClientKey, false},
-		{"bad argument", 400, gErrArg, classRequest, classRequest, true},
-		{"too long", 400, gErrLong, classRequest, classRequest, true},
-		{"failed precondition", 400, gErrPre, classRequest, classRequest, true},
-		{"permission", 403, `{"error":{"code":403,"message":"Method doesn't allow unregistered callers","status":"PERMISSION_DENIED"}}`, classAuth, classClientKey, false},
+		{"quota", 429, gErr429, wire.ClassRateLimited, wire.ClassClientKey, false},
+		{"overloaded", 503, gErr503, wire.ClassOverloaded, wire.ClassOverloaded, false},
+		{"internal", 500, gErr500, wire.ClassStatus5xx, wire.ClassStatus5xx, false},
+		{"deadline", 504, gErr504, wire.ClassStatus5xx, wire.ClassStatus5xx, false},
+		{"model not found", 404, gErr404, wire.ClassModelNotFound, wire.ClassClientKey, false},
+		{"vertex model not found", 404, gErrVertex, wire.ClassModelNotFound, wire.ClassClientKey, false},
+		{"other 404", 404, gErr404Path, wire.ClassRequest, wire.ClassClientKey, true},
+		{"bad key", 400, gErrKey, wire.ClassAuth, wire.ClassClientKey, false},
+		{"bad argument", 400, gErrArg, wire.ClassRequest, wire.ClassRequest, true},
+		{"too long", 400, gErrLong, wire.ClassRequest, wire.ClassRequest, true},
+		{"failed precondition", 400, gErrPre, wire.ClassRequest, wire.ClassRequest, true},
+		{"permission", 403, `{"error":{"code":403,"message":"Method doesn't allow unregistered callers","status":"PERMISSION_DENIED"}}`, wire.ClassAuth, wire.ClassClientKey, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -834,8 +835,8 @@ func TestGeminiErrorEventSDK(t *testing.T) {
 	}
 	// The proxy's own chunk is an error chunk to the proxy too.
 	ev := parseEvents(t, ours)[0]
-	if info := inspectGemini(ev, false); info.class != evError || !strings.Contains(upstreamErrorMessage(info.errVal, ev.Data), "before it was complete") {
-		t.Errorf("own error chunk: %v %q", info.class, upstreamErrorMessage(info.errVal, ev.Data))
+	if info := inspectGemini(ev, false); info.Class != wire.EvError || !strings.Contains(wire.UpstreamErrorMessage(info.ErrVal, ev.Data), "before it was complete") {
+		t.Errorf("own error chunk: %v %q", info.Class, wire.UpstreamErrorMessage(info.ErrVal, ev.Data))
 	}
 	if !bytes.HasSuffix([]byte(ours), []byte("}\r\n\r\n")) || !strings.HasPrefix(ours, "data: {") {
 		t.Errorf("error chunk %q", ours)
@@ -848,11 +849,11 @@ func TestGeminiErrorEventSDK(t *testing.T) {
 func TestGeminiChunkAllocs(t *testing.T) {
 	for _, data := range []string{gText1, gText2, gThought, gFnCall2, gSigOnly, gTwoA} {
 		ev := parseEvents(t, geminiSSE(data))[0]
-		u := usage{Model: "gemini-2.5-flash"}
+		u := wire.Usage{Model: "gemini-2.5-flash"}
 		var st geminiStream
 		allocs := testing.AllocsPerRun(100, func() {
 			_ = inspectGeminiStream(ev, true, &st)
-			u.observeGeminiEvent(ev)
+			observeGeminiEvent(&u, ev)
 		})
 		if allocs != 0 {
 			t.Errorf("%.50s: %v allocs per chunk", data, allocs)
@@ -864,15 +865,15 @@ func TestGeminiChunkAllocs(t *testing.T) {
 // (with text and the end state) and observe usage.
 func BenchmarkGeminiChunk(b *testing.B) {
 	ev := parseEvents(b, geminiSSE(gText1))[0]
-	u := usage{Model: "gemini-2.5-flash"}
+	u := wire.Usage{Model: "gemini-2.5-flash"}
 	var st geminiStream
 	b.ReportAllocs()
 	b.SetBytes(int64(len(ev.Raw)))
 	for b.Loop() {
-		if inspectGeminiStream(ev, true, &st).class != evOutput {
+		if inspectGeminiStream(ev, true, &st).Class != wire.EvOutput {
 			b.Fatal("misclassified")
 		}
-		u.observeGeminiEvent(ev)
+		observeGeminiEvent(&u, ev)
 	}
 }
 
@@ -891,11 +892,11 @@ func FuzzGeminiChunk(f *testing.F) {
 		var st geminiStream
 		info := inspectGeminiStream(ev, true, &st)
 		want, texts := geminiReferenceClass(data)
-		if info.class != want {
-			t.Fatalf("chunk %q: class %v, encoding/json reading says %v", data, info.class, want)
+		if info.Class != want {
+			t.Fatalf("chunk %q: class %v, encoding/json reading says %v", data, info.Class, want)
 		}
-		if info.text != nil {
-			got := string(jsonscan.AppendString(nil, info.text))
+		if info.Text != nil {
+			got := string(jsonscan.AppendString(nil, info.Text))
 			found := false
 			for _, s := range texts {
 				found = found || s == got
@@ -904,14 +905,14 @@ func FuzzGeminiChunk(f *testing.F) {
 				t.Fatalf("text %q is none of %q", got, texts)
 			}
 		}
-		if info.class != evError && info.errVal != nil {
-			t.Fatalf("errVal %s on a %v chunk", info.errVal, info.class)
+		if info.Class != wire.EvError && info.ErrVal != nil {
+			t.Fatalf("errVal %s on a %v chunk", info.ErrVal, info.Class)
 		}
-		_ = upstreamErrorMessage(info.errVal, data)
-		var u usage
-		u.observeGeminiEvent(ev)
-		u.observeGeminiBody(data)
-		if len(u.Model) > maxModelLen {
+		_ = wire.UpstreamErrorMessage(info.ErrVal, data)
+		var u wire.Usage
+		observeGeminiEvent(&u, ev)
+		observeGeminiBody(&u, data)
+		if len(u.Model) > wire.MaxModelLen {
 			t.Fatalf("model of %d bytes", len(u.Model))
 		}
 		if reason, err := checkGeminiBody(data); (reason == "") != (err == nil) {
@@ -939,21 +940,21 @@ func FuzzGeminiChunk(f *testing.F) {
 // geminiReferenceClass is a chunk's class by the rules inspectGemini
 // documents, read with encoding/json (the last of duplicate keys wins, as
 // for the Go SDK), and the non-thought texts it holds.
-func geminiReferenceClass(data []byte) (eventClass, []string) {
+func geminiReferenceClass(data []byte) (wire.EventClass, []string) {
 	payload := bytes.Trim(data, " \t\r\n")
 	if len(payload) == 0 {
-		return evPrelude, nil
+		return wire.EvPrelude, nil
 	}
 	var m map[string]json.RawMessage
 	if !json.Valid(payload) || payload[0] != '{' || json.Unmarshal(payload, &m) != nil {
-		return evMalformed, nil
+		return wire.EvMalformed, nil
 	}
 	if e, ok := m["error"]; ok && string(e) != "null" {
-		return evError, nil
+		return wire.EvError, nil
 	}
 	cands := m["candidates"]
 	if len(cands) > 0 && cands[0] != '[' && string(cands) != "null" {
-		return evMalformed, nil
+		return wire.EvMalformed, nil
 	}
 	isObj := func(v json.RawMessage) bool { return len(v) > 0 && v[0] == '{' }
 	str := func(v json.RawMessage) (string, bool) {
@@ -999,18 +1000,18 @@ func geminiReferenceClass(data []byte) (eventClass, []string) {
 	}
 	switch {
 	case len(list) > 0 && finished == len(list):
-		return evFinish, texts
+		return wire.EvFinish, texts
 	case output:
-		return evOutput, texts
+		return wire.EvOutput, texts
 	case len(list) == 0:
 		var fb map[string]json.RawMessage
 		if isObj(m["promptFeedback"]) && json.Unmarshal(m["promptFeedback"], &fb) == nil {
 			if r, ok := str(fb["blockReason"]); ok && r != "" && r != "BLOCKED_REASON_UNSPECIFIED" {
-				return evFinish, texts
+				return wire.EvFinish, texts
 			}
 		}
 	}
-	return evPrelude, texts
+	return wire.EvPrelude, texts
 }
 
 // The dialect reads the model from the path and the stream mode from the
@@ -1035,7 +1036,7 @@ func TestGeminiDialectParseRequest(t *testing.T) {
 		{"/v1beta/models/gemini-2.5-pro:generateContent", "", []byte(`{"contents":`), "", false, true},
 		{"/v1beta/models/gemini-2.5-pro:countTokens", "", body, "", false, true},
 	} {
-		req, err := parseCompletion(dialectGemini, tt.path, tt.query, tt.body)
+		req, err := wire.ParseCompletion(dialectGemini, tt.path, tt.query, tt.body)
 		if (err != nil) != tt.err {
 			t.Errorf("%s?%s %s: err %v, want error %v", tt.path, tt.query, tt.body, err, tt.err)
 			continue
@@ -1043,10 +1044,10 @@ func TestGeminiDialectParseRequest(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		if req.model != tt.model || req.stream != tt.stream || req.dialect != dialectGemini {
-			t.Errorf("%s?%s: model %q stream %v, want %q %v", tt.path, tt.query, req.model, req.stream, tt.model, tt.stream)
+		if req.Model != tt.model || req.Stream != tt.stream || req.Dialect != dialectGemini {
+			t.Errorf("%s?%s: model %q stream %v, want %q %v", tt.path, tt.query, req.Model, req.Stream, tt.model, tt.stream)
 		}
-		if got := req.bodyFor("other-model"); !bytes.Equal(got, tt.body) {
+		if got := req.BodyFor("other-model"); !bytes.Equal(got, tt.body) {
 			t.Errorf("%s: bodyFor rewrote the body: %s", tt.path, got)
 		}
 	}
@@ -1056,7 +1057,7 @@ func TestGeminiDialectParseRequest(t *testing.T) {
 // version and the method; the other dialects send their canonical path.
 func TestGeminiDialectUpstreamPath(t *testing.T) {
 	for _, tt := range []struct {
-		d                dialect
+		d                wire.Dialect
 		path, model, out string
 	}{
 		{dialectGemini, "/v1beta/models/gemini-a:streamGenerateContent", "gemini-b", "/v1beta/models/gemini-b:streamGenerateContent"},
@@ -1064,7 +1065,7 @@ func TestGeminiDialectUpstreamPath(t *testing.T) {
 		{dialectOpenAI, "/chat/completions", "gpt-x", "/v1/chat/completions"},
 		{dialectAnthropic, "/messages", "claude-x", "/v1/messages"},
 	} {
-		if got := tt.d.upstreamPath(tt.path, tt.model); got != tt.out {
+		if got := tt.d.UpstreamPath(tt.path, tt.model); got != tt.out {
 			t.Errorf("%v.upstreamPath(%q, %q) = %q, want %q", tt.d, tt.path, tt.model, got, tt.out)
 		}
 	}
@@ -1084,12 +1085,12 @@ func TestGeminiDialectEndState(t *testing.T) {
 		{[]string{gTwoA, gTwoHalf, gTwoEnd}, true},
 		{[]string{gUsage}, true},
 	} {
-		var cs choiceSet
+		var cs wire.ChoiceSet
 		for _, ev := range parseEvents(t, geminiSSE(tt.chunks...)) {
-			_ = dialectGemini.inspect(ev, false, &cs)
+			_ = dialectGemini.Inspect(ev, false, &cs)
 		}
-		if cs.allFinished() != tt.done {
-			t.Errorf("%.60q: done %v, want %v", tt.chunks, cs.allFinished(), tt.done)
+		if cs.AllFinished() != tt.done {
+			t.Errorf("%.60q: done %v, want %v", tt.chunks, cs.AllFinished(), tt.done)
 		}
 	}
 }
@@ -1112,7 +1113,7 @@ func TestGeminiRelayEnd(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &relayClient{}
-			var u usage
+			var u wire.Usage
 			res := relayStream(context.Background(), c, c.flush, sse.NewReader(strings.NewReader(tt.in), 1<<16), dialectGemini, &u,
 				relayOptions{Idle: time.Minute, Coalesce: true}, nil)
 			if res.Complete != tt.complete || c.String() != tt.wantOut {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // The OpenAI Chat Completions API: POST /v1/chat/completions, unnamed SSE
@@ -20,37 +21,37 @@ import (
 // openAIDialect is the OpenAI Chat Completions API.
 type openAIDialect struct{}
 
-var dialectOpenAI dialect = openAIDialect{}
+var dialectOpenAI wire.Dialect = openAIDialect{}
 
 func (openAIDialect) String() string { return "openai" }
 
-func (openAIDialect) isCompletionPath(path string) bool {
+func (openAIDialect) IsCompletionPath(path string) bool {
 	return path == "/v1/chat/completions" || path == "/chat/completions"
 }
 
-func (openAIDialect) completionPath(string) string { return "/v1/chat/completions" }
+func (openAIDialect) CompletionPath(string) string { return "/v1/chat/completions" }
 
-var openAIAuxPaths = []auxPath{
-	{http.MethodGet, "/v1/models"},
-	{http.MethodGet, "/v1/models/{id}"},
+var openAIAuxPaths = []wire.AuxPath{
+	{Method: http.MethodGet, Path: "/v1/models"},
+	{Method: http.MethodGet, Path: "/v1/models/{id}"},
 }
 
-func (openAIDialect) auxPaths() []auxPath { return openAIAuxPaths }
+func (openAIDialect) AuxPaths() []wire.AuxPath { return openAIAuxPaths }
 
 // sniffAux: any path is OpenAI's unless another dialect claims it.
-func (openAIDialect) sniffAux(string, headerGetter) int { return 1 }
+func (openAIDialect) SniffAux(string, wire.HeaderGetter) int { return 1 }
 
-func (openAIDialect) parseRequest(_, _ string, body []byte) (*llmRequest, error) {
-	return parseRequestBody(body)
+func (openAIDialect) ParseRequest(_, _ string, body []byte) (*wire.Request, error) {
+	return wire.ParseRequestBody(body)
 }
 
-func (d openAIDialect) upstreamPath(string, string) string { return d.completionPath("") }
+func (d openAIDialect) UpstreamPath(string, string) string { return d.CompletionPath("") }
 
-func (openAIDialect) bodyFor(req *llmRequest, model string) []byte { return req.spliceModel(model) }
+func (openAIDialect) BodyFor(req *wire.Request, model string) []byte { return req.SpliceModel(model) }
 
 // sessionKey is prompt_cache_key (literally the cache key), else user,
 // else safety_identifier.
-func (openAIDialect) sessionKey(body []byte, _ http.Header) string {
+func (openAIDialect) SessionKey(body []byte, _ http.Header) string {
 	var cacheKey, user, safety string
 	_ = jsonscan.ScanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
 		v := body[vStart:vEnd]
@@ -75,41 +76,41 @@ func (openAIDialect) sessionKey(body []byte, _ http.Header) string {
 
 var openAICredentialHeaders = []string{"Authorization", "OpenAI-Organization", "OpenAI-Project"}
 
-func (openAIDialect) credentialHeaders() []string { return openAICredentialHeaders }
+func (openAIDialect) CredentialHeaders() []string { return openAICredentialHeaders }
 
-func (openAIDialect) setAuth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
+func (openAIDialect) SetAuth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
 
-func (openAIDialect) inspect(ev sse.Event, withText bool, cs *choiceSet) eventInfo {
+func (openAIDialect) Inspect(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventInfo {
 	return inspectOpenAI(ev, withText, cs)
 }
 
 // OpenAI chunks carry no event name: the choices say what they hold.
-func inspectOpenAI(ev sse.Event, withText bool, cs *choiceSet) eventInfo {
-	var info eventInfo
+func inspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventInfo {
+	var info wire.EventInfo
 	data := ev.Data
 	start := jsonscan.SkipSpace(data, 0)
 	if string(ev.Name) == "error" {
-		info.class = evError
-		info.errVal, _ = jsonscan.Lookup(data, "error")
+		info.Class = wire.EvError
+		info.ErrVal, _ = jsonscan.Lookup(data, "error")
 		return info
 	}
 	if start == len(data) {
 		return info // no payload: a comment or keepalive
 	}
 	if data[start] == '[' && isDoneMarker(data[start:]) {
-		info.class = evTerminal
+		info.Class = wire.EvTerminal
 		return info
 	}
 	it, ok := jsonscan.Open(data, start, 0)
 	if !ok || !it.IsObject() {
-		info.class = evMalformed
+		info.Class = wire.EvMalformed
 		return info
 	}
 	finish := false
 	for it.Next() {
 		switch {
 		case it.KeyIs("error"):
-			info.errVal = it.Value()
+			info.ErrVal = it.Value()
 		case it.KeyIs("choices"):
 			choices, ok := it.Enter()
 			if !ok {
@@ -140,7 +141,7 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *choiceSet) eventInfo {
 				if ok {
 					choices.Leave(&choice)
 					if cs != nil && choice.IsObject() {
-						cs.note(index, finished)
+						cs.Note(index, finished)
 					}
 				}
 			}
@@ -149,23 +150,23 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *choiceSet) eventInfo {
 	}
 	switch {
 	case !it.End():
-		info.class = evMalformed
-	case info.errVal != nil && !jsonscan.IsNull(info.errVal):
-		info.class = evError
+		info.Class = wire.EvMalformed
+	case info.ErrVal != nil && !jsonscan.IsNull(info.ErrVal):
+		info.Class = wire.EvError
 	case finish:
-		info.class = evFinish
-		if info.by == "" {
-			info.by = "finish_reason"
+		info.Class = wire.EvFinish
+		if info.By == "" {
+			info.By = "finish_reason"
 		}
-	case info.by != "":
-		info.class = evOutput
+	case info.By != "":
+		info.Class = wire.EvOutput
 	}
 	return info
 }
 
 // openAIDelta notes which member of a choice's delta carries output (the
 // first one, for the commit log) and the raw content string.
-func openAIDelta(delta *jsonscan.Iter, info *eventInfo, withText bool) {
+func openAIDelta(delta *jsonscan.Iter, info *wire.EventInfo, withText bool) {
 	for delta.IsObject() && delta.Next() {
 		var name string
 		switch {
@@ -185,11 +186,11 @@ func openAIDelta(delta *jsonscan.Iter, info *eventInfo, withText bool) {
 			continue
 		}
 		v := delta.Value()
-		if info.by == "" && jsonscan.NonEmpty(v) {
-			info.by = name
+		if info.By == "" && jsonscan.NonEmpty(v) {
+			info.By = name
 		}
-		if withText && name == "content" && info.text == nil && jsonscan.IsString(v) {
-			info.text = v
+		if withText && name == "content" && info.Text == nil && jsonscan.IsString(v) {
+			info.Text = v
 		}
 	}
 }
@@ -198,66 +199,66 @@ func isDoneMarker(b []byte) bool {
 	return len(b) >= 6 && string(b[:6]) == "[DONE]" && jsonscan.SkipSpace(b, 6) == len(b)
 }
 
-func (openAIDialect) terminalName(sse.Event) string { return "[DONE]" }
+func (openAIDialect) TerminalName(sse.Event) string { return "[DONE]" }
 
 // finishGrace: a chunk with every choice's finish_reason completes the
 // answer before [DONE].
-func (openAIDialect) finishGrace() bool { return true }
+func (openAIDialect) FinishGrace() bool { return true }
 
 // streamEnd: the grace ends the stream with the [DONE] the SDKs wait for.
-func (openAIDialect) streamEnd() []byte { return doneEvent }
+func (openAIDialect) StreamEnd() []byte { return wire.DoneEvent }
 
 // checkBody wants a non-empty choices array and no error.
-func (openAIDialect) checkBody(body []byte) (reason string, err error) {
+func (openAIDialect) CheckBody(body []byte) (reason string, err error) {
 	var m [2][]byte
-	if reason, err := bodyMembers(body, m[:], "error", "choices"); err != nil {
+	if reason, err := wire.BodyMembers(body, m[:], "error", "choices"); err != nil {
 		return reason, err
 	}
 	errVal, choices := m[0], m[1]
 	if errVal != nil && !jsonscan.IsNull(errVal) {
-		return errorBody(errVal, body)
+		return wire.ErrorBody(errVal, body)
 	}
-	if !isNonEmptyArray(choices) {
+	if !wire.IsNonEmptyArray(choices) {
 		return "empty_choices", errors.New("upstream 200 body has no choices")
 	}
 	return "", nil
 }
 
 // checkBodyReject reads the answer text from choices[].message.content.
-func (openAIDialect) checkBodyReject(body []byte, reject [][]byte) error {
+func (openAIDialect) CheckBodyReject(body []byte, reject [][]byte) error {
 	var text []byte
 	choices, _ := jsonscan.Lookup(body, "choices")
 	arr, ok := jsonscan.Open(choices, 0, 0)
 	for ok && !arr.IsObject() && arr.Next() {
 		if c, ok := jsonscan.Lookup(arr.Value(), "message", "content"); ok {
-			text = appendAnswerText(text, c)
+			text = wire.AppendAnswerText(text, c)
 		}
 	}
-	return rejectedIn(text, reject)
+	return wire.RejectedIn(text, reject)
 }
 
 // observeEvent reads the chunks that may carry usage (and the first that
 // names the model); the rest are skipped by a substring check.
-func (openAIDialect) observeEvent(u *usage, ev sse.Event) {
+func (openAIDialect) ObserveEvent(u *wire.Usage, ev sse.Event) {
 	if u.Model == "" || mayCarryUsage(ev.Data) {
-		u.observeOpenAI(ev.Data)
+		observeOpenAI(u, ev.Data)
 	}
 }
 
-func (openAIDialect) observeBody(u *usage, body []byte) { u.observeOpenAI(body) }
+func (openAIDialect) ObserveBody(u *wire.Usage, body []byte) { observeOpenAI(u, body) }
 
 // mayCarryUsage is true unless the chunk has no "usage" member or only a
 // "usage":null (which OpenAI sends on every chunk with include_usage).
 func mayCarryUsage(data []byte) bool {
-	i := bytes.Index(data, usageKey)
+	i := bytes.Index(data, wire.UsageKey)
 	if i < 0 {
 		return false
 	}
-	j := jsonscan.SkipSpace(data, i+len(usageKey))
+	j := jsonscan.SkipSpace(data, i+len(wire.UsageKey))
 	if j < len(data) && data[j] == ':' {
 		j = jsonscan.SkipSpace(data, j+1)
 		if len(data)-j >= 4 && string(data[j:j+4]) == "null" {
-			return bytes.Contains(data[j:], usageKey)
+			return bytes.Contains(data[j:], wire.UsageKey)
 		}
 	}
 	return true
@@ -265,7 +266,7 @@ func mayCarryUsage(data []byte) bool {
 
 // observeOpenAI reads the model and the usage of a chunk or a body:
 // prompt_tokens, completion_tokens, prompt_tokens_details.cached_tokens.
-func (u *usage) observeOpenAI(obj []byte) {
+func observeOpenAI(u *wire.Usage, obj []byte) {
 	it, ok := jsonscan.Open(obj, 0, 0)
 	for ok && it.IsObject() && it.Next() {
 		switch {
@@ -275,7 +276,7 @@ func (u *usage) observeOpenAI(obj []byte) {
 			}
 		case it.KeyIs("usage"):
 			if uo, ok := it.Enter(); ok {
-				u.readTokenCounts(&uo, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
+				u.ReadTokenCounts(&uo, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
 				it.Leave(&uo)
 			}
 		}
@@ -284,28 +285,28 @@ func (u *usage) observeOpenAI(obj []byte) {
 
 // modelMissing: the model_not_found code, or "The model `x` does not
 // exist" (what OpenAI-compatible servers copy).
-func (openAIDialect) modelMissing(body []byte) bool {
-	if errorField(body, "code") == "model_not_found" {
+func (openAIDialect) ModelMissing(body []byte) bool {
+	if wire.ErrorField(body, "code") == "model_not_found" {
 		return true
 	}
-	msg := errorField(body, "message")
+	msg := wire.ErrorField(body, "message")
 	return strings.HasPrefix(msg, "the model ") && strings.Contains(msg, "does not exist")
 }
 
 // promptTooLong: the context_length_exceeded code, or "This model's
 // maximum context length is N tokens" (what compatible servers copy).
-func (openAIDialect) promptTooLong(body []byte) bool {
-	return errorField(body, "code") == "context_length_exceeded" || strings.Contains(errorField(body, "message"), "maximum context length")
+func (openAIDialect) PromptTooLong(body []byte) bool {
+	return wire.ErrorField(body, "code") == "context_length_exceeded" || strings.Contains(wire.ErrorField(body, "message"), "maximum context length")
 }
 
-func (openAIDialect) classify(status int, body []byte, passThroughKey bool) failClass {
-	return classifyAnswer(status, body, passThroughKey)
+func (openAIDialect) Classify(status int, body []byte, passThroughKey bool) wire.FailClass {
+	return wire.ClassifyAnswer(status, body, passThroughKey)
 }
 
 // retryDelay: OpenAI's hints are in the headers only.
-func (openAIDialect) retryDelay([]byte) (time.Duration, bool) { return 0, false }
+func (openAIDialect) RetryDelay([]byte) (time.Duration, bool) { return 0, false }
 
-func (openAIDialect) errorType(status int) string { return openAIErrorType(status) }
+func (openAIDialect) ErrorType(status int) string { return openAIErrorType(status) }
 
 // openAIErrorType maps a status to OpenAI's conventional error types.
 func openAIErrorType(status int) string {
@@ -335,7 +336,7 @@ type openaiErrorBody struct {
 	} `json:"error"`
 }
 
-func (openAIDialect) errorJSON(status int, message string) []byte {
+func (openAIDialect) ErrorJSON(status int, message string) []byte {
 	return openAIErrorJSON(status, message)
 }
 
@@ -344,15 +345,15 @@ func openAIErrorJSON(status int, message string) []byte {
 	var b openaiErrorBody
 	b.Error.Message = message
 	b.Error.Type = openAIErrorType(status)
-	b.Error.Code = errorCode(status)
+	b.Error.Code = wire.ErrorCode(status)
 	out, _ := json.Marshal(b) // plain structs of strings: cannot fail
 	return out
 }
 
 // errorEvent is a data line holding an error object: what both official
 // SDKs raise as an error.
-func (openAIDialect) errorEvent(status int, message string) []byte {
-	return sseErrorEvent("", openAIErrorJSON(status, message))
+func (openAIDialect) ErrorEvent(status int, message string) []byte {
+	return wire.SSEErrorEvent("", openAIErrorJSON(status, message))
 }
 
-func (openAIDialect) cachedInInput() bool { return true }
+func (openAIDialect) CachedInInput() bool { return true }

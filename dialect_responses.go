@@ -9,6 +9,7 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // The OpenAI Responses API: the event
@@ -22,8 +23,8 @@ import (
 // returns the raw JSON string of a response.output_text.delta, which the
 // gate checks for rejected phrases. It walks the JSON once, without
 // allocating, except to render the message of an error event.
-func inspectResponses(ev sse.Event, withText bool) eventInfo {
-	var info eventInfo
+func inspectResponses(ev sse.Event, withText bool) wire.EventInfo {
+	var info wire.EventInfo
 	named := string(ev.Name) == "error"
 	data := ev.Data
 	start := jsonscan.SkipSpace(data, 0)
@@ -31,7 +32,7 @@ func inspectResponses(ev sse.Event, withText bool) eventInfo {
 		// No payload (a comment, a keepalive): no client sees it as an
 		// event, so only an `event: error` means anything.
 		if named {
-			info.class = evError
+			info.Class = wire.EvError
 		}
 		return info
 	}
@@ -43,7 +44,7 @@ func inspectResponses(ev sse.Event, withText bool) eventInfo {
 			case it.KeyIs("type"):
 				typ = it.Value()
 			case it.KeyIs("error"):
-				info.errVal = it.Value()
+				info.ErrVal = it.Value()
 			case it.KeyIs("delta"):
 				delta = it.Value()
 			case it.KeyIs("response"):
@@ -57,31 +58,31 @@ func inspectResponses(ev sse.Event, withText bool) eventInfo {
 	}
 	valid := ok && it.IsObject() && it.End()
 	if !valid && !named {
-		info.class = evMalformed
-		info.errVal = nil
+		info.Class = wire.EvMalformed
+		info.ErrVal = nil
 		return info
 	}
 	var buf [64]byte
 	kind := responsesKind(typ, ev.Name, buf[:0])
 	switch {
-	case named || string(kind) == "error" || info.errVal != nil && !jsonscan.IsNull(info.errVal):
-		info.class = evError
-		if !valid || info.errVal == nil || jsonscan.IsNull(info.errVal) {
-			info.errVal = responsesFlatError(code, msg)
+	case named || string(kind) == "error" || info.ErrVal != nil && !jsonscan.IsNull(info.ErrVal):
+		info.Class = wire.EvError
+		if !valid || info.ErrVal == nil || jsonscan.IsNull(info.ErrVal) {
+			info.ErrVal = responsesFlatError(code, msg)
 		}
 		return info
 	case string(kind) == "response.failed":
-		info.class = evError
-		info.errVal = nil
+		info.Class = wire.EvError
+		info.ErrVal = nil
 		if v, ok := jsonscan.Lookup(resp, "error"); ok && !jsonscan.IsNull(v) {
-			info.errVal = v
+			info.ErrVal = v
 		}
 		return info
 	}
-	info.errVal = nil
-	info.class, info.by = responsesClass(kind)
-	if withText && info.by == "response.output_text.delta" && jsonscan.IsString(delta) {
-		info.text = delta
+	info.ErrVal = nil
+	info.Class, info.By = responsesClass(kind)
+	if withText && info.By == "response.output_text.delta" && jsonscan.IsString(delta) {
+		info.Text = delta
 	}
 	return info
 }
@@ -100,43 +101,43 @@ func responsesKind(typ, name, buf []byte) []byte {
 
 // responsesClass maps an event type to its class and, for output, the name
 // the commit log shows (a constant: naming allocates nothing).
-func responsesClass(kind []byte) (eventClass, string) {
+func responsesClass(kind []byte) (wire.EventClass, string) {
 	switch string(kind) {
 	case "response.completed":
-		return evTerminal, ""
+		return wire.EvTerminal, ""
 	case "response.incomplete":
-		return evTerminal, ""
+		return wire.EvTerminal, ""
 	case "response.output_item.done":
-		return evOutput, "response.output_item.done"
+		return wire.EvOutput, "response.output_item.done"
 	case "response.output_text.delta":
-		return evOutput, "response.output_text.delta"
+		return wire.EvOutput, "response.output_text.delta"
 	case "response.function_call_arguments.delta":
-		return evOutput, "response.function_call_arguments.delta"
+		return wire.EvOutput, "response.function_call_arguments.delta"
 	case "response.reasoning_summary_text.delta":
-		return evOutput, "response.reasoning_summary_text.delta"
+		return wire.EvOutput, "response.reasoning_summary_text.delta"
 	case "response.reasoning_text.delta":
-		return evOutput, "response.reasoning_text.delta"
+		return wire.EvOutput, "response.reasoning_text.delta"
 	case "response.refusal.delta":
-		return evOutput, "response.refusal.delta"
+		return wire.EvOutput, "response.refusal.delta"
 	case "response.custom_tool_call_input.delta":
-		return evOutput, "response.custom_tool_call_input.delta"
+		return wire.EvOutput, "response.custom_tool_call_input.delta"
 	case "response.audio.delta":
-		return evOutput, "response.audio.delta"
+		return wire.EvOutput, "response.audio.delta"
 	case "response.audio.transcript.delta":
-		return evOutput, "response.audio.transcript.delta"
+		return wire.EvOutput, "response.audio.transcript.delta"
 	case "response.code_interpreter_call_code.delta":
-		return evOutput, "response.code_interpreter_call_code.delta"
+		return wire.EvOutput, "response.code_interpreter_call_code.delta"
 	case "response.mcp_call_arguments.delta":
-		return evOutput, "response.mcp_call_arguments.delta"
+		return wire.EvOutput, "response.mcp_call_arguments.delta"
 	case "response.image_generation_call.partial_image":
 		// Model output, and each one is a large base64 image: holding them
 		// until output_item.done would overflow the gate's buffer.
-		return evOutput, "response.image_generation_call.partial_image"
+		return wire.EvOutput, "response.image_generation_call.partial_image"
 	}
 	if bytes.HasPrefix(kind, []byte("response.")) && bytes.HasSuffix(kind, []byte(".delta")) {
-		return evOutput, "response.*.delta"
+		return wire.EvOutput, "response.*.delta"
 	}
-	return evPrelude, ""
+	return wire.EvPrelude, ""
 }
 
 // responsesFlatError renders the code and message of an error event
@@ -178,7 +179,7 @@ func responsesTerminalName(ev sse.Event) string {
 func checkResponsesBody(body []byte) (reason string, err error) {
 	it, ok := jsonscan.Open(body, 0, 0)
 	if !ok || !it.IsObject() {
-		return "malformed_body", fmt.Errorf("upstream 200 body is not a JSON object: %q", clipData(body, 200))
+		return "malformed_body", fmt.Errorf("upstream 200 body is not a JSON object: %q", wire.ClipData(body, 200))
 	}
 	var status, errVal, output []byte
 	for it.Next() {
@@ -192,16 +193,16 @@ func checkResponsesBody(body []byte) (reason string, err error) {
 		}
 	}
 	if !it.End() {
-		return "malformed_body", fmt.Errorf("upstream 200 body is not valid JSON: %q", clipData(body, 200))
+		return "malformed_body", fmt.Errorf("upstream 200 body is not valid JSON: %q", wire.ClipData(body, 200))
 	}
 	if jsonscan.IsNull(errVal) {
 		errVal = nil
 	}
 	switch {
 	case jsonscan.StringIs(status, "failed"):
-		return "error_body", fmt.Errorf("upstream 200 body is a failed response: %s", upstreamErrorMessage(errVal, body))
+		return "error_body", fmt.Errorf("upstream 200 body is a failed response: %s", wire.UpstreamErrorMessage(errVal, body))
 	case errVal != nil:
-		return "error_body", fmt.Errorf("upstream 200 body is an error: %s", upstreamErrorMessage(errVal, body))
+		return "error_body", fmt.Errorf("upstream 200 body is an error: %s", wire.UpstreamErrorMessage(errVal, body))
 	case jsonscan.StringIs(status, "completed") && (len(output) == 0 || output[0] != '[' || !jsonscan.NonEmpty(output)):
 		return "empty_output", fmt.Errorf("upstream 200 body is a completed response with no output")
 	}
@@ -232,11 +233,11 @@ func checkResponsesBodyReject(body []byte, reject [][]byte) error {
 				continue
 			}
 			if t, _ := jsonscan.Lookup(part, "text"); jsonscan.IsString(t) {
-				text = appendAnswerText(text, t)
+				text = wire.AppendAnswerText(text, t)
 			}
 		}
 	}
-	return rejectedIn(text, reject)
+	return wire.RejectedIn(text, reject)
 }
 
 var (
@@ -250,11 +251,11 @@ var (
 // response.failed. An event without a "usage" key (or, until the model is
 // known, a "model" key) is skipped by a substring check, so every delta
 // costs two byte searches and no allocation.
-func (u *usage) observeResponsesEvent(ev sse.Event) {
+func observeResponsesEvent(u *wire.Usage, ev sse.Event) {
 	if u == nil || len(ev.Data) == 0 {
 		return
 	}
-	if !bytes.Contains(ev.Data, usageKey) && (u.Model != "" || !bytes.Contains(ev.Data, responsesModelKey)) {
+	if !bytes.Contains(ev.Data, wire.UsageKey) && (u.Model != "" || !bytes.Contains(ev.Data, responsesModelKey)) {
 		return
 	}
 	if !bytes.Contains(ev.Data, responsesRespKey) {
@@ -276,36 +277,36 @@ func (u *usage) observeResponsesEvent(ev sse.Event) {
 	var buf [64]byte
 	switch string(responsesKind(typ, ev.Name, buf[:0])) {
 	case "response.completed", "response.incomplete", "response.failed":
-		u.observeResponsesObject(resp, true)
+		observeResponsesObject(u, resp, true)
 	case "response.created", "response.in_progress", "response.queued":
-		u.observeResponsesObject(resp, false)
+		observeResponsesObject(u, resp, false)
 	}
 }
 
 // observeResponsesBody records the usage of a complete non-stream body (a
 // response object).
-func (u *usage) observeResponsesBody(body []byte) {
+func observeResponsesBody(u *wire.Usage, body []byte) {
 	if u == nil {
 		return
 	}
-	u.observeResponsesObject(body, true)
+	observeResponsesObject(u, body, true)
 }
 
 // observeResponsesObject reads a response object: its model, if none was
 // seen yet, and with counts its usage (input_tokens, which includes the
 // cached tokens as OpenAI's prompt_tokens does; output_tokens;
 // input_tokens_details.cached_tokens).
-func (u *usage) observeResponsesObject(obj []byte, counts bool) {
+func observeResponsesObject(u *wire.Usage, obj []byte, counts bool) {
 	it, ok := jsonscan.Open(obj, 0, 0)
 	for ok && it.IsObject() && it.Next() {
 		switch {
 		case it.KeyIs("model"):
 			if v := it.Value(); u.Model == "" && len(v) > 2 && v[0] == '"' {
-				u.Model = jsonStringValue(v)
+				u.Model = wire.JSONStringValue(v)
 			}
 		case counts && it.KeyIs("usage"):
 			if uo, ok := it.Enter(); ok {
-				u.readTokenCounts(&uo, "input_tokens", "output_tokens", "input_tokens_details")
+				u.ReadTokenCounts(&uo, "input_tokens", "output_tokens", "input_tokens_details")
 				it.Leave(&uo)
 			}
 		}
@@ -318,11 +319,11 @@ func (u *usage) observeResponsesObject(obj []byte, counts bool) {
 // (a response by id) are routed by the owners table (responses_pin.go).
 type responsesDialect struct{}
 
-var dialectResponses dialect = responsesDialect{}
+var dialectResponses wire.Dialect = responsesDialect{}
 
 func (responsesDialect) String() string { return "responses" }
 
-func (responsesDialect) isCompletionPath(p string) bool {
+func (responsesDialect) IsCompletionPath(p string) bool {
 	switch p {
 	case "/v1/responses", "/responses", "/v1/responses/compact", "/responses/compact":
 		return true
@@ -331,94 +332,96 @@ func (responsesDialect) isCompletionPath(p string) bool {
 }
 
 // completionPath: compact has an endpoint of its own.
-func (responsesDialect) completionPath(clientPath string) string {
+func (responsesDialect) CompletionPath(clientPath string) string {
 	if strings.HasSuffix(clientPath, "/compact") {
 		return "/v1/responses/compact"
 	}
 	return "/v1/responses"
 }
 
-var responsesAuxPaths = []auxPath{
-	{http.MethodPost, "/v1/responses/input_tokens"},
-	{http.MethodGet, "/v1/responses/{id}"},
-	{http.MethodDelete, "/v1/responses/{id}"},
-	{http.MethodPost, "/v1/responses/{id}/cancel"},
-	{http.MethodGet, "/v1/responses/{id}/input_items"},
+var responsesAuxPaths = []wire.AuxPath{
+	{Method: http.MethodPost, Path: "/v1/responses/input_tokens"},
+	{Method: http.MethodGet, Path: "/v1/responses/{id}"},
+	{Method: http.MethodDelete, Path: "/v1/responses/{id}"},
+	{Method: http.MethodPost, Path: "/v1/responses/{id}/cancel"},
+	{Method: http.MethodGet, Path: "/v1/responses/{id}/input_items"},
 }
 
-func (responsesDialect) auxPaths() []auxPath { return responsesAuxPaths }
+func (responsesDialect) AuxPaths() []wire.AuxPath { return responsesAuxPaths }
 
 // sniffAux claims the paths under /v1/responses/ (over OpenAI's 1).
-func (responsesDialect) sniffAux(p string, _ headerGetter) int {
+func (responsesDialect) SniffAux(p string, _ wire.HeaderGetter) int {
 	if strings.HasPrefix(p, "/v1/responses/") || strings.HasPrefix(p, "/responses/") {
 		return 2
 	}
 	return 0
 }
 
-func (responsesDialect) parseRequest(_, _ string, body []byte) (*llmRequest, error) {
-	return parseRequestBody(body)
+func (responsesDialect) ParseRequest(_, _ string, body []byte) (*wire.Request, error) {
+	return wire.ParseRequestBody(body)
 }
 
 // upstreamPath is the canonical path of the client's endpoint (compact or not).
-func (d responsesDialect) upstreamPath(clientPath, _ string) string {
-	return d.completionPath(strings.TrimSuffix(clientPath, "/"))
+func (d responsesDialect) UpstreamPath(clientPath, _ string) string {
+	return d.CompletionPath(strings.TrimSuffix(clientPath, "/"))
 }
 
 // streamEnd: a Responses stream ends with response.completed; nothing is synthesized.
-func (responsesDialect) streamEnd() []byte { return nil }
+func (responsesDialect) StreamEnd() []byte { return nil }
 
-func (responsesDialect) classify(status int, body []byte, passThroughKey bool) failClass {
-	return classifyAnswer(status, body, passThroughKey)
+func (responsesDialect) Classify(status int, body []byte, passThroughKey bool) wire.FailClass {
+	return wire.ClassifyAnswer(status, body, passThroughKey)
 }
 
 // retryDelay: OpenAI's hints are in the headers only.
-func (responsesDialect) retryDelay([]byte) (time.Duration, bool) { return 0, false }
+func (responsesDialect) RetryDelay([]byte) (time.Duration, bool) { return 0, false }
 
-func (responsesDialect) bodyFor(req *llmRequest, model string) []byte { return req.spliceModel(model) }
+func (responsesDialect) BodyFor(req *wire.Request, model string) []byte {
+	return req.SpliceModel(model)
+}
 
-func (responsesDialect) sessionKey(body []byte, header http.Header) string {
+func (responsesDialect) SessionKey(body []byte, header http.Header) string {
 	return responsesSessionKey(body, header, "")
 }
 
-func (responsesDialect) credentialHeaders() []string { return openAICredentialHeaders }
+func (responsesDialect) CredentialHeaders() []string { return openAICredentialHeaders }
 
-func (responsesDialect) setAuth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
+func (responsesDialect) SetAuth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
 
-func (responsesDialect) inspect(ev sse.Event, withText bool, _ *choiceSet) eventInfo {
+func (responsesDialect) Inspect(ev sse.Event, withText bool, _ *wire.ChoiceSet) wire.EventInfo {
 	return inspectResponses(ev, withText)
 }
 
-func (responsesDialect) terminalName(ev sse.Event) string { return responsesTerminalName(ev) }
+func (responsesDialect) TerminalName(ev sse.Event) string { return responsesTerminalName(ev) }
 
 // finishGrace: nothing before response.completed says the answer is done.
-func (responsesDialect) finishGrace() bool { return false }
+func (responsesDialect) FinishGrace() bool { return false }
 
-func (responsesDialect) checkBody(body []byte) (string, error) { return checkResponsesBody(body) }
+func (responsesDialect) CheckBody(body []byte) (string, error) { return checkResponsesBody(body) }
 
-func (responsesDialect) checkBodyReject(body []byte, reject [][]byte) error {
+func (responsesDialect) CheckBodyReject(body []byte, reject [][]byte) error {
 	return checkResponsesBodyReject(body, reject)
 }
 
-func (responsesDialect) observeEvent(u *usage, ev sse.Event) { u.observeResponsesEvent(ev) }
+func (responsesDialect) ObserveEvent(u *wire.Usage, ev sse.Event) { observeResponsesEvent(u, ev) }
 
-func (responsesDialect) observeBody(u *usage, body []byte) { u.observeResponsesBody(body) }
+func (responsesDialect) ObserveBody(u *wire.Usage, body []byte) { observeResponsesBody(u, body) }
 
-func (responsesDialect) modelMissing(body []byte) bool { return openAIDialect{}.modelMissing(body) }
+func (responsesDialect) ModelMissing(body []byte) bool { return openAIDialect{}.ModelMissing(body) }
 
-func (responsesDialect) promptTooLong(body []byte) bool { return openAIDialect{}.promptTooLong(body) }
+func (responsesDialect) PromptTooLong(body []byte) bool { return openAIDialect{}.PromptTooLong(body) }
 
-func (responsesDialect) errorType(status int) string { return openAIErrorType(status) }
+func (responsesDialect) ErrorType(status int) string { return openAIErrorType(status) }
 
-func (responsesDialect) errorJSON(status int, message string) []byte {
+func (responsesDialect) ErrorJSON(status int, message string) []byte {
 	return responsesErrorJSON(status, message)
 }
 
 // errorEvent carries both the Responses error event's fields and an
 // "error" object: the openai-go SDK reports a stream error only for data
 // with a top-level "error".
-func (responsesDialect) errorEvent(status int, message string) []byte {
+func (responsesDialect) ErrorEvent(status int, message string) []byte {
 	return responsesErrorEvent(status, message, -1)
 }
 
-func (responsesDialect) cachedInInput() bool { return true }
+func (responsesDialect) CachedInInput() bool { return true }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // maxResponseIDLen bounds a response id the proxy remembers or looks up.
@@ -148,7 +149,7 @@ type responsesErrorEventBody struct {
 func responsesErrorEvent(status int, message string, seq int64) []byte {
 	var b responsesErrorEventBody
 	b.Type = "error"
-	b.Code = errorCode(status)
+	b.Code = wire.ErrorCode(status)
 	b.Message = message
 	if seq >= 0 {
 		b.SequenceNumber = &seq

@@ -21,6 +21,7 @@ import (
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // Responses API events as api.openai.com sends them (field order and
@@ -70,54 +71,54 @@ func TestResponsesEventClass(t *testing.T) {
 	tests := []struct {
 		name    string
 		event   string
-		want    eventClass
+		want    wire.EventClass
 		by      string
 		text    string // raw JSON string taken for the reject check
 		errHas  string // in upstreamErrorMessage(errVal, data)
 		noError bool   // errVal must be nil (upstreamErrorMessage falls back to the data)
 	}{
-		{name: "created", event: responsesEvent(rCreated), want: evPrelude},
-		{name: "in_progress", event: responsesEvent(rInProgress), want: evPrelude},
-		{name: "queued", event: responsesEvent(`{"type":"response.queued","sequence_number":0,"response":{"id":"resp_1","status":"queued"}}`), want: evPrelude},
-		{name: "output_item.added", event: responsesEvent(rItemAdded), want: evPrelude},
-		{name: "content_part.added", event: responsesEvent(rPartAdded), want: evPrelude},
-		{name: "reasoning_summary_part.added", event: responsesEvent(rRsPart), want: evPrelude},
-		{name: "keepalive", event: responsesEvent(rKeepalive), want: evPrelude},
-		{name: "comment", event: ": keepalive", want: evPrelude},
-		{name: "empty data", event: "event: response.completed\ndata:", want: evPrelude},
-		{name: "output_text.delta", event: responsesEvent(rTextDelta), want: evOutput, by: "response.output_text.delta", text: `"Hi"`},
-		{name: "output_text.delta unnamed", event: "data: " + rTextDelta, want: evOutput, by: "response.output_text.delta", text: `"Hi"`},
-		{name: "output_text.delta with an escaped type", event: `data: {"type":"response.output_text.delt\u0061","delta":"x"}`, want: evOutput, by: "response.output_text.delta", text: `"x"`},
-		{name: "empty output_text.delta", event: responsesEvent(`{"type":"response.output_text.delta","sequence_number":4,"item_id":"m","output_index":0,"content_index":0,"delta":""}`), want: evOutput, by: "response.output_text.delta", text: `""`},
-		{name: "function_call_arguments.delta", event: responsesEvent(rFnDelta), want: evOutput, by: "response.function_call_arguments.delta"},
-		{name: "reasoning_summary_text.delta", event: responsesEvent(rRsDelta), want: evOutput, by: "response.reasoning_summary_text.delta"},
-		{name: "refusal.delta", event: responsesEvent(rRefusal), want: evOutput, by: "response.refusal.delta"},
-		{name: "shell output delta (object delta)", event: responsesEvent(`{"type":"response.shell_call_output_content.delta","sequence_number":1,"item_id":"sh_123","output_index":0,"command_index":0,"delta":{"stdout":"hello\n","stderr":""}}`), want: evOutput, by: "response.*.delta"},
-		{name: "a future delta", event: responsesEvent(`{"type":"response.new_thing.delta","delta":"x"}`), want: evOutput, by: "response.*.delta"},
-		{name: "image partial", event: responsesEvent(`{"type":"response.image_generation_call.partial_image","sequence_number":3,"item_id":"ig_1","output_index":0,"partial_image_index":0,"partial_image_b64":"iVBORw0KGgo="}`), want: evOutput, by: "response.image_generation_call.partial_image"},
-		{name: "output_item.done", event: responsesEvent(rItemDone), want: evOutput, by: "response.output_item.done"},
-		{name: "reasoning output_item.done", event: responsesEvent(rRsDone), want: evOutput, by: "response.output_item.done"},
-		{name: "output_text.done", event: responsesEvent(rTextDone), want: evPrelude},
-		{name: "delta word in an item id", event: responsesEvent(`{"type":"response.output_item.added","item":{"id":"response.x.delta"}}`), want: evPrelude},
-		{name: "completed", event: responsesEvent(rCompleted), want: evTerminal},
-		{name: "incomplete", event: responsesEvent(rIncomplete), want: evTerminal},
-		{name: "completed unnamed", event: "data: " + rCompleted, want: evTerminal},
-		{name: "the data's type decides over the name", event: "event: response.output_text.delta\ndata: " + rCompleted, want: evTerminal},
-		{name: "the name stands in for a missing type", event: "event: response.output_text.delta\ndata: {\"delta\":\"x\"}", want: evOutput, by: "response.output_text.delta", text: `"x"`},
-		{name: "error event", event: responsesEvent(rError), want: evError, errHas: "rate_limit_exceeded: Rate limit reached for gpt-4.1"},
-		{name: "error event, error object", event: responsesEvent(rErrorObj), want: evError, errHas: "invalid_request_error: Your input exceeds"},
-		{name: "error type unnamed", event: "data: " + rError, want: evError, errHas: "Rate limit reached"},
-		{name: "error name, garbage data", event: "event: error\ndata: upstream broke", want: evError, errHas: "upstream broke"},
-		{name: "error name, no data", event: "event: error", want: evError},
-		{name: "error key in a delta", event: responsesEvent(`{"type":"response.output_text.delta","delta":"x","error":{"message":"quota"}}`), want: evError, errHas: "quota"},
-		{name: "null error is no error", event: responsesEvent(`{"type":"keepalive","error":null}`), want: evPrelude},
-		{name: "failed", event: responsesEvent(rFailed), want: evError, errHas: "server_error: The model failed to generate a response."},
-		{name: "failed without error", event: responsesEvent(`{"type":"response.failed","response":{"status":"failed","error":null}}`), want: evError, noError: true},
-		{name: "not JSON", event: "event: response.output_text.delta\ndata: <html>502 Bad Gateway</html>", want: evMalformed},
-		{name: "truncated JSON", event: "event: response.output_text.delta\ndata: " + rTextDelta[:40], want: evMalformed},
-		{name: "JSON but not an object", event: "event: response.output_text.delta\ndata: \"Hi\"", want: evMalformed},
-		{name: "trailing garbage", event: "event: response.completed\ndata: " + rCompleted + " x", want: evMalformed},
-		{name: "done marker", event: "data: [DONE]", want: evMalformed},
+		{name: "created", event: responsesEvent(rCreated), want: wire.EvPrelude},
+		{name: "in_progress", event: responsesEvent(rInProgress), want: wire.EvPrelude},
+		{name: "queued", event: responsesEvent(`{"type":"response.queued","sequence_number":0,"response":{"id":"resp_1","status":"queued"}}`), want: wire.EvPrelude},
+		{name: "output_item.added", event: responsesEvent(rItemAdded), want: wire.EvPrelude},
+		{name: "content_part.added", event: responsesEvent(rPartAdded), want: wire.EvPrelude},
+		{name: "reasoning_summary_part.added", event: responsesEvent(rRsPart), want: wire.EvPrelude},
+		{name: "keepalive", event: responsesEvent(rKeepalive), want: wire.EvPrelude},
+		{name: "comment", event: ": keepalive", want: wire.EvPrelude},
+		{name: "empty data", event: "event: response.completed\ndata:", want: wire.EvPrelude},
+		{name: "output_text.delta", event: responsesEvent(rTextDelta), want: wire.EvOutput, by: "response.output_text.delta", text: `"Hi"`},
+		{name: "output_text.delta unnamed", event: "data: " + rTextDelta, want: wire.EvOutput, by: "response.output_text.delta", text: `"Hi"`},
+		{name: "output_text.delta with an escaped type", event: `data: {"type":"response.output_text.delt\u0061","delta":"x"}`, want: wire.EvOutput, by: "response.output_text.delta", text: `"x"`},
+		{name: "empty output_text.delta", event: responsesEvent(`{"type":"response.output_text.delta","sequence_number":4,"item_id":"m","output_index":0,"content_index":0,"delta":""}`), want: wire.EvOutput, by: "response.output_text.delta", text: `""`},
+		{name: "function_call_arguments.delta", event: responsesEvent(rFnDelta), want: wire.EvOutput, by: "response.function_call_arguments.delta"},
+		{name: "reasoning_summary_text.delta", event: responsesEvent(rRsDelta), want: wire.EvOutput, by: "response.reasoning_summary_text.delta"},
+		{name: "refusal.delta", event: responsesEvent(rRefusal), want: wire.EvOutput, by: "response.refusal.delta"},
+		{name: "shell output delta (object delta)", event: responsesEvent(`{"type":"response.shell_call_output_content.delta","sequence_number":1,"item_id":"sh_123","output_index":0,"command_index":0,"delta":{"stdout":"hello\n","stderr":""}}`), want: wire.EvOutput, by: "response.*.delta"},
+		{name: "a future delta", event: responsesEvent(`{"type":"response.new_thing.delta","delta":"x"}`), want: wire.EvOutput, by: "response.*.delta"},
+		{name: "image partial", event: responsesEvent(`{"type":"response.image_generation_call.partial_image","sequence_number":3,"item_id":"ig_1","output_index":0,"partial_image_index":0,"partial_image_b64":"iVBORw0KGgo="}`), want: wire.EvOutput, by: "response.image_generation_call.partial_image"},
+		{name: "output_item.done", event: responsesEvent(rItemDone), want: wire.EvOutput, by: "response.output_item.done"},
+		{name: "reasoning output_item.done", event: responsesEvent(rRsDone), want: wire.EvOutput, by: "response.output_item.done"},
+		{name: "output_text.done", event: responsesEvent(rTextDone), want: wire.EvPrelude},
+		{name: "delta word in an item id", event: responsesEvent(`{"type":"response.output_item.added","item":{"id":"response.x.delta"}}`), want: wire.EvPrelude},
+		{name: "completed", event: responsesEvent(rCompleted), want: wire.EvTerminal},
+		{name: "incomplete", event: responsesEvent(rIncomplete), want: wire.EvTerminal},
+		{name: "completed unnamed", event: "data: " + rCompleted, want: wire.EvTerminal},
+		{name: "the data's type decides over the name", event: "event: response.output_text.delta\ndata: " + rCompleted, want: wire.EvTerminal},
+		{name: "the name stands in for a missing type", event: "event: response.output_text.delta\ndata: {\"delta\":\"x\"}", want: wire.EvOutput, by: "response.output_text.delta", text: `"x"`},
+		{name: "error event", event: responsesEvent(rError), want: wire.EvError, errHas: "rate_limit_exceeded: Rate limit reached for gpt-4.1"},
+		{name: "error event, error object", event: responsesEvent(rErrorObj), want: wire.EvError, errHas: "invalid_request_error: Your input exceeds"},
+		{name: "error type unnamed", event: "data: " + rError, want: wire.EvError, errHas: "Rate limit reached"},
+		{name: "error name, garbage data", event: "event: error\ndata: upstream broke", want: wire.EvError, errHas: "upstream broke"},
+		{name: "error name, no data", event: "event: error", want: wire.EvError},
+		{name: "error key in a delta", event: responsesEvent(`{"type":"response.output_text.delta","delta":"x","error":{"message":"quota"}}`), want: wire.EvError, errHas: "quota"},
+		{name: "null error is no error", event: responsesEvent(`{"type":"keepalive","error":null}`), want: wire.EvPrelude},
+		{name: "failed", event: responsesEvent(rFailed), want: wire.EvError, errHas: "server_error: The model failed to generate a response."},
+		{name: "failed without error", event: responsesEvent(`{"type":"response.failed","response":{"status":"failed","error":null}}`), want: wire.EvError, noError: true},
+		{name: "not JSON", event: "event: response.output_text.delta\ndata: <html>502 Bad Gateway</html>", want: wire.EvMalformed},
+		{name: "truncated JSON", event: "event: response.output_text.delta\ndata: " + rTextDelta[:40], want: wire.EvMalformed},
+		{name: "JSON but not an object", event: "event: response.output_text.delta\ndata: \"Hi\"", want: wire.EvMalformed},
+		{name: "trailing garbage", event: "event: response.completed\ndata: " + rCompleted + " x", want: wire.EvMalformed},
+		{name: "done marker", event: "data: [DONE]", want: wire.EvMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -126,22 +127,22 @@ func TestResponsesEventClass(t *testing.T) {
 				t.Fatalf("%d events", len(evs))
 			}
 			info := inspectResponses(evs[0], true)
-			if info.class != tt.want || info.by != tt.by || string(info.text) != tt.text {
-				t.Errorf("inspectResponses = %v by %q text %s, want %v by %q text %s", info.class, info.by, info.text, tt.want, tt.by, tt.text)
+			if info.Class != tt.want || info.By != tt.by || string(info.Text) != tt.text {
+				t.Errorf("inspectResponses = %v by %q text %s, want %v by %q text %s", info.Class, info.By, info.Text, tt.want, tt.by, tt.text)
 			}
-			if without := inspectResponses(evs[0], false); without.class != info.class || without.text != nil {
-				t.Errorf("without text: %v text %s", without.class, without.text)
+			if without := inspectResponses(evs[0], false); without.Class != info.Class || without.Text != nil {
+				t.Errorf("without text: %v text %s", without.Class, without.Text)
 			}
-			if info.class == evTerminal && !strings.Contains(string(evs[0].Data), `"type":"`+responsesTerminalName(evs[0])+`"`) {
+			if info.Class == wire.EvTerminal && !strings.Contains(string(evs[0].Data), `"type":"`+responsesTerminalName(evs[0])+`"`) {
 				t.Errorf("terminal named %q", responsesTerminalName(evs[0]))
 			}
-			if info.class != evError && info.errVal != nil {
-				t.Errorf("errVal %s on a %v event", info.errVal, info.class)
+			if info.Class != wire.EvError && info.ErrVal != nil {
+				t.Errorf("errVal %s on a %v event", info.ErrVal, info.Class)
 			}
-			if tt.noError && info.errVal != nil {
-				t.Errorf("errVal %s, want none", info.errVal)
+			if tt.noError && info.ErrVal != nil {
+				t.Errorf("errVal %s, want none", info.ErrVal)
 			}
-			if msg := upstreamErrorMessage(info.errVal, evs[0].Data); !strings.Contains(msg, tt.errHas) {
+			if msg := wire.UpstreamErrorMessage(info.ErrVal, evs[0].Data); !strings.Contains(msg, tt.errHas) {
 				t.Errorf("error message %q, want it to contain %q", msg, tt.errHas)
 			}
 		})
@@ -171,9 +172,9 @@ func TestResponsesEventShapes(t *testing.T) {
 type responsesOutcome struct {
 	classes  string // one letter per event
 	decided  int    // index of the first event that is not prelude, -1 if none
-	class    eventClass
+	class    wire.EventClass
 	by, text string
-	u        usage
+	u        wire.Usage
 	id       string
 	err      error
 }
@@ -190,12 +191,12 @@ func responsesRead(r io.Reader) responsesOutcome {
 			return out
 		}
 		info := inspectResponses(ev, true)
-		out.classes += info.class.String()[:1]
-		if out.decided < 0 && info.class != evPrelude {
-			out.decided, out.class, out.by = i, info.class, info.by
-			out.text = string(jsonscan.AppendString(nil, info.text))
+		out.classes += info.Class.String()[:1]
+		if out.decided < 0 && info.Class != wire.EvPrelude {
+			out.decided, out.class, out.by = i, info.Class, info.By
+			out.text = string(jsonscan.AppendString(nil, info.Text))
 		}
-		out.u.observeResponsesEvent(ev)
+		observeResponsesEvent(&out.u, ev)
 		if id := responsesCreatedID(ev); id != "" && out.id == "" {
 			out.id = id
 		}
@@ -207,79 +208,79 @@ func responsesRead(r io.Reader) responsesOutcome {
 // whole, and those are the expected ones.
 func TestResponsesGateEverySplit(t *testing.T) {
 	const id = "resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b"
-	full := usage{Input: 37, Output: 11, CacheRead: 12, Model: "gpt-4.1-2025-04-14"}
+	full := wire.Usage{Input: 37, Output: 11, CacheRead: 12, Model: "gpt-4.1-2025-04-14"}
 	tests := []struct {
 		name    string
 		stream  string
 		classes string
 		decided int
-		class   eventClass
+		class   wire.EventClass
 		by      string
 		text    string
-		u       usage
+		u       wire.Usage
 		id      string
 	}{
 		{
 			name:    "text answer",
 			stream:  responsesStream(rCreated, rInProgress, rItemAdded, rPartAdded, rTextDelta, rTextDelta2, rTextDone, rPartDone, rItemDone, rCompleted),
 			classes: "ppppooppot",
-			decided: 4, class: evOutput, by: "response.output_text.delta", text: "Hi",
+			decided: 4, class: wire.EvOutput, by: "response.output_text.delta", text: "Hi",
 			u: full, id: id,
 		},
 		{
 			name:    "text answer, unnamed events, CRLF, a comment",
 			stream:  strings.ReplaceAll(sseStream("data: "+rCreated, ": ping", "data: "+rItemAdded, "data: "+rTextDelta, "data: "+rCompleted), "\n", "\r\n"),
 			classes: "pppot",
-			decided: 3, class: evOutput, by: "response.output_text.delta", text: "Hi",
+			decided: 3, class: wire.EvOutput, by: "response.output_text.delta", text: "Hi",
 			u: full, id: id,
 		},
 		{
 			name:    "tool call",
 			stream:  responsesStream(rCreated, rFnAdded, rFnDelta, rCompleted),
 			classes: "ppot",
-			decided: 2, class: evOutput, by: "response.function_call_arguments.delta",
+			decided: 2, class: wire.EvOutput, by: "response.function_call_arguments.delta",
 			u: full, id: id,
 		},
 		{
 			name:    "reasoning summary first",
 			stream:  responsesStream(rCreated, rInProgress, rRsAdded, rRsPart, rRsDelta, rCompleted),
 			classes: "ppppot",
-			decided: 4, class: evOutput, by: "response.reasoning_summary_text.delta",
+			decided: 4, class: wire.EvOutput, by: "response.reasoning_summary_text.delta",
 			u: full, id: id,
 		},
 		{
 			name:    "encrypted reasoning, no summary: the item's done commits",
 			stream:  responsesStream(rCreated, rRsAdded, rRsDone, rItemAdded, rTextDelta, rCompleted),
 			classes: "ppopot",
-			decided: 2, class: evOutput, by: "response.output_item.done",
+			decided: 2, class: wire.EvOutput, by: "response.output_item.done",
 			u: full, id: id,
 		},
 		{
 			name:    "error event before output",
 			stream:  responsesStream(rCreated, rInProgress, rError),
 			classes: "ppe",
-			decided: 2, class: evError,
-			u: usage{Model: "gpt-4.1-2025-04-14"}, id: id,
+			decided: 2, class: wire.EvError,
+			u: wire.Usage{Model: "gpt-4.1-2025-04-14"}, id: id,
 		},
 		{
 			name:    "failed before output",
 			stream:  responsesStream(rCreated, rFailed),
 			classes: "pe",
-			decided: 1, class: evError,
-			u: usage{Model: "gpt-4.1-2025-04-14"}, id: id,
+			decided: 1, class: wire.EvError,
+			u: wire.Usage{Model: "gpt-4.1-2025-04-14"}, id: id,
 		},
 		{
 			name:    "incomplete before output",
 			stream:  responsesStream(rCreated, rIncomplete),
 			classes: "pt",
-			decided: 1, class: evTerminal,
-			u: usage{Input: 10, Output: 16, Model: "gpt-4.1-2025-04-14"}, id: id,
+			decided: 1, class: wire.EvTerminal,
+			u: wire.Usage{Input: 10, Output: 16, Model: "gpt-4.1-2025-04-14"}, id: id,
 		},
 		{
 			name:    "HTML for a first event",
 			stream:  "event: response.created\ndata: <html>502</html>\n\n" + responsesStream(rTextDelta),
 			classes: "mo",
-			decided: 0, class: evMalformed,
+			decided: 0, class: wire.EvMalformed,
 		},
 	}
 	for _, tt := range tests {
@@ -305,17 +306,17 @@ func TestResponsesUsage(t *testing.T) {
 		tests := []struct {
 			name   string
 			stream []string
-			want   usage
+			want   wire.Usage
 		}{
 			{
 				name:   "completed",
 				stream: []string{rCreated, rInProgress, rItemAdded, rTextDelta, rItemDone, rCompleted},
-				want:   usage{Input: 37, Output: 11, CacheRead: 12, Model: "gpt-4.1-2025-04-14"},
+				want:   wire.Usage{Input: 37, Output: 11, CacheRead: 12, Model: "gpt-4.1-2025-04-14"},
 			},
 			{
 				name:   "incomplete",
 				stream: []string{rIncomplete},
-				want:   usage{Input: 10, Output: 16, Model: "o4-mini-2025-04-16"},
+				want:   wire.Usage{Input: 10, Output: 16, Model: "o4-mini-2025-04-16"},
 			},
 			{
 				name: "usage and model words inside output text are not usage",
@@ -324,24 +325,24 @@ func TestResponsesUsage(t *testing.T) {
 					`{"type":"response.output_item.done","item":{"type":"message","content":[{"type":"output_text","text":"{\"response\":{\"model\":\"y\",\"usage\":{\"output_tokens\":5}}}"}]}}`,
 					rCompleted,
 				},
-				want: usage{Input: 37, Output: 11, CacheRead: 12, Model: "gpt-4.1-2025-04-14"},
+				want: wire.Usage{Input: 37, Output: 11, CacheRead: 12, Model: "gpt-4.1-2025-04-14"},
 			},
 			{
 				name:   "the first model seen stays",
 				stream: []string{`{"type":"response.created","response":{"id":"resp_1","model":"gpt-5-2025-08-07","usage":null}}`, rCompleted},
-				want:   usage{Input: 37, Output: 11, CacheRead: 12, Model: "gpt-5-2025-08-07"},
+				want:   wire.Usage{Input: 37, Output: 11, CacheRead: 12, Model: "gpt-5-2025-08-07"},
 			},
 			{
 				name:   "no usage",
 				stream: []string{rCreated, rTextDelta, `{"type":"response.completed","response":{"id":"resp_1","status":"completed","usage":null}}`},
-				want:   usage{Model: "gpt-4.1-2025-04-14"},
+				want:   wire.Usage{Model: "gpt-4.1-2025-04-14"},
 			},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				var u usage
+				var u wire.Usage
 				for _, e := range parseEvents(t, responsesStream(tt.stream...)) {
-					u.observeResponsesEvent(e)
+					observeResponsesEvent(&u, e)
 				}
 				if u != tt.want {
 					t.Errorf("usage %+v, want %+v", u, tt.want)
@@ -352,14 +353,14 @@ func TestResponsesUsage(t *testing.T) {
 	t.Run("body", func(t *testing.T) {
 		var body struct{ Response json.RawMessage }
 		_ = json.Unmarshal([]byte(rCompleted), &body)
-		var u usage
-		u.observeResponsesBody(body.Response)
-		if want := (usage{Input: 37, Output: 11, CacheRead: 12, Model: "gpt-4.1-2025-04-14"}); u != want {
+		var u wire.Usage
+		observeResponsesBody(&u, body.Response)
+		if want := (wire.Usage{Input: 37, Output: 11, CacheRead: 12, Model: "gpt-4.1-2025-04-14"}); u != want {
 			t.Errorf("usage %+v, want %+v", u, want)
 		}
-		var nilU *usage
-		nilU.observeResponsesBody(body.Response)
-		nilU.observeResponsesEvent(parseEvents(t, responsesStream(rCompleted))[0])
+		var nilU *wire.Usage
+		observeResponsesBody(nilU, body.Response)
+		observeResponsesEvent(nilU, parseEvents(t, responsesStream(rCompleted))[0])
 	})
 }
 
@@ -591,8 +592,8 @@ func TestResponsesErrorEventSDK(t *testing.T) {
 	}
 	// The proxy's own event is an error event to the proxy too.
 	ev := parseEvents(t, ours)[0]
-	if info := inspectResponses(ev, false); info.class != evError || !strings.Contains(upstreamErrorMessage(info.errVal, ev.Data), "before it was complete") {
-		t.Errorf("own error event: %v %q", info.class, upstreamErrorMessage(info.errVal, ev.Data))
+	if info := inspectResponses(ev, false); info.Class != wire.EvError || !strings.Contains(wire.UpstreamErrorMessage(info.ErrVal, ev.Data), "before it was complete") {
+		t.Errorf("own error event: %v %q", info.Class, wire.UpstreamErrorMessage(info.ErrVal, ev.Data))
 	}
 	var shape map[string]any
 	if err := json.Unmarshal(ev.Data, &shape); err != nil || shape["type"] != "error" || shape["code"] != "502" || shape["sequence_number"] != 5.0 {
@@ -620,10 +621,10 @@ func TestResponsesDeltaAllocs(t *testing.T) {
 				stream = responsesStream(data)
 			}
 			ev := parseEvents(t, stream)[0]
-			u := usage{Model: "gpt-4.1"}
+			u := wire.Usage{Model: "gpt-4.1"}
 			allocs := testing.AllocsPerRun(100, func() {
 				_ = inspectResponses(ev, true)
-				u.observeResponsesEvent(ev)
+				observeResponsesEvent(&u, ev)
 				_ = responsesCreatedID(ev)
 			})
 			if allocs != 0 {
@@ -637,14 +638,14 @@ func TestResponsesDeltaAllocs(t *testing.T) {
 // after the prelude: classify (with text) and observe usage.
 func BenchmarkResponsesDelta(b *testing.B) {
 	ev := parseEvents(b, responsesStream(rTextDelta))[0]
-	u := usage{Model: "gpt-4.1"}
+	u := wire.Usage{Model: "gpt-4.1"}
 	b.ReportAllocs()
 	b.SetBytes(int64(len(ev.Raw)))
 	for b.Loop() {
-		if inspectResponses(ev, true).class != evOutput {
+		if inspectResponses(ev, true).Class != wire.EvOutput {
 			b.Fatal("misclassified")
 		}
-		u.observeResponsesEvent(ev)
+		observeResponsesEvent(&u, ev)
 	}
 }
 
@@ -659,10 +660,10 @@ func BenchmarkResponsesStream(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(n)
 	for b.Loop() {
-		u := usage{}
+		u := wire.Usage{}
 		for _, e := range evs {
 			_ = inspectResponses(e, true)
-			u.observeResponsesEvent(e)
+			observeResponsesEvent(&u, e)
 		}
 		if u.Output != 11 {
 			b.Fatal("no usage")
@@ -687,23 +688,23 @@ func FuzzResponsesEvent(f *testing.F) {
 			ev.Name = []byte(name)
 		}
 		info := inspectResponses(ev, true)
-		if want := responsesReferenceClass(name, data); info.class != want {
-			t.Fatalf("event %q %q: class %v, encoding/json reading says %v", name, data, info.class, want)
+		if want := responsesReferenceClass(name, data); info.Class != want {
+			t.Fatalf("event %q %q: class %v, encoding/json reading says %v", name, data, info.Class, want)
 		}
-		if info.text != nil {
+		if info.Text != nil {
 			var m map[string]json.RawMessage
 			var delta string
-			if info.class != evOutput || json.Unmarshal(data, &m) != nil || json.Unmarshal(m["delta"], &delta) != nil {
-				t.Fatalf("text %s from a %v event %q", info.text, info.class, data)
+			if info.Class != wire.EvOutput || json.Unmarshal(data, &m) != nil || json.Unmarshal(m["delta"], &delta) != nil {
+				t.Fatalf("text %s from a %v event %q", info.Text, info.Class, data)
 			}
-			if got := string(jsonscan.AppendString(nil, info.text)); got != delta && utf8.Valid(data) {
+			if got := string(jsonscan.AppendString(nil, info.Text)); got != delta && utf8.Valid(data) {
 				t.Fatalf("text %q, delta %q", got, delta)
 			}
 		}
-		_ = upstreamErrorMessage(info.errVal, data)
-		var u usage
-		u.observeResponsesEvent(ev)
-		u.observeResponsesBody(data)
+		_ = wire.UpstreamErrorMessage(info.ErrVal, data)
+		var u wire.Usage
+		observeResponsesEvent(&u, ev)
+		observeResponsesBody(&u, data)
 		for _, id := range []string{responsesCreatedID(ev), responsesBodyID(data), previousResponseID(data)} {
 			if id != "" && !validResponseID([]byte(id)) {
 				t.Fatalf("id %q", id)
@@ -717,20 +718,20 @@ func FuzzResponsesEvent(f *testing.F) {
 
 // responsesReferenceClass is the event class by the SPEC's rules, read with
 // encoding/json (the last of duplicate keys wins, as for the Go clients).
-func responsesReferenceClass(name string, data []byte) eventClass {
+func responsesReferenceClass(name string, data []byte) wire.EventClass {
 	payload := bytes.Trim(data, " \t\r\n")
 	if name == "error" {
-		return evError
+		return wire.EvError
 	}
 	if len(payload) == 0 {
-		return evPrelude
+		return wire.EvPrelude
 	}
 	var m map[string]json.RawMessage
 	if !json.Valid(payload) || payload[0] != '{' || json.Unmarshal(payload, &m) != nil {
-		return evMalformed
+		return wire.EvMalformed
 	}
 	if e, ok := m["error"]; ok && string(e) != "null" {
-		return evError
+		return wire.EvError
 	}
 	kind := name
 	if raw, ok := m["type"]; ok && len(raw) > 0 && raw[0] == '"' {
@@ -738,12 +739,12 @@ func responsesReferenceClass(name string, data []byte) eventClass {
 	}
 	switch {
 	case kind == "error", kind == "response.failed":
-		return evError
+		return wire.EvError
 	case kind == "response.completed", kind == "response.incomplete":
-		return evTerminal
+		return wire.EvTerminal
 	case kind == "response.output_item.done", kind == "response.image_generation_call.partial_image",
 		strings.HasPrefix(kind, "response.") && strings.HasSuffix(kind, ".delta"):
-		return evOutput
+		return wire.EvOutput
 	}
-	return evPrelude
+	return wire.EvPrelude
 }

@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"encoding/json"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,29 +14,29 @@ import (
 func TestDialectRegistry(t *testing.T) {
 	for _, tt := range []struct {
 		api  string
-		want dialect
+		want wire.Dialect
 		ok   bool
 	}{
 		{"anthropic", dialectAnthropic, true},
 		{"OpenAI", dialectOpenAI, true},
 		{"responses", dialectResponses, true},
-		{"", dialectNone, true},
+		{"", wire.DialectNone, true},
 		{"Gemini", dialectGemini, true},
-		{"bedrock", dialectNone, false},
+		{"bedrock", wire.DialectNone, false},
 	} {
 		if got, ok := parseDialect(tt.api); got != tt.want || ok != tt.ok {
 			t.Errorf("parseDialect(%q) = %v, %v; want %v, %v", tt.api, got, ok, tt.want, tt.ok)
 		}
 	}
-	for path, want := range map[string]dialect{
+	for path, want := range map[string]wire.Dialect{
 		"/v1/messages": dialectAnthropic, "/messages/": dialectAnthropic,
 		"/v1/chat/completions": dialectOpenAI, "/chat/completions": dialectOpenAI,
-		"/v1/models": dialectNone, "/v1/messages/count_tokens": dialectNone,
+		"/v1/models": wire.DialectNone, "/v1/messages/count_tokens": wire.DialectNone,
 		"/v1/responses": dialectResponses, "/responses/compact": dialectResponses,
-		"/v1/responses/input_tokens": dialectNone, "/v1/responses/resp_1": dialectNone,
+		"/v1/responses/input_tokens": wire.DialectNone, "/v1/responses/resp_1": wire.DialectNone,
 		"/v1beta/models/gemini-2.5-pro:streamGenerateContent": dialectGemini,
 		"/v1/models/gemini-2.5-pro:generateContent/":          dialectGemini,
-		"/v1beta/models/gemini-2.5-pro:countTokens":           dialectNone,
+		"/v1beta/models/gemini-2.5-pro:countTokens":           wire.DialectNone,
 		// A Gemini model path with a model that is not path-safe is still
 		// Gemini's, so that parsing it answers 400 (issue 21 item 5).
 		"/v1beta/models/a%2Fb:generateContent": dialectGemini,
@@ -48,7 +49,7 @@ func TestDialectRegistry(t *testing.T) {
 	for _, tt := range []struct {
 		path   string
 		header http.Header
-		want   dialect
+		want   wire.Dialect
 	}{
 		{"/v1/messages/count_tokens", http.Header{}, dialectAnthropic},
 		{"/v1/models", http.Header{"Anthropic-Version": {"2023-06-01"}}, dialectAnthropic},
@@ -112,38 +113,38 @@ func TestDialectsComplete(t *testing.T) {
 			if got, ok := parseDialect(strings.ToUpper(d.String())); !ok || got != d {
 				t.Errorf("parseDialect(%q) = %v, %v", strings.ToUpper(d.String()), got, ok)
 			}
-			if got := dialectOfPath(d.completionPath("")); got != d {
-				t.Errorf("dialectOfPath(%q) = %v", d.completionPath(""), got)
+			if got := dialectOfPath(d.CompletionPath("")); got != d {
+				t.Errorf("dialectOfPath(%q) = %v", d.CompletionPath(""), got)
 			}
 
 			h := http.Header{}
-			d.setAuth(h, "sk-operator")
+			d.SetAuth(h, "sk-operator")
 			for k := range h {
 				removed := false
-				for _, c := range d.credentialHeaders() {
+				for _, c := range d.CredentialHeaders() {
 					removed = removed || http.CanonicalHeaderKey(c) == k
 				}
 				if !removed {
-					t.Errorf("setAuth sets %s, which is not among credentialHeaders %v", k, d.credentialHeaders())
+					t.Errorf("setAuth sets %s, which is not among credentialHeaders %v", k, d.CredentialHeaders())
 				}
 			}
 
-			body := d.errorJSON(529, "overloaded")
+			body := d.ErrorJSON(529, "overloaded")
 			if !json.Valid(body) {
 				t.Fatalf("errorJSON = %s: not JSON", body)
 			}
-			if reason, err := d.checkBody(body); reason != "error_body" || err == nil {
+			if reason, err := d.CheckBody(body); reason != "error_body" || err == nil {
 				t.Errorf("checkBody(errorJSON) = %q, %v; want error_body", reason, err)
 			}
 			if got := upstreamMessage(body); !strings.Contains(got, "overloaded") {
 				t.Errorf("upstreamMessage(errorJSON) = %q", got)
 			}
-			evs := parseEvents(t, string(d.errorEvent(502, "cut")))
+			evs := parseEvents(t, string(d.ErrorEvent(502, "cut")))
 			if len(evs) != 1 {
 				t.Fatalf("errorEvent is %d events", len(evs))
 			}
-			if info := d.inspect(evs[0], false, nil); info.class != evError {
-				t.Errorf("errorEvent classifies as %v", info.class)
+			if info := d.Inspect(evs[0], false, nil); info.Class != wire.EvError {
+				t.Errorf("errorEvent classifies as %v", info.Class)
 			}
 		})
 	}
@@ -153,7 +154,7 @@ func TestDialectsComplete(t *testing.T) {
 // an upstream 404 still hears every dialect's words.
 func TestDialectModelMissing(t *testing.T) {
 	for _, tt := range []struct {
-		d    dialect
+		d    wire.Dialect
 		body string
 		want bool
 	}{
@@ -163,7 +164,7 @@ func TestDialectModelMissing(t *testing.T) {
 		{dialectOpenAI, `{"error":{"message":"The model ` + "`gpt-x`" + ` does not exist or you do not have access to it.","code":null}}`, true},
 		{dialectOpenAI, `{"error":{"message":"Unknown path","code":"not_found"}}`, false},
 	} {
-		if got := tt.d.modelMissing([]byte(tt.body)); got != tt.want {
+		if got := tt.d.ModelMissing([]byte(tt.body)); got != tt.want {
 			t.Errorf("%v.modelMissing(%s) = %v, want %v", tt.d, tt.body, got, tt.want)
 		}
 		if got := modelMissing([]byte(tt.body)); got != tt.want {
@@ -178,14 +179,14 @@ func TestGateFailureClass(t *testing.T) {
 	for _, tt := range []struct {
 		f     gateFailure
 		name  string
-		class failClass
+		class wire.FailClass
 	}{
-		{gateOK, "", classMalformed},
-		{gateErrorEvent, "error_event", classFake200},
-		{gateMalformed, "malformed_first_event", classMalformed},
-		{gateTerminalBeforeContent, "terminal_before_content", classClosedEarly},
-		{gateRejectedPhrase, "rejected_phrase", classRejected},
-		{gateBufferFull, "buffer_overflow", classMalformed},
+		{gateOK, "", wire.ClassMalformed},
+		{gateErrorEvent, "error_event", wire.ClassFake200},
+		{gateMalformed, "malformed_first_event", wire.ClassMalformed},
+		{gateTerminalBeforeContent, "terminal_before_content", wire.ClassClosedEarly},
+		{gateRejectedPhrase, "rejected_phrase", wire.ClassRejected},
+		{gateBufferFull, "buffer_overflow", wire.ClassMalformed},
 	} {
 		if tt.f.String() != tt.name || tt.f.class() != tt.class {
 			t.Errorf("gateFailure %d = %q %q, want %q %q", tt.f, tt.f.String(), tt.f.class(), tt.name, tt.class)
@@ -196,19 +197,19 @@ func TestGateFailureClass(t *testing.T) {
 // Classifying and observing an event through the interface allocates
 // nothing, for every dialect.
 func TestDialectEventAllocs(t *testing.T) {
-	for d, data := range map[dialect]string{
+	for d, data := range map[wire.Dialect]string{
 		dialectAnthropic: anthropicEvent("content_block_delta", aTextDelta),
 		dialectOpenAI:    openAIChunk(oContent),
 		dialectResponses: responsesEvent(rTextDelta),
 		dialectGemini:    "data: " + gText1,
 	} {
 		ev := parseEvents(t, sseStream(data))[0]
-		u := usage{Model: "m"}
-		var cs choiceSet
+		u := wire.Usage{Model: "m"}
+		var cs wire.ChoiceSet
 		g := newGate(d, nil, 0, 0)
 		allocs := testing.AllocsPerRun(100, func() {
-			_ = d.inspect(ev, true, &cs)
-			u.observeEvent(d, ev)
+			_ = d.Inspect(ev, true, &cs)
+			u.ObserveEvent(d, ev)
 			g.Reset(d, nil, 0, 0)
 			_ = g.feed(ev)
 		})
@@ -245,7 +246,7 @@ func TestDialectResponsesGate(t *testing.T) {
 // conversation_id headers.
 func TestDialectSessionKeys(t *testing.T) {
 	for _, tt := range []struct {
-		d      dialect
+		d      wire.Dialect
 		body   string
 		header http.Header
 		want   string
@@ -267,7 +268,7 @@ func TestDialectSessionKeys(t *testing.T) {
 // Chat Completions and Responses clients, responses only Responses ones.
 func TestDialectAPIServes(t *testing.T) {
 	for _, tt := range []struct {
-		api, client dialect
+		api, client wire.Dialect
 		want        bool
 	}{
 		{dialectOpenAI, dialectOpenAI, true},
@@ -276,7 +277,7 @@ func TestDialectAPIServes(t *testing.T) {
 		{dialectResponses, dialectOpenAI, false},
 		{dialectAnthropic, dialectResponses, false},
 		{dialectOpenAI, dialectAnthropic, false},
-		{dialectNone, dialectResponses, true},
+		{wire.DialectNone, dialectResponses, true},
 	} {
 		if got := apiServes(tt.api, tt.client); got != tt.want {
 			t.Errorf("apiServes(%v, %v) = %v, want %v", tt.api, tt.client, got, tt.want)

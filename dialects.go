@@ -1,6 +1,9 @@
 package llmhedge
 
-import "strings"
+import (
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
+	"strings"
+)
 
 // The dialects and clouds the module speaks, in one place and in order: the
 // order is the one the path sniff tries (the highest match wins, ties go to
@@ -9,12 +12,12 @@ import "strings"
 // entry in protocols.
 
 // dialects are the wire formats clients speak.
-var dialects = []dialect{dialectAnthropic, dialectGemini, dialectOpenAI, dialectResponses}
+var dialects = []wire.Dialect{dialectAnthropic, dialectGemini, dialectOpenAI, dialectResponses}
 
 // alsoServedBy lists, for a client dialect, the provider `api` values
 // besides its own that serve it: OpenAI and the compatible servers serve
 // the Responses API under the same base URL and key as Chat Completions.
-var alsoServedBy = map[dialect][]dialect{
+var alsoServedBy = map[wire.Dialect][]wire.Dialect{
 	dialectResponses: {dialectOpenAI},
 }
 
@@ -25,20 +28,20 @@ var alsoServedBy = map[dialect][]dialect{
 var protocols = []protocolInfo{
 	{"azure", dialectOpenAI, newAzureProtocol},
 	{"bedrock", dialectAnthropic, newBedrockProtocol},
-	{"vertex", dialectNone, newVertexProtocol},
+	{"vertex", wire.DialectNone, newVertexProtocol},
 }
 
 // parseDialect reads the `api` option of a provider.
-func parseDialect(s string) (dialect, bool) {
+func parseDialect(s string) (wire.Dialect, bool) {
 	if s == "" {
-		return dialectNone, true
+		return wire.DialectNone, true
 	}
 	for _, d := range dialects {
 		if strings.EqualFold(s, d.String()) {
 			return d, true
 		}
 	}
-	return dialectNone, false
+	return wire.DialectNone, false
 }
 
 // dialectNames lists the registered dialects, for a configuration error.
@@ -53,22 +56,22 @@ func dialectNames() string {
 // dialectOfPath infers the dialect of a request from its path. Only the
 // completion endpoints are LLM requests; every other path (models,
 // count_tokens, files, ...) is forwarded without hedging.
-func dialectOfPath(path string) dialect {
+func dialectOfPath(path string) wire.Dialect {
 	path = strings.TrimSuffix(path, "/")
 	for _, d := range dialects {
-		if d.isCompletionPath(path) {
+		if d.IsCompletionPath(path) {
 			return d
 		}
 	}
-	return dialectNone
+	return wire.DialectNone
 }
 
 // apiServes reports whether a provider whose `api` is api takes requests
 // of the client dialect d: its own dialect, and the ones d's file
 // registered in alsoServedBy (`api openai` serves the Responses API too).
 // dialectNone on either side: any.
-func apiServes(api, d dialect) bool {
-	if api == dialectNone || d == dialectNone || api == d {
+func apiServes(api, d wire.Dialect) bool {
+	if api == wire.DialectNone || d == wire.DialectNone || api == d {
 		return true
 	}
 	for _, a := range alsoServedBy[d] {
@@ -85,7 +88,7 @@ func apiServes(api, d dialect) bool {
 func auxListed(method, p string) (listed bool, allow string) {
 	p = strings.TrimSuffix(p, "/")
 	for _, d := range dialects {
-		if l, a := auxListedIn(d.auxPaths(), method, p); l {
+		if l, a := auxListedIn(d.AuxPaths(), method, p); l {
 			return true, ""
 		} else if a != "" {
 			allow = a
@@ -94,13 +97,13 @@ func auxListed(method, p string) (listed bool, allow string) {
 	return false, allow
 }
 
-func auxListedIn(paths []auxPath, method, p string) (listed bool, allow string) {
+func auxListedIn(paths []wire.AuxPath, method, p string) (listed bool, allow string) {
 	for _, a := range paths {
-		if auxPathMatch(a.path, p) {
-			if a.method == method {
+		if auxPathMatch(a.Path, p) {
+			if a.Method == method {
 				return true, ""
 			}
-			allow = a.method
+			allow = a.Method
 		}
 	}
 	return false, allow
@@ -137,10 +140,10 @@ func auxSegmentMatch(pseg, seg string) bool {
 
 // dialectOfAuxPath guesses the dialect of a non-completion path, for the
 // error shape and the auth header of a forwarded request.
-func dialectOfAuxPath(path string, h headerGetter) dialect {
-	best, rate := dialectNone, 0
+func dialectOfAuxPath(path string, h wire.HeaderGetter) wire.Dialect {
+	best, rate := wire.DialectNone, 0
 	for _, d := range dialects {
-		if r := d.sniffAux(path, h); r > rate {
+		if r := d.SniffAux(path, h); r > rate {
 			best, rate = d, r
 		}
 	}
@@ -152,7 +155,7 @@ func dialectOfAuxPath(path string, h headerGetter) dialect {
 // front either API).
 func modelMissing(body []byte) bool {
 	for _, d := range dialects {
-		if d.modelMissing(body) {
+		if d.ModelMissing(body) {
 			return true
 		}
 	}

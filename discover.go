@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // Discovery of a Responses id this instance does not know: a response
@@ -156,6 +157,6 @@ func (st *requestState) discoverMiss(a *attempt) {
 	if st.discover == nil || st.discover.ended || a.errBody == nil || !st.discover.missing(a.status, a.errBody) {
 		return
 	}
-	a.class = classObjectMissing
+	a.class = wire.ClassObjectMissing
 	st.discover.misses++
 }

@@ -17,11 +17,12 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // auxCandidates orders the providers of dialect d for a non-completion
 // call: any model, by priority then weight.
-func (h *Handler) auxCandidates(d dialect) []*provider {
+func (h *Handler) auxCandidates(d wire.Dialect) []*provider {
 	out := make([]*provider, 0, len(h.providers))
 	for _, p := range h.providers {
 		if apiServes(p.dialect, d) && p.proto == nil { // a cloud takes completions only
@@ -100,11 +101,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 		resp, err := h.forwardOnce(a.ctx, r, p, d, body, repl)
 		if err != nil {
 			a.end()
-			a.class, a.err = classifyTransportError(err, a.ctx, r.Context()), fmt.Errorf("provider %s: %w", p.name, err)
+			a.class, a.err = wire.ClassifyTransportError(err, a.ctx, r.Context()), fmt.Errorf("provider %s: %w", p.name, err)
 			h.metrics.attempt(p.name, "failed_"+string(a.class))
-			if !a.class.providerLevel() { // the client left, or total ran out
+			if !a.class.ProviderLevel() { // the client left, or total ran out
 				a.outcome = "client_abort"
-				if a.class == classTotalTimeout {
+				if a.class == wire.ClassTotalTimeout {
 					a.outcome = "total_timeout"
 				}
 				break
@@ -133,7 +134,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 			a.end()
 			h.metrics.attempt(p.name, "failed_"+string(a.class))
 			a.outcome = "provider_error"
-			if a.class == classClientAbort {
+			if a.class == wire.ClassClientAbort {
 				a.outcome = "client_abort"
 				break
 			}
@@ -168,7 +169,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 		st.outcome = outcomeUpstreamError
 	}
 	st.status = status
-	writeError(w, d, status, msg)
+	wire.WriteError(w, d, status, msg)
 	return nil
 }
 
@@ -194,7 +195,7 @@ func (h *Handler) relayForwarded(w http.ResponseWriter, st *requestState, a *att
 		switch cause := context.Cause(a.ctx); {
 		case errors.Is(cause, errIdleTimeout):
 			st.relay.Reason = "idle_timeout"
-		case errors.Is(cause, errTotalTimeout):
+		case errors.Is(cause, wire.ErrTotalTimeout):
 			st.relay.Reason = "total_timeout"
 		}
 	}
@@ -206,7 +207,7 @@ func (h *Handler) relayForwarded(w http.ResponseWriter, st *requestState, a *att
 // forwardOnce sends a non-completion request to one provider. The path is
 // the client's escaped path, checked by checkEscapedPath: it stays under the
 // provider's base path.
-func (h *Handler) forwardOnce(ctx context.Context, r *http.Request, p *provider, d dialect, body []byte, repl *caddy.Replacer) (*http.Response, error) {
+func (h *Handler) forwardOnce(ctx context.Context, r *http.Request, p *provider, d wire.Dialect, body []byte, repl *caddy.Replacer) (*http.Response, error) {
 	var rd io.Reader
 	if len(body) > 0 {
 		rd = bytes.NewReader(body)
@@ -310,7 +311,7 @@ func checkEscapedPath(p string) error {
 // beyond the read itself.
 func readBody(r *http.Request, max int64) ([]byte, error) {
 	if r.ContentLength > max {
-		return nil, errBodyTooLarge
+		return nil, wire.ErrBodyTooLarge
 	}
 	size := bytes.MinRead
 	if r.ContentLength > 0 {
@@ -322,17 +323,17 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 	n, err := buf.ReadFrom(io.LimitReader(r.Body, max+1))
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, errBodyTimeout
+			return nil, wire.ErrBodyTimeout
 		}
 		var tooLarge *http.MaxBytesError
 		var he caddyhttp.HandlerError
 		if errors.As(err, &tooLarge) || (errors.As(err, &he) && he.StatusCode == http.StatusRequestEntityTooLarge) {
-			return nil, errBodyTooLarge // Caddy's request_body max_size
+			return nil, wire.ErrBodyTooLarge // Caddy's request_body max_size
 		}
 		return nil, fmt.Errorf("reading request body: %w", err)
 	}
 	if n > max {
-		return nil, errBodyTooLarge
+		return nil, wire.ErrBodyTooLarge
 	}
 	return buf.Bytes(), nil
 }
@@ -340,9 +341,9 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 // bodyStatus is the status of the answer to a body readBody refused.
 func bodyStatus(err error) int {
 	switch {
-	case errors.Is(err, errBodyTooLarge):
+	case errors.Is(err, wire.ErrBodyTooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, errBodyTimeout):
+	case errors.Is(err, wire.ErrBodyTimeout):
 		return http.StatusRequestTimeout
 	}
 	return http.StatusBadRequest

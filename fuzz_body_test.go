@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"io"
 	"strings"
 	"testing"
@@ -99,7 +100,7 @@ func FuzzRequestBodyAgreesWithEncodingJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := parseCompletion(dialectOpenAI, "", "", body)
+		req, err := wire.ParseCompletion(dialectOpenAI, "", "", body)
 		if err != nil {
 			return
 		}
@@ -112,8 +113,8 @@ func FuzzRequestBodyAgreesWithEncodingJSON(f *testing.F) {
 				t.Fatalf("accepted a body encoding/json refuses: %v\n%q", err, body)
 			}
 		}
-		if req.model != ref.Model || req.stream != ref.Stream {
-			t.Fatalf("module reads model %q stream %v; encoding/json reads model %q stream %v\n%q", req.model, req.stream, ref.Model, ref.Stream, body)
+		if req.Model != ref.Model || req.Stream != ref.Stream {
+			t.Fatalf("module reads model %q stream %v; encoding/json reads model %q stream %v\n%q", req.Model, req.Stream, ref.Model, ref.Stream, body)
 		}
 		keys, ok := refTopKeys(body)
 		if !ok {
@@ -122,19 +123,19 @@ func FuzzRequestBodyAgreesWithEncodingJSON(f *testing.F) {
 		if refCount(keys, "model") != 1 || refCount(keys, "stream") > 1 {
 			t.Fatalf("accepted an ambiguous body (keys %q)", keys)
 		}
-		if len(req.model) > maxModelLen || !utf8.ValidString(req.model) || strings.IndexFunc(req.model, unicode.IsControl) >= 0 {
-			t.Fatalf("accepted model name %q", req.model)
+		if len(req.Model) > wire.MaxModelLen || !utf8.ValidString(req.Model) || strings.IndexFunc(req.Model, unicode.IsControl) >= 0 {
+			t.Fatalf("accepted model name %q", req.Model)
 		}
 		const other = "claude-haiku-4-5"
 		var back refBody
-		if err := json.Unmarshal(req.bodyFor(other), &back); err != nil {
+		if err := json.Unmarshal(req.BodyFor(other), &back); err != nil {
 			var te *json.UnmarshalTypeError
 			if !errors.As(err, &te) {
 				t.Fatalf("rewritten body is not valid JSON: %v", err)
 			}
 		}
-		if back.Model != other || back.Stream != req.stream {
-			t.Fatalf("rewritten body reads model %q stream %v; want %q %v", back.Model, back.Stream, other, req.stream)
+		if back.Model != other || back.Stream != req.Stream {
+			t.Fatalf("rewritten body reads model %q stream %v; want %q %v", back.Model, back.Stream, other, req.Stream)
 		}
 	})
 }

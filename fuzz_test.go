@@ -23,6 +23,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
@@ -107,7 +108,7 @@ func FuzzParseCompletion(f *testing.F) {
 	}
 	f.Add([]byte(`{"model":"x","stream":true}`), "we\"ird\\model\x00\u2028<>&")
 	f.Fuzz(func(t *testing.T, body []byte, newModel string) {
-		req, err := parseCompletion(dialectAnthropic, "", "", body)
+		req, err := wire.ParseCompletion(dialectAnthropic, "", "", body)
 		var top map[string]json.RawMessage
 		var ref refBody // keys matched as encoding/json matches them to fields
 		var want string
@@ -125,28 +126,28 @@ func FuzzParseCompletion(f *testing.F) {
 		if err != nil {
 			// An ambiguous body or a bad model name is refused (SPEC 15).
 			refusable := refCount(keys, "model") > 1 || refCount(keys, "stream") > 1 ||
-				len(want) > maxModelLen || strings.ContainsRune(want, utf8.RuneError) || strings.IndexFunc(want, unicode.IsControl) >= 0
+				len(want) > wire.MaxModelLen || strings.ContainsRune(want, utf8.RuneError) || strings.IndexFunc(want, unicode.IsControl) >= 0
 			if jsonErr == nil && want != "" && !refusable {
 				t.Fatalf("rejected a body with model %q: %v", want, err)
 			}
 			return
 		}
 		if jsonErr != nil || want == "" {
-			t.Fatalf("accepted model %q, encoding/json reads %s (%v)", req.model, top["model"], jsonErr)
+			t.Fatalf("accepted model %q, encoding/json reads %s (%v)", req.Model, top["model"], jsonErr)
 		}
-		if req.model != want {
-			t.Fatalf("model %q, encoding/json reads %q", req.model, want)
+		if req.Model != want {
+			t.Fatalf("model %q, encoding/json reads %q", req.Model, want)
 		}
-		if req.stream != ref.Stream {
-			t.Fatalf("stream %v, encoding/json reads %v", req.stream, ref.Stream)
+		if req.Stream != ref.Stream {
+			t.Fatalf("stream %v, encoding/json reads %v", req.Stream, ref.Stream)
 		}
-		if same := req.bodyFor(req.model); !bytes.Equal(same, body) {
+		if same := req.BodyFor(req.Model); !bytes.Equal(same, body) {
 			t.Fatalf("unchanged model rewrote the body:\n%s\n%s", body, same)
 		}
 		if newModel == "" || !utf8.ValidString(newModel) {
 			return
 		}
-		out := req.bodyFor(newModel)
+		out := req.BodyFor(newModel)
 		var got map[string]json.RawMessage
 		if err := json.Unmarshal(out, &got); err != nil {
 			t.Fatalf("rewritten body is not valid JSON: %v\n%s", err, out)
@@ -206,7 +207,7 @@ func BenchmarkProxyBodyRewrite(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := parseCompletion(dialectAnthropic, "", "", body); err != nil {
+			if _, err := wire.ParseCompletion(dialectAnthropic, "", "", body); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -215,11 +216,11 @@ func BenchmarkProxyBodyRewrite(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
 		for b.Loop() {
-			req, err := parseCompletion(dialectAnthropic, "", "", body)
+			req, err := wire.ParseCompletion(dialectAnthropic, "", "", body)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if out := req.bodyFor("claude-haiku-4-5"); len(out) < len(body)-8 {
+			if out := req.BodyFor("claude-haiku-4-5"); len(out) < len(body)-8 {
 				b.Fatal("short body")
 			}
 		}

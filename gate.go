@@ -6,6 +6,7 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // gateDecision is the gate's verdict after an event.
@@ -59,16 +60,16 @@ func (f gateFailure) String() string {
 }
 
 // class is the attempt failure class of a gate failure.
-func (f gateFailure) class() failClass {
+func (f gateFailure) class() wire.FailClass {
 	switch f {
 	case gateErrorEvent:
-		return classFake200
+		return wire.ClassFake200
 	case gateRejectedPhrase:
-		return classRejected
+		return wire.ClassRejected
 	case gateTerminalBeforeContent:
-		return classClosedEarly
+		return wire.ClassClosedEarly
 	}
-	return classMalformed
+	return wire.ClassMalformed
 }
 
 // gate is the first-event gate of one streaming attempt (from the
@@ -76,7 +77,7 @@ func (f gateFailure) class() failClass {
 // commits at that output, and fails the attempt on a fake 200. After its
 // decision, feed changes nothing.
 type gate struct {
-	d         dialect
+	d         wire.Dialect
 	phrases   [][]byte // as configured, for messages
 	reject    [][]byte // phrases lower-cased
 	rejectBuf []byte   // backing store of reject
@@ -93,21 +94,21 @@ type gate struct {
 	failure  gateFailure
 	cause    error
 	by       string
-	choices  choiceSet // OpenAI choices seen in the buffered events
+	choices  wire.ChoiceSet // OpenAI choices seen in the buffered events
 }
 
 // newGate returns a gate for one attempt. reject holds phrases that, found
 // (case-insensitively) in the output text up to the committing event, fail
 // the attempt. maxBuffer and maxEvents bound what is held before commit;
 // non-positive values mean 1 MiB and 1000.
-func newGate(d dialect, reject [][]byte, maxBuffer int, maxEvents int) *gate {
+func newGate(d wire.Dialect, reject [][]byte, maxBuffer int, maxEvents int) *gate {
 	g := &gate{}
 	g.Reset(d, reject, maxBuffer, maxEvents)
 	return g
 }
 
 // Reset prepares g for a new attempt, keeping its buffers (for pooling).
-func (g *gate) Reset(d dialect, reject [][]byte, maxBuffer int, maxEvents int) {
+func (g *gate) Reset(d wire.Dialect, reject [][]byte, maxBuffer int, maxEvents int) {
 	if maxBuffer <= 0 {
 		maxBuffer = defaultGateBuffer
 	}
@@ -120,7 +121,7 @@ func (g *gate) Reset(d dialect, reject [][]byte, maxBuffer int, maxEvents int) {
 	g.phrases = reject
 	g.rejectBuf, g.rejectEnd = g.rejectBuf[:0], g.rejectEnd[:0]
 	for _, p := range reject {
-		g.rejectBuf = appendLowerText(g.rejectBuf, p)
+		g.rejectBuf = wire.AppendLowerText(g.rejectBuf, p)
 		g.rejectEnd = append(g.rejectEnd, len(g.rejectBuf))
 	}
 	g.reject = g.reject[:0]
@@ -132,7 +133,7 @@ func (g *gate) Reset(d dialect, reject [][]byte, maxBuffer int, maxEvents int) {
 	g.buf, g.events = g.buf[:0], 0
 	g.text, g.scratch = g.text[:0], g.scratch[:0]
 	g.decision, g.failure, g.cause, g.by = gateHold, gateOK, nil, ""
-	g.choices = choiceSet{}
+	g.choices = wire.ChoiceSet{}
 }
 
 // feed takes the next event of the attempt and returns the decision.
@@ -142,18 +143,18 @@ func (g *gate) feed(ev sse.Event) gateDecision {
 	}
 	g.buf = append(g.buf, ev.Raw...)
 	g.events++
-	info := g.d.inspect(ev, len(g.reject) > 0, &g.choices)
-	switch info.class {
-	case evError:
-		return g.fail(gateErrorEvent, fmt.Errorf("upstream sent an error event: %s", upstreamErrorMessage(info.errVal, ev.Data)))
-	case evMalformed:
-		return g.fail(gateMalformed, fmt.Errorf("upstream event data is not a JSON object: %q", clipData(ev.Data, 200)))
-	case evTerminal:
-		return g.fail(gateTerminalBeforeContent, fmt.Errorf("upstream ended the stream (%s) before any output", g.d.terminalName(ev)))
-	case evOutput, evFinish:
-		if len(g.reject) > 0 && info.text != nil {
-			g.scratch = jsonscan.AppendString(g.scratch[:0], info.text)
-			g.text = appendLowerText(g.text, g.scratch)
+	info := g.d.Inspect(ev, len(g.reject) > 0, &g.choices)
+	switch info.Class {
+	case wire.EvError:
+		return g.fail(gateErrorEvent, fmt.Errorf("upstream sent an error event: %s", wire.UpstreamErrorMessage(info.ErrVal, ev.Data)))
+	case wire.EvMalformed:
+		return g.fail(gateMalformed, fmt.Errorf("upstream event data is not a JSON object: %q", wire.ClipData(ev.Data, 200)))
+	case wire.EvTerminal:
+		return g.fail(gateTerminalBeforeContent, fmt.Errorf("upstream ended the stream (%s) before any output", g.d.TerminalName(ev)))
+	case wire.EvOutput, wire.EvFinish:
+		if len(g.reject) > 0 && info.Text != nil {
+			g.scratch = jsonscan.AppendString(g.scratch[:0], info.Text)
+			g.text = wire.AppendLowerText(g.text, g.scratch)
 			for i, p := range g.reject {
 				if len(p) > 0 && bytes.Contains(g.text, p) { // an empty phrase would match everything
 					return g.fail(gateRejectedPhrase, fmt.Errorf("upstream output contains the rejected phrase %q", g.phrases[i]))
@@ -161,11 +162,11 @@ func (g *gate) feed(ev sse.Event) gateDecision {
 			}
 			// Providers stream a refusal a word at a time: while the answer
 			// so far could still grow into a phrase, keep holding.
-			if info.class == evOutput && g.mayBecomeRejected() {
+			if info.Class == wire.EvOutput && g.mayBecomeRejected() {
 				break
 			}
 		}
-		g.by = info.by
+		g.by = info.By
 		g.decision = gateCommit
 		return gateCommit
 	}

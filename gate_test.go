@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // sse renders events as a stream: each argument is one event's lines.
@@ -69,59 +70,59 @@ const (
 func TestClassifyEvent(t *testing.T) {
 	tests := []struct {
 		name  string
-		d     dialect
+		d     wire.Dialect
 		event string
-		want  eventClass
+		want  wire.EventClass
 	}{
-		{"message_start", dialectAnthropic, anthropicEvent("message_start", aMessageStart), evPrelude},
-		{"content_block_start", dialectAnthropic, anthropicEvent("content_block_start", aBlockStart), evPrelude},
-		{"ping", dialectAnthropic, anthropicEvent("ping", aPing), evPrelude},
-		{"comment", dialectAnthropic, ": keepalive", evPrelude},
-		{"text delta", dialectAnthropic, anthropicEvent("content_block_delta", aTextDelta), evOutput},
-		{"thinking delta", dialectAnthropic, anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Let me"}}`), evOutput},
-		{"input_json delta", dialectAnthropic, anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"loc"}}`), evOutput},
-		{"unnamed delta", dialectAnthropic, "data: " + aTextDelta, evOutput},
-		{"content_block_stop", dialectAnthropic, anthropicEvent("content_block_stop", aBlockStop), evPrelude},
-		{"message_delta", dialectAnthropic, anthropicEvent("message_delta", aMessageDelta), evPrelude},
-		{"message_stop", dialectAnthropic, anthropicEvent("message_stop", aMessageStop), evTerminal},
-		{"unnamed stop", dialectAnthropic, "data: " + aMessageStop, evTerminal},
-		{"error event", dialectAnthropic, anthropicEvent("error", aError), evError},
-		{"error event, garbage data", dialectAnthropic, anthropicEvent("error", "upstream broke"), evError},
-		{"error type unnamed", dialectAnthropic, "data: " + aError, evError},
-		{"error key in a delta", dialectAnthropic, anthropicEvent("content_block_delta", `{"error":{"message":"quota"}}`), evError},
-		{"null error is no error", dialectAnthropic, anthropicEvent("ping", `{"type":"ping","error":null}`), evPrelude},
-		{"not JSON", dialectAnthropic, anthropicEvent("content_block_delta", `{"type":"content_block_delta"`), evMalformed},
-		{"JSON but not an object", dialectAnthropic, anthropicEvent("content_block_delta", `"text"`), evMalformed},
-		{"trailing garbage", dialectAnthropic, anthropicEvent("ping", `{"type":"ping"} x`), evMalformed},
-		{"unknown event", dialectAnthropic, anthropicEvent("new_thing", `{"type":"new_thing"}`), evPrelude},
+		{"message_start", dialectAnthropic, anthropicEvent("message_start", aMessageStart), wire.EvPrelude},
+		{"content_block_start", dialectAnthropic, anthropicEvent("content_block_start", aBlockStart), wire.EvPrelude},
+		{"ping", dialectAnthropic, anthropicEvent("ping", aPing), wire.EvPrelude},
+		{"comment", dialectAnthropic, ": keepalive", wire.EvPrelude},
+		{"text delta", dialectAnthropic, anthropicEvent("content_block_delta", aTextDelta), wire.EvOutput},
+		{"thinking delta", dialectAnthropic, anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Let me"}}`), wire.EvOutput},
+		{"input_json delta", dialectAnthropic, anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"loc"}}`), wire.EvOutput},
+		{"unnamed delta", dialectAnthropic, "data: " + aTextDelta, wire.EvOutput},
+		{"content_block_stop", dialectAnthropic, anthropicEvent("content_block_stop", aBlockStop), wire.EvPrelude},
+		{"message_delta", dialectAnthropic, anthropicEvent("message_delta", aMessageDelta), wire.EvPrelude},
+		{"message_stop", dialectAnthropic, anthropicEvent("message_stop", aMessageStop), wire.EvTerminal},
+		{"unnamed stop", dialectAnthropic, "data: " + aMessageStop, wire.EvTerminal},
+		{"error event", dialectAnthropic, anthropicEvent("error", aError), wire.EvError},
+		{"error event, garbage data", dialectAnthropic, anthropicEvent("error", "upstream broke"), wire.EvError},
+		{"error type unnamed", dialectAnthropic, "data: " + aError, wire.EvError},
+		{"error key in a delta", dialectAnthropic, anthropicEvent("content_block_delta", `{"error":{"message":"quota"}}`), wire.EvError},
+		{"null error is no error", dialectAnthropic, anthropicEvent("ping", `{"type":"ping","error":null}`), wire.EvPrelude},
+		{"not JSON", dialectAnthropic, anthropicEvent("content_block_delta", `{"type":"content_block_delta"`), wire.EvMalformed},
+		{"JSON but not an object", dialectAnthropic, anthropicEvent("content_block_delta", `"text"`), wire.EvMalformed},
+		{"trailing garbage", dialectAnthropic, anthropicEvent("ping", `{"type":"ping"} x`), wire.EvMalformed},
+		{"unknown event", dialectAnthropic, anthropicEvent("new_thing", `{"type":"new_thing"}`), wire.EvPrelude},
 
-		{"role chunk", dialectOpenAI, openAIChunk(oRole), evPrelude},
-		{"content chunk", dialectOpenAI, openAIChunk(oContent), evOutput},
-		{"empty content", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"content":""}}]}`), evPrelude},
-		{"null content", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"content":null}}]}`), evPrelude},
-		{"content word in a string", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"role":"\"content\":\"x\""}}],"x":"content"}`), evPrelude},
-		{"escaped key", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"con\u0074ent":"x"}}]}`), evOutput},
-		{"content is one space", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"content":" "}}]}`), evOutput},
-		{"reasoning_content", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"content":null,"reasoning_content":"hmm"}}]}`), evOutput},
-		{"refusal", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"refusal":"I can't"}}]}`), evOutput},
-		{"tool_calls", dialectOpenAI, openAIChunk(oTool), evOutput},
-		{"empty tool_calls", dialectOpenAI, openAIChunk(oToolNone), evPrelude},
-		{"finish_reason", dialectOpenAI, openAIChunk(oFinish), evFinish},
-		{"finish_reason null", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{},"finish_reason":null}]}`), evPrelude},
-		{"finish_reason empty string", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{},"finish_reason":""}]}`), evPrelude},
-		{"content and finish", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"content":"!"},"finish_reason":"stop"}]}`), evFinish},
-		{"second choice has content", dialectOpenAI, openAIChunk(`{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{"content":"x"}}]}`), evOutput},
-		{"usage chunk", dialectOpenAI, openAIChunk(oUsage), evPrelude},
-		{"done", dialectOpenAI, "data: [DONE]", evTerminal},
-		{"done without space", dialectOpenAI, "data:[DONE]", evTerminal},
-		{"error object", dialectOpenAI, openAIChunk(`{"error":{"message":"Rate limit","type":"rate_limit_error","code":"429"}}`), evError},
-		{"error next to choices", dialectOpenAI, openAIChunk(`{"id":"x","choices":[{"delta":{"content":"partial"},"finish_reason":"error"}],"error":{"message":"boom"}}`), evError},
-		{"error event name", dialectOpenAI, "event: error\ndata: {\"message\":\"x\"}", evError},
-		{"not JSON", dialectOpenAI, openAIChunk(`Internal Server Error`), evMalformed},
-		{"truncated JSON", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"content":"x"}`), evMalformed},
-		{"done with junk", dialectOpenAI, "data: [DONE] now", evMalformed},
-		{"comment", dialectOpenAI, ": OPENROUTER PROCESSING", evPrelude},
-		{"empty data", dialectOpenAI, "data:", evPrelude},
+		{"role chunk", dialectOpenAI, openAIChunk(oRole), wire.EvPrelude},
+		{"content chunk", dialectOpenAI, openAIChunk(oContent), wire.EvOutput},
+		{"empty content", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"content":""}}]}`), wire.EvPrelude},
+		{"null content", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"content":null}}]}`), wire.EvPrelude},
+		{"content word in a string", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"role":"\"content\":\"x\""}}],"x":"content"}`), wire.EvPrelude},
+		{"escaped key", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"con\u0074ent":"x"}}]}`), wire.EvOutput},
+		{"content is one space", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"content":" "}}]}`), wire.EvOutput},
+		{"reasoning_content", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"content":null,"reasoning_content":"hmm"}}]}`), wire.EvOutput},
+		{"refusal", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"refusal":"I can't"}}]}`), wire.EvOutput},
+		{"tool_calls", dialectOpenAI, openAIChunk(oTool), wire.EvOutput},
+		{"empty tool_calls", dialectOpenAI, openAIChunk(oToolNone), wire.EvPrelude},
+		{"finish_reason", dialectOpenAI, openAIChunk(oFinish), wire.EvFinish},
+		{"finish_reason null", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{},"finish_reason":null}]}`), wire.EvPrelude},
+		{"finish_reason empty string", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{},"finish_reason":""}]}`), wire.EvPrelude},
+		{"content and finish", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"content":"!"},"finish_reason":"stop"}]}`), wire.EvFinish},
+		{"second choice has content", dialectOpenAI, openAIChunk(`{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{"content":"x"}}]}`), wire.EvOutput},
+		{"usage chunk", dialectOpenAI, openAIChunk(oUsage), wire.EvPrelude},
+		{"done", dialectOpenAI, "data: [DONE]", wire.EvTerminal},
+		{"done without space", dialectOpenAI, "data:[DONE]", wire.EvTerminal},
+		{"error object", dialectOpenAI, openAIChunk(`{"error":{"message":"Rate limit","type":"rate_limit_error","code":"429"}}`), wire.EvError},
+		{"error next to choices", dialectOpenAI, openAIChunk(`{"id":"x","choices":[{"delta":{"content":"partial"},"finish_reason":"error"}],"error":{"message":"boom"}}`), wire.EvError},
+		{"error event name", dialectOpenAI, "event: error\ndata: {\"message\":\"x\"}", wire.EvError},
+		{"not JSON", dialectOpenAI, openAIChunk(`Internal Server Error`), wire.EvMalformed},
+		{"truncated JSON", dialectOpenAI, openAIChunk(`{"choices":[{"delta":{"content":"x"}`), wire.EvMalformed},
+		{"done with junk", dialectOpenAI, "data: [DONE] now", wire.EvMalformed},
+		{"comment", dialectOpenAI, ": OPENROUTER PROCESSING", wire.EvPrelude},
+		{"empty data", dialectOpenAI, "data:", wire.EvPrelude},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s/%s", tt.d, tt.name), func(t *testing.T) {
@@ -129,7 +130,7 @@ func TestClassifyEvent(t *testing.T) {
 			if len(evs) != 1 {
 				t.Fatalf("%d events", len(evs))
 			}
-			if got := classifyEvent(tt.d, evs[0]); got != tt.want {
+			if got := wire.ClassifyEvent(tt.d, evs[0]); got != tt.want {
 				t.Errorf("classifyEvent = %v, want %v", got, tt.want)
 			}
 		})
@@ -145,7 +146,7 @@ func TestGate(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		d      dialect
+		d      wire.Dialect
 		stream []string
 		reject []string
 		maxBuf int
@@ -336,7 +337,7 @@ func TestGateReset(t *testing.T) {
 func TestCheckBody(t *testing.T) {
 	tests := []struct {
 		name   string
-		d      dialect
+		d      wire.Dialect
 		body   string
 		reason string
 		errHas string
@@ -358,7 +359,7 @@ func TestCheckBody(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			reason, err := checkBody(tt.d, []byte(tt.body))
+			reason, err := wire.CheckBody(tt.d, []byte(tt.body))
 			if reason != tt.reason {
 				t.Fatalf("reason = %q (%v), want %q", reason, err, tt.reason)
 			}
@@ -373,7 +374,7 @@ func TestCheckBodyReject(t *testing.T) {
 	reject := [][]byte{[]byte("I cannot help"), []byte("")}
 	tests := []struct {
 		name string
-		d    dialect
+		d    wire.Dialect
 		body string
 		fail bool
 	}{
@@ -385,13 +386,13 @@ func TestCheckBodyReject(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := checkBodyReject(tt.d, []byte(tt.body), reject)
+			err := wire.CheckBodyReject(tt.d, []byte(tt.body), reject)
 			if (err != nil) != tt.fail {
 				t.Errorf("checkBodyReject = %v, want failure %v", err, tt.fail)
 			}
 		})
 	}
-	if err := checkBodyReject(dialectOpenAI, []byte(`{"choices":[{"message":{"content":"I cannot help"}}]}`), nil); err != nil {
+	if err := wire.CheckBodyReject(dialectOpenAI, []byte(`{"choices":[{"message":{"content":"I cannot help"}}]}`), nil); err != nil {
 		t.Errorf("no phrases: %v", err)
 	}
 }
@@ -421,7 +422,7 @@ func FuzzGate(f *testing.F) {
 			// Malformed means exactly: a payload that is not a JSON object.
 			if payload := bytes.Trim(e.Data, " \t\r\n"); len(payload) > 0 && string(e.Name) != "error" && !(openai && string(payload) == "[DONE]") {
 				object := json.Valid(payload) && payload[0] == '{'
-				if malformed := classifyEvent(d, e) == evMalformed; malformed == object {
+				if malformed := wire.ClassifyEvent(d, e) == wire.EvMalformed; malformed == object {
 					t.Fatalf("classified %q as malformed=%v; encoding/json says object=%v", e.Data, malformed, object)
 				}
 			}
@@ -434,10 +435,10 @@ func FuzzGate(f *testing.F) {
 			}
 			fed = append(fed, e.Raw...)
 			decision = got
-			class := classifyEvent(d, e)
+			class := wire.ClassifyEvent(d, e)
 			switch got {
 			case gateCommit:
-				if class != evOutput && class != evFinish {
+				if class != wire.EvOutput && class != wire.EvFinish {
 					t.Fatalf("committed on a %v event", class)
 				}
 				if g.committedBy() == "" || g.err() != nil {
@@ -465,7 +466,7 @@ func BenchmarkClassifyOpenAI(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(e.Raw)))
 	for range b.N {
-		if classifyEvent(dialectOpenAI, e) != evOutput {
+		if wire.ClassifyEvent(dialectOpenAI, e) != wire.EvOutput {
 			b.Fatal("misclassified")
 		}
 	}

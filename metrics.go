@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/caddyserver/caddy/v2"
@@ -148,7 +149,7 @@ func (m *handlerMetrics) quotaSkip(provider string) {
 	}
 }
 
-func (m *handlerMetrics) won(provider string, firstEventSeconds float64, u *usage) {
+func (m *handlerMetrics) won(provider string, firstEventSeconds float64, u *wire.Usage) {
 	if m == nil {
 		return
 	}

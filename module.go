@@ -29,6 +29,7 @@ import (
 	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	_ "github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
@@ -267,12 +268,12 @@ func (h *Handler) setDefaults() {
 // forwards the other paths it serves to one healthy provider.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	d := dialectOfPath(r.URL.Path)
-	if d == dialectNone {
+	if d == wire.DialectNone {
 		return h.forward(w, r)
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, d, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s: use POST", r.Method, r.URL.Path))
+		wire.WriteError(w, d, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s: use POST", r.Method, r.URL.Path))
 		return nil
 	}
 	return h.serveCompletion(w, r, d)
@@ -281,27 +282,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // serveCompletion is the request path of a completion: read the body once,
 // plan the candidates, race attempts until one is ready, commit it and
 // relay, or answer with the error in the client's dialect.
-func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, d dialect) error {
+func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, d wire.Dialect) error {
 	st := newRequestState(h, r, d)
 	defer h.finish(st)
 
 	body, err := readBody(r, h.MaxBody)
 	if err != nil {
-		if errors.Is(err, errBodyTooLarge) {
+		if errors.Is(err, wire.ErrBodyTooLarge) {
 			st.refuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the %d-byte limit (max_body)", h.MaxBody))
 			return nil
 		}
 		st.refuse(w, bodyStatus(err), err.Error())
 		return nil
 	}
-	req, err := parseCompletion(d, r.URL.Path, r.URL.RawQuery, body)
+	req, err := wire.ParseCompletion(d, r.URL.Path, r.URL.RawQuery, body)
 	if err != nil {
 		st.refuse(w, http.StatusBadRequest, err.Error())
 		return nil
 	}
-	req.sizeClass = health.SizeClass(len(body))
+	req.SizeClass = health.SizeClass(len(body))
 	if h.affinity != nil {
-		req.sessionKey = sessionKey(d, body, r.Header, h.Affinity.Header)
+		req.SessionKey = sessionKey(d, body, r.Header, h.Affinity.Header)
 	}
 	st.req = req
 	h.pinResponse(st, body)
@@ -331,7 +332,7 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 	switch {
 	case st.outcome == outcomeClientAbort:
 		return
-	case last != nil && last.class.passedThrough():
+	case last != nil && last.class.PassedThrough():
 		st.outcome, st.status = outcomeClientError, last.status
 		passThrough(w, last)
 		return
@@ -340,15 +341,15 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 		// No configured provider serves this model in this dialect: the
 		// request names something that does not exist here.
 		st.outcome = outcomeClientError
-		writeError(w, st.dialect, http.StatusNotFound,
-			fmt.Sprintf("model %q: no configured provider serves it for the %s API", st.req.model, st.dialect))
+		wire.WriteError(w, st.dialect, http.StatusNotFound,
+			fmt.Sprintf("model %q: no configured provider serves it for the %s API", st.req.Model, st.dialect))
 		return
 	}
 	if st.outOfQuota() {
 		secs := max(1, int(math.Ceil(float64(st.quotaUntil-clock().UnixNano())/float64(time.Second))))
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		st.outcome, st.status = outcomeExhausted, http.StatusTooManyRequests
-		writeError(w, st.dialect, http.StatusTooManyRequests, "all providers are out of quota: retry after the reset")
+		wire.WriteError(w, st.dialect, http.StatusTooManyRequests, "all providers are out of quota: retry after the reset")
 		return
 	}
 	// The client reads what kind of failure it was, never which provider
@@ -381,18 +382,18 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 		}
 	}
 	st.status = status // finish logs it: one line per request, not a second one here
-	writeError(w, st.dialect, status, msg)
+	wire.WriteError(w, st.dialect, status, msg)
 }
 
 // failureMessage is the client's message when every attempt failed for
 // the providers' reasons: generic, in the words of the status.
-func failureMessage(status int, last failClass) string {
+func failureMessage(status int, last wire.FailClass) string {
 	switch {
 	case status == http.StatusTooManyRequests:
 		return "all providers failed: upstream rate limited"
 	case status == http.StatusNotFound:
 		return "all providers failed: model not found"
-	case last == classFirstByteTimeout || last == classResponseTimeout:
+	case last == wire.ClassFirstByteTimeout || last == wire.ClassResponseTimeout:
 		return "all providers failed: upstream timed out"
 	}
 	return "all providers failed: upstream unavailable"
@@ -423,7 +424,7 @@ func (h *Handler) requestContext(r *http.Request) (context.Context, context.Canc
 	if d, ok := clientDeadline(r.Header); ok && d < total {
 		total = d
 	}
-	return context.WithTimeoutCause(r.Context(), total, errTotalTimeout)
+	return context.WithTimeoutCause(r.Context(), total, wire.ErrTotalTimeout)
 }
 
 // clientDeadline reads X-Stainless-Timeout, the request timeout in seconds

@@ -11,6 +11,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // chainEntry is one step of the request's decision chain in the log.
@@ -75,7 +76,7 @@ func (st *requestState) chain() chain {
 	out = append(out, st.skips...)
 	for _, a := range st.attempts {
 		e := chainEntry{Provider: a.p.name, OffsetMs: a.offset.Milliseconds(), Event: a.reason, Outcome: a.outcome, Status: a.status}
-		if a.class != classNone && a.class != classLoser {
+		if a.class != wire.ClassNone && a.class != wire.ClassLoser {
 			e.Class = string(a.class)
 			e.Error = loggedError(a.p, a.err)
 		}
@@ -94,7 +95,7 @@ func (st *requestState) chain() chain {
 // metrics, and one log line at the level requestLogLevel gives it.
 func (h *Handler) finish(st *requestState) {
 	if st.discover != nil {
-		h.endDiscovery(st, nil, st.fatal != nil && st.fatal.class == classObjectMissing)
+		h.endDiscovery(st, nil, st.fatal != nil && st.fatal.class == wire.ClassObjectMissing)
 	}
 	if st.outcome == "" {
 		st.outcome = outcomeExhausted
@@ -109,7 +110,7 @@ func (h *Handler) finish(st *requestState) {
 	}
 	total := time.Since(st.start)
 	w := st.winner
-	var u usage
+	var u wire.Usage
 	provider, firstMs := "", int64(0)
 	if w != nil {
 		u = w.usage
@@ -134,7 +135,7 @@ func (h *Handler) finish(st *requestState) {
 
 	model := ""
 	if st.req != nil {
-		model = st.req.model
+		model = st.req.Model
 	}
 	served := u.Model
 	if served == "" && w != nil {

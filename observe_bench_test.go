@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
@@ -69,10 +70,10 @@ func BenchmarkObserveFinish(b *testing.B) {
 			r := observeBenchRequest(nil)
 			for b.Loop() {
 				st := newRequestState(h, r, dialectAnthropic)
-				st.req = &llmRequest{dialect: dialectAnthropic, model: "claude-bench", stream: true}
-				lost := &attempt{p: p1, model: "claude-bench", reason: "initial", status: 503, class: classOverloaded, outcome: "provider_error"}
+				st.req = &wire.Request{Dialect: dialectAnthropic, Model: "claude-bench", Stream: true}
+				lost := &attempt{p: p1, model: "claude-bench", reason: "initial", status: 503, class: wire.ClassOverloaded, outcome: "provider_error"}
 				won := &attempt{p: p2, model: "claude-bench", reason: "failover", status: 200, outcome: "request_success",
-					offset: 3 * time.Millisecond, firstEvent: 180 * time.Millisecond, usage: usage{Input: 33, Output: 9, Model: "claude-bench"}}
+					offset: 3 * time.Millisecond, firstEvent: 180 * time.Millisecond, usage: wire.Usage{Input: 33, Output: 9, Model: "claude-bench"}}
 				st.attempts = []*attempt{lost, won}
 				st.winner, st.outcome, st.status = won, outcomeSuccess, http.StatusOK
 				p2.health.beginAttempt() // finish ends the winner's attempt

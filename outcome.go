@@ -1,6 +1,7 @@
 package llmhedge
 
 import (
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -64,7 +65,7 @@ func (a *attempt) noteRateLimits(h http.Header) {
 // settled the attempt.
 func (h *Handler) settleKey(st *requestState, a *attempt, now time.Time) bool {
 	k := a.key
-	if k == nil || (a.class != classAuth && a.class != classRateLimited) {
+	if k == nil || (a.class != wire.ClassAuth && a.class != wire.ClassRateLimited) {
 		return false
 	}
 	if !a.p.usableKeyBut(k) {
@@ -72,7 +73,7 @@ func (h *Handler) settleKey(st *requestState, a *attempt, now time.Time) bool {
 		// with a single key (the breaker, its probes and Retry-After).
 		return false
 	}
-	if a.class == classAuth {
+	if a.class == wire.ClassAuth {
 		if !k.st.disabled.Swap(true) { // once, when requests refused together
 			h.keyDisabled(a)
 		}
@@ -119,10 +120,10 @@ func (h *Handler) recordWin(st *requestState, a *attempt, now time.Time) {
 		h.breakerClosed(a.p)
 	}
 	a.verdicts++
-	if st.req.stream {
+	if st.req.Stream {
 		// Only streams are hedged, and a non-stream's time is the whole
 		// generation, not a first event: it would inflate the hedge delay.
-		a.p.latency.Observe(st.req.sizeClass, a.firstEvent, now)
+		a.p.latency.Observe(st.req.SizeClass, a.firstEvent, now)
 	}
 }
 
@@ -136,12 +137,12 @@ func (h *Handler) recordStreamEnd(st *requestState, a *attempt, res relayResult)
 		a.p.health.onSuccess(clock(), false)
 		return
 	case res.Reason == "client_gone":
-		a.outcome, a.class = "client_abort", classClientAbort
+		a.outcome, a.class = "client_abort", wire.ClassClientAbort
 	case res.Reason == "total_timeout":
-		a.outcome, a.class = "total_timeout", classTotalTimeout
+		a.outcome, a.class = "total_timeout", wire.ClassTotalTimeout
 	default:
 		h.providerFailed(a.p, a.epoch, clock(), "stream_"+res.Reason, res.Err, 0, 0, st.plan.model, false)
-		a.outcome, a.class = "stream_error", failClass("stream_"+res.Reason)
+		a.outcome, a.class = "stream_error", wire.FailClass("stream_"+res.Reason)
 	}
 	a.err = res.Err
 }
@@ -171,24 +172,24 @@ func (h *Handler) settle(st *requestState, a *attempt) {
 		return
 	}
 	switch {
-	case a.class == classLoser:
+	case a.class == wire.ClassLoser:
 		a.outcome = "hedge_loser_cancelled"
 		p.health.release(a.probe)
 		p.health.noteHedge(false)
-		p.latency.Observe(st.req.sizeClass, a.elapsed, now) // the tail must not hide behind cancellations
+		p.latency.Observe(st.req.SizeClass, a.elapsed, now) // the tail must not hide behind cancellations
 		h.metrics.attempt(p.name, "lost")
-	case a.class == classClientAbort || a.class == classTotalTimeout:
+	case a.class == wire.ClassClientAbort || a.class == wire.ClassTotalTimeout:
 		a.outcome = "client_abort"
-		if a.class == classTotalTimeout {
+		if a.class == wire.ClassTotalTimeout {
 			a.outcome = "total_timeout"
 		}
 		p.health.release(a.probe)
 		h.metrics.attempt(p.name, "failed_"+string(a.class))
-	case a.class == classObjectMissing:
+	case a.class == wire.ClassObjectMissing:
 		a.outcome = "discover_miss" // not the provider's fault: its health is not charged
 		p.health.release(a.probe)
 		h.metrics.attempt(p.name, "failed_"+string(a.class))
-	case a.class.providerLevel():
+	case a.class.ProviderLevel():
 		a.outcome = "provider_error"
 		h.providerFailed(p, a.epoch, now, string(a.class), a.err, a.status, a.retryAfter, st.plan.model, a.probe)
 		h.metrics.attempt(p.name, "failed_"+string(a.class))

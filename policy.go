@@ -1,6 +1,9 @@
 package llmhedge
 
-import "time"
+import (
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
+	"time"
+)
 
 // The race's policy: what happens next after an attempt failed, the hedge
 // timer fired or a retry's wait is over. Each decision reads the request's
@@ -72,25 +75,25 @@ func (b tierBound) admits(p *provider) bool {
 // pending is the same-provider retry already waiting, or nil.
 func (h *Handler) afterFailure(st *requestState, a *attempt, hedging bool, pending *attempt) step {
 	switch a.class {
-	case classRequest:
+	case wire.ClassRequest:
 		if h.contextFallbackTo(st, a) != "" {
 			return step{kind: stepLaunch, reason: launchContextFallbackReason, attempt: a, ifNone: endFatal}
 		}
-		if st.contextFellBack > 0 && a.n <= st.contextFellBack && (st.live > 0 || pending != nil) && st.dialect.promptTooLong(a.errBody) {
+		if st.contextFellBack > 0 && a.n <= st.contextFellBack && (st.live > 0 || pending != nil) && st.dialect.PromptTooLong(a.errBody) {
 			// A racer of the too-long model said so too: the attempt on
 			// the larger model answers.
 			return step{kind: stepNone}
 		}
 		return step{kind: stepEnd, reason: endFatal, attempt: a}
-	case classClientKey:
+	case wire.ClassClientKey:
 		// The request itself is wrong (every other racer would say so too),
 		// or the client's own key was refused (its answer: a failover would
 		// carry that key to another host). The others lose the race, they
 		// did not fail.
 		return step{kind: stepEnd, reason: endFatal, attempt: a}
-	case classClientAbort, classTotalTimeout:
+	case wire.ClassClientAbort, wire.ClassTotalTimeout:
 		return step{kind: stepEnd, reason: endAbandon}
-	case classObjectMissing:
+	case wire.ClassObjectMissing:
 		// Not there: the next candidate, at once; none left, the
 		// not-found answer is the client's.
 		return step{kind: stepLaunch, reason: launchDiscoverReason, attempt: a, ifNone: endFatal}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // policyFixture is a request in the middle of its race, built by hand: no
@@ -31,14 +32,14 @@ func newPolicyFixture(t *testing.T, spent bool) *policyFixture {
 	h.hedgeBudget = limit.NewBudget(percent, floor, budgetWindow)
 	p1 := &provider{name: "p1", vendor: "a", cfg: &Provider{}, health: newTestHealth("p1")}
 	p2 := &provider{name: "p2", vendor: "b", cfg: &Provider{}, health: newTestHealth("p2")}
-	st := &requestState{h: h, ctx: context.Background(), req: &llmRequest{model: "m", stream: true},
+	st := &requestState{h: h, ctx: context.Background(), req: &wire.Request{Model: "m", Stream: true},
 		plan: newPlan([]*provider{p1, p2}, "m"), fellBack: map[string]bool{}}
 	return &policyFixture{h: h, st: st, p1: p1, p2: p2, spent: spent}
 }
 
 // ran records an attempt on p that already ran; class none means it is
 // still running.
-func (f *policyFixture) ran(p *provider, class failClass) *attempt {
+func (f *policyFixture) ran(p *provider, class wire.FailClass) *attempt {
 	a := &attempt{p: p, model: "m", class: class}
 	for i, c := range f.st.plan.cands {
 		if c == p {
@@ -47,7 +48,7 @@ func (f *policyFixture) ran(p *provider, class failClass) *attempt {
 	}
 	f.st.plan.tries[p]++
 	f.st.attempts = append(f.st.attempts, a)
-	if class == classNone {
+	if class == wire.ClassNone {
 		f.st.live++
 	} else {
 		a.outcome = "provider_error"
@@ -68,46 +69,49 @@ func TestPolicyAfterFailure(t *testing.T) {
 		thenRetry *step
 	}{
 		{name: "a 400 ends the race", hedging: true,
-			setup: func(f *policyFixture) *attempt { f.ran(f.p2, classNone); return f.ran(f.p1, classRequest) },
+			setup: func(f *policyFixture) *attempt { f.ran(f.p2, wire.ClassNone); return f.ran(f.p1, wire.ClassRequest) },
 			want:  step{kind: stepEnd, reason: endFatal}},
 		{name: "a refused client key ends the race", hedging: false,
-			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, classClientKey) },
+			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, wire.ClassClientKey) },
 			want:  step{kind: stepEnd, reason: endFatal}},
 		{name: "client abort abandons", hedging: true,
-			setup: func(f *policyFixture) *attempt { f.ran(f.p2, classNone); return f.ran(f.p1, classClientAbort) },
-			want:  step{kind: stepEnd, reason: endAbandon}},
+			setup: func(f *policyFixture) *attempt {
+				f.ran(f.p2, wire.ClassNone)
+				return f.ran(f.p1, wire.ClassClientAbort)
+			},
+			want: step{kind: stepEnd, reason: endAbandon}},
 		{name: "total timeout abandons", hedging: false,
-			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, classTotalTimeout) },
+			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, wire.ClassTotalTimeout) },
 			want:  step{kind: stepEnd, reason: endAbandon}},
 		{name: "a racer's 529 fails over at once, the retry only if nothing starts", hedging: true,
-			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, classOverloaded) },
+			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, wire.ClassOverloaded) },
 			want: step{kind: stepLaunch, reason: launchFailoverReason, ifNone: launchRetryReason,
 				within: tierBound{max: 0, set: true}}},
 		{name: "a racer with a retry pending does not plan a second", hedging: true, pending: true,
-			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, classOverloaded) },
+			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, wire.ClassOverloaded) },
 			want:  step{kind: stepLaunch, reason: launchFailoverReason, within: tierBound{max: 0, set: true}}},
 		{name: "sequential 529 retries the same provider after the backoff", hedging: false,
-			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, classOverloaded) },
+			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, wire.ClassOverloaded) },
 			want:  step{kind: stepRetryLater, wait: 500 * time.Millisecond}},
 		{name: "sequential refused connection fails over", hedging: false,
-			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, classConnect) },
+			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, wire.ClassConnect) },
 			want:  step{kind: stepLaunch, reason: launchFailoverReason}},
 		{name: "sequential with a retry pending starts nothing", hedging: false, pending: true,
-			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, classOverloaded) },
+			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, wire.ClassOverloaded) },
 			want:  step{kind: stepNone}},
 		{name: "retry budget spent: a 529 fails over and the refusal is counted", hedging: false, spent: true,
-			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, classOverloaded) },
+			setup: func(f *policyFixture) *attempt { return f.ran(f.p1, wire.ClassOverloaded) },
 			want:  step{kind: stepLaunch, reason: launchFailoverReason, retryBudgetRefused: 1}},
 		{name: "a 529, then a refused connection, still gets the 529's same-provider retry", hedging: true,
 			setup: func(f *policyFixture) *attempt {
-				f.ran(f.p1, classOverloaded)
-				return f.ran(f.p2, classConnect)
+				f.ran(f.p1, wire.ClassOverloaded)
+				return f.ran(f.p2, wire.ClassConnect)
 			},
 			// No candidate is left in the tier: the retry is the next attempt.
 			want: step{kind: stepRetryLater, wait: 500 * time.Millisecond}},
 		{name: "a silent route is not retried, nor anything else", hedging: true,
 			setup: func(f *policyFixture) *attempt {
-				a := f.ran(f.p1, classReset)
+				a := f.ran(f.p1, wire.ClassReset)
 				a.noRetry = true
 				return a
 			},
@@ -135,17 +139,17 @@ func TestPolicyAfterFailure(t *testing.T) {
 // the 529's provider, not the one that refused the connection.
 func TestPolicyRetriesTheEarlierRacer(t *testing.T) {
 	f := newPolicyFixture(t, false)
-	overloaded := f.ran(f.p1, classOverloaded)
-	refused := f.ran(f.p2, classConnect)
+	overloaded := f.ran(f.p1, wire.ClassOverloaded)
+	refused := f.ran(f.p2, wire.ClassConnect)
 	s := f.h.retryStep(f.st, refused, true)
 	if s.kind != stepRetryLater || s.attempt != overloaded {
 		t.Fatalf("retryStep = %+v, want a retry of p1's 529", s)
 	}
 	// A provider whose attempt is still running speaks for itself: no retry.
 	f = newPolicyFixture(t, false)
-	f.ran(f.p1, classOverloaded)
-	f.ran(f.p1, classNone) // p1 runs again
-	refused = f.ran(f.p2, classConnect)
+	f.ran(f.p1, wire.ClassOverloaded)
+	f.ran(f.p1, wire.ClassNone) // p1 runs again
+	refused = f.ran(f.p2, wire.ClassConnect)
 	if s := f.h.retryStep(f.st, refused, true); s.kind != stepNone {
 		t.Fatalf("retryStep = %+v, want none while p1 runs", s)
 	}
@@ -159,16 +163,16 @@ func TestPolicyHedgeTimer(t *testing.T) {
 		want  step
 	}{
 		{name: "room and budget: hedge",
-			setup: func(f *policyFixture) { f.ran(f.p1, classNone) },
+			setup: func(f *policyFixture) { f.ran(f.p1, wire.ClassNone) },
 			want:  step{kind: stepLaunch, reason: launchHedgeReason}},
 		{name: "hedge timer with budget spent records hedge_budget_exhausted and launches nothing", spent: true,
-			setup: func(f *policyFixture) { f.ran(f.p1, classNone) },
+			setup: func(f *policyFixture) { f.ran(f.p1, wire.ClassNone) },
 			want:  step{kind: stepRecord, reason: "hedge_budget_exhausted"}},
 		{name: "max_attempts racing: nothing",
-			setup: func(f *policyFixture) { f.ran(f.p1, classNone); f.ran(f.p2, classNone) },
+			setup: func(f *policyFixture) { f.ran(f.p1, wire.ClassNone); f.ran(f.p2, wire.ClassNone) },
 			want:  step{kind: stepNone}},
 		{name: "no candidate left: nothing",
-			setup: func(f *policyFixture) { f.ran(f.p2, classConnect); f.ran(f.p1, classNone) },
+			setup: func(f *policyFixture) { f.ran(f.p2, wire.ClassConnect); f.ran(f.p1, wire.ClassNone) },
 			want:  step{kind: stepNone}},
 		{name: "nothing running to race: nothing",
 			setup: func(f *policyFixture) {},
@@ -207,13 +211,13 @@ func TestPolicyRetryTimer(t *testing.T) {
 		{name: "refused while a sequential attempt runs: nothing",
 			setup: func(f *policyFixture) {
 				f.p1.health.openAtLeast(clock(), clock().Add(time.Minute))
-				f.ran(f.p2, classNone)
+				f.ran(f.p2, wire.ClassNone)
 			},
 			want: step{kind: stepNone}},
 		{name: "refused while racing: failover", hedging: true,
 			setup: func(f *policyFixture) {
 				f.p1.health.openAtLeast(clock(), clock().Add(time.Minute))
-				f.ran(f.p2, classNone)
+				f.ran(f.p2, wire.ClassNone)
 			},
 			want: step{kind: stepLaunch, reason: launchFailoverReason}},
 		{name: "client gone meanwhile: abandon",
@@ -227,7 +231,7 @@ func TestPolicyRetryTimer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newPolicyFixture(t, tt.spent)
-			f.ran(f.p1, classOverloaded)
+			f.ran(f.p1, wire.ClassOverloaded)
 			if tt.setup != nil {
 				tt.setup(f)
 			}
@@ -241,7 +245,7 @@ func TestPolicyRetryTimer(t *testing.T) {
 // spent, one failover still goes (to a healthy provider), then none.
 func TestPolicyFailoverPastBudget(t *testing.T) {
 	f := newPolicyFixture(t, true)
-	f.ran(f.p1, classOverloaded)
+	f.ran(f.p1, wire.ClassOverloaded)
 	if got := f.h.failoverRouteAt(f.st, clock()); got != failoverPastBudget {
 		t.Fatalf("budget spent: route %d, want the one failover past the budget", got)
 	}
@@ -250,12 +254,12 @@ func TestPolicyFailoverPastBudget(t *testing.T) {
 		t.Fatalf("budget and past-budget failover spent: route %d, want spent", got)
 	}
 	f = newPolicyFixture(t, false)
-	f.ran(f.p1, classOverloaded)
+	f.ran(f.p1, wire.ClassOverloaded)
 	if got := f.h.failoverRouteAt(f.st, clock()); got != failoverBudgeted {
 		t.Fatalf("budget room: route %d, want budgeted", got)
 	}
 	for range f.h.Retry.Attempts - 1 {
-		f.ran(f.p2, classConnect)
+		f.ran(f.p2, wire.ClassConnect)
 	}
 	if got := f.h.failoverRouteAt(f.st, clock()); got != failoverNone {
 		t.Fatalf("no attempts left: route %d, want none", got)
@@ -288,69 +292,69 @@ func TestPolicyHedgeKeepsTierOnTransientError(t *testing.T) {
 		want  step
 	}{
 		{name: "a 500 waits for the primary's retry, not the lower tier",
-			setup: func(f *policyFixture) (*attempt, *attempt) { return f.ran(f.p1, classStatus5xx), nil },
+			setup: func(f *policyFixture) (*attempt, *attempt) { return f.ran(f.p1, wire.ClassStatus5xx), nil },
 			want:  step{kind: stepRetryLater, wait: 500 * time.Millisecond}},
 		{name: "a 429 with Retry-After 2s waits 2s for the primary",
 			setup: func(f *policyFixture) (*attempt, *attempt) {
-				return ra(f.ran(f.p1, classRateLimited), 2*time.Second), nil
+				return ra(f.ran(f.p1, wire.ClassRateLimited), 2*time.Second), nil
 			},
 			want: step{kind: stepRetryLater, wait: 2 * time.Second}},
 		{name: "a 429 with a Retry-After past retry_after_max reaches the lower tier at once",
 			setup: func(f *policyFixture) (*attempt, *attempt) {
-				return ra(f.ran(f.p1, classRateLimited), time.Minute), nil
+				return ra(f.ran(f.p1, wire.ClassRateLimited), time.Minute), nil
 			},
 			want: step{kind: stepLaunch, reason: launchFailoverReason, ifNone: launchRetryReason}},
 		{name: "a 429 without Retry-After reaches the lower tier at once",
-			setup: func(f *policyFixture) (*attempt, *attempt) { return f.ran(f.p1, classRateLimited), nil },
+			setup: func(f *policyFixture) (*attempt, *attempt) { return f.ran(f.p1, wire.ClassRateLimited), nil },
 			want:  step{kind: stepLaunch, reason: launchFailoverReason, ifNone: launchRetryReason}},
 		{name: "same_provider used up: the lower tier at once",
 			setup: func(f *policyFixture) (*attempt, *attempt) {
-				f.ran(f.p1, classStatus5xx)
-				return f.ran(f.p1, classStatus5xx), nil
+				f.ran(f.p1, wire.ClassStatus5xx)
+				return f.ran(f.p1, wire.ClassStatus5xx), nil
 			},
 			want: step{kind: stepLaunch, reason: launchFailoverReason, ifNone: launchRetryReason}},
 		{name: "retry budget spent: the lower tier at once", spent: true,
-			setup: func(f *policyFixture) (*attempt, *attempt) { return f.ran(f.p1, classStatus5xx), nil },
+			setup: func(f *policyFixture) (*attempt, *attempt) { return f.ran(f.p1, wire.ClassStatus5xx), nil },
 			want:  step{kind: stepLaunch, reason: launchFailoverReason, ifNone: launchRetryReason}},
 		{name: "the breaker would refuse the retry: the lower tier at once",
 			setup: func(f *policyFixture) (*attempt, *attempt) {
 				f.p1.health.openAtLeast(clock(), clock().Add(time.Minute))
-				return f.ran(f.p1, classStatus5xx), nil
+				return f.ran(f.p1, wire.ClassStatus5xx), nil
 			},
 			want: step{kind: stepLaunch, reason: launchFailoverReason, ifNone: launchRetryReason}},
 		{name: "a candidate of the same tier starts at once, bounded to the tier",
 			setup: func(f *policyFixture) (*attempt, *attempt) {
 				f.addProvider("p3", 0)
-				return f.ran(f.p1, classStatus5xx), nil
+				return f.ran(f.p1, wire.ClassStatus5xx), nil
 			},
 			want: step{kind: stepLaunch, reason: launchFailoverReason, ifNone: launchRetryReason,
 				within: tierBound{max: 0, set: true}}},
 		{name: "the hedge on the lower tier fails while the primary's retry waits: nothing starts",
 			setup: func(f *policyFixture) (*attempt, *attempt) {
-				f.ran(f.p1, classStatus5xx)
+				f.ran(f.p1, wire.ClassStatus5xx)
 				pending := f.st.prepare(f.p1, "m", launchRetryReason, false)
 				f.addProvider("p3", 2)
-				return f.ran(f.p2, classStatus5xx), pending
+				return f.ran(f.p2, wire.ClassStatus5xx), pending
 			},
 			want: step{kind: stepNone}},
 		{name: "the primary fails while its hedge on the lower tier runs: the primary's retry",
 			setup: func(f *policyFixture) (*attempt, *attempt) {
-				a := f.ran(f.p1, classStatus5xx)
-				f.ran(f.p2, classNone)
+				a := f.ran(f.p1, wire.ClassStatus5xx)
+				f.ran(f.p2, wire.ClassNone)
 				return a, nil
 			},
 			want: step{kind: stepRetryLater, wait: 500 * time.Millisecond}},
 		{name: "the lower tier's racer fails: the primary's allowed retry beats its own",
 			setup: func(f *policyFixture) (*attempt, *attempt) {
-				ra(f.ran(f.p1, classRateLimited), 2*time.Second)
-				return f.ran(f.p2, classStatus5xx), nil
+				ra(f.ran(f.p1, wire.ClassRateLimited), 2*time.Second)
+				return f.ran(f.p2, wire.ClassStatus5xx), nil
 			},
 			want: step{kind: stepRetryLater, wait: 2 * time.Second}},
 		{name: "only provider of the model, fallback_model configured: the retry first",
 			setup: func(f *policyFixture) (*attempt, *attempt) {
 				f.h.Retry.FallbackModels = []ModelRule{{From: "m", To: "other"}}
 				f.st.plan = newPlan([]*provider{f.p1}, "m")
-				return f.ran(f.p1, classOverloaded), nil
+				return f.ran(f.p1, wire.ClassOverloaded), nil
 			},
 			want: step{kind: stepRetryLater, wait: 500 * time.Millisecond}},
 	}
@@ -377,7 +381,7 @@ func TestPolicyHedgeKeepsTierOnTransientError(t *testing.T) {
 	// The hedge timer still reaches the lower tier: slowness is not a failure.
 	f := newPolicyFixture(t, false)
 	f.p2.cfg.Priority = 1
-	f.ran(f.p1, classNone)
+	f.ran(f.p1, wire.ClassNone)
 	checkStep(t, "onHedgeTimer", f.h.onHedgeTimer(f.st, clock()), step{kind: stepLaunch, reason: launchHedgeReason})
 }
 

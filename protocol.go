@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // protocol is how a provider reached through a cloud (SPEC 11) differs from
@@ -25,13 +26,13 @@ type protocol interface {
 	// String is the `api` option value.
 	String() string
 	// serves reports whether the protocol takes requests of client dialect d.
-	serves(d dialect) bool
+	serves(d wire.Dialect) bool
 	// setKey puts a static key (the provider's `key`) where the cloud reads it.
 	setKey(h http.Header, key string)
 	// prepare turns the dialect's request into the cloud's: the URL, the
 	// body and the auth that needs them (SigV4 signs both). The header is
 	// already the upstream one (client credentials gone, header_up applied).
-	prepare(ctx context.Context, up *http.Request, req *llmRequest, model string, body []byte) error
+	prepare(ctx context.Context, up *http.Request, req *wire.Request, model string, body []byte) error
 	// response adapts an answer before the attempt reads it: a 200's
 	// framing to the dialect's SSE (Bedrock's event stream), an error body
 	// to the dialect's error shape; a native answer is left as is. It
@@ -44,7 +45,7 @@ type protocol interface {
 // proxy's own credential refused, or neither. The zero value leaves the
 // answer to the dialect's classification.
 type cloudVerdict struct {
-	class failClass
+	class wire.FailClass
 	// credential names the proxy's own credential the cloud refused: where
 	// it came from (the AWS chain searched, ADC), never its value. The
 	// attempt logs it at error: an operator must fix it.
@@ -55,7 +56,7 @@ type cloudVerdict struct {
 // parseRequestBody and the config checks refuse a dot-segment model before
 // this; refused here too, a rewrite can never make the URL leave its path.
 func modelSegment(model string) (string, error) {
-	if model == "" || hasDotSegment(model) {
+	if model == "" || wire.HasDotSegment(model) {
 		return "", fmt.Errorf("model %q cannot be a URL path segment", model)
 	}
 	return url.PathEscape(model), nil
@@ -68,7 +69,7 @@ type protocolCtor func(pc *Provider, p *provider) (protocol, error)
 // of it reports as its own (for apiServes), and its constructor.
 type protocolInfo struct {
 	name   string
-	native dialect
+	native wire.Dialect
 	ctor   protocolCtor
 }
 
@@ -160,7 +161,7 @@ func cloudBody(body []byte, drop []string, set map[string]json.RawMessage) ([]by
 // exception frame): the read error of the adapted stream, with the class
 // the same failure has as an HTTP status.
 type streamFault struct {
-	class failClass
+	class wire.FailClass
 	msg   string
 }
 
@@ -193,7 +194,7 @@ func checkCloudOptions(pc *Provider) error {
 // with the cloud's words, so that a request error passed through parses in
 // the client's SDK. kind names the cloud's error type when the body does
 // not. It returns the cloud's message.
-func cloudErrorBody(resp *http.Response, d dialect, kind string) string {
+func cloudErrorBody(resp *http.Response, d wire.Dialect, kind string) string {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	resp.Body.Close()
 	msg := upstreamMessage(body)
@@ -204,7 +205,7 @@ func cloudErrorBody(resp *http.Response, d dialect, kind string) string {
 	if kind != "" {
 		shown = kind + ": " + msg
 	}
-	out := d.errorJSON(resp.StatusCode, shown)
+	out := d.ErrorJSON(resp.StatusCode, shown)
 	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(out)), int64(len(out))
 	resp.Header.Set("Content-Type", "application/json")
 	resp.Header.Del("Content-Length")

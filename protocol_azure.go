@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"context"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"net/http"
 	"net/url"
 	"strings"
@@ -25,13 +26,13 @@ func newAzureProtocol(pc *Provider, p *provider) (protocol, error) {
 
 func (*azureProtocol) String() string { return "azure" }
 
-func (*azureProtocol) serves(d dialect) bool { return d == dialectOpenAI || d == dialectResponses }
+func (*azureProtocol) serves(d wire.Dialect) bool { return d == dialectOpenAI || d == dialectResponses }
 
 func (*azureProtocol) setKey(h http.Header, key string) { h.Set("Api-Key", key) }
 
-func (az *azureProtocol) prepare(_ context.Context, up *http.Request, req *llmRequest, model string, _ []byte) error {
+func (az *azureProtocol) prepare(_ context.Context, up *http.Request, req *wire.Request, model string, _ []byte) error {
 	op := "/chat/completions"
-	if req.dialect == dialectResponses {
+	if req.Dialect == dialectResponses {
 		op = "/responses"
 	}
 	base := strings.TrimSuffix(az.p.basePath, "/v1")

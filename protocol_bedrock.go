@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // bedrockProtocol is Anthropic's Messages API on Amazon Bedrock (SPEC 11):
@@ -78,11 +79,11 @@ func newBedrockProtocol(pc *Provider, p *provider) (protocol, error) {
 
 func (*bedrockProtocol) String() string { return "bedrock" }
 
-func (*bedrockProtocol) serves(d dialect) bool { return d == dialectAnthropic }
+func (*bedrockProtocol) serves(d wire.Dialect) bool { return d == dialectAnthropic }
 
 func (*bedrockProtocol) setKey(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
 
-func (b *bedrockProtocol) prepare(ctx context.Context, up *http.Request, req *llmRequest, model string, body []byte) error {
+func (b *bedrockProtocol) prepare(ctx context.Context, up *http.Request, req *wire.Request, model string, body []byte) error {
 	set := map[string]json.RawMessage{"anthropic_version": json.RawMessage(bedrockAnthropicVersion)}
 	if betas := anthropicBetas(up.Header); len(betas) > 0 {
 		set["anthropic_beta"], _ = json.Marshal(betas)
@@ -94,7 +95,7 @@ func (b *bedrockProtocol) prepare(ctx context.Context, up *http.Request, req *ll
 		return err
 	}
 	op := "/invoke"
-	if req.stream {
+	if req.Stream {
 		op = "/invoke-with-response-stream"
 		up.Header.Set("Accept", "application/vnd.amazon.eventstream")
 	} else {
@@ -164,9 +165,9 @@ var bedrockCredentialErrors = []string{
 func (b *bedrockProtocol) verdict(kind, msg string) cloudVerdict {
 	switch {
 	case slices.Contains(bedrockCredentialErrors, kind):
-		return cloudVerdict{class: classAuth, credential: b.chain}
+		return cloudVerdict{class: wire.ClassAuth, credential: b.chain}
 	case kind == "AccessDeniedException" && strings.Contains(strings.ToLower(msg), "access to the model"):
-		return cloudVerdict{class: classModelNotFound}
+		return cloudVerdict{class: wire.ClassModelNotFound}
 	}
 	return cloudVerdict{}
 }
@@ -255,13 +256,13 @@ func (s *bedrockStream) next() error {
 	}
 	b64, ok := jsonscan.Lookup(msg.payload, "bytes")
 	if !ok || len(b64) < 2 || b64[0] != '"' {
-		return &streamFault{classMalformed, "bedrock chunk without bytes"}
+		return &streamFault{wire.ClassMalformed, "bedrock chunk without bytes"}
 	}
 	ev := slices.Grow(s.ev[:0], base64.StdEncoding.DecodedLen(len(b64)-2))
 	ev = ev[:cap(ev)]
 	n, err := base64.StdEncoding.Decode(ev, b64[1:len(b64)-1])
 	if err != nil {
-		return &streamFault{classMalformed, "bedrock chunk: bytes are not base64"}
+		return &streamFault{wire.ClassMalformed, "bedrock chunk: bytes are not base64"}
 	}
 	ev = ev[:n]
 	s.ev = ev
@@ -374,7 +375,7 @@ func (s *bedrockStream) decode() (f bedrockFrame, err error) {
 	for h := b[12 : 12+hlen]; len(h) > 0; {
 		nl := int(h[0])
 		if len(h) < 2+nl {
-			return f, &streamFault{classMalformed, "bedrock event stream: malformed frame header"}
+			return f, &streamFault{wire.ClassMalformed, "bedrock event stream: malformed frame header"}
 		}
 		name, typ := h[1:1+nl], h[1+nl]
 		h = h[2+nl:]
@@ -393,14 +394,14 @@ func (s *bedrockStream) decode() (f bedrockFrame, err error) {
 			n = 16
 		case 6, 7: // bytes, string: a 2-byte length first
 			if len(h) < 2 {
-				return f, &streamFault{classMalformed, "bedrock event stream: malformed frame header"}
+				return f, &streamFault{wire.ClassMalformed, "bedrock event stream: malformed frame header"}
 			}
 			n = 2 + int(binary.BigEndian.Uint16(h))
 		default:
-			return f, &streamFault{classMalformed, fmt.Sprintf("bedrock event stream: malformed frame: header value type %d", typ)}
+			return f, &streamFault{wire.ClassMalformed, fmt.Sprintf("bedrock event stream: malformed frame: header value type %d", typ)}
 		}
 		if len(h) < n {
-			return f, &streamFault{classMalformed, "bedrock event stream: malformed frame header"}
+			return f, &streamFault{wire.ClassMalformed, "bedrock event stream: malformed frame header"}
 		}
 		if typ == 7 {
 			v := h[2:n]

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // Bedrock's errors (protocol_bedrock.go): the stream's exception frames and
@@ -12,17 +13,17 @@ import (
 
 // bedrockExceptionClasses map Bedrock's stream exceptions to the class the
 // same failure has as an HTTP status (SPEC 11).
-var bedrockExceptionClasses = map[string]failClass{
-	"throttlingException":           classRateLimited, // 429
-	"serviceUnavailableException":   classOverloaded,  // 503
-	"modelNotReadyException":        classOverloaded,  // 429/503: not ready yet
-	"internalServerException":       classStatus5xx,   // 500
-	"modelStreamErrorException":     classStatus5xx,   // 424: the model failed mid-answer
-	"modelTimeoutException":         classStatus5xx,   // 408
-	"validationException":           classRequest,     // 400
-	"accessDeniedException":         classAuth,        // 403
-	"resourceNotFoundException":     classModelNotFound,
-	"serviceQuotaExceededException": classRateLimited,
+var bedrockExceptionClasses = map[string]wire.FailClass{
+	"throttlingException":           wire.ClassRateLimited, // 429
+	"serviceUnavailableException":   wire.ClassOverloaded,  // 503
+	"modelNotReadyException":        wire.ClassOverloaded,  // 429/503: not ready yet
+	"internalServerException":       wire.ClassStatus5xx,   // 500
+	"modelStreamErrorException":     wire.ClassStatus5xx,   // 424: the model failed mid-answer
+	"modelTimeoutException":         wire.ClassStatus5xx,   // 408
+	"validationException":           wire.ClassRequest,     // 400
+	"accessDeniedException":         wire.ClassAuth,        // 403
+	"resourceNotFoundException":     wire.ClassModelNotFound,
+	"serviceQuotaExceededException": wire.ClassRateLimited,
 }
 
 // bedrockException is the stream fault of an exception frame.
@@ -34,7 +35,7 @@ func bedrockException(kind string, payload []byte) error {
 			c, ok = bedrockExceptionClasses[strings.ToLower(kind[:1])+kind[1:]]
 		}
 		if !ok {
-			c = classStatus5xx
+			c = wire.ClassStatus5xx
 		}
 	}
 	msg := upstreamMessage(payload)

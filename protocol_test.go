@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 func TestCaddyfileCloudOptions(t *testing.T) {
@@ -116,25 +117,25 @@ func TestBedrockEventStreamSplits(t *testing.T) {
 		`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}`,
 		`{"type":"message_stop","amazon-bedrock-invocationMetrics":{"inputTokenCount":3,"outputTokenCount":2}}`,
 	}
-	wire := bedrockFrames(t, events...)
+	frames := bedrockFrames(t, events...)
 	var want strings.Builder
 	for _, ev := range events {
 		var v struct{ Type string }
 		json.Unmarshal([]byte(ev), &v)
 		want.WriteString("event: " + v.Type + "\ndata: " + ev + "\n\n")
 	}
-	for split := 0; split <= len(wire); split++ {
-		in := &twoReads{parts: [][]byte{append([]byte(nil), wire[:split]...), append([]byte(nil), wire[split:]...)}}
+	for split := 0; split <= len(frames); split++ {
+		in := &twoReads{parts: [][]byte{append([]byte(nil), frames[:split]...), append([]byte(nil), frames[split:]...)}}
 		got, err := io.ReadAll(newBedrockStream(io.NopCloser(in)))
 		if err != nil || string(got) != want.String() {
 			t.Fatalf("split %d: %v\n%s", split, err, got)
 		}
 	}
-	got, err := io.ReadAll(newBedrockStream(io.NopCloser(iotest.OneByteReader(bytes.NewReader(wire)))))
+	got, err := io.ReadAll(newBedrockStream(io.NopCloser(iotest.OneByteReader(bytes.NewReader(frames)))))
 	if err != nil || string(got) != want.String() {
 		t.Fatalf("one byte at a time: %v", err)
 	}
-	rd := sse.NewReader(newBedrockStream(io.NopCloser(bytes.NewReader(wire))), 0)
+	rd := sse.NewReader(newBedrockStream(io.NopCloser(bytes.NewReader(frames))), 0)
 	for i, ev := range events {
 		e, err := rd.Next()
 		if err != nil || string(e.Data) != ev {
@@ -145,8 +146,8 @@ func TestBedrockEventStreamSplits(t *testing.T) {
 		t.Fatalf("after the last event: %v, want EOF", err)
 	}
 	// A cut inside a frame is an unexpected EOF, wherever it falls.
-	for cut := len(wire) - 1; cut > len(wire)-40; cut-- {
-		_, err := io.ReadAll(newBedrockStream(io.NopCloser(bytes.NewReader(wire[:cut]))))
+	for cut := len(frames) - 1; cut > len(frames)-40; cut-- {
+		_, err := io.ReadAll(newBedrockStream(io.NopCloser(bytes.NewReader(frames[:cut]))))
 		if !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Fatalf("cut at %d: %v, want unexpected EOF", cut, err)
 		}
@@ -155,18 +156,18 @@ func TestBedrockEventStreamSplits(t *testing.T) {
 
 // Exception frames end the stream with the class their HTTP status has.
 func TestBedrockExceptionClasses(t *testing.T) {
-	for kind, want := range map[string]failClass{
-		"throttlingException":           classRateLimited,
-		"serviceUnavailableException":   classOverloaded,
-		"modelStreamErrorException":     classStatus5xx,
-		"internalServerException":       classStatus5xx,
-		"validationException":           classRequest,
-		"ThrottlingException":           classRateLimited,
-		"somethingNewException":         classStatus5xx,
-		"serviceQuotaExceededException": classRateLimited,
+	for kind, want := range map[string]wire.FailClass{
+		"throttlingException":           wire.ClassRateLimited,
+		"serviceUnavailableException":   wire.ClassOverloaded,
+		"modelStreamErrorException":     wire.ClassStatus5xx,
+		"internalServerException":       wire.ClassStatus5xx,
+		"validationException":           wire.ClassRequest,
+		"ThrottlingException":           wire.ClassRateLimited,
+		"somethingNewException":         wire.ClassStatus5xx,
+		"serviceQuotaExceededException": wire.ClassRateLimited,
 	} {
-		wire := append(bedrockFrames(t, `{"type":"ping"}`), exceptionFrame(t, kind, "slow down")...)
-		got, err := io.ReadAll(newBedrockStream(io.NopCloser(bytes.NewReader(wire))))
+		frames := append(bedrockFrames(t, `{"type":"ping"}`), exceptionFrame(t, kind, "slow down")...)
+		got, err := io.ReadAll(newBedrockStream(io.NopCloser(bytes.NewReader(frames))))
 		var sf *streamFault
 		if !errors.As(err, &sf) || sf.class != want || !strings.Contains(sf.msg, kind) || !strings.Contains(sf.msg, "slow down") {
 			t.Errorf("%s: %v, want class %s", kind, err, want)
@@ -257,13 +258,13 @@ func TestCloudProvisionErrors(t *testing.T) {
 // An exception frame after commit ends the client's stream with Anthropic's
 // error event, after the events before it; usage counts what came.
 func TestBedrockExceptionAfterCommit(t *testing.T) {
-	wire := append(bedrockFrames(t,
+	frames := append(bedrockFrames(t,
 		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`,
 		`{"type":"message_delta","delta":{"stop_reason":null},"usage":{"output_tokens":7}}`),
 		exceptionFrame(t, "modelStreamErrorException", "the model failed")...)
 	var out bytes.Buffer
-	var u usage
-	res := relayStream(context.Background(), &out, nil, sse.NewReader(newBedrockStream(io.NopCloser(bytes.NewReader(wire))), 4096), dialectAnthropic, &u, relayOptions{}, nil)
+	var u wire.Usage
+	res := relayStream(context.Background(), &out, nil, sse.NewReader(newBedrockStream(io.NopCloser(bytes.NewReader(frames))), 4096), dialectAnthropic, &u, relayOptions{}, nil)
 	if res.Complete || res.Err == nil || !strings.Contains(res.Err.Error(), "modelStreamErrorException") {
 		t.Fatalf("relay result %+v", res)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"cloud.google.com/go/auth"
 	"cloud.google.com/go/auth/credentials"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // vertexProtocol is Anthropic's Messages API on Google Vertex AI (SPEC 11):
@@ -49,22 +50,24 @@ func newVertexProtocol(pc *Provider, p *provider) (protocol, error) {
 
 func (*vertexProtocol) String() string { return "vertex" }
 
-func (*vertexProtocol) serves(d dialect) bool { return d == dialectAnthropic || d == dialectGemini }
+func (*vertexProtocol) serves(d wire.Dialect) bool {
+	return d == dialectAnthropic || d == dialectGemini
+}
 
 func (*vertexProtocol) setKey(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
 
-func (v *vertexProtocol) prepare(ctx context.Context, up *http.Request, req *llmRequest, model string, body []byte) error {
+func (v *vertexProtocol) prepare(ctx context.Context, up *http.Request, req *wire.Request, model string, body []byte) error {
 	seg, err := modelSegment(model)
 	if err != nil {
 		return err
 	}
-	if req.dialect == dialectGemini {
+	if req.Dialect == dialectGemini {
 		// The method is the client's (upstreamPath kept it after the model).
 		method := up.URL.Path[strings.LastIndexByte(up.URL.Path, ':')+1:]
 		if err := v.p.setURL(up, v.prefix+"google/models/"+seg+":"+method); err != nil {
 			return err
 		}
-		if req.stream {
+		if req.Stream {
 			up.URL.RawQuery = strings.TrimPrefix(up.URL.RawQuery+"&alt=sse", "&")
 		}
 	} else {
@@ -73,7 +76,7 @@ func (v *vertexProtocol) prepare(ctx context.Context, up *http.Request, req *llm
 			return err
 		}
 		verb := ":rawPredict"
-		if req.stream {
+		if req.Stream {
 			verb = ":streamRawPredict"
 		}
 		if err := v.p.setURL(up, v.prefix+"anthropic/models/"+seg+verb); err != nil {
@@ -104,7 +107,7 @@ func (v *vertexProtocol) response(resp *http.Response) cloudVerdict {
 		cloudErrorBody(resp, dialectAnthropic, "vertex")
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
-		return cloudVerdict{class: classAuth, credential: v.credential()}
+		return cloudVerdict{class: wire.ClassAuth, credential: v.credential()}
 	}
 	return cloudVerdict{}
 }

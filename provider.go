@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // Provider is one upstream LLM API endpoint.
@@ -89,12 +90,12 @@ type provider struct {
 	cfg       *Provider
 	name      string
 	baseURL   *url.URL
-	basePath  string     // escaped, without a trailing slash
-	dialect   dialect    // dialectNone: serves whichever the request speaks
-	proto     protocol   // a cloud (protocol.go), or nil for a native API
-	key       string     // the first key of the pool: forwarded calls use it
-	keys      []*poolKey // empty: the client's key is passed through
-	reserve   int64      // quota_reserve
+	basePath  string       // escaped, without a trailing slash
+	dialect   wire.Dialect // dialectNone: serves whichever the request speaks
+	proto     protocol     // a cloud (protocol.go), or nil for a native API
+	key       string       // the first key of the pool: forwarded calls use it
+	keys      []*poolKey   // empty: the client's key is passed through
+	reserve   int64        // quota_reserve
 	vendor    string
 	weight    int
 	firstByte time.Duration
@@ -132,7 +133,7 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 		return nil, err
 	}
 	for _, r := range pc.ModelMap {
-		if err := checkModelName(r.To); err != nil {
+		if err := wire.CheckModelName(r.To); err != nil {
 			return nil, fmt.Errorf("model %s %s: %w", r.From, r.To, err)
 		}
 	}
@@ -249,7 +250,7 @@ func ruleGlobs(rules []ModelRule) []string {
 
 // serves reports whether the provider takes requests of dialect d for the
 // (requested) model.
-func (p *provider) serves(d dialect, model string) bool {
+func (p *provider) serves(d wire.Dialect, model string) bool {
 	if !apiServes(p.dialect, d) || p.proto != nil && !p.proto.serves(d) {
 		return false
 	}
@@ -358,7 +359,7 @@ var clientKeyHeaders = []string{"Api-Key", "X-Goog-Api-Key", "X-Goog-User-Projec
 // With a configured key, the client's own credentials and auth-scoping
 // headers are removed: they never reach another party's host, and nothing
 // the client sends can make the provider refuse the operator's key.
-func (p *provider) upstreamHeader(client http.Header, d dialect, repl *caddy.Replacer, key string) http.Header {
+func (p *provider) upstreamHeader(client http.Header, d wire.Dialect, repl *caddy.Replacer, key string) http.Header {
 	if p.proto != nil {
 		return p.cloudHeader(client, repl, key)
 	}
@@ -379,11 +380,11 @@ func (p *provider) upstreamHeader(client http.Header, d dialect, repl *caddy.Rep
 			out.Del(k)
 		}
 		for _, dd := range dialects {
-			for _, k := range dd.credentialHeaders() {
+			for _, k := range dd.CredentialHeaders() {
 				out.Del(k)
 			}
 		}
-		d.setAuth(out, key)
+		d.SetAuth(out, key)
 	}
 	if p.cfg.HeadersUp != nil {
 		p.cfg.HeadersUp.ApplyTo(out, repl)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // race runs the attempts of one request until one is ready to commit and
@@ -34,7 +35,7 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 		repl = caddy.NewReplacer()
 	}
 	st.repl = repl
-	st.plan = newPlan(st.pinPlan(h.candidates(req.dialect, req.model, req.sessionKey)), req.model)
+	st.plan = newPlan(st.pinPlan(h.candidates(req.Dialect, req.Model, req.SessionKey)), req.Model)
 	// Every launch path checks attemptsLeft, the forced probe included, so
 	// at most Retry.Attempts attempts ever report: none blocks on its
 	// report, even after race returned (drain reaps them).
@@ -47,7 +48,7 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 func (h *Handler) racePlan(st *requestState, r *http.Request) *attempt {
 	req := st.req
 
-	hedging := req.stream && h.Hedge.enabled() && st.pinned == nil && st.discover == nil
+	hedging := req.Stream && h.Hedge.enabled() && st.pinned == nil && st.discover == nil
 	var hedgeC, retryC <-chan time.Time
 	hedgeTimer := stoppedTimer()
 	retryTimer := stoppedTimer()
@@ -64,7 +65,7 @@ func (h *Handler) racePlan(st *requestState, r *http.Request) *attempt {
 			return
 		}
 		newest := st.attempts[len(st.attempts)-1]
-		hedgeTimer.Reset(h.hedgeDelay(newest.p, req.sizeClass))
+		hedgeTimer.Reset(h.hedgeDelay(newest.p, req.SizeClass))
 		hedgeC = hedgeTimer.C
 	}
 
@@ -79,7 +80,7 @@ func (h *Handler) racePlan(st *requestState, r *http.Request) *attempt {
 		case stepEnd:
 			if s.reason == endFatal {
 				st.fatal = s.attempt
-				st.cancelLive(errHedgeLost)
+				st.cancelLive(wire.ErrHedgeLost)
 			} else {
 				abandon(st, r)
 			}

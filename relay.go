@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // relayOptions tune relayStream.
@@ -27,7 +28,7 @@ type relayOptions struct {
 	// Choices are the OpenAI choices the events before the relay (the
 	// gate's buffer, already written) showed; the grace starts only once
 	// every choice seen has finished.
-	Choices choiceSet
+	Choices wire.ChoiceSet
 	// DropMalformed drops (and counts) events whose data is not valid JSON
 	// instead of forwarding them.
 	DropMalformed bool
@@ -41,7 +42,7 @@ type relayOptions struct {
 	// waits in the buffer while the upstream is quiet.
 	Coalesce bool
 	// Track, if set, is told every event the client receives (resume.go).
-	Track resumer
+	Track wire.Resumer
 	// HoldError keeps the error event that would end an incomplete stream
 	// in the result (Held) instead of writing it, an upstream error event
 	// included: the caller may still continue the stream.
@@ -70,7 +71,7 @@ type relayResult struct {
 // (cancel the attempt or close the upstream body); it is called when ctx
 // ends or the idle limit passes, possibly more than once. u, flush and
 // abort may be nil.
-func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader, d dialect, u *usage, opts relayOptions, abort func()) relayResult {
+func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader, d wire.Dialect, u *wire.Usage, opts relayOptions, abort func()) relayResult {
 	if abort == nil {
 		abort = func() {}
 	}
@@ -114,11 +115,11 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sse.R
 	// is complete and the grace runs (a stream of n > 1 choices is not
 	// complete while one of them is mid-sentence).
 	finishing := false
-	var cs *choiceSet // passed through the dialect interface: on the heap
-	if d.finishGrace() {
-		cs = new(choiceSet)
+	var cs *wire.ChoiceSet // passed through the dialect interface: on the heap
+	if d.FinishGrace() {
+		cs = new(wire.ChoiceSet)
 		*cs = opts.Choices
-		if cs.allFinished() { // the committing chunk finished it
+		if cs.AllFinished() { // the committing chunk finished it
 			finishing = true
 			wd.setLimit(finishGraceOf(opts))
 		}
@@ -134,16 +135,16 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sse.R
 		if err != nil {
 			return endRelay(ctx, w, flush, d, opts, wd, finishing, err, res)
 		}
-		info := d.inspect(ev, opts.Track != nil, cs)
-		class := info.class
-		if class == evMalformed && opts.DropMalformed {
+		info := d.Inspect(ev, opts.Track != nil, cs)
+		class := info.Class
+		if class == wire.EvMalformed && opts.DropMalformed {
 			res.Dropped++
 			continue
 		}
-		if class == evError && opts.HoldError {
+		if class == wire.EvError && opts.HoldError {
 			res.Held = string(ev.Raw)
 			res.Reason = "upstream_error_event"
-			res.Err = fmt.Errorf("upstream sent an error event after commit: %s", upstreamErrorMessage(info.errVal, ev.Data))
+			res.Err = fmt.Errorf("upstream sent an error event after commit: %s", wire.UpstreamErrorMessage(info.ErrVal, ev.Data))
 			return res
 		}
 		if err := writeClientEvent(w, write, ev.Raw); err != nil {
@@ -152,12 +153,12 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sse.R
 		}
 		res.Events++
 		res.Bytes += int64(len(ev.Raw))
-		u.observeEvent(d, ev)
+		u.ObserveEvent(d, ev)
 		if opts.Track != nil {
-			opts.Track.track(ev, info)
+			opts.Track.Track(ev, info)
 		}
 		switch class {
-		case evTerminal:
+		case wire.EvTerminal:
 			if write == nil && flush != nil {
 				if err := flush(); err != nil {
 					res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", err)
@@ -166,13 +167,13 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sse.R
 			}
 			res.Complete = true
 			return res
-		case evError:
-			info := d.inspect(ev, false, nil)
+		case wire.EvError:
+			info := d.Inspect(ev, false, nil)
 			res.Reason = "upstream_error_event"
-			res.Err = fmt.Errorf("upstream sent an error event after commit: %s", upstreamErrorMessage(info.errVal, ev.Data))
+			res.Err = fmt.Errorf("upstream sent an error event after commit: %s", wire.UpstreamErrorMessage(info.ErrVal, ev.Data))
 			return res
 		}
-		if cs != nil && finishing != cs.allFinished() {
+		if cs != nil && finishing != cs.AllFinished() {
 			// A finish completed the last open choice, or (rarely) a new
 			// choice appeared during the grace: back to the idle limit.
 			finishing = !finishing
@@ -268,7 +269,7 @@ func writeClientEvent(w io.Writer, flush func() error, b []byte) error {
 // endRelay decides why the upstream stopped and ends the client's stream
 // accordingly: a synthesized [DONE] after an OpenAI finish_reason, an
 // error event otherwise, nothing when the client is gone.
-func endRelay(ctx context.Context, w io.Writer, flush func() error, d dialect, opts relayOptions, wd *relayWatchdog, finishing bool, readErr error, res relayResult) relayResult {
+func endRelay(ctx context.Context, w io.Writer, flush func() error, d wire.Dialect, opts relayOptions, wd *relayWatchdog, finishing bool, readErr error, res relayResult) relayResult {
 	var status int
 	var message string
 	switch ctxErr := ctx.Err(); {
@@ -280,7 +281,7 @@ func endRelay(ctx context.Context, w io.Writer, flush func() error, d dialect, o
 		// grace passing, a cut), finish it the way the client expects
 		// (OpenAI's [DONE]; a Gemini stream just ends, and what is
 		// pending is flushed when the relay returns).
-		if end := d.streamEnd(); end != nil {
+		if end := d.StreamEnd(); end != nil {
 			if err := writeClientEvent(w, flush, end); err != nil {
 				res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", err)
 				return res
@@ -312,11 +313,11 @@ func endRelay(ctx context.Context, w io.Writer, flush func() error, d dialect, o
 		message = "reading the upstream stream failed"
 	}
 	if opts.HoldError {
-		res.Held = string(errorEvent(d, status, message))
+		res.Held = string(wire.ErrorEvent(d, status, message))
 		return res
 	}
 	// The client is told; if it cannot be, it is gone anyway.
-	_ = writeClientEvent(w, flush, errorEvent(d, status, message))
+	_ = writeClientEvent(w, flush, wire.ErrorEvent(d, status, message))
 	return res
 }
 

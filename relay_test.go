@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // client records what the relay sends to the downstream client.
@@ -67,7 +68,7 @@ func (u *pipeUpstream) abort() {
 
 // lastError returns the error type carried by the final event the client
 // received, or "" when it is not an error event.
-func lastErrorType(t *testing.T, d dialect, out string) string {
+func lastErrorType(t *testing.T, d wire.Dialect, out string) string {
 	t.Helper()
 	evs := parseEvents(t, out)
 	if len(evs) == 0 {
@@ -102,7 +103,7 @@ func TestRelay(t *testing.T) {
 	openAIStream := sseStream(openAIChunk(oContent), openAIChunk(oContent), openAIChunk(oFinish), openAIChunk(oUsage))
 	tests := []struct {
 		name      string
-		d         dialect
+		d         wire.Dialect
 		in        string
 		opts      relayOptions
 		failAfter int
@@ -121,21 +122,21 @@ func TestRelay(t *testing.T) {
 			name:    "openai with [DONE]",
 			d:       dialectOpenAI,
 			in:      openAIStream + "data: [DONE]\n\n",
-			want:    relayResult{Complete: true, Events: 5, Bytes: int64(len(openAIStream) + len(doneEvent))},
+			want:    relayResult{Complete: true, Events: 5, Bytes: int64(len(openAIStream) + len(wire.DoneEvent))},
 			wantOut: openAIStream + "data: [DONE]\n\n",
 		},
 		{
 			name:    "openai finish_reason then EOF gets a [DONE]",
 			d:       dialectOpenAI,
 			in:      openAIStream,
-			want:    relayResult{Complete: true, Events: 5, Bytes: int64(len(openAIStream) + len(doneEvent))},
+			want:    relayResult{Complete: true, Events: 5, Bytes: int64(len(openAIStream) + len(wire.DoneEvent))},
 			wantOut: openAIStream + "data: [DONE]\n\n",
 		},
 		{
 			name:    "openai finish_reason then a cut gets a [DONE]",
 			d:       dialectOpenAI,
 			in:      openAIStream + "data: {\"choi",
-			want:    relayResult{Complete: true, Events: 5, Bytes: int64(len(openAIStream) + len(doneEvent))},
+			want:    relayResult{Complete: true, Events: 5, Bytes: int64(len(openAIStream) + len(wire.DoneEvent))},
 			wantOut: openAIStream + "data: [DONE]\n\n",
 		},
 		{
@@ -202,7 +203,7 @@ func TestRelay(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // goroutines left by earlier tests (Caddy's log rotation) are not ours
 			c := &relayClient{failAfter: tt.failAfter}
-			var u usage
+			var u wire.Usage
 			rd := sse.NewReader(strings.NewReader(tt.in), 4096)
 			got := relayStream(context.Background(), c, c.flush, rd, tt.d, &u, tt.opts, nil)
 			if (got.Err == nil) != (got.Reason == "") {
@@ -231,7 +232,7 @@ func TestRelay(t *testing.T) {
 func TestRelayUsage(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // goroutines left by earlier tests (Caddy's log rotation) are not ours
 	in := sseStream(anthropicEvent("message_delta", aMessageDelta), anthropicEvent("message_stop", aMessageStop))
-	u := usage{Input: 25, Output: 1, Model: "claude"}
+	u := wire.Usage{Input: 25, Output: 1, Model: "claude"}
 	res := relayStream(context.Background(), io.Discard, nil, sse.NewReader(strings.NewReader(in), 4096), dialectAnthropic, &u, relayOptions{}, nil)
 	if !res.Complete || u.Output != 15 || u.Input != 25 {
 		t.Errorf("result %+v, usage %+v", res, u)
@@ -242,7 +243,7 @@ func TestRelayUsage(t *testing.T) {
 // 504 in its dialect; OnStall is reported once on the way.
 func TestRelayIdleTimeout(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // goroutines left by earlier tests (Caddy's log rotation) are not ours
-	for _, d := range []dialect{dialectAnthropic, dialectOpenAI} {
+	for _, d := range []wire.Dialect{dialectAnthropic, dialectOpenAI} {
 		t.Run(d.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				up := newPipeUpstream()
@@ -307,7 +308,7 @@ func TestRelayFinishGrace(t *testing.T) {
 		in := sseStream(openAIChunk(oContent), openAIChunk(oFinish))
 		go up.send(t, in)
 		c := &relayClient{}
-		var u usage
+		var u wire.Usage
 		start := time.Now()
 		res := relayStream(context.Background(), c, c.flush, sse.NewReader(up.pr, 4096), dialectOpenAI, &u,
 			relayOptions{Idle: time.Minute, FinishGrace: time.Second}, up.abort)
@@ -367,12 +368,12 @@ func TestRelayContext(t *testing.T) {
 // openAIDelta is a typical streamed content chunk.
 const openAIDeltaChunk = `data: {"id":"chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG","object":"chat.completion.chunk","created":1741569952,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_eb9dce56a8","choices":[{"index":0,"delta":{"content":" the quick brown fox jumps over"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n"
 
-func benchmarkRelay(b *testing.B, d dialect, event, tail string) {
+func benchmarkRelay(b *testing.B, d wire.Dialect, event, tail string) {
 	benchmarkRelayWith(b, d, event, tail, relayOptions{Idle: time.Minute})
 }
 
-func benchmarkRelayWith(b *testing.B, d dialect, event, tail string, opts relayOptions) {
-	var u usage
+func benchmarkRelayWith(b *testing.B, d wire.Dialect, event, tail string, opts relayOptions) {
+	var u wire.Usage
 	rd := sse.NewReader(&ssetest.RepeatReader{Event: []byte(event), N: b.N, Tail: []byte(tail)}, 1<<20)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(event)))

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // Responses API state: a response lives at the provider that
@@ -80,7 +81,7 @@ func (st *requestState) pinPlan(cands []*provider) []*provider {
 // or continued by id: it would only push useful ids out of the table.
 func (st *requestState) rememberResponse(a *attempt) {
 	h := st.h
-	if st.dialect != dialectResponses || h.owners == nil || !responseStored(st.req.body) ||
+	if st.dialect != dialectResponses || h.owners == nil || !responseStored(st.req.Body) ||
 		strings.HasSuffix(strings.TrimSuffix(st.r.URL.Path, "/"), "/compact") {
 		return
 	}
@@ -123,7 +124,7 @@ func responseIDOfPath(method, p string) string {
 // known is discovered among the providers serving Responses clients
 // (discover.go); one that no provider serves is 404 in OpenAI's shape
 // (false: answered). Any other call goes to the providers of its dialect.
-func (h *Handler) forwardTargets(w http.ResponseWriter, st *requestState, d dialect) ([]*provider, bool) {
+func (h *Handler) forwardTargets(w http.ResponseWriter, st *requestState, d wire.Dialect) ([]*provider, bool) {
 	r := st.r
 	id := responseIDOfPath(r.Method, r.URL.Path)
 	if id == "" {
@@ -161,7 +162,7 @@ func (h *Handler) forwardMissed(st *requestState, a *attempt, last bool) bool {
 	if !d.missing(a.status, a.errBody) {
 		return false
 	}
-	a.class = classObjectMissing
+	a.class = wire.ClassObjectMissing
 	if last {
 		h.endDiscovery(st, nil, true)
 		return false

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"go.uber.org/zap"
 )
 
@@ -50,7 +51,7 @@ func resumableEnd(reason string) bool {
 // resume ends a committed stream the relay could not complete: continued
 // on other attempts, or, when that cannot be, with the error event the
 // relay held back. st.relay says how it ended when it returns.
-func (h *Handler) resume(w io.Writer, flush func() error, st *requestState, rs resumer) {
+func (h *Handler) resume(w io.Writer, flush func() error, st *requestState, rs wire.Resumer) {
 	held := st.relay.Held
 	defer func() {
 		if !st.relay.Complete && errors.Is(st.ctx.Err(), context.Canceled) {
@@ -62,13 +63,13 @@ func (h *Handler) resume(w io.Writer, flush func() error, st *requestState, rs r
 	}()
 	st.broke = append(st.broke, st.winner.p)
 	for left := *h.Stream.Resume; left > 0 && resumableEnd(st.relay.Reason); left-- {
-		delivered := utf8.RuneCountInString(rs.text())
-		if why := rs.ineligible(); why != "" {
+		delivered := utf8.RuneCountInString(rs.Text())
+		if why := rs.Ineligible(); why != "" {
 			h.noteResume(st, "", delivered, resumeIneligible, why)
 			return
 		}
-		if rs.finished() {
-			if err := rs.writeEnd(w, contEnd{}); err == nil && flush() == nil {
+		if rs.Finished() {
+			if err := rs.WriteEnd(w, wire.ContEnd{}); err == nil && flush() == nil {
 				st.relay.Complete, st.relay.Reason, st.relay.Err = true, "", nil
 			}
 			h.noteResume(st, strategyFinish, delivered, resumeCompleted, "")
@@ -94,30 +95,30 @@ func (h *Handler) resume(w io.Writer, flush func() error, st *requestState, rs r
 // it, then replay-match on every candidate, each target in turn until one
 // completes the stream, adds text and breaks (the next continuation goes
 // on from there), or none is left.
-func (h *Handler) continueStream(w io.Writer, flush func() error, st *requestState, rs resumer) {
-	text, delivered := rs.text(), deliveredOf(rs)
+func (h *Handler) continueStream(w io.Writer, flush func() error, st *requestState, rs wire.Resumer) {
+	text, delivered := rs.Text(), deliveredOf(rs)
 	chars := utf8.RuneCountInString(text)
 	orig, model := st.req, st.plan.model
 	defer func() { st.req, st.resuming, st.fatal = orig, "", nil }()
 	cands := h.resumeCandidates(st)
-	pre, _ := trimPrefill(text)
+	pre, _ := wire.TrimPrefill(text)
 	outcome, why := resumeFailed, "no candidate continued the stream"
 	for _, strategy := range []string{strategyPrefill, strategyReplay} {
-		req, plan, sp := orig, cands, replaySplicer(text)
+		req, plan, sp := orig, cands, wire.ReplaySplicer(text)
 		if strategy == strategyPrefill {
 			plan = slices.DeleteFunc(slices.Clone(cands), func(p *provider) bool { return !p.prefills(st.dialect) })
 			if len(plan) == 0 || pre == "" {
 				continue
 			}
-			body, err := rs.prefill(orig.body, pre)
+			body, err := rs.Prefill(orig.Body, pre)
 			if err != nil {
 				continue
 			}
-			if req, err = parseCompletion(st.dialect, st.r.URL.Path, st.r.URL.RawQuery, body); err != nil {
+			if req, err = wire.ParseCompletion(st.dialect, st.r.URL.Path, st.r.URL.RawQuery, body); err != nil {
 				continue
 			}
-			req.sizeClass, req.sessionKey = orig.sizeClass, orig.sessionKey
-			sp = prefillSplicer(text)
+			req.SizeClass, req.SessionKey = orig.SizeClass, orig.SessionKey
+			sp = wire.PrefillSplicer(text)
 		}
 		st.req, st.resuming = req, strategy
 		st.plan = newPlan(plan, model)
@@ -126,7 +127,7 @@ func (h *Handler) continueStream(w io.Writer, flush func() error, st *requestSta
 			a := h.racePlan(st, st.r)
 			if a == nil {
 				st.drain()
-				if f := st.lastFailure(); strategy == strategyPrefill && f != nil && isPrefillRejection(f.errBody) {
+				if f := st.lastFailure(); strategy == strategyPrefill && f != nil && wire.IsPrefillRejection(f.errBody) {
 					outcome, why = resumePrefillRejected, "the target refused the assistant prefill"
 				}
 				break
@@ -143,7 +144,7 @@ func (h *Handler) continueStream(w io.Writer, flush func() error, st *requestSta
 				st.relay.Reason, st.relay.Err = res.reason, res.err
 				h.noteResume(st, strategy, chars, resumeFailed, "client gone")
 				return
-			case res.reason == reasonTextBound:
+			case res.reason == wire.ReasonTextBound:
 				st.relay.Reason, st.relay.Err = res.reason, res.err
 				h.noteResume(st, strategy, chars, resumeIneligible, res.err.Error())
 				return
@@ -168,7 +169,7 @@ func (h *Handler) continueStream(w io.Writer, flush func() error, st *requestSta
 // written (Anthropic's API, Bedrock, Vertex's Anthropic publisher). Gemini,
 // on Vertex too, and OpenAI's APIs answer a trailing assistant turn from
 // the start.
-func (p *provider) prefills(d dialect) bool {
+func (p *provider) prefills(d wire.Dialect) bool {
 	if p.prefill != nil {
 		return *p.prefill
 	}
@@ -185,7 +186,7 @@ func (p *provider) prefills(d dialect) bool {
 // resumeCandidates are the request's candidates for a continuation: the
 // providers whose stream broke in this request go last.
 func (h *Handler) resumeCandidates(st *requestState) []*provider {
-	cands := slices.Clone(st.pinPlan(h.candidates(st.dialect, st.plan.model, st.req.sessionKey)))
+	cands := slices.Clone(st.pinPlan(h.candidates(st.dialect, st.plan.model, st.req.SessionKey)))
 	slices.SortStableFunc(cands, func(a, b *provider) int {
 		ba, bb := slices.Contains(st.broke, a), slices.Contains(st.broke, b)
 		switch {

@@ -7,19 +7,20 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // anthropicResumer continues an Anthropic Messages stream: the client has
 // one message_start and text blocks; a continuation's deltas go on in the
 // client's last text block (or a new one after it, if it was closed).
 type anthropicResumer struct {
-	textLog
+	wire.TextLog
 	blocks  int  // content blocks the client has seen start
 	open    bool // the last one is still open
 	stopped bool // message_delta with a stop_reason reached the client
 }
 
-func (anthropicDialect) newResumer(*llmRequest) resumer { return &anthropicResumer{} }
+func (anthropicDialect) NewResumer(*wire.Request) wire.Resumer { return &anthropicResumer{} }
 
 // anthropicEventType is the event's name, or its data's type when it has
 // none (switched on as string(...): no copy).
@@ -37,7 +38,7 @@ func anthropicEventType(ev sse.Event) []byte {
 // whether it is a text block, and its initial text (a raw JSON string).
 func anthropicBlockStart(data []byte) (index int64, isText bool, text []byte) {
 	if v, ok := jsonscan.Lookup(data, "index"); ok {
-		index, _ = parseSeq(v)
+		index, _ = wire.ParseSeq(v)
 	}
 	typ, _ := jsonscan.Lookup(data, "content_block", "type")
 	if text, _ = jsonscan.Lookup(data, "content_block", "text"); !jsonscan.IsString(text) {
@@ -56,23 +57,23 @@ func anthropicStopReason(data []byte) []byte {
 	return v
 }
 
-func (r *anthropicResumer) track(ev sse.Event, info eventInfo) {
+func (r *anthropicResumer) Track(ev sse.Event, info wire.EventInfo) {
 	switch string(anthropicEventType(ev)) {
 	case "content_block_delta":
-		if info.text == nil {
-			r.fail("a delta that is not text")
+		if info.Text == nil {
+			r.Fail("a delta that is not text")
 			return
 		}
-		r.appendJSON(info.text)
+		r.AppendJSON(info.Text)
 	case "content_block_start":
 		index, isText, text := anthropicBlockStart(ev.Data)
 		if !isText {
-			r.fail("a content block that is not text")
+			r.Fail("a content block that is not text")
 			return
 		}
 		r.blocks, r.open = int(index)+1, true
 		if text != nil {
-			r.appendJSON(text)
+			r.AppendJSON(text)
 		}
 	case "content_block_stop":
 		r.open = false
@@ -83,43 +84,43 @@ func (r *anthropicResumer) track(ev sse.Event, info eventInfo) {
 	}
 }
 
-func (r *anthropicResumer) finished() bool { return r.stopped }
+func (r *anthropicResumer) Finished() bool { return r.stopped }
 
-func (r *anthropicResumer) prefill(body []byte, text string) ([]byte, error) {
-	return appendTurn(body, "messages", mergeAssistantTurn, func(t string) any {
+func (r *anthropicResumer) Prefill(body []byte, text string) ([]byte, error) {
+	return wire.AppendTurn(body, "messages", wire.MergeAssistantTurn, func(t string) any {
 		return map[string]string{"role": "assistant", "content": t}
 	}, text)
 }
 
-func (r *anthropicResumer) read(ev sse.Event, info eventInfo) contEvent {
+func (r *anthropicResumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEvent {
 	switch string(anthropicEventType(ev)) {
 	case "content_block_delta":
-		if info.text == nil {
-			return contEvent{kind: contOther}
+		if info.Text == nil {
+			return wire.ContEvent{Kind: wire.ContOther}
 		}
-		return contEvent{kind: contText, text: jsonscan.Unquote(info.text)}
+		return wire.ContEvent{Kind: wire.ContText, Text: jsonscan.Unquote(info.Text)}
 	case "content_block_start":
 		_, isText, text := anthropicBlockStart(ev.Data)
 		if !isText {
-			return contEvent{kind: contOther}
+			return wire.ContEvent{Kind: wire.ContOther}
 		}
-		return contEvent{kind: contText, text: jsonscan.Unquote(text)}
+		return wire.ContEvent{Kind: wire.ContText, Text: jsonscan.Unquote(text)}
 	case "message_delta":
 		if v := anthropicStopReason(ev.Data); v != nil {
-			return contEvent{kind: contFinish, finish: jsonscan.Unquote(v)}
+			return wire.ContEvent{Kind: wire.ContFinish, Finish: jsonscan.Unquote(v)}
 		}
 	case "message_stop":
-		return contEvent{kind: contTerminal}
+		return wire.ContEvent{Kind: wire.ContTerminal}
 	case "error":
-		return contEvent{kind: contError}
+		return wire.ContEvent{Kind: wire.ContError}
 	}
-	if info.class == evError {
-		return contEvent{kind: contError}
+	if info.Class == wire.EvError {
+		return wire.ContEvent{Kind: wire.ContError}
 	}
-	return contEvent{kind: contSkip}
+	return wire.ContEvent{Kind: wire.ContSkip}
 }
 
-func (r *anthropicResumer) writeText(w io.Writer, text string) error {
+func (r *anthropicResumer) WriteText(w io.Writer, text string) error {
 	if text == "" {
 		return nil
 	}
@@ -133,14 +134,14 @@ func (r *anthropicResumer) writeText(w io.Writer, text string) error {
 	b.WriteString("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":")
 	b.WriteString(strconv.Itoa(r.blocks - 1))
 	b.WriteString(",\"delta\":{\"type\":\"text_delta\",\"text\":")
-	b.Write(jsonText(text))
+	b.Write(wire.JSONText(text))
 	b.WriteString("}}\n\n")
-	r.appendText(text)
+	r.AppendText(text)
 	_, err := w.Write(b.Bytes())
 	return err
 }
 
-func (r *anthropicResumer) writeEnd(w io.Writer, end contEnd) error {
+func (r *anthropicResumer) WriteEnd(w io.Writer, end wire.ContEnd) error {
 	var b bytes.Buffer
 	if r.open {
 		b.WriteString("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":")
@@ -149,14 +150,14 @@ func (r *anthropicResumer) writeEnd(w io.Writer, end contEnd) error {
 		r.open = false
 	}
 	if !r.stopped {
-		reason := end.finish
+		reason := end.Finish
 		if reason == "" {
 			reason = "end_turn"
 		}
 		b.WriteString("event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":")
-		b.Write(jsonText(reason))
+		b.Write(wire.JSONText(reason))
 		b.WriteString(",\"stop_sequence\":null},\"usage\":{\"output_tokens\":")
-		b.WriteString(strconv.FormatInt(end.output, 10))
+		b.WriteString(strconv.FormatInt(end.Output, 10))
 		b.WriteString("}}\n\n")
 	}
 	b.WriteString("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")

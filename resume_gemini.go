@@ -8,6 +8,7 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // geminiResumer continues a Gemini stream: the client has chunks of one
@@ -16,14 +17,14 @@ import (
 // a chunk with the finishReason and the usage (a Gemini stream has no
 // terminal event: the body ends).
 type geminiResumer struct {
-	textLog
+	wire.TextLog
 	modelVersion, responseID []byte // raw values of the client's chunks
 	crlf                     bool   // the client's events end in "\r\n\r\n" (Gemini's own framing)
 	framed                   bool   // crlf was read from the client's first event
 	stopped                  bool   // a chunk with a finishReason reached the client
 }
 
-func (geminiDialect) newResumer(*llmRequest) resumer { return &geminiResumer{crlf: true} }
+func (geminiDialect) NewResumer(*wire.Request) wire.Resumer { return &geminiResumer{crlf: true} }
 
 // geminiChunk is what a resumer reads from one chunk: its first
 // candidate, and the top-level members it echoes.
@@ -162,9 +163,9 @@ func (c *geminiChunk) appendText(dst []byte) []byte {
 	return dst
 }
 
-func (r *geminiResumer) track(ev sse.Event, info eventInfo) {
-	if info.class == evError || info.class == evMalformed {
-		r.fail("an event that is not a chunk")
+func (r *geminiResumer) Track(ev sse.Event, info wire.EventInfo) {
+	if info.Class == wire.EvError || info.Class == wire.EvMalformed {
+		r.Fail("an event that is not a chunk")
 		return
 	}
 	if jsonscan.SkipSpace(ev.Data, 0) == len(ev.Data) {
@@ -172,7 +173,7 @@ func (r *geminiResumer) track(ev sse.Event, info eventInfo) {
 	}
 	c, ok := scanGeminiChunk(ev.Data)
 	if !ok {
-		r.fail("an event that is not a chunk")
+		r.Fail("an event that is not a chunk")
 		return
 	}
 	if !r.framed {
@@ -188,16 +189,16 @@ func (r *geminiResumer) track(ev sse.Event, info eventInfo) {
 	case c.candidates == 0:
 		return // usage or prompt feedback only
 	case c.candidates > 1 || c.index != 0:
-		r.fail("more than one candidate")
+		r.Fail("more than one candidate")
 		return
 	case c.other != "":
-		r.fail("output that is not text: " + c.other)
+		r.Fail("output that is not text: " + c.other)
 		return
 	}
 	if c.text != nil {
-		r.appendJSON(c.text)
+		r.AppendJSON(c.text)
 		for _, t := range c.more {
-			r.appendJSON(t)
+			r.AppendJSON(t)
 		}
 	}
 	if c.finish != nil {
@@ -205,10 +206,10 @@ func (r *geminiResumer) track(ev sse.Event, info eventInfo) {
 	}
 }
 
-func (r *geminiResumer) finished() bool { return r.stopped }
+func (r *geminiResumer) Finished() bool { return r.stopped }
 
-func (r *geminiResumer) prefill(body []byte, text string) ([]byte, error) {
-	return appendTurn(body, "contents", mergeGeminiTurn, func(t string) any {
+func (r *geminiResumer) Prefill(body []byte, text string) ([]byte, error) {
+	return wire.AppendTurn(body, "contents", mergeGeminiTurn, func(t string) any {
 		return map[string]any{"role": "model", "parts": []map[string]string{{"text": t}}}
 	}, text)
 }
@@ -229,21 +230,21 @@ func mergeGeminiTurn(last json.RawMessage, text string) (json.RawMessage, bool) 
 	return out, err == nil
 }
 
-func (r *geminiResumer) read(ev sse.Event, info eventInfo) contEvent {
-	if info.class == evError || info.class == evMalformed {
-		return contEvent{kind: contError}
+func (r *geminiResumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEvent {
+	if info.Class == wire.EvError || info.Class == wire.EvMalformed {
+		return wire.ContEvent{Kind: wire.ContError}
 	}
 	if jsonscan.SkipSpace(ev.Data, 0) == len(ev.Data) {
-		return contEvent{kind: contSkip}
+		return wire.ContEvent{Kind: wire.ContSkip}
 	}
 	c, ok := scanGeminiChunk(ev.Data)
 	switch {
 	case !ok:
-		return contEvent{kind: contError}
+		return wire.ContEvent{Kind: wire.ContError}
 	case c.candidates == 0:
-		return contEvent{kind: contSkip}
+		return wire.ContEvent{Kind: wire.ContSkip}
 	case c.candidates > 1 || c.index != 0 || c.other != "":
-		return contEvent{kind: contOther}
+		return wire.ContEvent{Kind: wire.ContOther}
 	}
 	var finish string
 	if c.finish != nil {
@@ -251,11 +252,11 @@ func (r *geminiResumer) read(ev sse.Event, info eventInfo) contEvent {
 	}
 	switch {
 	case c.text != nil:
-		return contEvent{kind: contText, text: string(c.appendText(nil)), finish: finish, ends: c.finish != nil}
+		return wire.ContEvent{Kind: wire.ContText, Text: string(c.appendText(nil)), Finish: finish, Ends: c.finish != nil}
 	case c.finish != nil:
-		return contEvent{kind: contFinish, finish: finish}
+		return wire.ContEvent{Kind: wire.ContFinish, Finish: finish}
 	}
-	return contEvent{kind: contSkip}
+	return wire.ContEvent{Kind: wire.ContSkip}
 }
 
 // chunkTail appends the end of a chunk: the client's ids and the event's
@@ -276,41 +277,41 @@ func (r *geminiResumer) chunkTail(b *bytes.Buffer) {
 	}
 }
 
-func (r *geminiResumer) writeText(w io.Writer, text string) error {
+func (r *geminiResumer) WriteText(w io.Writer, text string) error {
 	if text == "" {
 		return nil
 	}
 	var b bytes.Buffer
 	b.WriteString(`data: {"candidates":[{"content":{"parts":[{"text":`)
-	b.Write(jsonText(text))
+	b.Write(wire.JSONText(text))
 	b.WriteString(`}],"role":"model"},"index":0}]`)
 	r.chunkTail(&b)
-	r.appendText(text)
+	r.AppendText(text)
 	_, err := w.Write(b.Bytes())
 	return err
 }
 
 // writeEnd writes the finishing chunk, unless the client has it: the
 // body's end (the caller's) is the stream's.
-func (r *geminiResumer) writeEnd(w io.Writer, end contEnd) error {
+func (r *geminiResumer) WriteEnd(w io.Writer, end wire.ContEnd) error {
 	if r.stopped {
 		return nil
 	}
-	reason := end.finish
+	reason := end.Finish
 	if reason == "" {
 		reason = "STOP"
 	}
 	var b bytes.Buffer
 	b.WriteString(`data: {"candidates":[{"content":{"parts":[{"text":""}],"role":"model"},"finishReason":`)
-	b.Write(jsonText(reason))
+	b.Write(wire.JSONText(reason))
 	b.WriteString(`,"index":0}]`)
-	if end.input > 0 || end.output > 0 {
+	if end.Input > 0 || end.Output > 0 {
 		b.WriteString(`,"usageMetadata":{"promptTokenCount":`)
-		b.WriteString(strconv.FormatInt(end.input, 10))
+		b.WriteString(strconv.FormatInt(end.Input, 10))
 		b.WriteString(`,"candidatesTokenCount":`)
-		b.WriteString(strconv.FormatInt(end.output, 10))
+		b.WriteString(strconv.FormatInt(end.Output, 10))
 		b.WriteString(`,"totalTokenCount":`)
-		b.WriteString(strconv.FormatInt(end.input+end.output, 10))
+		b.WriteString(strconv.FormatInt(end.Input+end.Output, 10))
 		b.WriteString(`}`)
 	}
 	r.chunkTail(&b)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // resumeGeminiChunk is a chunk as the Gemini API sends it, with the given parts and
@@ -50,7 +51,7 @@ func resumeGeminiSSE(chunks ...string) string {
 
 func newGeminiResumer(t *testing.T) *geminiResumer {
 	t.Helper()
-	rs, ok := dialectGemini.newResumer(&llmRequest{body: []byte(`{"contents":[]}`)}).(*geminiResumer)
+	rs, ok := wire.NewResumer(dialectGemini, &wire.Request{Body: []byte(`{"contents":[]}`)}).(*geminiResumer)
 	if !ok {
 		t.Fatal("newResumer is not a geminiResumer")
 	}
@@ -80,11 +81,11 @@ func TestGeminiResumerTrack(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rs := newGeminiResumer(t)
 			resumeTrackAll(t, dialectGemini, rs, resumeGeminiSSE(tt.chunks...))
-			if got := rs.ineligible() != ""; got != tt.bad {
-				t.Fatalf("ineligible = %q, want ineligible %v", rs.ineligible(), tt.bad)
+			if got := rs.Ineligible() != ""; got != tt.bad {
+				t.Fatalf("ineligible = %q, want ineligible %v", rs.Ineligible(), tt.bad)
 			}
-			if rs.text() != tt.text || rs.finished() != tt.finished {
-				t.Errorf("text %q finished %v, want %q %v", rs.text(), rs.finished(), tt.text, tt.finished)
+			if rs.Text() != tt.text || rs.Finished() != tt.finished {
+				t.Errorf("text %q finished %v, want %q %v", rs.Text(), rs.Finished(), tt.text, tt.finished)
 			}
 		})
 	}
@@ -114,7 +115,7 @@ func TestGeminiResumerPrefill(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := newGeminiResumer(t).prefill([]byte(tt.in), `Hello "wörld"`)
+			out, err := newGeminiResumer(t).Prefill([]byte(tt.in), `Hello "wörld"`)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +131,7 @@ func TestGeminiResumerPrefill(t *testing.T) {
 			}
 		})
 	}
-	if _, err := newGeminiResumer(t).prefill([]byte(`{"generationConfig":{}}`), "x"); !errors.Is(err, errNoTurns) {
+	if _, err := newGeminiResumer(t).Prefill([]byte(`{"generationConfig":{}}`), "x"); !errors.Is(err, wire.ErrNoTurns) {
 		t.Errorf("no contents: err %v, want errNoTurns", err)
 	}
 }
@@ -138,25 +139,25 @@ func TestGeminiResumerPrefill(t *testing.T) {
 func TestGeminiResumerRead(t *testing.T) {
 	tests := []struct {
 		name, chunk string
-		want        contEvent
+		want        wire.ContEvent
 	}{
-		{"text", rgHello, contEvent{kind: contText, text: "Hello"}},
-		{"text parts", rgWorld, contEvent{kind: contText, text: " wörld!\n"}},
-		{"finish", rgStop, contEvent{kind: contFinish, finish: "STOP"}},
-		{"text and finish", resumeGeminiChunk(`{"text":"end."}`, `,"finishReason":"MAX_TOKENS"`), contEvent{kind: contText, text: "end.", finish: "MAX_TOKENS", ends: true}},
-		{"unspecified finish", resumeGeminiChunk(`{"text":"a"}`, `,"finishReason":"FINISH_REASON_UNSPECIFIED"`), contEvent{kind: contText, text: "a"}},
-		{"usage only", rgUsage, contEvent{kind: contSkip}},
-		{"thought", rgThought, contEvent{kind: contOther}},
-		{"functionCall", rgCall, contEvent{kind: contOther}},
-		{"text and a functionCall", rgMixed, contEvent{kind: contOther}},
-		{"two candidates", rgTwo, contEvent{kind: contOther}},
-		{"error", `{"error":{"code":503,"message":"overloaded","status":"UNAVAILABLE"}}`, contEvent{kind: contError}},
-		{"malformed", `{"candidates": [{"content": {"parts": [{"te`, contEvent{kind: contError}},
+		{"text", rgHello, wire.ContEvent{Kind: wire.ContText, Text: "Hello"}},
+		{"text parts", rgWorld, wire.ContEvent{Kind: wire.ContText, Text: " wörld!\n"}},
+		{"finish", rgStop, wire.ContEvent{Kind: wire.ContFinish, Finish: "STOP"}},
+		{"text and finish", resumeGeminiChunk(`{"text":"end."}`, `,"finishReason":"MAX_TOKENS"`), wire.ContEvent{Kind: wire.ContText, Text: "end.", Finish: "MAX_TOKENS", Ends: true}},
+		{"unspecified finish", resumeGeminiChunk(`{"text":"a"}`, `,"finishReason":"FINISH_REASON_UNSPECIFIED"`), wire.ContEvent{Kind: wire.ContText, Text: "a"}},
+		{"usage only", rgUsage, wire.ContEvent{Kind: wire.ContSkip}},
+		{"thought", rgThought, wire.ContEvent{Kind: wire.ContOther}},
+		{"functionCall", rgCall, wire.ContEvent{Kind: wire.ContOther}},
+		{"text and a functionCall", rgMixed, wire.ContEvent{Kind: wire.ContOther}},
+		{"two candidates", rgTwo, wire.ContEvent{Kind: wire.ContOther}},
+		{"error", `{"error":{"code":503,"message":"overloaded","status":"UNAVAILABLE"}}`, wire.ContEvent{Kind: wire.ContError}},
+		{"malformed", `{"candidates": [{"content": {"parts": [{"te`, wire.ContEvent{Kind: wire.ContError}},
 	}
 	rs := newGeminiResumer(t)
 	for _, tt := range tests {
 		evs := parseEvents(t, resumeGeminiSSE(tt.chunk))
-		if got := rs.read(evs[0], dialectGemini.inspect(evs[0], true, nil)); got != tt.want {
+		if got := rs.Read(evs[0], dialectGemini.Inspect(evs[0], true, nil)); got != tt.want {
 			t.Errorf("%s: read = %+v, want %+v", tt.name, got, tt.want)
 		}
 	}
@@ -171,10 +172,10 @@ func TestGeminiResumerWrite(t *testing.T) {
 		client := strings.ReplaceAll(resumeGeminiSSE(rgHello), "\r\n\r\n", sep)
 		resumeTrackAll(t, dialectGemini, rs, client)
 		var out bytes.Buffer
-		if err := rs.writeText(&out, ` "wörld"`); err != nil {
+		if err := rs.WriteText(&out, ` "wörld"`); err != nil {
 			t.Fatal(err)
 		}
-		if err := rs.writeEnd(&out, contEnd{finish: "MAX_TOKENS", input: 7, output: 20}); err != nil {
+		if err := rs.WriteEnd(&out, wire.ContEnd{Finish: "MAX_TOKENS", Input: 7, Output: 20}); err != nil {
 			t.Fatal(err)
 		}
 		if got := strings.Count(out.String(), sep); got != 2 || !strings.HasSuffix(out.String(), sep) {
@@ -193,8 +194,8 @@ func TestGeminiResumerWrite(t *testing.T) {
 			text.WriteString(r.Text())
 			last = r
 		}
-		if text.String() != `Hello "wörld"` || rs.text() != `Hello "wörld"` {
-			t.Errorf("text %q, resumer text %q", text.String(), rs.text())
+		if text.String() != `Hello "wörld"` || rs.Text() != `Hello "wörld"` {
+			t.Errorf("text %q, resumer text %q", text.String(), rs.Text())
 		}
 		if len(last.Candidates) != 1 || last.Candidates[0].FinishReason != genai.FinishReasonMaxTokens {
 			t.Errorf("last chunk %+v: want finish MAX_TOKENS", last.Candidates)
@@ -210,15 +211,15 @@ func TestGeminiResumerWriteEndFinished(t *testing.T) {
 	rs := newGeminiResumer(t)
 	resumeTrackAll(t, dialectGemini, rs, resumeGeminiSSE(rgHello, rgStop))
 	var out bytes.Buffer
-	if err := rs.writeEnd(&out, contEnd{}); err != nil || out.Len() != 0 || !rs.finished() {
-		t.Errorf("writeEnd = %q, %v (finished %v); want nothing", out.String(), err, rs.finished())
+	if err := rs.WriteEnd(&out, wire.ContEnd{}); err != nil || out.Len() != 0 || !rs.Finished() {
+		t.Errorf("writeEnd = %q, %v (finished %v); want nothing", out.String(), err, rs.Finished())
 	}
 }
 
 // resumeWire is one dialect's side of TestResumeSpliceChatGeminiProperty.
 type resumeWire struct {
-	d   dialect
-	rs  func() resumer
+	d   wire.Dialect
+	rs  func() wire.Resumer
 	evt func(id, text, finish string) string // one chunk (finish "" for none)
 	// open and close frame a stream: its first chunk(s) and what follows
 	// the finish.
@@ -237,7 +238,7 @@ type resumeClientView struct {
 var resumeWires = map[string]resumeWire{
 	"chat": {
 		d:  dialectOpenAI,
-		rs: func() resumer { return dialectOpenAI.newResumer(&llmRequest{body: []byte(`{}`)}) },
+		rs: func() wire.Resumer { return wire.NewResumer(dialectOpenAI, &wire.Request{Body: []byte(`{}`)}) },
 		evt: func(id, text, finish string) string {
 			f := "null"
 			if finish != "" {
@@ -290,7 +291,7 @@ var resumeWires = map[string]resumeWire{
 	},
 	"gemini": {
 		d:  dialectGemini,
-		rs: func() resumer { return dialectGemini.newResumer(&llmRequest{body: []byte(`{}`)}) },
+		rs: func() wire.Resumer { return wire.NewResumer(dialectGemini, &wire.Request{Body: []byte(`{}`)}) },
 		evt: func(id, text, finish string) string {
 			f := ""
 			if finish != "" {
@@ -334,7 +335,7 @@ var resumeWires = map[string]resumeWire{
 // comes with its finish in the same chunk half of the time. A prefill
 // target that answers from the start is never spliced.
 func TestResumeSpliceChatGeminiProperty(t *testing.T) {
-	for name, wire := range resumeWires {
+	for name, rw := range resumeWires {
 		t.Run(name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(3, 4))
 			for trial := range 1000 {
@@ -366,14 +367,14 @@ func TestResumeSpliceChatGeminiProperty(t *testing.T) {
 					}
 				case 3:
 					prefill = true
-					pre, _ := trimPrefill(delivered)
+					pre, _ := wire.TrimPrefill(delivered)
 					cont = answer[len(pre):]
 				case 4: // a prefill target that answers from the start
 					cont = answer
-					pre, _ := trimPrefill(delivered)
+					pre, _ := wire.TrimPrefill(delivered)
 					prefill = pre != "" // an all-whitespace text is not prefilled (continueStream)
 				}
-				v := wire.read(t, resumeSpliceOnce(t, wire, parts[:k], chunk(rng, cont), prefill, rng.IntN(2) == 0))
+				v := rw.read(t, resumeSpliceOnce(t, rw, parts[:k], chunk(rng, cont), prefill, rng.IntN(2) == 0))
 				ok := v.afterEnds == 0 && v.ends+v.errs == 1 && len(v.ids) == 1 && v.ids["client"]
 				switch {
 				case !ok:
@@ -398,45 +399,45 @@ func TestResumeSpliceChatGeminiProperty(t *testing.T) {
 // delivered and then broke, and a continuation whose text comes in cont;
 // it returns the client's whole stream (the error event is the relay's
 // held one).
-func resumeSpliceOnce(t *testing.T, wire resumeWire, delivered, cont []string, prefill, finishWithText bool) []byte {
+func resumeSpliceOnce(t *testing.T, rw resumeWire, delivered, cont []string, prefill, finishWithText bool) []byte {
 	var client bytes.Buffer
-	rs := wire.rs()
+	rs := rw.rs()
 	feed := func(raw string) {
 		client.WriteString(raw)
 		for _, ev := range parseEvents(t, raw) {
-			rs.track(ev, wire.d.inspect(ev, true, nil))
+			rs.Track(ev, rw.d.Inspect(ev, true, nil))
 		}
 	}
-	feed(wire.open("client"))
+	feed(rw.open("client"))
 	for _, d := range delivered {
-		feed(wire.evt("client", d, ""))
+		feed(rw.evt("client", d, ""))
 	}
-	text := rs.text()
-	sp := replaySplicer(text)
+	text := rs.Text()
+	sp := wire.ReplaySplicer(text)
 	if prefill {
-		sp = prefillSplicer(text)
+		sp = wire.PrefillSplicer(text)
 	}
-	run := &spliceRun{d: wire.d, rs: rs, sp: &sp, w: &client, flush: func() error { return nil }}
+	run := &spliceRun{d: rw.d, rs: rs, sp: &sp, w: &client, flush: func() error { return nil }}
 	var stream strings.Builder
-	stream.WriteString(wire.open("cont"))
+	stream.WriteString(rw.open("cont"))
 	for i, c := range cont {
 		if finishWithText && i == len(cont)-1 {
-			stream.WriteString(wire.evt("cont", c, "STOP"))
+			stream.WriteString(rw.evt("cont", c, "STOP"))
 			break
 		}
-		stream.WriteString(wire.evt("cont", c, ""))
+		stream.WriteString(rw.evt("cont", c, ""))
 	}
 	if !finishWithText || len(cont) == 0 {
-		stream.WriteString(wire.evt("cont", "", "STOP"))
+		stream.WriteString(rw.evt("cont", "", "STOP"))
 	}
-	stream.WriteString(wire.close("cont"))
+	stream.WriteString(rw.close("cont"))
 	for _, ev := range parseEvents(t, stream.String()) {
 		if run.handle(ev) {
 			break
 		}
 	}
-	if !run.finishing() || !run.end(&usage{Input: 5, Output: 9}) {
-		client.Write(errorEvent(wire.d, 502, "the upstream ended the stream before it was complete"))
+	if !run.finishing() || !run.end(&wire.Usage{Input: 5, Output: 9}) {
+		client.Write(wire.ErrorEvent(rw.d, 502, "the upstream ended the stream before it was complete"))
 	}
 	return client.Bytes()
 }

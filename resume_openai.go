@@ -7,6 +7,7 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // openAIResumer continues a Chat Completions stream: the client has chunks
@@ -15,7 +16,7 @@ import (
 // model and system_fingerprint, and the end is a finish chunk, the usage
 // chunk when the request asked for it, and [DONE].
 type openAIResumer struct {
-	textLog
+	wire.TextLog
 	id, created, model, fingerprint []byte // raw values of the client's chunks
 	includeUsage                    bool   // stream_options.include_usage
 	stopped                         bool   // a chunk with finish_reason reached the client
@@ -29,13 +30,13 @@ type openAIResumer struct {
 func (r *openAIResumer) tokens() int64 { return r.chunks }
 
 // newResumer: a request for several choices (n > 1) is not continued.
-func (openAIDialect) newResumer(req *llmRequest) resumer {
-	if v, ok := jsonscan.Lookup(req.body, "n"); ok {
+func (openAIDialect) NewResumer(req *wire.Request) wire.Resumer {
+	if v, ok := jsonscan.Lookup(req.Body, "n"); ok {
 		if n, isInt := jsonscan.Int(v); isInt && n > 1 {
 			return nil
 		}
 	}
-	v, _ := jsonscan.Lookup(req.body, "stream_options", "include_usage")
+	v, _ := jsonscan.Lookup(req.Body, "stream_options", "include_usage")
 	return &openAIResumer{includeUsage: string(v) == "true"}
 }
 
@@ -133,12 +134,12 @@ func (c *chatChunk) scanChoice(choice *jsonscan.Iter) {
 	}
 }
 
-func (r *openAIResumer) track(ev sse.Event, info eventInfo) {
-	switch info.class {
-	case evTerminal:
+func (r *openAIResumer) Track(ev sse.Event, info wire.EventInfo) {
+	switch info.Class {
+	case wire.EvTerminal:
 		return
-	case evError, evMalformed:
-		r.fail("an event that is not a chunk")
+	case wire.EvError, wire.EvMalformed:
+		r.Fail("an event that is not a chunk")
 		return
 	}
 	if jsonscan.SkipSpace(ev.Data, 0) == len(ev.Data) {
@@ -146,7 +147,7 @@ func (r *openAIResumer) track(ev sse.Event, info eventInfo) {
 	}
 	c, ok := scanChatChunk(ev.Data)
 	if !ok {
-		r.fail("an event that is not a chunk")
+		r.Fail("an event that is not a chunk")
 		return
 	}
 	if r.id == nil && jsonscan.IsString(c.id) {
@@ -160,49 +161,49 @@ func (r *openAIResumer) track(ev sse.Event, info eventInfo) {
 	case c.choices == 0:
 		return // a usage chunk
 	case c.choices > 1 || c.index != 0:
-		r.fail("more than one choice")
+		r.Fail("more than one choice")
 		return
 	case c.other != "":
-		r.fail("output that is not text: " + c.other)
+		r.Fail("output that is not text: " + c.other)
 		return
 	}
 	if c.content != nil {
 		if len(c.content) > 2 { // not ""
 			r.chunks++
 		}
-		r.appendJSON(c.content)
+		r.AppendJSON(c.content)
 	}
 	if c.finish != nil {
 		r.stopped = true
 	}
 }
 
-func (r *openAIResumer) finished() bool { return r.stopped }
+func (r *openAIResumer) Finished() bool { return r.stopped }
 
-func (r *openAIResumer) prefill(body []byte, text string) ([]byte, error) {
-	return appendTurn(body, "messages", mergeAssistantTurn, func(t string) any {
+func (r *openAIResumer) Prefill(body []byte, text string) ([]byte, error) {
+	return wire.AppendTurn(body, "messages", wire.MergeAssistantTurn, func(t string) any {
 		return map[string]string{"role": "assistant", "content": t}
 	}, text)
 }
 
-func (r *openAIResumer) read(ev sse.Event, info eventInfo) contEvent {
-	switch info.class {
-	case evTerminal:
-		return contEvent{kind: contTerminal}
-	case evError, evMalformed:
-		return contEvent{kind: contError}
+func (r *openAIResumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEvent {
+	switch info.Class {
+	case wire.EvTerminal:
+		return wire.ContEvent{Kind: wire.ContTerminal}
+	case wire.EvError, wire.EvMalformed:
+		return wire.ContEvent{Kind: wire.ContError}
 	}
 	if jsonscan.SkipSpace(ev.Data, 0) == len(ev.Data) {
-		return contEvent{kind: contSkip}
+		return wire.ContEvent{Kind: wire.ContSkip}
 	}
 	c, ok := scanChatChunk(ev.Data)
 	switch {
 	case !ok:
-		return contEvent{kind: contError}
+		return wire.ContEvent{Kind: wire.ContError}
 	case c.choices == 0:
-		return contEvent{kind: contSkip} // a usage chunk
+		return wire.ContEvent{Kind: wire.ContSkip} // a usage chunk
 	case c.choices > 1 || c.index != 0 || c.other != "":
-		return contEvent{kind: contOther}
+		return wire.ContEvent{Kind: wire.ContOther}
 	}
 	var text string
 	if c.content != nil {
@@ -214,11 +215,11 @@ func (r *openAIResumer) read(ev sse.Event, info eventInfo) contEvent {
 	}
 	switch {
 	case text != "":
-		return contEvent{kind: contText, text: text, finish: finish, ends: c.finish != nil}
+		return wire.ContEvent{Kind: wire.ContText, Text: text, Finish: finish, Ends: c.finish != nil}
 	case c.finish != nil:
-		return contEvent{kind: contFinish, finish: finish}
+		return wire.ContEvent{Kind: wire.ContFinish, Finish: finish}
 	}
-	return contEvent{kind: contSkip}
+	return wire.ContEvent{Kind: wire.ContSkip}
 }
 
 // chunkHead appends the start of a chunk in the client's ids, up to the
@@ -244,46 +245,46 @@ func writeRawOr(b *bytes.Buffer, raw []byte, def string) {
 	b.Write(raw)
 }
 
-func (r *openAIResumer) writeText(w io.Writer, text string) error {
+func (r *openAIResumer) WriteText(w io.Writer, text string) error {
 	if text == "" {
 		return nil
 	}
 	var b bytes.Buffer
 	r.chunkHead(&b)
 	b.WriteString(`,"choices":[{"index":0,"delta":{"content":`)
-	b.Write(jsonText(text))
+	b.Write(wire.JSONText(text))
 	b.WriteString("},\"finish_reason\":null}]}\n\n")
-	r.appendText(text)
+	r.AppendText(text)
 	r.chunks++
 	_, err := w.Write(b.Bytes())
 	return err
 }
 
-func (r *openAIResumer) writeEnd(w io.Writer, end contEnd) error {
+func (r *openAIResumer) WriteEnd(w io.Writer, end wire.ContEnd) error {
 	var b bytes.Buffer
 	if !r.stopped {
-		reason := end.finish
+		reason := end.Finish
 		if reason == "" {
 			reason = "stop"
 		}
 		r.chunkHead(&b)
 		b.WriteString(`,"choices":[{"index":0,"delta":{},"finish_reason":`)
-		b.Write(jsonText(reason))
+		b.Write(wire.JSONText(reason))
 		b.WriteString("}]}\n\n")
 		r.stopped = true
 	}
-	if r.includeUsage && !r.usageSent && (end.input > 0 || end.output > 0) {
+	if r.includeUsage && !r.usageSent && (end.Input > 0 || end.Output > 0) {
 		r.chunkHead(&b)
 		b.WriteString(`,"choices":[],"usage":{"prompt_tokens":`)
-		b.WriteString(strconv.FormatInt(end.input, 10))
+		b.WriteString(strconv.FormatInt(end.Input, 10))
 		b.WriteString(`,"completion_tokens":`)
-		b.WriteString(strconv.FormatInt(end.output, 10))
+		b.WriteString(strconv.FormatInt(end.Output, 10))
 		b.WriteString(`,"total_tokens":`)
-		b.WriteString(strconv.FormatInt(end.input+end.output, 10))
+		b.WriteString(strconv.FormatInt(end.Input+end.Output, 10))
 		b.WriteString("}}\n\n")
 		r.usageSent = true
 	}
-	b.Write(doneEvent)
+	b.Write(wire.DoneEvent)
 	_, err := w.Write(b.Bytes())
 	return err
 }

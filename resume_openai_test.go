@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"github.com/openai/openai-go/v3"
 )
 
@@ -45,16 +46,16 @@ func resumeSSE(chunks ...string) string {
 }
 
 // resumeTrackAll feeds events to a resumer as the relay does.
-func resumeTrackAll(t *testing.T, d dialect, rs resumer, stream string) {
+func resumeTrackAll(t *testing.T, d wire.Dialect, rs wire.Resumer, stream string) {
 	t.Helper()
 	for _, ev := range parseEvents(t, stream) {
-		rs.track(ev, d.inspect(ev, true, nil))
+		rs.Track(ev, d.Inspect(ev, true, nil))
 	}
 }
 
 func newChatResumer(t *testing.T, body string) *openAIResumer {
 	t.Helper()
-	rs, ok := dialectOpenAI.newResumer(&llmRequest{body: []byte(body)}).(*openAIResumer)
+	rs, ok := wire.NewResumer(dialectOpenAI, &wire.Request{Body: []byte(body)}).(*openAIResumer)
 	if !ok {
 		t.Fatalf("newResumer(%s) is not an openAIResumer", body)
 	}
@@ -84,11 +85,11 @@ func TestChatResumerTrack(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rs := newChatResumer(t, `{"model":"gpt-4o","messages":[]}`)
 			resumeTrackAll(t, dialectOpenAI, rs, resumeSSE(tt.chunks...))
-			if got := rs.ineligible() != ""; got != tt.bad {
-				t.Fatalf("ineligible = %q, want ineligible %v", rs.ineligible(), tt.bad)
+			if got := rs.Ineligible() != ""; got != tt.bad {
+				t.Fatalf("ineligible = %q, want ineligible %v", rs.Ineligible(), tt.bad)
 			}
-			if rs.text() != tt.text || rs.finished() != tt.finished {
-				t.Errorf("text %q finished %v, want %q %v", rs.text(), rs.finished(), tt.text, tt.finished)
+			if rs.Text() != tt.text || rs.Finished() != tt.finished {
+				t.Errorf("text %q finished %v, want %q %v", rs.Text(), rs.Finished(), tt.text, tt.finished)
 			}
 		})
 	}
@@ -96,7 +97,7 @@ func TestChatResumerTrack(t *testing.T) {
 
 // A request for several choices is not continued; include_usage is read.
 func TestChatResumerRequest(t *testing.T) {
-	if rs := dialectOpenAI.newResumer(&llmRequest{body: []byte(`{"model":"m","n":2,"messages":[]}`)}); rs != nil {
+	if rs := wire.NewResumer(dialectOpenAI, &wire.Request{Body: []byte(`{"model":"m","n":2,"messages":[]}`)}); rs != nil {
 		t.Errorf("n 2: newResumer = %T, want nil", rs)
 	}
 	if rs := newChatResumer(t, `{"model":"m","n":1,"stream_options":{"include_usage":true},"messages":[]}`); !rs.includeUsage {
@@ -131,7 +132,7 @@ func TestChatResumerPrefill(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := newChatResumer(t, tt.in).prefill([]byte(tt.in), `Hello "wörld"`)
+			out, err := newChatResumer(t, tt.in).Prefill([]byte(tt.in), `Hello "wörld"`)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,7 +152,7 @@ func TestChatResumerPrefill(t *testing.T) {
 			}
 		})
 	}
-	if _, err := newChatResumer(t, `{}`).prefill([]byte(`{"model":"m"}`), "x"); !errors.Is(err, errNoTurns) {
+	if _, err := newChatResumer(t, `{}`).Prefill([]byte(`{"model":"m"}`), "x"); !errors.Is(err, wire.ErrNoTurns) {
 		t.Errorf("no messages: err %v, want errNoTurns", err)
 	}
 }
@@ -165,22 +166,22 @@ func resumeJSONEqual(a, b any) bool {
 func TestChatResumerRead(t *testing.T) {
 	tests := []struct {
 		name, stream string
-		want         contEvent
+		want         wire.ContEvent
 	}{
-		{"role", resumeSSE(rcRole), contEvent{kind: contSkip}},
-		{"text", resumeSSE(rcWorld), contEvent{kind: contText, text: " wörld\n"}},
-		{"finish", resumeSSE(rcStop), contEvent{kind: contFinish, finish: "stop"}},
-		{"text and finish", resumeSSE(resumeChatDelta(`{"content":"end."}`, `"length"`)), contEvent{kind: contText, text: "end.", finish: "length", ends: true}},
-		{"usage", resumeSSE(rcUsage), contEvent{kind: contSkip}},
-		{"done", "data: [DONE]\n\n", contEvent{kind: contTerminal}},
-		{"error data", resumeSSE(`{"error":{"message":"overloaded","type":"server_error"}}`), contEvent{kind: contError}},
-		{"error event", "event: error\ndata: {\"error\":{\"message\":\"x\"}}\n\n", contEvent{kind: contError}},
-		{"malformed", "data: {\"id\":\"x\n\n", contEvent{kind: contError}},
-		{"tool call", resumeSSE(rcTool), contEvent{kind: contOther}},
-		{"refusal", resumeSSE(rcRefusal), contEvent{kind: contOther}},
-		{"reasoning", resumeSSE(rcReason), contEvent{kind: contOther}},
-		{"two choices", resumeSSE(rcTwo), contEvent{kind: contOther}},
-		{"keepalive", ": ping\n\n", contEvent{kind: contSkip}},
+		{"role", resumeSSE(rcRole), wire.ContEvent{Kind: wire.ContSkip}},
+		{"text", resumeSSE(rcWorld), wire.ContEvent{Kind: wire.ContText, Text: " wörld\n"}},
+		{"finish", resumeSSE(rcStop), wire.ContEvent{Kind: wire.ContFinish, Finish: "stop"}},
+		{"text and finish", resumeSSE(resumeChatDelta(`{"content":"end."}`, `"length"`)), wire.ContEvent{Kind: wire.ContText, Text: "end.", Finish: "length", Ends: true}},
+		{"usage", resumeSSE(rcUsage), wire.ContEvent{Kind: wire.ContSkip}},
+		{"done", "data: [DONE]\n\n", wire.ContEvent{Kind: wire.ContTerminal}},
+		{"error data", resumeSSE(`{"error":{"message":"overloaded","type":"server_error"}}`), wire.ContEvent{Kind: wire.ContError}},
+		{"error event", "event: error\ndata: {\"error\":{\"message\":\"x\"}}\n\n", wire.ContEvent{Kind: wire.ContError}},
+		{"malformed", "data: {\"id\":\"x\n\n", wire.ContEvent{Kind: wire.ContError}},
+		{"tool call", resumeSSE(rcTool), wire.ContEvent{Kind: wire.ContOther}},
+		{"refusal", resumeSSE(rcRefusal), wire.ContEvent{Kind: wire.ContOther}},
+		{"reasoning", resumeSSE(rcReason), wire.ContEvent{Kind: wire.ContOther}},
+		{"two choices", resumeSSE(rcTwo), wire.ContEvent{Kind: wire.ContOther}},
+		{"keepalive", ": ping\n\n", wire.ContEvent{Kind: wire.ContSkip}},
 	}
 	rs := newChatResumer(t, `{"model":"m","messages":[]}`)
 	for _, tt := range tests {
@@ -188,7 +189,7 @@ func TestChatResumerRead(t *testing.T) {
 		if len(evs) != 1 {
 			t.Fatalf("%s: %d events", tt.name, len(evs))
 		}
-		if got := rs.read(evs[0], dialectOpenAI.inspect(evs[0], true, nil)); got != tt.want {
+		if got := rs.Read(evs[0], dialectOpenAI.Inspect(evs[0], true, nil)); got != tt.want {
 			t.Errorf("%s: read = %+v, want %+v", tt.name, got, tt.want)
 		}
 	}
@@ -207,14 +208,14 @@ func TestChatResumerWrite(t *testing.T) {
 		client := resumeSSE(rcRole, rcHello)
 		resumeTrackAll(t, dialectOpenAI, rs, client)
 		var out bytes.Buffer
-		if err := rs.writeText(&out, ` "wörld"`); err != nil {
+		if err := rs.WriteText(&out, ` "wörld"`); err != nil {
 			t.Fatal(err)
 		}
-		if err := rs.writeEnd(&out, contEnd{finish: "length", input: 9, output: 20}); err != nil {
+		if err := rs.WriteEnd(&out, wire.ContEnd{Finish: "length", Input: 9, Output: 20}); err != nil {
 			t.Fatal(err)
 		}
-		if rs.text() != `Hello "wörld"` {
-			t.Errorf("text after the writes = %q", rs.text())
+		if rs.Text() != `Hello "wörld"` {
+			t.Errorf("text after the writes = %q", rs.Text())
 		}
 		evs := parseEvents(t, client+out.String())
 		if last := evs[len(evs)-1]; string(last.Data) != "[DONE]" {
@@ -257,11 +258,11 @@ func TestChatResumerWrite(t *testing.T) {
 func TestChatResumerWriteEndFinished(t *testing.T) {
 	rs := newChatResumer(t, `{"model":"m","messages":[],"stream_options":{"include_usage":true}}`)
 	resumeTrackAll(t, dialectOpenAI, rs, resumeSSE(rcRole, rcHello, rcStop, rcUsage))
-	if !rs.finished() {
+	if !rs.Finished() {
 		t.Fatal("not finished after a finish_reason")
 	}
 	var out bytes.Buffer
-	if err := rs.writeEnd(&out, contEnd{}); err != nil {
+	if err := rs.WriteEnd(&out, wire.ContEnd{}); err != nil {
 		t.Fatal(err)
 	}
 	if out.String() != "data: [DONE]\n\n" {
@@ -273,21 +274,21 @@ func TestChatResumerWriteEndFinished(t *testing.T) {
 // buffer's growth): the relay calls track on every event.
 func TestResumerTrackAllocs(t *testing.T) {
 	tests := []struct {
-		d     dialect
-		rs    resumer
+		d     wire.Dialect
+		rs    wire.Resumer
 		chunk string
 	}{
-		{dialectOpenAI, dialectOpenAI.newResumer(&llmRequest{body: []byte(`{}`)}), resumeSSE(rcHello)},
-		{dialectGemini, dialectGemini.newResumer(&llmRequest{body: []byte(`{}`)}), resumeGeminiSSE(rgHello)},
+		{dialectOpenAI, wire.NewResumer(dialectOpenAI, &wire.Request{Body: []byte(`{}`)}), resumeSSE(rcHello)},
+		{dialectGemini, wire.NewResumer(dialectGemini, &wire.Request{Body: []byte(`{}`)}), resumeGeminiSSE(rgHello)},
 	}
 	for _, tt := range tests {
 		ev := parseEvents(t, tt.chunk)[0]
-		tt.rs.track(ev, tt.d.inspect(ev, true, nil)) // the ids are copied once
-		if n := testing.AllocsPerRun(1000, func() { tt.rs.track(ev, tt.d.inspect(ev, true, nil)) }); n != 0 {
+		tt.rs.Track(ev, tt.d.Inspect(ev, true, nil)) // the ids are copied once
+		if n := testing.AllocsPerRun(1000, func() { tt.rs.Track(ev, tt.d.Inspect(ev, true, nil)) }); n != 0 {
 			t.Errorf("%s: %v allocations per chunk", tt.d, n)
 		}
-		if tt.rs.ineligible() != "" {
-			t.Errorf("%s: %s", tt.d, tt.rs.ineligible())
+		if tt.rs.Ineligible() != "" {
+			t.Errorf("%s: %s", tt.d, tt.rs.Ineligible())
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // resumeEvent renders one Anthropic SSE event.
@@ -104,17 +105,17 @@ func spliceOnce(t testing.TB, delivered []string, cont []string, prefill bool) [
 			if err != nil {
 				return
 			}
-			rs.track(ev, dialectAnthropic.inspect(ev, true, nil))
+			rs.Track(ev, dialectAnthropic.Inspect(ev, true, nil))
 		}
 	}
 	feed(anthropicOpening(), true)
 	for _, d := range delivered {
 		feed(anthropicTextDelta(d), true)
 	}
-	text := rs.text()
-	sp := replaySplicer(text)
+	text := rs.Text()
+	sp := wire.ReplaySplicer(text)
 	if prefill {
-		sp = prefillSplicer(text)
+		sp = wire.PrefillSplicer(text)
 	}
 	run := &spliceRun{d: dialectAnthropic, rs: rs, sp: &sp, w: &client, flush: func() error { return nil }}
 	var stream strings.Builder
@@ -130,8 +131,8 @@ func spliceOnce(t testing.TB, delivered []string, cont []string, prefill bool) [
 			break
 		}
 	}
-	if !run.finishing() || !run.end(&usage{Output: 9}) {
-		client.Write(errorEvent(dialectAnthropic, 502, "the upstream ended the stream before it was complete"))
+	if !run.finishing() || !run.end(&wire.Usage{Output: 9}) {
+		client.Write(wire.ErrorEvent(dialectAnthropic, 502, "the upstream ended the stream before it was complete"))
 	}
 	return client.Bytes()
 }
@@ -176,11 +177,11 @@ func TestResumeSpliceProperty(t *testing.T) {
 			}
 		case 3: // prefill: the target answers the rest after the trimmed text
 			prefill = true
-			pre, _ := trimPrefill(delivered)
+			pre, _ := wire.TrimPrefill(delivered)
 			cont = answer[len(pre):]
 		case 4: // prefill: the target answers the whole answer again
 			cont = answer
-			pre, _ := trimPrefill(delivered)
+			pre, _ := wire.TrimPrefill(delivered)
 			prefill = pre != "" // an all-whitespace text is not prefilled (continueStream)
 		}
 		v := readClient(t, spliceOnce(t, parts[:k], chunk(rng, cont), prefill))
@@ -225,7 +226,7 @@ func FuzzResumeSplice(f *testing.F) {
 			t.Fatalf("replay-match delivered %q, the continuation said %q", v.text, cont)
 		}
 		if prefill && v.stops == 1 {
-			pre, _ := trimPrefill(delivered)
+			pre, _ := wire.TrimPrefill(delivered)
 			if !strings.HasSuffix(v.text, strings.TrimLeft(cont, " \n\t\r")) && len(v.text)-len(delivered) > len(cont) {
 				t.Fatalf("prefill added %q beyond the continuation %q (prefill %q)", v.text[len(delivered):], cont, pre)
 			}
@@ -250,11 +251,11 @@ func TestAnthropicResumerTrackAllocs(t *testing.T) {
 		evs = append(evs, sse.Event{Raw: bytes.Clone(ev.Raw), Name: bytes.Clone(ev.Name), Data: bytes.Clone(ev.Data)})
 	}
 	for _, ev := range evs {
-		if n := testing.AllocsPerRun(1000, func() { rs.track(ev, dialectAnthropic.inspect(ev, true, nil)) }); n != 0 {
+		if n := testing.AllocsPerRun(1000, func() { rs.Track(ev, dialectAnthropic.Inspect(ev, true, nil)) }); n != 0 {
 			t.Errorf("%s: %v allocations per event", ev.Name, n)
 		}
 	}
-	if rs.ineligible() != "" || rs.finished() || !strings.HasPrefix(rs.text(), "HelloHello") {
+	if rs.Ineligible() != "" || rs.Finished() || !strings.HasPrefix(rs.Text(), "HelloHello") {
 		t.Fatalf("resumer %+v", rs)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // responsesResumer continues an OpenAI Responses stream whose client has
@@ -17,7 +18,7 @@ import (
 // client's item id and indexes and with sequence numbers that go on from
 // the client's last, and the client's response object, completed, ends it.
 type responsesResumer struct {
-	textLog
+	wire.TextLog
 	created      []byte // the response object of the client's response.created
 	itemID       string // the client's message item
 	outputIndex  int64
@@ -35,8 +36,8 @@ type responsesResumer struct {
 // the id the client has, and another provider's stored copy the whole
 // answer under an id the client never sees, so neither could be read back
 // or continued by previous_response_id as the client was told.
-func (responsesDialect) newResumer(req *llmRequest) resumer {
-	if responseStored(req.body) {
+func (responsesDialect) NewResumer(req *wire.Request) wire.Resumer {
+	if responseStored(req.Body) {
 		return nil
 	}
 	return &responsesResumer{seq: -1}
@@ -60,29 +61,29 @@ type responsesFrame struct {
 
 // responsesEventKind is what a Responses event is: the output name inspect
 // gave it, else the data's type (or the event name).
-func responsesEventKind(ev sse.Event, info eventInfo) string {
-	if info.by != "" && info.by != "response.*.delta" {
-		return info.by
+func responsesEventKind(ev sse.Event, info wire.EventInfo) string {
+	if info.By != "" && info.By != "response.*.delta" {
+		return info.By
 	}
 	typ, _ := jsonscan.Lookup(ev.Data, "type")
 	var buf [64]byte
 	return string(responsesKind(typ, ev.Name, buf[:0]))
 }
 
-func (r *responsesResumer) track(ev sse.Event, info eventInfo) {
+func (r *responsesResumer) Track(ev sse.Event, info wire.EventInfo) {
 	if n, ok := jsonscan.Lookup(ev.Data, "sequence_number"); ok {
-		if v, ok := parseSeq(n); ok && v > r.seq {
+		if v, ok := wire.ParseSeq(n); ok && v > r.seq {
 			r.seq = v
 		}
 	}
 	kind := responsesEventKind(ev, info)
 	switch kind {
 	case "response.output_text.delta":
-		if info.text == nil || r.parts == 0 {
-			r.fail("a text delta outside an output_text part")
+		if info.Text == nil || r.parts == 0 {
+			r.Fail("a text delta outside an output_text part")
 			return
 		}
-		r.appendJSON(info.text)
+		r.AppendJSON(info.Text)
 		return
 	case "response.created":
 		if resp, ok := jsonscan.Lookup(ev.Data, "response"); ok && len(resp) > 0 && resp[0] == '{' && json.Valid(resp) {
@@ -93,13 +94,13 @@ func (r *responsesResumer) track(ev sse.Event, info eventInfo) {
 		var f responsesFrame
 		switch {
 		case json.Unmarshal(ev.Data, &f) != nil || f.Item == nil:
-			r.fail("an unreadable output item")
+			r.Fail("an unreadable output item")
 		case f.Item.Type != "message":
-			r.fail("an output item that is not a message (" + f.Item.Type + ")")
+			r.Fail("an output item that is not a message (" + f.Item.Type + ")")
 		case r.items > 0:
-			r.fail("a second output item")
+			r.Fail("a second output item")
 		case len(f.Item.Content) > 0:
-			r.fail("a message item that arrived with its content")
+			r.Fail("a message item that arrived with its content")
 		default:
 			r.items, r.itemID, r.outputIndex = 1, f.Item.ID, f.OutputIndex
 		}
@@ -108,16 +109,16 @@ func (r *responsesResumer) track(ev sse.Event, info eventInfo) {
 		var f responsesFrame
 		switch {
 		case json.Unmarshal(ev.Data, &f) != nil || f.Part == nil:
-			r.fail("an unreadable content part")
+			r.Fail("an unreadable content part")
 		case f.Part.Type != "output_text":
-			r.fail("a content part that is not output_text (" + f.Part.Type + ")")
+			r.Fail("a content part that is not output_text (" + f.Part.Type + ")")
 		case r.items == 0 || f.ItemID != r.itemID || f.OutputIndex != r.outputIndex:
-			r.fail("a content part outside the message item")
+			r.Fail("a content part outside the message item")
 		case r.parts > 0:
-			r.fail("a second content part")
+			r.Fail("a second content part")
 		default:
 			r.parts, r.contentIndex = 1, f.ContentIndex
-			r.appendText(f.Part.Text)
+			r.AppendText(f.Part.Text)
 		}
 		return
 	case "response.output_text.done":
@@ -130,18 +131,18 @@ func (r *responsesResumer) track(ev sse.Event, info eventInfo) {
 		r.itemDone = true
 		return
 	case "response.output_text.annotation.added":
-		r.fail("an annotation") // the text alone would drop it
+		r.Fail("an annotation") // the text alone would drop it
 		return
 	}
-	if info.class == evOutput {
-		r.fail("output that is not text (" + kind + ")")
+	if info.Class == wire.EvOutput {
+		r.Fail("output that is not text (" + kind + ")")
 	}
 }
 
-func (r *responsesResumer) ineligible() string {
+func (r *responsesResumer) Ineligible() string {
 	switch {
-	case r.bad != "":
-		return r.bad
+	case r.Bad != "":
+		return r.Bad
 	case r.created == nil:
 		return "no response.created"
 	case r.parts == 0:
@@ -153,11 +154,11 @@ func (r *responsesResumer) ineligible() string {
 // finished: once output_text.done reached the client it has the whole
 // text (a continuation may not add to it); the rest of the done events and
 // the terminal complete it.
-func (r *responsesResumer) finished() bool { return r.textDone || r.partDone || r.itemDone }
+func (r *responsesResumer) Finished() bool { return r.textDone || r.partDone || r.itemDone }
 
 // prefill turns a string input into a user message and ends the input with
 // an assistant message holding text.
-func (r *responsesResumer) prefill(body []byte, text string) ([]byte, error) {
+func (r *responsesResumer) Prefill(body []byte, text string) ([]byte, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
 		return nil, err
@@ -173,7 +174,7 @@ func (r *responsesResumer) prefill(body []byte, text string) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return appendTurn(body, "input", mergeResponsesTurn, func(t string) any {
+	return wire.AppendTurn(body, "input", mergeResponsesTurn, func(t string) any {
 		return map[string]string{"role": "assistant", "content": t}
 	}, text)
 }
@@ -192,50 +193,50 @@ func mergeResponsesTurn(last json.RawMessage, text string) (json.RawMessage, boo
 	if json.Unmarshal(m["content"], &s) != nil {
 		return nil, false
 	}
-	m["content"] = jsonText(s + text)
+	m["content"] = wire.JSONText(s + text)
 	out, err := json.Marshal(m)
 	return out, err == nil
 }
 
-func (r *responsesResumer) read(ev sse.Event, info eventInfo) contEvent {
-	if info.class == evError {
-		return contEvent{kind: contError}
+func (r *responsesResumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEvent {
+	if info.Class == wire.EvError {
+		return wire.ContEvent{Kind: wire.ContError}
 	}
 	kind := responsesEventKind(ev, info)
 	switch kind {
 	case "response.output_text.delta":
-		if info.text == nil {
-			return contEvent{kind: contOther}
+		if info.Text == nil {
+			return wire.ContEvent{Kind: wire.ContOther}
 		}
-		return contEvent{kind: contText, text: string(jsonscan.AppendString(nil, info.text))}
+		return wire.ContEvent{Kind: wire.ContText, Text: string(jsonscan.AppendString(nil, info.Text))}
 	case "response.output_item.added", "response.output_item.done":
 		var f responsesFrame
 		if json.Unmarshal(ev.Data, &f) != nil || f.Item == nil || f.Item.Type != "message" {
-			return contEvent{kind: contOther}
+			return wire.ContEvent{Kind: wire.ContOther}
 		}
-		return contEvent{kind: contSkip}
+		return wire.ContEvent{Kind: wire.ContSkip}
 	case "response.content_part.added", "response.content_part.done":
 		var f responsesFrame
 		if json.Unmarshal(ev.Data, &f) != nil || f.Part == nil || f.Part.Type != "output_text" {
-			return contEvent{kind: contOther}
+			return wire.ContEvent{Kind: wire.ContOther}
 		}
-		return contEvent{kind: contSkip}
+		return wire.ContEvent{Kind: wire.ContSkip}
 	case "response.output_text.annotation.added":
-		return contEvent{kind: contOther}
+		return wire.ContEvent{Kind: wire.ContOther}
 	case "response.completed":
-		return contEvent{kind: contTerminal, finish: "completed"}
+		return wire.ContEvent{Kind: wire.ContTerminal, Finish: "completed"}
 	case "response.incomplete":
 		r.incompleteReason = nil
 		var reason string
 		if v, ok := jsonscan.Lookup(ev.Data, "response", "incomplete_details", "reason"); ok && json.Unmarshal(v, &reason) == nil && reason != "" {
-			r.incompleteReason = jsonText(reason)
+			r.incompleteReason = wire.JSONText(reason)
 		}
-		return contEvent{kind: contTerminal, finish: "incomplete"}
+		return wire.ContEvent{Kind: wire.ContTerminal, Finish: "incomplete"}
 	}
-	if info.class == evOutput {
-		return contEvent{kind: contOther}
+	if info.Class == wire.EvOutput {
+		return wire.ContEvent{Kind: wire.ContOther}
 	}
-	return contEvent{kind: contSkip} // response.created, in_progress, output_text.done, ...
+	return wire.ContEvent{Kind: wire.ContSkip} // response.created, in_progress, output_text.done, ...
 }
 
 // next is the sequence number of the client's next event.
@@ -254,27 +255,27 @@ func (r *responsesResumer) writeLoc(b *bytes.Buffer, typ string) {
 	b.WriteString("\",\"sequence_number\":")
 	b.WriteString(strconv.FormatInt(r.next(), 10))
 	b.WriteString(",\"item_id\":")
-	b.Write(jsonText(r.itemID))
+	b.Write(wire.JSONText(r.itemID))
 	b.WriteString(",\"output_index\":")
 	b.WriteString(strconv.FormatInt(r.outputIndex, 10))
 	b.WriteString(",\"content_index\":")
 	b.WriteString(strconv.FormatInt(r.contentIndex, 10))
 }
 
-func (r *responsesResumer) writeText(w io.Writer, text string) error {
+func (r *responsesResumer) WriteText(w io.Writer, text string) error {
 	if text == "" {
 		return nil
 	}
 	// writeEnd repeats the text whole: past maxResumeText it is no longer
 	// kept, and the stream cannot be completed (the client gets the error
 	// event), as it could not be continued.
-	if r.appendText(text); r.bad != "" {
-		return errResumeTextBound
+	if r.AppendText(text); r.Bad != "" {
+		return wire.ErrResumeTextBound
 	}
 	var b bytes.Buffer
 	r.writeLoc(&b, "response.output_text.delta")
 	b.WriteString(",\"delta\":")
-	b.Write(jsonText(text))
+	b.Write(wire.JSONText(text))
 	b.WriteString(",\"logprobs\":[]}\n\n")
 	_, err := w.Write(b.Bytes())
 	return err
@@ -297,9 +298,9 @@ type responsesOutputItem struct {
 	Content []responsesOutputPart `json:"content"`
 }
 
-func (r *responsesResumer) writeEnd(w io.Writer, end contEnd) error {
-	text := r.text()
-	incomplete := end.finish == "incomplete"
+func (r *responsesResumer) WriteEnd(w io.Writer, end wire.ContEnd) error {
+	text := r.Text()
+	incomplete := end.Finish == "incomplete"
 	part := responsesOutputPart{Type: "output_text", Text: text, Annotations: []struct{}{}, Logprobs: []struct{}{}}
 	item := responsesOutputItem{ID: r.itemID, Type: "message", Status: "completed", Role: "assistant",
 		Content: []responsesOutputPart{part}}
@@ -312,7 +313,7 @@ func (r *responsesResumer) writeEnd(w io.Writer, end contEnd) error {
 	if !r.textDone {
 		r.writeLoc(&b, "response.output_text.done")
 		b.WriteString(",\"text\":")
-		b.Write(jsonText(text))
+		b.Write(wire.JSONText(text))
 		b.WriteString(",\"logprobs\":[]}\n\n")
 		r.textDone = true
 	}
@@ -358,7 +359,7 @@ func (r *responsesResumer) writeEnd(w io.Writer, end contEnd) error {
 // announced it (its id, created_at, model, ...), finished: the status, the
 // one message item and the usage. The usage is null when it is not known
 // (the client had the whole text, and no continuation ran to count it).
-func (r *responsesResumer) finalResponse(itemJSON []byte, end contEnd, incomplete bool) ([]byte, error) {
+func (r *responsesResumer) finalResponse(itemJSON []byte, end wire.ContEnd, incomplete bool) ([]byte, error) {
 	obj := map[string]json.RawMessage{}
 	if r.created != nil {
 		if err := json.Unmarshal(r.created, &obj); err != nil {
@@ -380,10 +381,10 @@ func (r *responsesResumer) finalResponse(itemJSON []byte, end contEnd, incomplet
 	}
 	obj["output"] = json.RawMessage(`[` + string(itemJSON) + `]`)
 	obj["usage"] = json.RawMessage(`null`)
-	if end.input != 0 || end.output != 0 {
-		obj["usage"] = json.RawMessage(`{"input_tokens":` + strconv.FormatInt(end.input, 10) +
-			`,"input_tokens_details":{"cached_tokens":0},"output_tokens":` + strconv.FormatInt(end.output, 10) +
-			`,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":` + strconv.FormatInt(end.input+end.output, 10) + `}`)
+	if end.Input != 0 || end.Output != 0 {
+		obj["usage"] = json.RawMessage(`{"input_tokens":` + strconv.FormatInt(end.Input, 10) +
+			`,"input_tokens_details":{"cached_tokens":0},"output_tokens":` + strconv.FormatInt(end.Output, 10) +
+			`,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":` + strconv.FormatInt(end.Input+end.Output, 10) + `}`)
 	}
 	return json.Marshal(obj)
 }

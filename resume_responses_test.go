@@ -11,13 +11,14 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // Events of a Responses stream, shaped as OpenAI sends them (seq is the
 // sequence_number).
 func rsEvent(data string) string {
 	typ, _ := jsonscan.Lookup([]byte(data), "type")
-	return "event: " + jsonStringValue(typ) + "\ndata: " + data + "\n\n"
+	return "event: " + wire.JSONStringValue(typ) + "\ndata: " + data + "\n\n"
 }
 
 const (
@@ -50,7 +51,7 @@ func rsStream(datas ...string) string {
 // feed it.
 func rsTracked(t *testing.T, stream string) *responsesResumer {
 	t.Helper()
-	rs := dialectResponses.newResumer(&llmRequest{body: []byte(`{"model":"gpt-test","input":"hi","stream":true,"store":false}`)})
+	rs := wire.NewResumer(dialectResponses, &wire.Request{Body: []byte(`{"model":"gpt-test","input":"hi","stream":true,"store":false}`)})
 	if rs == nil {
 		t.Fatal("no resumer for store false")
 	}
@@ -60,7 +61,7 @@ func rsTracked(t *testing.T, stream string) *responsesResumer {
 		if err != nil {
 			break
 		}
-		rs.track(ev, dialectResponses.inspect(ev, true, nil))
+		rs.Track(ev, dialectResponses.Inspect(ev, true, nil))
 	}
 	return rs.(*responsesResumer)
 }
@@ -90,13 +91,13 @@ func TestResponsesResumerTrack(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rs := rsTracked(t, rsStream(append(head, tc.events...)...))
-			why := rs.ineligible()
+			why := rs.Ineligible()
 			if tc.bad == "" {
 				if why != "" {
 					t.Fatalf("ineligible: %s", why)
 				}
-				if rs.text() != tc.text || rs.finished() != tc.finished {
-					t.Fatalf("text %q finished %v, want %q %v", rs.text(), rs.finished(), tc.text, tc.finished)
+				if rs.Text() != tc.text || rs.Finished() != tc.finished {
+					t.Fatalf("text %q finished %v, want %q %v", rs.Text(), rs.Finished(), tc.text, tc.finished)
 				}
 				return
 			}
@@ -113,7 +114,7 @@ func TestResponsesResumerNoCreated(t *testing.T) {
 	broken := strings.Replace(rsCreated, `"model":"gpt-test"`, `"model":gpt-test`, 1)
 	for _, head := range []string{broken, rsInProgress} {
 		rs := rsTracked(t, rsStream(head, rsMessage, rsPart, rsDelta1))
-		if why := rs.ineligible(); why != "no response.created" {
+		if why := rs.Ineligible(); why != "no response.created" {
 			t.Errorf("ineligible() = %q, want no response.created", why)
 		}
 	}
@@ -131,7 +132,7 @@ func TestResponsesResumerStore(t *testing.T) {
 		`{"input":"hi","store":null}`:                 false,
 		`{"input":"hi","stream":true,"store":false} `: true,
 	} {
-		if got := dialectResponses.newResumer(&llmRequest{body: []byte(body)}) != nil; got != want {
+		if got := wire.NewResumer(dialectResponses, &wire.Request{Body: []byte(body)}) != nil; got != want {
 			t.Errorf("%s: resumer %v, want %v", body, got, want)
 		}
 	}
@@ -153,7 +154,7 @@ func TestResponsesResumerPrefill(t *testing.T) {
 	rs := &responsesResumer{}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := rs.prefill([]byte(tc.body), "Hello")
+			got, err := rs.Prefill([]byte(tc.body), "Hello")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -167,7 +168,7 @@ func TestResponsesResumerPrefill(t *testing.T) {
 			}
 		})
 	}
-	if _, err := rs.prefill([]byte(`{"model":"m"}`), "Hello"); err == nil {
+	if _, err := rs.Prefill([]byte(`{"model":"m"}`), "Hello"); err == nil {
 		t.Error("a body without input was extended")
 	}
 }
@@ -175,28 +176,28 @@ func TestResponsesResumerPrefill(t *testing.T) {
 func TestResponsesResumerRead(t *testing.T) {
 	cases := []struct {
 		data   string
-		kind   contKind
+		kind   wire.ContKind
 		text   string
 		finish string
 	}{
-		{rsCreated, contSkip, "", ""},
-		{rsInProgress, contSkip, "", ""},
-		{rsMessage, contSkip, "", ""},
-		{rsPart, contSkip, "", ""},
-		{rsDelta2, contText, "wörld", ""},
-		{rsTextDone, contSkip, "", ""},
-		{rsPartDone, contSkip, "", ""},
-		{`{"type":"response.output_item.done","sequence_number":8,"output_index":0,"item":{"id":"msg_1","type":"message","status":"completed","content":[],"role":"assistant"}}`, contSkip, "", ""},
-		{rsReasoning, contOther, "", ""},
-		{rsSummary, contOther, "", ""},
-		{rsCall, contOther, "", ""},
-		{rsCallArgs, contOther, "", ""},
-		{rsRefusal, contOther, "", ""},
-		{rsRefusalD, contOther, "", ""},
-		{`{"type":"response.completed","sequence_number":9,"response":{"id":"resp_2","status":"completed"}}`, contTerminal, "", "completed"},
-		{`{"type":"response.incomplete","sequence_number":9,"response":{"id":"resp_2","status":"incomplete","incomplete_details":{"reason":"content_filter"}}}`, contTerminal, "", "incomplete"},
-		{`{"type":"response.failed","sequence_number":9,"response":{"id":"resp_2","status":"failed","error":{"code":"server_error","message":"boom"}}}`, contError, "", ""},
-		{`{"type":"error","sequence_number":9,"code":"server_error","message":"boom"}`, contError, "", ""},
+		{rsCreated, wire.ContSkip, "", ""},
+		{rsInProgress, wire.ContSkip, "", ""},
+		{rsMessage, wire.ContSkip, "", ""},
+		{rsPart, wire.ContSkip, "", ""},
+		{rsDelta2, wire.ContText, "wörld", ""},
+		{rsTextDone, wire.ContSkip, "", ""},
+		{rsPartDone, wire.ContSkip, "", ""},
+		{`{"type":"response.output_item.done","sequence_number":8,"output_index":0,"item":{"id":"msg_1","type":"message","status":"completed","content":[],"role":"assistant"}}`, wire.ContSkip, "", ""},
+		{rsReasoning, wire.ContOther, "", ""},
+		{rsSummary, wire.ContOther, "", ""},
+		{rsCall, wire.ContOther, "", ""},
+		{rsCallArgs, wire.ContOther, "", ""},
+		{rsRefusal, wire.ContOther, "", ""},
+		{rsRefusalD, wire.ContOther, "", ""},
+		{`{"type":"response.completed","sequence_number":9,"response":{"id":"resp_2","status":"completed"}}`, wire.ContTerminal, "", "completed"},
+		{`{"type":"response.incomplete","sequence_number":9,"response":{"id":"resp_2","status":"incomplete","incomplete_details":{"reason":"content_filter"}}}`, wire.ContTerminal, "", "incomplete"},
+		{`{"type":"response.failed","sequence_number":9,"response":{"id":"resp_2","status":"failed","error":{"code":"server_error","message":"boom"}}}`, wire.ContError, "", ""},
+		{`{"type":"error","sequence_number":9,"code":"server_error","message":"boom"}`, wire.ContError, "", ""},
 	}
 	for _, tc := range cases {
 		rs := &responsesResumer{}
@@ -205,8 +206,8 @@ func TestResponsesResumerRead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := rs.read(ev, dialectResponses.inspect(ev, true, nil))
-		if c.kind != tc.kind || c.text != tc.text || c.finish != tc.finish {
+		c := rs.Read(ev, dialectResponses.Inspect(ev, true, nil))
+		if c.Kind != tc.kind || c.Text != tc.text || c.Finish != tc.finish {
 			t.Errorf("%s: read = %+v, want kind %d text %q finish %q", tc.data, c, tc.kind, tc.text, tc.finish)
 		}
 		if tc.finish == "incomplete" && string(rs.incompleteReason) != `"content_filter"` {
@@ -262,16 +263,16 @@ func TestResponsesResumerWrite(t *testing.T) {
 		name      string
 		delivered []string
 		more      []string
-		end       contEnd
+		end       wire.ContEnd
 		reason    string // of the continuation's response.incomplete
 		status    string
 		text      string
 		usage     bool
 	}{
 		{name: "completed", delivered: []string{rsMessage, rsPart, rsDelta1}, more: []string{"w\u00f6rld", "! <&>\n"},
-			end: contEnd{finish: "completed", input: 12, output: 60}, status: "completed", text: "Hello, wörld! <&>\n", usage: true},
+			end: wire.ContEnd{Finish: "completed", Input: 12, Output: 60}, status: "completed", text: "Hello, wörld! <&>\n", usage: true},
 		{name: "incomplete", delivered: []string{rsMessage, rsPart, rsDelta1}, more: []string{"wör"},
-			end: contEnd{finish: "incomplete", input: 12, output: 60}, reason: `"max_output_tokens"`, status: "incomplete", text: "Hello, wör", usage: true},
+			end: wire.ContEnd{Finish: "incomplete", Input: 12, Output: 60}, reason: `"max_output_tokens"`, status: "incomplete", text: "Hello, wör", usage: true},
 		{name: "text done", delivered: []string{rsMessage, rsPart, rsDelta1, rsDelta2, rsTextDone, rsPartDone},
 			status: "completed", text: "Hello, wörld"},
 	}
@@ -279,7 +280,7 @@ func TestResponsesResumerWrite(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			delivered := rsStream(append([]string{rsCreated, rsInProgress}, tc.delivered...)...)
 			rs := rsTracked(t, delivered)
-			if why := rs.ineligible(); why != "" {
+			if why := rs.Ineligible(); why != "" {
 				t.Fatalf("ineligible: %s", why)
 			}
 			rs.incompleteReason = []byte(tc.reason)
@@ -288,11 +289,11 @@ func TestResponsesResumerWrite(t *testing.T) {
 			}
 			var out bytes.Buffer
 			for _, s := range tc.more {
-				if err := rs.writeText(&out, s); err != nil {
+				if err := rs.WriteText(&out, s); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := rs.writeEnd(&out, tc.end); err != nil {
+			if err := rs.WriteEnd(&out, tc.end); err != nil {
 				t.Fatal(err)
 			}
 			resp, text := rsClientStream(t, delivered+out.String())
@@ -333,12 +334,12 @@ func TestResponsesResumerTrackAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev = sse.Event{Raw: bytes.Clone(ev.Raw), Name: bytes.Clone(ev.Name), Data: bytes.Clone(ev.Data)}
-	info := dialectResponses.inspect(ev, true, nil)
-	if n := testing.AllocsPerRun(1000, func() { rs.track(ev, info) }); n != 0 {
+	info := dialectResponses.Inspect(ev, true, nil)
+	if n := testing.AllocsPerRun(1000, func() { rs.Track(ev, info) }); n != 0 {
 		t.Errorf("track allocates %v times per delta", n)
 	}
-	if rs.seq != 4 || rs.ineligible() != "" {
-		t.Errorf("seq %d, ineligible %q", rs.seq, rs.ineligible())
+	if rs.seq != 4 || rs.Ineligible() != "" {
+		t.Errorf("seq %d, ineligible %q", rs.seq, rs.Ineligible())
 	}
 }
 
@@ -348,28 +349,28 @@ func TestResponsesResumerTrackAllocs(t *testing.T) {
 // stream can no longer be continued.
 func TestResponsesContinuationMemoryBounded(t *testing.T) {
 	rs := rsTracked(t, rsStream(rsCreated, rsInProgress, rsMessage, rsPart, rsDelta1))
-	sp := replaySplicer("")
+	sp := wire.ReplaySplicer("")
 	var client bytes.Buffer
 	run := &spliceRun{d: dialectResponses, rs: rs, sp: &sp, w: &client, flush: func() error { return nil }}
 	delta := strings.Repeat("x", 64<<10)
 	ev := rsEvent(`{"type":"response.output_text.delta","sequence_number":9,"item_id":"m","output_index":0,"content_index":0,"delta":"` + delta + `","logprobs":[]}`)
 	events := parseEvents(t, ev)
 	n := 0
-	for ; n < 2*maxResumeText/len(delta); n++ {
+	for ; n < 2*wire.MaxResumeText/len(delta); n++ {
 		if run.handle(events[0]) {
 			break
 		}
-		if len(rs.buf) > maxResumeText {
-			t.Fatalf("after %d deltas the resumer holds %d bytes, over %d", n+1, len(rs.buf), maxResumeText)
+		if len(rs.Buf) > wire.MaxResumeText {
+			t.Fatalf("after %d deltas the resumer holds %d bytes, over %d", n+1, len(rs.Buf), wire.MaxResumeText)
 		}
 	}
-	if run.res.reason != reasonTextBound || run.res.complete || run.finishing() && run.end(&usage{Output: 1}) {
+	if run.res.reason != wire.ReasonTextBound || run.res.complete || run.finishing() && run.end(&wire.Usage{Output: 1}) {
 		t.Fatalf("after %d deltas the splice %+v, want it ended at the bound", n, run.res)
 	}
-	if rs.buf != nil || rs.ineligible() == "" {
-		t.Fatalf("resumer keeps %d bytes, ineligible %q", len(rs.buf), rs.ineligible())
+	if rs.Buf != nil || rs.Ineligible() == "" {
+		t.Fatalf("resumer keeps %d bytes, ineligible %q", len(rs.Buf), rs.Ineligible())
 	}
-	if client.Len() > maxResumeText+(64<<10)+(1<<20) {
+	if client.Len() > wire.MaxResumeText+(64<<10)+(1<<20) {
 		t.Fatalf("the client got %d bytes past the bound", client.Len())
 	}
 }

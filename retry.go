@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // retryWait decides whether a failed attempt is retried on the same
@@ -21,7 +22,7 @@ func (h *Handler) retryWait(st *requestState, a *attempt) (time.Duration, bool) 
 // retryVerdict is retryWait that also tells whether the retry budget was
 // what refused the retry (the budget_exhausted metric).
 func (h *Handler) retryVerdict(st *requestState, a *attempt) (wait time.Duration, ok, budgetRefused bool) {
-	if !a.class.transient() || a.noRetry || st.attemptsLeft() == 0 {
+	if !a.class.Transient() || a.noRetry || st.attemptsLeft() == 0 {
 		return 0, false, false
 	}
 	// tries counts the attempts made on this provider, the first included.
@@ -34,7 +35,7 @@ func (h *Handler) retryVerdict(st *requestState, a *attempt) (wait time.Duration
 		return 0, false, false
 	case a.hasRA:
 		wait = max(a.retryAfter, base)
-	case a.class == classRateLimited:
+	case a.class == wire.ClassRateLimited:
 		return 0, false, false
 	default:
 		wait = limit.Backoff(base, time.Duration(h.Retry.BackoffMax), st.plan.tries[a.p], h.rand)
@@ -65,14 +66,14 @@ func (h *Handler) fallback(st *requestState) bool {
 			continue
 		}
 		for _, a := range st.attempts {
-			if !a.class.providerLevel() {
+			if !a.class.ProviderLevel() {
 				return false
 			}
 		}
 		st.fellBack[f.To] = true
 		// The session key keeps a conversation on one provider of the
 		// fallback model too, where its prompt cache will build up.
-		cands := h.candidates(st.dialect, f.To, st.req.sessionKey)
+		cands := h.candidates(st.dialect, f.To, st.req.SessionKey)
 		if len(cands) == 0 {
 			// No provider serves the fallback model: the outage stays an
 			// outage (503), not a 404 for a model the client never named.
@@ -93,7 +94,7 @@ func (h *Handler) fallback(st *requestState) bool {
 // model: its too-long prefill goes on to replay-match (resume.go).
 func (h *Handler) contextFallbackTo(st *requestState, a *attempt) string {
 	if len(h.Retry.ContextFallbacks) == 0 || st.contextFellBack > 0 || st.pinned != nil || st.resuming != "" ||
-		a.status != 400 || st.attemptsLeft() == 0 || !st.dialect.promptTooLong(a.errBody) {
+		a.status != 400 || st.attemptsLeft() == 0 || !st.dialect.PromptTooLong(a.errBody) {
 		return ""
 	}
 	for _, f := range h.Retry.ContextFallbacks {
@@ -127,7 +128,7 @@ func (h *Handler) launchContextFallback(st *requestState, r *http.Request, a *at
 	}
 	st.contextFellBack = len(st.attempts)
 	st.fallbackModel = to
-	st.plan = newPlan(h.candidates(st.dialect, to, st.req.sessionKey), to)
+	st.plan = newPlan(h.candidates(st.dialect, to, st.req.SessionKey), to)
 	n := h.launchNext(st, r, launchContextFallbackReason, false)
 	if n == nil {
 		h.retryBudget.Refund(tok) // every provider of it is cooling down: no retry happened

@@ -8,6 +8,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // retryTestHandler is a handler with only what retryWait reads: the retry
@@ -26,7 +27,7 @@ func TestRetryWaitDecision(t *testing.T) {
 		name         string
 		sameProvider int
 		tries        int // attempts already made on the provider, the failed one included
-		class        failClass
+		class        wire.FailClass
 		retryAfter   time.Duration
 		hasRA        bool
 		noRetry      bool
@@ -37,28 +38,28 @@ func TestRetryWaitDecision(t *testing.T) {
 		wantWait     time.Duration
 		wantOK       bool
 	}{
-		{name: "500 retried after the base", sameProvider: 1, tries: 1, class: classStatus5xx, wantWait: base, wantOK: true},
-		{name: "jitter adds up to 25%", sameProvider: 1, tries: 1, class: classStatus5xx, jitter: 1, wantWait: base * 5 / 4, wantOK: true},
-		{name: "503 retried", sameProvider: 1, tries: 1, class: classOverloaded, wantWait: base, wantOK: true},
-		{name: "reset retried", sameProvider: 1, tries: 1, class: classReset, wantWait: base, wantOK: true},
-		{name: "same_provider 1 allows one extra try only", sameProvider: 1, tries: 2, class: classStatus5xx},
-		{name: "same_provider 0 never retries", sameProvider: 0, tries: 1, class: classStatus5xx},
-		{name: "second retry doubles the backoff", sameProvider: 2, tries: 2, class: classStatus5xx, wantWait: 2 * base, wantOK: true},
-		{name: "same_provider 2 allows two extra tries only", sameProvider: 2, tries: 3, class: classStatus5xx},
-		{name: "429 without Retry-After moves on", sameProvider: 1, tries: 1, class: classRateLimited},
-		{name: "429 with Retry-After waits it", sameProvider: 1, tries: 1, class: classRateLimited, hasRA: true, retryAfter: 2 * time.Second, wantWait: 2 * time.Second, wantOK: true},
-		{name: "Retry-After shorter than the base waits the base", sameProvider: 1, tries: 1, class: classRateLimited, hasRA: true, retryAfter: 0, wantWait: base, wantOK: true},
-		{name: "Retry-After over retry_after_max moves on", sameProvider: 1, tries: 1, class: classOverloaded, hasRA: true, retryAfter: 21 * time.Second},
-		{name: "Retry-After at retry_after_max is waited", sameProvider: 1, tries: 1, class: classOverloaded, hasRA: true, retryAfter: 20 * time.Second, wantWait: 20 * time.Second, wantOK: true},
-		{name: "x-should-retry false", sameProvider: 1, tries: 1, class: classOverloaded, noRetry: true},
-		{name: "wait crossing the total timeout is skipped", sameProvider: 1, tries: 1, class: classRateLimited, hasRA: true, retryAfter: 3 * time.Second, deadline: time.Second},
-		{name: "wait within the total timeout", sameProvider: 1, tries: 1, class: classRateLimited, hasRA: true, retryAfter: time.Second, deadline: time.Minute, wantWait: time.Second, wantOK: true},
-		{name: "budget spent", sameProvider: 1, tries: 1, class: classStatus5xx, spent: true},
-		{name: "no attempts left", sameProvider: 1, tries: 1, class: classStatus5xx, attemptsMade: defaultAttempts},
-		{name: "bad key not retried", sameProvider: 1, tries: 1, class: classAuth},
-		{name: "connection refused not retried", sameProvider: 1, tries: 1, class: classConnect},
-		{name: "first-byte timeout not retried", sameProvider: 1, tries: 1, class: classFirstByteTimeout},
-		{name: "request error not retried", sameProvider: 1, tries: 1, class: classRequest},
+		{name: "500 retried after the base", sameProvider: 1, tries: 1, class: wire.ClassStatus5xx, wantWait: base, wantOK: true},
+		{name: "jitter adds up to 25%", sameProvider: 1, tries: 1, class: wire.ClassStatus5xx, jitter: 1, wantWait: base * 5 / 4, wantOK: true},
+		{name: "503 retried", sameProvider: 1, tries: 1, class: wire.ClassOverloaded, wantWait: base, wantOK: true},
+		{name: "reset retried", sameProvider: 1, tries: 1, class: wire.ClassReset, wantWait: base, wantOK: true},
+		{name: "same_provider 1 allows one extra try only", sameProvider: 1, tries: 2, class: wire.ClassStatus5xx},
+		{name: "same_provider 0 never retries", sameProvider: 0, tries: 1, class: wire.ClassStatus5xx},
+		{name: "second retry doubles the backoff", sameProvider: 2, tries: 2, class: wire.ClassStatus5xx, wantWait: 2 * base, wantOK: true},
+		{name: "same_provider 2 allows two extra tries only", sameProvider: 2, tries: 3, class: wire.ClassStatus5xx},
+		{name: "429 without Retry-After moves on", sameProvider: 1, tries: 1, class: wire.ClassRateLimited},
+		{name: "429 with Retry-After waits it", sameProvider: 1, tries: 1, class: wire.ClassRateLimited, hasRA: true, retryAfter: 2 * time.Second, wantWait: 2 * time.Second, wantOK: true},
+		{name: "Retry-After shorter than the base waits the base", sameProvider: 1, tries: 1, class: wire.ClassRateLimited, hasRA: true, retryAfter: 0, wantWait: base, wantOK: true},
+		{name: "Retry-After over retry_after_max moves on", sameProvider: 1, tries: 1, class: wire.ClassOverloaded, hasRA: true, retryAfter: 21 * time.Second},
+		{name: "Retry-After at retry_after_max is waited", sameProvider: 1, tries: 1, class: wire.ClassOverloaded, hasRA: true, retryAfter: 20 * time.Second, wantWait: 20 * time.Second, wantOK: true},
+		{name: "x-should-retry false", sameProvider: 1, tries: 1, class: wire.ClassOverloaded, noRetry: true},
+		{name: "wait crossing the total timeout is skipped", sameProvider: 1, tries: 1, class: wire.ClassRateLimited, hasRA: true, retryAfter: 3 * time.Second, deadline: time.Second},
+		{name: "wait within the total timeout", sameProvider: 1, tries: 1, class: wire.ClassRateLimited, hasRA: true, retryAfter: time.Second, deadline: time.Minute, wantWait: time.Second, wantOK: true},
+		{name: "budget spent", sameProvider: 1, tries: 1, class: wire.ClassStatus5xx, spent: true},
+		{name: "no attempts left", sameProvider: 1, tries: 1, class: wire.ClassStatus5xx, attemptsMade: defaultAttempts},
+		{name: "bad key not retried", sameProvider: 1, tries: 1, class: wire.ClassAuth},
+		{name: "connection refused not retried", sameProvider: 1, tries: 1, class: wire.ClassConnect},
+		{name: "first-byte timeout not retried", sameProvider: 1, tries: 1, class: wire.ClassFirstByteTimeout},
+		{name: "request error not retried", sameProvider: 1, tries: 1, class: wire.ClassRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // spliceResult is how one continuation attempt ended.
@@ -25,7 +26,7 @@ type spliceResult struct {
 // by sp until it reproduced what it must, watched for idle like the relay,
 // and ended with the request. delivered is what the client had when the
 // continuation started.
-func (h *Handler) splice(w io.Writer, flush func() error, st *requestState, a *attempt, rs resumer, sp *splicer, strategy string, delivered deliveredText) spliceResult {
+func (h *Handler) splice(w io.Writer, flush func() error, st *requestState, a *attempt, rs wire.Resumer, sp *wire.Splicer, strategy string, delivered deliveredText) spliceResult {
 	defer a.cancel(nil)
 	defer a.resp.Body.Close()
 	run := &spliceRun{d: st.dialect, rs: rs, sp: sp, w: w, flush: flush}
@@ -53,9 +54,9 @@ func (h *Handler) splice(w io.Writer, flush func() error, st *requestState, a *a
 
 // spliceRun is the splice of one continuation stream, event by event.
 type spliceRun struct {
-	d        dialect
-	rs       resumer
-	sp       *splicer
+	d        wire.Dialect
+	rs       wire.Resumer
+	sp       *wire.Splicer
 	w        io.Writer
 	flush    func() error
 	finish   string
@@ -66,20 +67,20 @@ type spliceRun struct {
 // handle takes one continuation event; it reports whether the splice is
 // over (a terminal event, a divergence, an error, the client gone).
 func (s *spliceRun) handle(ev sse.Event) bool {
-	c := s.rs.read(ev, s.d.inspect(ev, true, nil))
-	switch c.kind {
-	case contText:
-		out, diverged := s.sp.feed(c.text)
+	c := s.rs.Read(ev, s.d.Inspect(ev, true, nil))
+	switch c.Kind {
+	case wire.ContText:
+		out, diverged := s.sp.Feed(c.Text)
 		if diverged {
 			s.res.diverged, s.res.reason = true, "the continuation's text differs from the delivered text"
-			if s.sp.restarted {
+			if s.sp.Restarted {
 				s.res.reason = "the prefill continuation started the answer again"
 			}
 			return true
 		}
 		if out != "" {
-			if err := s.rs.writeText(s.w, out); errors.Is(err, errResumeTextBound) {
-				s.res.reason, s.res.err = reasonTextBound, err
+			if err := s.rs.WriteText(s.w, out); errors.Is(err, wire.ErrResumeTextBound) {
+				s.res.reason, s.res.err = wire.ReasonTextBound, err
 				return true
 			} else if err != nil {
 				s.res.reason, s.res.err = "client_gone", err
@@ -91,21 +92,21 @@ func (s *spliceRun) handle(ev sse.Event) bool {
 			}
 			s.res.wrote = true
 		}
-		if c.ends {
-			s.finish, s.finished = c.finish, true
+		if c.Ends {
+			s.finish, s.finished = c.Finish, true
 		}
-	case contOther:
+	case wire.ContOther:
 		s.res.diverged, s.res.reason = true, "the continuation sent output that is not text"
 		return true
-	case contFinish:
-		s.finish, s.finished = c.finish, true
-	case contTerminal:
-		if c.finish != "" {
-			s.finish = c.finish
+	case wire.ContFinish:
+		s.finish, s.finished = c.Finish, true
+	case wire.ContTerminal:
+		if c.Finish != "" {
+			s.finish = c.Finish
 		}
 		s.finished = true
 		return true
-	case contError:
+	case wire.ContError:
 		s.res.reason = "upstream_error_event"
 		s.res.err = errors.New("the continuation sent an error event")
 		return true
@@ -122,13 +123,13 @@ func (s *spliceRun) finishing() bool {
 // end completes the client's stream with the usage u, unless the
 // continuation stopped short of the text the client has (a divergence).
 // It reports whether the stream is complete.
-func (s *spliceRun) end(u *usage) bool {
+func (s *spliceRun) end(u *wire.Usage) bool {
 	s.res.reason, s.res.err = "", nil
-	if !s.sp.done() {
+	if !s.sp.Done() {
 		s.res.diverged, s.res.reason = true, "the continuation ended before it reproduced the delivered text"
 		return false
 	}
-	if err := s.rs.writeEnd(s.w, contEnd{finish: s.finish, input: u.Input, output: u.Output}); err != nil || s.flush() != nil {
+	if err := s.rs.WriteEnd(s.w, wire.ContEnd{Finish: s.finish, Input: u.Input, Output: u.Output}); err != nil || s.flush() != nil {
 		s.res.reason = "client_gone"
 		return false
 	}
@@ -175,7 +176,7 @@ func (h *Handler) spliceRest(st *requestState, a *attempt, res *spliceResult, ha
 			res.err = fmt.Errorf("continuation on %s: %w", a.p.name, err)
 			return
 		}
-		a.usage.observeEvent(st.dialect, ev)
+		a.usage.ObserveEvent(st.dialect, ev)
 		if handle(ev) {
 			return
 		}
@@ -195,8 +196,8 @@ type deliveredText struct {
 type tokenCounter interface{ tokens() int64 }
 
 // deliveredOf is what the client of rs has now.
-func deliveredOf(rs resumer) deliveredText {
-	d := deliveredText{bytes: len(rs.text())}
+func deliveredOf(rs wire.Resumer) deliveredText {
+	d := deliveredText{bytes: len(rs.Text())}
 	if tc, ok := rs.(tokenCounter); ok {
 		d.tokens = tc.tokens()
 	}
@@ -210,8 +211,8 @@ func deliveredOf(rs resumer) deliveredText {
 // as the prefill counts what its input grew by (when the original input is
 // unknown: the tokens the dialect counted, else its length / 4, never more
 // than the continuation's whole prompt).
-func (h *Handler) resumeUsage(st *requestState, a *attempt, strategy string, delivered deliveredText) *usage {
-	u := &usage{Input: a.usage.Input, Output: a.usage.Output}
+func (h *Handler) resumeUsage(st *requestState, a *attempt, strategy string, delivered deliveredText) *wire.Usage {
+	u := &wire.Usage{Input: a.usage.Input, Output: a.usage.Output}
 	orig := &st.winner.usage
 	if orig.Input > 0 {
 		u.Input = orig.Input
@@ -243,9 +244,9 @@ func (h *Handler) resumeUsage(st *requestState, a *attempt, strategy string, del
 }
 
 // promptTokens is the whole prompt a usage counts, cached tokens included.
-func promptTokens(d dialect, u *usage) int64 {
+func promptTokens(d wire.Dialect, u *wire.Usage) int64 {
 	n := u.Input + u.CacheWrite
-	if !d.cachedInInput() {
+	if !d.CachedInInput() {
 		n += u.CacheRead
 	}
 	return n
@@ -260,7 +261,7 @@ func (h *Handler) settleContinuation(st *requestState, a *attempt, res spliceRes
 	switch {
 	case res.complete || res.diverged:
 		a.p.health.onSuccess(now, false)
-	case res.reason == "client_gone", res.reason == "total_timeout", res.reason == reasonTextBound:
+	case res.reason == "client_gone", res.reason == "total_timeout", res.reason == wire.ReasonTextBound:
 	default:
 		h.providerFailed(a.p, a.epoch, now, "stream_"+res.reason, res.err, 0, 0, st.plan.model, false)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // Request outcomes, as in the requests_total metric and the log line.
@@ -26,11 +27,11 @@ const (
 type requestState struct {
 	h       *Handler
 	r       *http.Request
-	dialect dialect
+	dialect wire.Dialect
 	start   time.Time
 	ctx     context.Context
 	repl    *caddy.Replacer
-	req     *llmRequest
+	req     *wire.Request
 
 	plan          *plan
 	done          chan *attempt
@@ -72,10 +73,10 @@ type requestState struct {
 	// commit, and the usage the client was told when a splice completed.
 	resuming    string
 	broke       []*provider
-	resumeUsage *usage
+	resumeUsage *wire.Usage
 }
 
-func newRequestState(h *Handler, r *http.Request, d dialect) *requestState {
+func newRequestState(h *Handler, r *http.Request, d wire.Dialect) *requestState {
 	return &requestState{h: h, r: r, dialect: d, start: time.Now(), ctx: r.Context(), fellBack: map[string]bool{}, quotaEst: -1}
 }
 
@@ -111,7 +112,7 @@ func (st *requestState) skip(p *provider, event string) {
 // computed once, when a provider with keys first needs it.
 func (st *requestState) quotaEstimate() int64 {
 	if st.quotaEst < 0 {
-		st.quotaEst = quotaEstimate(st.req.body)
+		st.quotaEst = quotaEstimate(st.req.Body)
 	}
 	return st.quotaEst
 }
@@ -157,7 +158,7 @@ func (st *requestState) win(a *attempt) {
 		// A continuation: the committed stream keeps its winner.
 		a.outcome = "resume_" + st.resuming
 		st.h.recordWin(st, a, clock())
-		st.cancelLive(errHedgeLost)
+		st.cancelLive(wire.ErrHedgeLost)
 		return
 	}
 	st.winner = a
@@ -170,13 +171,13 @@ func (st *requestState) win(a *attempt) {
 	}
 	now := clock()
 	st.h.recordWin(st, a, now)
-	st.cancelLive(errHedgeLost)
+	st.cancelLive(wire.ErrHedgeLost)
 	st.rememberResponse(a)
 	if st.discover != nil {
 		st.h.endDiscovery(st, a.p, false)
 	}
-	if st.h.affinity != nil && st.req.sessionKey != "" {
-		st.h.affinity.Put(st.req.sessionKey, a.p.name, now)
+	if st.h.affinity != nil && st.req.SessionKey != "" {
+		st.h.affinity.Put(st.req.SessionKey, a.p.name, now)
 	}
 }
 
@@ -197,7 +198,7 @@ func (st *requestState) drain() {
 		a := <-st.done
 		st.live--
 		if a.ok() { // ready at the same moment as the winner: a loser all the same
-			a.class = classLoser
+			a.class = wire.ClassLoser
 			if a.resp != nil {
 				a.resp.Body.Close()
 			}
@@ -214,7 +215,7 @@ func (st *requestState) lastFailure() *attempt {
 	}
 	for i := len(st.attempts) - 1; i >= 0; i-- {
 		a := st.attempts[i]
-		if a.err != nil && a.class != classLoser {
+		if a.err != nil && a.class != wire.ClassLoser {
 			return a
 		}
 	}
@@ -226,7 +227,7 @@ func (st *requestState) lastFailure() *attempt {
 func (st *requestState) agreedStatus() int {
 	status := 0
 	for _, a := range st.attempts {
-		if a.class == classLoser || a.class == classClientAbort {
+		if a.class == wire.ClassLoser || a.class == wire.ClassClientAbort {
 			continue
 		}
 		if a.status < 400 || a.status >= 500 || (status != 0 && a.status != status) {
@@ -238,13 +239,13 @@ func (st *requestState) agreedStatus() int {
 }
 
 func (st *requestState) timedOut() bool {
-	return errors.Is(context.Cause(st.ctx), errTotalTimeout)
+	return errors.Is(context.Cause(st.ctx), wire.ErrTotalTimeout)
 }
 
 // refuse answers a request the proxy rejects itself (bad body, too large).
 func (st *requestState) refuse(w http.ResponseWriter, status int, msg string) {
 	st.outcome, st.status, st.refused = outcomeClientError, status, msg
-	writeError(w, st.dialect, status, msg)
+	wire.WriteError(w, st.dialect, status, msg)
 }
 
 func msSince(t time.Time) int64 { return time.Since(t).Milliseconds() }

@@ -1,4 +1,4 @@
-package llmhedge
+package wire
 
 import (
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
@@ -7,7 +7,7 @@ import (
 
 // usage is the token accounting of one response, as the provider reported
 // it.
-type usage struct {
+type Usage struct {
 	// Input is the prompt tokens. For OpenAI it is prompt_tokens as
 	// reported, which already INCLUDES the cached tokens counted again in
 	// CacheRead; for Anthropic input_tokens, which excludes them.
@@ -20,36 +20,36 @@ type usage struct {
 	Model string
 }
 
-var usageKey = []byte(`"usage"`)
+var UsageKey = []byte(`"usage"`)
 
 // observeEvent records what a stream event says about usage. Each
 // dialect skips the events that cannot carry usage by name or by a
 // substring check, so it is cheap to call for every event.
-func (u *usage) observeEvent(d dialect, ev sse.Event) {
+func (u *Usage) ObserveEvent(d Dialect, ev sse.Event) {
 	if u == nil || len(ev.Data) == 0 {
 		return
 	}
-	d.observeEvent(u, ev)
+	d.ObserveEvent(u, ev)
 }
 
 // observeBody records the usage of a complete non-stream response body.
-func (u *usage) observeBody(d dialect, body []byte) {
+func (u *Usage) ObserveBody(d Dialect, body []byte) {
 	if u == nil {
 		return
 	}
-	d.observeBody(u, body)
+	d.ObserveBody(u, body)
 }
 
 // observeModel takes the "model" member of obj, if none was seen yet,
 // clipped to maxModelLen bytes: it goes to the log line.
-func (u *usage) observeModel(obj []byte) {
+func (u *Usage) ObserveModel(obj []byte) {
 	if u.Model != "" {
 		return
 	}
 	if m, ok := jsonscan.Lookup(obj, "model"); ok && len(m) > 2 && m[0] == '"' {
 		name := jsonscan.AppendString(nil, m)
-		if len(name) > maxModelLen {
-			name = name[:maxModelLen]
+		if len(name) > MaxModelLen {
+			name = name[:MaxModelLen]
 		}
 		u.Model = string(name)
 	}
@@ -58,7 +58,7 @@ func (u *usage) observeModel(obj []byte) {
 // readTokenCounts reads an OpenAI-style usage object (Chat Completions and
 // Responses name the same three counts differently): the input and output
 // counts, and cached_tokens inside the details object.
-func (u *usage) readTokenCounts(uo *jsonscan.Iter, input, output, details string) {
+func (u *Usage) ReadTokenCounts(uo *jsonscan.Iter, input, output, details string) {
 	for uo.IsObject() && uo.Next() {
 		switch {
 		case uo.KeyIs(input):

@@ -1,4 +1,4 @@
-package llmhedge
+package wire
 
 import (
 	"bytes"
@@ -17,134 +17,134 @@ import (
 // continuation's request, reads the continuation's events, and writes the
 // client's next events in the committed stream's own ids and indexes. A
 // dialect that cannot continue a stream returns nil from newResumer.
-type resumer interface {
+type Resumer interface {
 	// track notes one event the client received; info is its inspect
 	// with the text.
-	track(ev sse.Event, info eventInfo)
+	Track(ev sse.Event, info EventInfo)
 	// ineligible says why the stream cannot be continued ("" when it
 	// can): output that is not text (a tool call, thinking, reasoning, a
 	// refusal), several choices, or more text than is kept.
-	ineligible() string
+	Ineligible() string
 	// text is the output text the client has.
-	text() string
+	Text() string
 	// finished reports that the client already has the whole answer
 	// but its terminal event: writeEnd alone completes it.
-	finished() bool
+	Finished() bool
 	// prefill is the request body with an assistant turn holding text
 	// last (or the client's own last assistant turn extended by it).
-	prefill(body []byte, text string) ([]byte, error)
+	Prefill(body []byte, text string) ([]byte, error)
 	// read interprets one event of a continuation.
-	read(ev sse.Event, info eventInfo) contEvent
+	Read(ev sse.Event, info EventInfo) ContEvent
 	// writeText writes the client's next text delta.
-	writeText(w io.Writer, text string) error
+	WriteText(w io.Writer, text string) error
 	// writeEnd closes the client's stream: the open block or item, the
 	// finish with the usage, the terminal event.
-	writeEnd(w io.Writer, end contEnd) error
+	WriteEnd(w io.Writer, end ContEnd) error
 }
 
 // contKind is what one continuation event means for the splice.
-type contKind uint8
+type ContKind uint8
 
 const (
-	contSkip     contKind = iota // framing of the continuation's own message or block: dropped
-	contText                     // a text delta
-	contOther                    // output that is not text: the continuation cannot be spliced
-	contFinish                   // the answer is finished (more framing, usage or the terminal may follow)
-	contTerminal                 // the stream's terminal event
-	contError                    // an error event
+	ContSkip     ContKind = iota // framing of the continuation's own message or block: dropped
+	ContText                     // a text delta
+	ContOther                    // output that is not text: the continuation cannot be spliced
+	ContFinish                   // the answer is finished (more framing, usage or the terminal may follow)
+	ContTerminal                 // the stream's terminal event
+	ContError                    // an error event
 )
 
 // contEvent is one continuation event as the splice sees it.
-type contEvent struct {
-	kind   contKind
-	text   string
-	finish string // the dialect's stop reason, with contFinish or contTerminal (or contText with ends)
+type ContEvent struct {
+	Kind   ContKind
+	Text   string
+	Finish string // the dialect's stop reason, with contFinish or contTerminal (or contText with ends)
 	// ends, with contText, says the event also finishes the answer (a
 	// chunk with the last text and its finish reason, as Gemini and some
 	// OpenAI-compatible servers send): the text, then contFinish.
-	ends bool
+	Ends bool
 }
 
 // contEnd is how a spliced stream ends: the continuation's finish and the
 // usage the client is told.
-type contEnd struct {
-	finish        string
-	input, output int64
+type ContEnd struct {
+	Finish        string
+	Input, Output int64
 }
 
 // maxResumeText bounds the text a stream keeps for a continuation: past
 // it the stream is no longer eligible (its prefill would be huge).
-const maxResumeText = 4 << 20
+const MaxResumeText = 4 << 20
 
 // errResumeTextBound is a resumer's writeText past maxResumeText when its
 // end needs the whole text (Responses): the splice cannot complete.
-var errResumeTextBound = errors.New("more text than a continuation keeps")
+var ErrResumeTextBound = errors.New("more text than a continuation keeps")
 
 // reasonTextBound ends a splice whose text passed maxResumeText.
-const reasonTextBound = "resume_text_bound"
+const ReasonTextBound = "resume_text_bound"
 
 // textLog accumulates the text the client has; the part every dialect's
 // resumer shares.
-type textLog struct {
-	buf []byte
-	bad string
+type TextLog struct {
+	Buf []byte
+	Bad string
 }
 
 // appendJSON appends the decoded JSON string raw.
-func (t *textLog) appendJSON(raw []byte) {
-	if t.bad != "" {
+func (t *TextLog) AppendJSON(raw []byte) {
+	if t.Bad != "" {
 		return
 	}
-	t.buf = jsonscan.AppendString(t.buf, raw)
+	t.Buf = jsonscan.AppendString(t.Buf, raw)
 	t.checkSize()
 }
 
-func (t *textLog) appendText(s string) {
-	if t.bad != "" {
+func (t *TextLog) AppendText(s string) {
+	if t.Bad != "" {
 		return
 	}
-	t.buf = append(t.buf, s...)
+	t.Buf = append(t.Buf, s...)
 	t.checkSize()
 }
 
-func (t *textLog) checkSize() {
-	if len(t.buf) > maxResumeText {
-		t.fail("more text than a continuation keeps")
+func (t *TextLog) checkSize() {
+	if len(t.Buf) > MaxResumeText {
+		t.Fail("more text than a continuation keeps")
 	}
 }
 
 // fail makes the stream ineligible; the first reason stays.
-func (t *textLog) fail(why string) {
-	if t.bad == "" {
-		t.bad = why
-		t.buf = nil
+func (t *TextLog) Fail(why string) {
+	if t.Bad == "" {
+		t.Bad = why
+		t.Buf = nil
 	}
 }
 
-func (t *textLog) ineligible() string { return t.bad }
+func (t *TextLog) Ineligible() string { return t.Bad }
 
-func (t *textLog) text() string { return string(t.buf) }
+func (t *TextLog) Text() string { return string(t.Buf) }
 
 // jsonText encodes s as a JSON string.
-func jsonText(s string) []byte {
+func JSONText(s string) []byte {
 	b, _ := json.Marshal(s) // a string always encodes
 	return b
 }
 
 // errNoTurns is a body a prefill cannot extend: no conversation array.
-var errNoTurns = errors.New("the request has no conversation to extend")
+var ErrNoTurns = errors.New("the request has no conversation to extend")
 
 // appendTurn returns body with its conversation array (member key) ending
 // in an assistant turn holding text: merge extends the client's own last
 // assistant turn and reports whether it did; turn renders a new one.
-func appendTurn(body []byte, key string, merge func(last json.RawMessage, text string) (json.RawMessage, bool), turn func(text string) any, text string) ([]byte, error) {
+func AppendTurn(body []byte, key string, merge func(last json.RawMessage, text string) (json.RawMessage, bool), turn func(text string) any, text string) ([]byte, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
 		return nil, err
 	}
 	var turns []json.RawMessage
 	if raw, ok := top[key]; !ok || json.Unmarshal(raw, &turns) != nil || len(turns) == 0 {
-		return nil, errNoTurns
+		return nil, ErrNoTurns
 	}
 	if merged, ok := merge(turns[len(turns)-1], text); ok {
 		turns[len(turns)-1] = merged
@@ -167,7 +167,7 @@ func appendTurn(body []byte, key string, merge func(last json.RawMessage, text s
 // it must: for replay-match the whole text the client has (strict: a
 // difference is a divergence), for prefill the whitespace the prefill
 // left out (lenient: a difference just ends the hold).
-type splicer struct {
+type Splicer struct {
 	hold    string
 	matched int
 	lenient bool
@@ -177,7 +177,7 @@ type splicer struct {
 	// the client's text. What may still be that start is held (probed).
 	restart   string
 	probed    int
-	restarted bool
+	Restarted bool
 }
 
 // restartProbe bounds the start of the delivered text that, repeated at
@@ -189,30 +189,30 @@ const restartProbe = 32
 
 // replaySplicer holds a replay-match continuation until it reproduced the
 // delivered text.
-func replaySplicer(text string) splicer { return splicer{hold: text} }
+func ReplaySplicer(text string) Splicer { return Splicer{hold: text} }
 
 // prefillSplicer holds a prefill continuation until it is known to go on
 // from the delivered text rather than start the answer again, and drops
 // the whitespace the prefill left out when the continuation repeats it.
-func prefillSplicer(text string) splicer {
-	pre, ws := trimPrefill(text)
+func PrefillSplicer(text string) Splicer {
+	pre, ws := TrimPrefill(text)
 	n := min(len(pre), restartProbe)
 	for n < len(pre) && !utf8.RuneStart(pre[n]) {
 		n--
 	}
-	return splicer{hold: ws, lenient: true, restart: pre[:n]}
+	return Splicer{hold: ws, lenient: true, restart: pre[:n]}
 }
 
 // feed takes the continuation's next text and returns the part the client
 // does not have yet, or diverged when it contradicts (or, for a prefill,
 // repeats) the client's text.
-func (s *splicer) feed(t string) (out string, diverged bool) {
+func (s *Splicer) Feed(t string) (out string, diverged bool) {
 	if s.restart != "" {
 		rest := s.restart[s.probed:]
 		n := commonPrefix(rest, t)
 		switch {
 		case n == len(rest):
-			s.restarted = true // the answer again, from its start
+			s.Restarted = true // the answer again, from its start
 			return "", true
 		case n == len(t):
 			s.probed += n // it may still be: held
@@ -244,7 +244,7 @@ func (s *splicer) feed(t string) (out string, diverged bool) {
 // done reports whether the hold is over: whatever comes now is new. A
 // prefill continuation that ended on a held start of the delivered text
 // is not done: it may have been a restart.
-func (s *splicer) done() bool { return s.probed == 0 && s.matched >= len(s.hold) }
+func (s *Splicer) Done() bool { return s.probed == 0 && s.matched >= len(s.hold) }
 
 // commonPrefix is the length of the longest common prefix of a and b that
 // does not split a UTF-8 character.
@@ -262,14 +262,14 @@ func commonPrefix(a, b string) int {
 // trimPrefill splits the text for a prefill: the text without its trailing
 // whitespace (Anthropic refuses an assistant turn that ends in it) and the
 // whitespace.
-func trimPrefill(text string) (prefill, ws string) {
+func TrimPrefill(text string) (prefill, ws string) {
 	p := strings.TrimRightFunc(text, func(r rune) bool { return r == ' ' || r == '\n' || r == '\t' || r == '\r' })
 	return p, text[len(p):]
 }
 
 // isPrefillRejection reports whether an error body says the target does
 // not accept an assistant turn last, or not one like this.
-func isPrefillRejection(body []byte) bool {
+func IsPrefillRejection(body []byte) bool {
 	b := bytes.ToLower(body)
 	return bytes.Contains(b, []byte("prefill")) ||
 		bytes.Contains(b, []byte("final assistant content")) ||
@@ -278,7 +278,7 @@ func isPrefillRejection(body []byte) bool {
 
 // parseSeq reads a sequence_number: a non-negative integer, without
 // allocating (track runs on every delta).
-func parseSeq(n []byte) (int64, bool) {
+func ParseSeq(n []byte) (int64, bool) {
 	if len(n) == 0 || len(n) > 18 {
 		return 0, false
 	}
@@ -295,14 +295,14 @@ func parseSeq(n []byte) (int64, bool) {
 // mergeAssistantTurn extends the client's own last assistant turn (a
 // client prefill) with the text: its string content, or its content
 // blocks (parts) by a text one. Anthropic and Chat Completions share it.
-func mergeAssistantTurn(last json.RawMessage, text string) (json.RawMessage, bool) {
+func MergeAssistantTurn(last json.RawMessage, text string) (json.RawMessage, bool) {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(last, &m) != nil || string(m["role"]) != `"assistant"` {
 		return nil, false
 	}
 	var s string
 	if json.Unmarshal(m["content"], &s) == nil {
-		m["content"] = jsonText(s + text)
+		m["content"] = JSONText(s + text)
 	} else {
 		var blocks []json.RawMessage
 		if json.Unmarshal(m["content"], &blocks) != nil {

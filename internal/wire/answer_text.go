@@ -1,4 +1,4 @@
-package llmhedge
+package wire
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 
 // appendLowerText appends s lower-cased (Unicode simple folding to lower case)
 // to dst; the reject check compares both sides through it.
-func appendLowerText(dst, s []byte) []byte {
+func AppendLowerText(dst, s []byte) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
@@ -34,20 +34,20 @@ func appendLowerText(dst, s []byte) []byte {
 
 // appendAnswerText appends the raw JSON string raw, decoded and
 // lower-cased, and a line break to the answer text of a body.
-func appendAnswerText(text, raw []byte) []byte {
+func AppendAnswerText(text, raw []byte) []byte {
 	if !jsonscan.IsString(raw) {
 		return text
 	}
-	text = appendLowerText(text, jsonscan.AppendString(nil, raw))
+	text = AppendLowerText(text, jsonscan.AppendString(nil, raw))
 	return append(text, '\n')
 }
 
 // rejectedIn fails a lower-cased answer text that holds one of the reject
 // phrases.
-func rejectedIn(text []byte, reject [][]byte) error {
+func RejectedIn(text []byte, reject [][]byte) error {
 	var lp []byte
 	for _, p := range reject {
-		lp = appendLowerText(lp[:0], p)
+		lp = AppendLowerText(lp[:0], p)
 		if len(lp) > 0 && bytes.Contains(text, lp) {
 			return fmt.Errorf("upstream answer contains the rejected phrase %q", p)
 		}

@@ -1,4 +1,4 @@
-package llmhedge
+package wire
 
 import (
 	"bytes"
@@ -15,23 +15,23 @@ import (
 // llmRequest is a completion request read once from the client: the body
 // is kept as received and each attempt gets its own view of it, rewritten
 // only where its model differs.
-type llmRequest struct {
-	dialect dialect
-	body    []byte
-	model   string
-	stream  bool
+type Request struct {
+	Dialect Dialect
+	Body    []byte
+	Model   string
+	Stream  bool
 	// byte range of the model's JSON string value (quotes included) in
 	// body, so a rewrite splices the new name without re-encoding the rest
-	modelStart, modelEnd int
-	sessionKey           string
-	sizeClass            int
+	ModelStart, modelEnd int
+	SessionKey           string
+	SizeClass            int
 }
 
 var (
-	errBodyTooLarge = errors.New("request body too large")
+	ErrBodyTooLarge = errors.New("request body too large")
 	// The server's read timeouts (read_body, read_body_idle) cut a client
 	// that sends its body too slowly.
-	errBodyTimeout = errors.New("timed out reading the request body")
+	ErrBodyTimeout = errors.New("timed out reading the request body")
 )
 
 // parseCompletion validates the body and reads the fields the proxy needs
@@ -46,23 +46,23 @@ var (
 // stream key in any spelling is refused rather than routed by one reading
 // while the provider runs another. path and rawQuery are the client's,
 // for a dialect that routes on them (Gemini's model and stream mode).
-func parseCompletion(d dialect, path, rawQuery string, body []byte) (*llmRequest, error) {
-	req, err := d.parseRequest(path, rawQuery, body)
+func ParseCompletion(d Dialect, path, rawQuery string, body []byte) (*Request, error) {
+	req, err := d.ParseRequest(path, rawQuery, body)
 	if err != nil {
 		return nil, err
 	}
-	req.dialect = d
+	req.Dialect = d
 	return req, nil
 }
 
 // parseRequestBody is the parse every dialect's body shares: a JSON
 // object with a `model` string and an optional `stream` flag.
-func parseRequestBody(body []byte) (*llmRequest, error) {
-	req := &llmRequest{body: body, modelStart: -1}
+func ParseRequestBody(body []byte) (*Request, error) {
+	req := &Request{Body: body, ModelStart: -1}
 	it, ok := jsonscan.Open(body, 0, 0)
 	if !ok || !it.IsObject() {
 		if !jsonscan.Valid(body) {
-			return nil, errInvalidJSON
+			return nil, ErrInvalidJSON
 		}
 		return nil, jsonscan.ErrScan
 	}
@@ -77,29 +77,29 @@ func parseRequestBody(body []byte) (*llmRequest, error) {
 			sawModel = true
 			start := it.Pos
 			if v := it.Value(); jsonscan.IsString(v) {
-				modelRaw, req.modelStart, req.modelEnd = v, start, start+len(v)
+				modelRaw, req.ModelStart, req.modelEnd = v, start, start+len(v)
 			}
 		case it.KeyFold("stream"):
 			if sawStream {
 				return nil, errDuplicateStream
 			}
 			sawStream = true
-			req.stream = string(it.Value()) == "true"
+			req.Stream = string(it.Value()) == "true"
 		}
 	}
 	if !it.End() {
-		return nil, errInvalidJSON
+		return nil, ErrInvalidJSON
 	}
 	if modelRaw == nil || len(modelRaw) == 2 {
 		return nil, errors.New("model: field required (a non-empty string)")
 	}
 	// A decoded name is at most as long as its JSON text: a long one is
 	// refused before it is copied.
-	if len(modelRaw)-2 > maxModelLen*6 { // "\u0041" is 6 bytes for one
+	if len(modelRaw)-2 > MaxModelLen*6 { // "\u0041" is 6 bytes for one
 		return nil, errModelTooLong
 	}
-	req.model = jsonStringValue(modelRaw)
-	if err := checkModelName(req.model); err != nil {
+	req.Model = JSONStringValue(modelRaw)
+	if err := CheckModelName(req.Model); err != nil {
 		return nil, err
 	}
 	return req, nil
@@ -107,12 +107,12 @@ func parseRequestBody(body []byte) (*llmRequest, error) {
 
 // maxModelLen bounds a model name: every copy the proxy keeps
 // (model cooldowns, log lines, error messages) is bounded by it.
-const maxModelLen = 256
+const MaxModelLen = 256
 
 var (
 	errDuplicateModel  = errors.New(`request body: more than one "model" key (in any letter case or escaping): the request is ambiguous`)
 	errDuplicateStream = errors.New(`request body: more than one "stream" key (in any letter case or escaping): the request is ambiguous`)
-	errModelTooLong    = fmt.Errorf("model: longer than %d bytes", maxModelLen)
+	errModelTooLong    = fmt.Errorf("model: longer than %d bytes", MaxModelLen)
 	errModelControl    = errors.New("model: contains a control character or invalid UTF-8")
 	errModelDotSegment = errors.New(`model: "." and ".." are path dot-segments, refused: a cloud puts the model in its URL path`)
 )
@@ -122,11 +122,11 @@ var (
 // lines and the admin text view, or with a dot-segment: Bedrock, Vertex
 // and Azure put the model in the URL path, where url.PathEscape keeps
 // dots and `/model/../invoke` would name another resource.
-func checkModelName(m string) error {
-	if len(m) > maxModelLen {
+func CheckModelName(m string) error {
+	if len(m) > MaxModelLen {
 		return errModelTooLong
 	}
-	if hasDotSegment(m) {
+	if HasDotSegment(m) {
 		return errModelDotSegment
 	}
 	for i := 0; i < len(m); {
@@ -147,11 +147,11 @@ func checkModelName(m string) error {
 	return nil
 }
 
-var errInvalidJSON = errors.New("request body is not valid JSON")
+var ErrInvalidJSON = errors.New("request body is not valid JSON")
 
 // hasDotSegment reports whether a name, split where a server may split a
 // path (at / and \), has a part that is "." or "..".
-func hasDotSegment(name string) bool {
+func HasDotSegment(name string) bool {
 	for len(name) > 0 {
 		i := strings.IndexAny(name, `/\`)
 		seg := name
@@ -169,7 +169,7 @@ func hasDotSegment(name string) bool {
 
 // jsonStringValue decodes a validated raw JSON string as encoding/json
 // does; one without escapes (nearly every model name) is a small copy.
-func jsonStringValue(v []byte) string {
+func JSONStringValue(v []byte) string {
 	if bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
 		return string(v[1 : len(v)-1])
 	}
@@ -178,19 +178,19 @@ func jsonStringValue(v []byte) string {
 
 // bodyFor returns the request body for an upstream model, as the
 // request's dialect rewrites it.
-func (req *llmRequest) bodyFor(model string) []byte { return req.dialect.bodyFor(req, model) }
+func (req *Request) BodyFor(model string) []byte { return req.Dialect.BodyFor(req, model) }
 
 // spliceModel returns the body with model as its model: the original
 // bytes when the model is unchanged, else one copy with the new name
 // spliced into the model field; the rest of the JSON is not re-encoded.
-func (req *llmRequest) spliceModel(model string) []byte {
-	if model == req.model {
-		return req.body
+func (req *Request) SpliceModel(model string) []byte {
+	if model == req.Model {
+		return req.Body
 	}
 	q, _ := json.Marshal(model) // a JSON string, never Go syntax: cannot fail
-	out := make([]byte, 0, len(req.body)-(req.modelEnd-req.modelStart)+len(q))
-	out = append(out, req.body[:req.modelStart]...)
+	out := make([]byte, 0, len(req.Body)-(req.modelEnd-req.ModelStart)+len(q))
+	out = append(out, req.Body[:req.ModelStart]...)
 	out = append(out, q...)
-	out = append(out, req.body[req.modelEnd:]...)
+	out = append(out, req.Body[req.modelEnd:]...)
 	return out
 }

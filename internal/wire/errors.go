@@ -1,4 +1,4 @@
-package llmhedge
+package wire
 
 import (
 	"bytes"
@@ -10,10 +10,10 @@ import (
 )
 
 // errorType maps an HTTP status to the error type dialect d uses for it.
-func errorType(d dialect, status int) string { return d.errorType(status) }
+func errorType(d Dialect, status int) string { return d.ErrorType(status) }
 
 // errorCode is the OpenAI `code` field: a short machine-readable reason.
-func errorCode(status int) string {
+func ErrorCode(status int) string {
 	switch status {
 	case 413:
 		return "request_too_large"
@@ -29,11 +29,11 @@ func errorCode(status int) string {
 
 // errorJSON renders an error object in the dialect's shape. Status picks
 // the type; message is what the client reads.
-func errorJSON(d dialect, status int, message string) []byte { return d.errorJSON(status, message) }
+func errorJSON(d Dialect, status int, message string) []byte { return d.ErrorJSON(status, message) }
 
 // writeError sends a complete error response before anything was
 // committed to the client.
-func writeError(w http.ResponseWriter, d dialect, status int, message string) {
+func WriteError(w http.ResponseWriter, d Dialect, status int, message string) {
 	body := errorJSON(d, status, message)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
@@ -45,11 +45,11 @@ func writeError(w http.ResponseWriter, d dialect, status int, message string) {
 
 // errorEvent renders the SSE event that ends a committed stream with a
 // failure, in the client's dialect.
-func errorEvent(d dialect, status int, message string) []byte { return d.errorEvent(status, message) }
+func ErrorEvent(d Dialect, status int, message string) []byte { return d.ErrorEvent(status, message) }
 
 // sseErrorEvent frames an error body as an SSE event, named when name is
 // not empty.
-func sseErrorEvent(name string, body []byte) []byte {
+func SSEErrorEvent(name string, body []byte) []byte {
 	out := make([]byte, 0, len(body)+32)
 	if name != "" {
 		out = append(out, "event: "...)
@@ -65,7 +65,7 @@ func sseErrorEvent(name string, body []byte) []byte {
 // upstreamErrorMessage renders the upstream's own words from a raw "error"
 // value (an object with type and message, or a string), falling back to
 // the clipped event data.
-func upstreamErrorMessage(errVal, data []byte) string {
+func UpstreamErrorMessage(errVal, data []byte) string {
 	if jsonscan.IsString(errVal) {
 		return string(jsonscan.AppendString(nil, errVal))
 	}
@@ -95,11 +95,11 @@ func upstreamErrorMessage(errVal, data []byte) string {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return "(no details)"
 	}
-	return strconv.Quote(string(clipData(data, 200)))
+	return strconv.Quote(string(ClipData(data, 200)))
 }
 
 // clipData shortens b for an error message.
-func clipData(b []byte, n int) []byte {
+func ClipData(b []byte, n int) []byte {
 	if len(b) > n {
 		return b[:n]
 	}
@@ -108,7 +108,7 @@ func clipData(b []byte, n int) []byte {
 
 // errorField is the string member name of an error body's "error" object,
 // lower-cased, or "".
-func errorField(body []byte, name string) string {
+func ErrorField(body []byte, name string) string {
 	v, ok := jsonscan.Lookup(body, "error", name)
 	if !ok || !jsonscan.IsString(v) {
 		return ""

@@ -1,0 +1,252 @@
+package wire
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+)
+
+// Package wire is the contract between the request engine (the root
+// package) and the dialects (internal/dialect/*): the small interfaces a
+// dialect implements, the optional capabilities the engine discovers by a
+// type assertion once per provider or per commit (never per event), and
+// the types they share: the request, usage, event info, failure class and
+// the continuation transcript.
+//
+// A Dialect is the wire format of an LLM API: how the request body, the
+// stream events, the answers and the errors are shaped, and where clients
+// send them. Each dialect is one package holding a stateless value, listed
+// in order in the root's dialects.go; adding one is its package, one entry
+// there, its tests and simulator support.
+// Methods take a value receiver of an empty struct: calling them through
+// the interface allocates nothing, so the stream hot path may.
+type Dialect interface {
+	Router
+	Codec
+	Inspector
+	ErrorShaper
+}
+
+// Router says where a dialect's clients send their calls and where its
+// providers read a key.
+type Router interface {
+	// String is the dialect's name: the `api` option value, the metrics
+	// label and the log field.
+	String() string
+
+	// IsCompletionPath reports whether a request path (no trailing slash)
+	// is this dialect's completion endpoint.
+	IsCompletionPath(path string) bool
+	// CompletionPath is the provider's canonical completion path for a
+	// client's completion path (one IsCompletionPath accepts): a client
+	// that calls `/chat/completions` or `/messages` (a base URL that
+	// already ends in /v1) reaches the same endpoint as one that calls
+	// the /v1 path. A dialect with one endpoint ignores clientPath.
+	CompletionPath(clientPath string) string
+	// AuxPaths are the other calls its clients make: read-only or token
+	// counts, so they may move to another provider after a 5xx.
+	AuxPaths() []AuxPath
+	// SniffAux rates how surely a non-completion request speaks this
+	// dialect: 0 not, the highest wins (ties: the first registered).
+	SniffAux(path string, h HeaderGetter) int
+	// UpstreamPath is the escaped path an attempt sends for a client's
+	// completion path and the upstream model: CompletionPath for the
+	// dialects with the model in the body.
+	UpstreamPath(clientPath, model string) string
+
+	// CredentialHeaders are where this dialect's clients put a key and
+	// choose the account it acts for: removed when a provider has its own.
+	CredentialHeaders() []string
+	// SetAuth puts the provider's key where this dialect reads it.
+	SetAuth(h http.Header, key string)
+}
+
+// Codec reads and rewrites request bodies and reads complete answers.
+type Codec interface {
+	// ParseRequest validates a completion request and reads what the
+	// proxy routes on: the body, and for a dialect that carries the model
+	// or the stream mode there, the path and raw query.
+	ParseRequest(path, rawQuery string, body []byte) (*Request, error)
+	// BodyFor is the request body for an upstream model (a fallback or
+	// a rewrite renames it).
+	BodyFor(req *Request, model string) []byte
+	// SessionKey returns the conversation key of a request body for
+	// affinity, or "".
+	SessionKey(body []byte, header http.Header) string
+
+	// CheckBody detects a fake 200 in a complete non-stream body: the
+	// reason and an error naming it, or "", nil for a real answer.
+	CheckBody(body []byte) (reason string, err error)
+	// CheckBodyReject fails a non-stream body whose answer text holds one
+	// of the reject phrases, case-insensitively.
+	CheckBodyReject(body []byte, reject [][]byte) error
+	// ObserveBody records the usage a complete body reports.
+	ObserveBody(u *Usage, body []byte)
+	// CachedInInput reports whether the usage's Input already counts the
+	// cached prompt tokens (OpenAI, Gemini) or not (Anthropic).
+	CachedInInput() bool
+}
+
+// Inspector is the per-event hot path of a stream: it must not allocate.
+type Inspector interface {
+	// Inspect classifies one stream event; withText also returns the raw
+	// output text, and cs (when not nil) notes the choices it carries.
+	Inspect(ev sse.Event, withText bool, cs *ChoiceSet) EventInfo
+	// ObserveEvent records the usage a stream event reports.
+	ObserveEvent(u *Usage, ev sse.Event)
+	// TerminalName names a terminal event, for the gate's message.
+	TerminalName(ev sse.Event) string
+	// FinishGrace reports whether a finished answer can precede the
+	// terminal event (OpenAI's finish_reason before [DONE]): the relay
+	// then waits only a grace for it and synthesizes it if it is missing.
+	FinishGrace() bool
+	// StreamEnd is the terminal event the relay writes for an upstream
+	// that finished (FinishGrace) but did not send it; nil for none.
+	StreamEnd() []byte
+}
+
+// ErrorShaper reads a provider's error answers and writes the proxy's own
+// errors in the dialect's shape.
+type ErrorShaper interface {
+	// ModelMissing reports whether an upstream error body says the
+	// requested model does not exist.
+	ModelMissing(body []byte) bool
+	// PromptTooLong reports whether a 400 error body says the prompt is
+	// over the model's context window (retry context_fallback).
+	PromptTooLong(body []byte) bool
+	// Classify classifies a non-200 answer (ClassifyAnswer, or the
+	// dialect's reading of its error body); passThroughKey as there.
+	Classify(status int, body []byte, passThroughKey bool) FailClass
+	// RetryDelay reads a retry hint from an error body, for an answer
+	// without Retry-After; ok false when there is none.
+	RetryDelay(body []byte) (d time.Duration, ok bool)
+
+	// ErrorType is the error type this dialect uses for an HTTP status.
+	ErrorType(status int) string
+	// ErrorJSON renders an error body (before commit); ErrorEvent the SSE
+	// event that ends a committed stream with a failure.
+	ErrorJSON(status int, message string) []byte
+	ErrorEvent(status int, message string) []byte
+}
+
+// Resumable is the capability of a dialect that can continue a cut
+// stream (resume.go in the root): the engine asserts it once per commit.
+type Resumable interface {
+	// NewResumer follows a committed stream of req for a continuation;
+	// nil when this request cannot be continued (several choices, ...).
+	NewResumer(req *Request) Resumer
+}
+
+// NewResumer is d's resumer for req, or nil when d cannot continue it.
+func NewResumer(d Dialect, req *Request) Resumer {
+	if r, ok := d.(Resumable); ok {
+		return r.NewResumer(req)
+	}
+	return nil
+}
+
+// DialectNone marks a path that is not an LLM completion (forwarded as
+// is), and a provider that serves whichever dialect the request speaks.
+var DialectNone Dialect
+
+// headerGetter is the part of a header the dialect sniff reads.
+type HeaderGetter interface{ Get(string) string }
+
+// auxPath is one non-completion call: `{id}` is one path segment, or
+// the start of one when text follows it (`{id}:countTokens`).
+type AuxPath struct{ Method, Path string }
+
+// eventClass is what one upstream event means for the attempt.
+type EventClass uint8
+
+const (
+	EvPrelude   EventClass = iota // buffered, not committed: message_start, content_block_start, ping, comments, role-only/empty OpenAI deltas, usage-only chunks, content_block_stop, message_delta
+	EvOutput                      // carries model output: Anthropic content_block_delta; OpenAI chunk whose choices[].delta has non-empty content, reasoning_content, reasoning, tool_calls, function_call or refusal
+	EvFinish                      // OpenAI chunk with a finish_reason set (not null, not ""): output for the gate, and the answer is done
+	EvTerminal                    // Anthropic message_stop; OpenAI [DONE]
+	EvError                       // `event: error`, or data whose JSON has a non-null top-level "error" (or Anthropic "type":"error")
+	EvMalformed                   // data that is not a JSON object (other than OpenAI's [DONE])
+)
+
+func (c EventClass) String() string {
+	switch c {
+	case EvPrelude:
+		return "prelude"
+	case EvOutput:
+		return "output"
+	case EvFinish:
+		return "finish"
+	case EvTerminal:
+		return "terminal"
+	case EvError:
+		return "error"
+	case EvMalformed:
+		return "malformed"
+	}
+	return "unknown"
+}
+
+// eventInfo is what a dialect's inspect learned from one event.
+type EventInfo struct {
+	Class  EventClass
+	By     string // the payload that made it output or finish, for the commit log
+	Text   []byte // raw JSON string of the output text (only when asked for)
+	ErrVal []byte // raw value of the top-level "error" member, if any
+}
+
+// classifyEvent tells what an event means for the gate and the relay. It
+// looks at the event name and walks the JSON once, without allocating.
+func ClassifyEvent(d Dialect, ev sse.Event) EventClass {
+	return d.Inspect(ev, false, nil).Class
+}
+
+// choiceSet tracks the choices of an OpenAI stream (n > 1 streams several,
+// interleaved, each with its own finish_reason): which indexes were seen
+// and which of them finished. Indexes 0..255 are bits (OpenAI caps n at
+// 128); any other index is never taken as finished, so such a stream ends
+// cleanly only with [DONE].
+type ChoiceSet struct {
+	seen, finished [4]uint64
+	other          bool // a choice with an index outside 0..255 (or not an integer)
+}
+
+// note records one choice of a chunk; index is -1 when it is not usable.
+func (cs *ChoiceSet) Note(index int64, finished bool) {
+	if index < 0 || index >= 256 {
+		cs.other = true
+		return
+	}
+	w, bit := index>>6, uint64(1)<<(index&63)
+	cs.seen[w] |= bit
+	if finished {
+		cs.finished[w] |= bit
+	}
+}
+
+// allFinished reports whether a choice was seen and every choice seen has
+// its finish_reason: only then is the answer complete without [DONE].
+func (cs *ChoiceSet) AllFinished() bool {
+	if cs.other {
+		return false
+	}
+	seen := false
+	for i := range cs.seen {
+		if cs.seen[i]&^cs.finished[i] != 0 {
+			return false
+		}
+		seen = seen || cs.seen[i] != 0
+	}
+	return seen
+}
+
+// merge adds the choices other saw to cs.
+func (cs *ChoiceSet) Merge(other *ChoiceSet) {
+	for i := range cs.seen {
+		cs.seen[i] |= other.seen[i]
+		cs.finished[i] |= other.finished[i]
+	}
+	cs.other = cs.other || other.other
+}
+
+var DoneEvent = []byte("data: [DONE]\n\n")
