@@ -20,8 +20,6 @@ import (
 // anthropicDialect is the Anthropic Messages API.
 type anthropicDialect struct{}
 
-var dialectAnthropic wire.Dialect = anthropicDialect{}
-
 func (anthropicDialect) String() string { return "anthropic" }
 
 func (anthropicDialect) IsCompletionPath(path string) bool {

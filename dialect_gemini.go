@@ -29,8 +29,6 @@ const (
 // geminiDialect is Google's Gemini API, served as dialect `gemini`.
 type geminiDialect struct{}
 
-var dialectGemini wire.Dialect = geminiDialect{}
-
 func (geminiDialect) String() string { return "gemini" }
 
 // isCompletionPath: generateContent and streamGenerateContent of a model

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/openai"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
@@ -319,8 +320,6 @@ func observeResponsesObject(u *wire.Usage, obj []byte, counts bool) {
 // (a response by id) are routed by the owners table (responses_pin.go).
 type responsesDialect struct{}
 
-var dialectResponses wire.Dialect = responsesDialect{}
-
 func (responsesDialect) String() string { return "responses" }
 
 func (responsesDialect) IsCompletionPath(p string) bool {
@@ -384,7 +383,7 @@ func (responsesDialect) SessionKey(body []byte, header http.Header) string {
 	return responsesSessionKey(body, header, "")
 }
 
-func (responsesDialect) CredentialHeaders() []string { return openAICredentialHeaders }
+func (responsesDialect) CredentialHeaders() []string { return openai.CredentialHeaders }
 
 func (responsesDialect) SetAuth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
 
@@ -407,11 +406,11 @@ func (responsesDialect) ObserveEvent(u *wire.Usage, ev sse.Event) { observeRespo
 
 func (responsesDialect) ObserveBody(u *wire.Usage, body []byte) { observeResponsesBody(u, body) }
 
-func (responsesDialect) ModelMissing(body []byte) bool { return openAIDialect{}.ModelMissing(body) }
+func (responsesDialect) ModelMissing(body []byte) bool { return openai.Dialect{}.ModelMissing(body) }
 
-func (responsesDialect) PromptTooLong(body []byte) bool { return openAIDialect{}.PromptTooLong(body) }
+func (responsesDialect) PromptTooLong(body []byte) bool { return openai.Dialect{}.PromptTooLong(body) }
 
-func (responsesDialect) ErrorType(status int) string { return openAIErrorType(status) }
+func (responsesDialect) ErrorType(status int) string { return openai.ErrorType(status) }
 
 func (responsesDialect) ErrorJSON(status int, message string) []byte {
 	return responsesErrorJSON(status, message)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/openai"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
@@ -121,7 +122,7 @@ func responsesSessionKey(body []byte, header http.Header, headerName string) str
 
 // responsesErrorJSON is the error body before commit: OpenAI's shape.
 func responsesErrorJSON(status int, message string) []byte {
-	return openAIErrorJSON(status, message)
+	return openai.ErrorJSON(status, message)
 }
 
 // responsesErrorEventBody is the Responses API error event
@@ -154,7 +155,7 @@ func responsesErrorEvent(status int, message string, seq int64) []byte {
 	if seq >= 0 {
 		b.SequenceNumber = &seq
 	}
-	b.Error.Type = openAIErrorType(status)
+	b.Error.Type = openai.ErrorType(status)
 	b.Error.Code = b.Code
 	b.Error.Message = message
 	body, _ := json.Marshal(b) // plain structs of strings and numbers: cannot fail

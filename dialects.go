@@ -1,8 +1,10 @@
 package llmhedge
 
 import (
-	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"strings"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/openai"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // The dialects and clouds the module speaks, in one place and in order: the
@@ -161,3 +163,11 @@ func modelMissing(body []byte) bool {
 	}
 	return false
 }
+
+var dialectOpenAI wire.Dialect = openai.Dialect{}
+
+var dialectAnthropic wire.Dialect = anthropicDialect{}
+
+var dialectGemini wire.Dialect = geminiDialect{}
+
+var dialectResponses wire.Dialect = responsesDialect{}

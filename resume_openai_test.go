@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	dopenai "github.com/llmhedge/caddy-llm-hedge/internal/dialect/openai"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"github.com/openai/openai-go/v3"
 )
@@ -53,9 +54,9 @@ func resumeTrackAll(t *testing.T, d wire.Dialect, rs wire.Resumer, stream string
 	}
 }
 
-func newChatResumer(t *testing.T, body string) *openAIResumer {
+func newChatResumer(t *testing.T, body string) *dopenai.Resumer {
 	t.Helper()
-	rs, ok := wire.NewResumer(dialectOpenAI, &wire.Request{Body: []byte(body)}).(*openAIResumer)
+	rs, ok := wire.NewResumer(dialectOpenAI, &wire.Request{Body: []byte(body)}).(*dopenai.Resumer)
 	if !ok {
 		t.Fatalf("newResumer(%s) is not an openAIResumer", body)
 	}
@@ -100,10 +101,10 @@ func TestChatResumerRequest(t *testing.T) {
 	if rs := wire.NewResumer(dialectOpenAI, &wire.Request{Body: []byte(`{"model":"m","n":2,"messages":[]}`)}); rs != nil {
 		t.Errorf("n 2: newResumer = %T, want nil", rs)
 	}
-	if rs := newChatResumer(t, `{"model":"m","n":1,"stream_options":{"include_usage":true},"messages":[]}`); !rs.includeUsage {
+	if rs := newChatResumer(t, `{"model":"m","n":1,"stream_options":{"include_usage":true},"messages":[]}`); !rs.IncludeUsage {
 		t.Error("include_usage true not read")
 	}
-	if rs := newChatResumer(t, `{"model":"m","stream_options":{"include_usage":false},"messages":[]}`); rs.includeUsage {
+	if rs := newChatResumer(t, `{"model":"m","stream_options":{"include_usage":false},"messages":[]}`); rs.IncludeUsage {
 		t.Error("include_usage false read as true")
 	}
 }

@@ -191,15 +191,11 @@ type deliveredText struct {
 	tokens int64
 }
 
-// tokenCounter is a resumer that knows how many tokens the client's text
-// took: a Chat Completions stream carries one token per content chunk.
-type tokenCounter interface{ tokens() int64 }
-
 // deliveredOf is what the client of rs has now.
 func deliveredOf(rs wire.Resumer) deliveredText {
 	d := deliveredText{bytes: len(rs.Text())}
-	if tc, ok := rs.(tokenCounter); ok {
-		d.tokens = tc.tokens()
+	if tc, ok := rs.(wire.TokenCounter); ok {
+		d.tokens = tc.Tokens()
 	}
 	return d
 }

@@ -42,6 +42,11 @@ type Resumer interface {
 	WriteEnd(w io.Writer, end ContEnd) error
 }
 
+// TokenCounter is the capability of a resumer that knows how many tokens
+// the client's text took: a Chat Completions stream carries one token per
+// content chunk.
+type TokenCounter interface{ Tokens() int64 }
+
 // contKind is what one continuation event means for the splice.
 type ContKind uint8
 

@@ -1,4 +1,4 @@
-package llmhedge
+package openai
 
 import (
 	"bytes"
@@ -15,10 +15,10 @@ import (
 // continuation's text goes on in chunks with the client's id, created,
 // model and system_fingerprint, and the end is a finish chunk, the usage
 // chunk when the request asked for it, and [DONE].
-type openAIResumer struct {
+type Resumer struct {
 	wire.TextLog
 	id, created, model, fingerprint []byte // raw values of the client's chunks
-	includeUsage                    bool   // stream_options.include_usage
+	IncludeUsage                    bool   // stream_options.include_usage
 	stopped                         bool   // a chunk with finish_reason reached the client
 	usageSent                       bool   // a usage chunk reached the client
 	chunks                          int64  // chunks with content the client got: one token each
@@ -27,17 +27,17 @@ type openAIResumer struct {
 // tokens counts the client's text as OpenAI streams it, one token per
 // chunk (resumeUsage): a server that sends several tokens in a chunk makes
 // it an undercount.
-func (r *openAIResumer) tokens() int64 { return r.chunks }
+func (r *Resumer) Tokens() int64 { return r.chunks }
 
 // newResumer: a request for several choices (n > 1) is not continued.
-func (openAIDialect) NewResumer(req *wire.Request) wire.Resumer {
+func (Dialect) NewResumer(req *wire.Request) wire.Resumer {
 	if v, ok := jsonscan.Lookup(req.Body, "n"); ok {
 		if n, isInt := jsonscan.Int(v); isInt && n > 1 {
 			return nil
 		}
 	}
 	v, _ := jsonscan.Lookup(req.Body, "stream_options", "include_usage")
-	return &openAIResumer{includeUsage: string(v) == "true"}
+	return &Resumer{IncludeUsage: string(v) == "true"}
 }
 
 // chatChunk is what a resumer reads from one chunk: its first choice,
@@ -134,7 +134,7 @@ func (c *chatChunk) scanChoice(choice *jsonscan.Iter) {
 	}
 }
 
-func (r *openAIResumer) Track(ev sse.Event, info wire.EventInfo) {
+func (r *Resumer) Track(ev sse.Event, info wire.EventInfo) {
 	switch info.Class {
 	case wire.EvTerminal:
 		return
@@ -178,15 +178,15 @@ func (r *openAIResumer) Track(ev sse.Event, info wire.EventInfo) {
 	}
 }
 
-func (r *openAIResumer) Finished() bool { return r.stopped }
+func (r *Resumer) Finished() bool { return r.stopped }
 
-func (r *openAIResumer) Prefill(body []byte, text string) ([]byte, error) {
+func (r *Resumer) Prefill(body []byte, text string) ([]byte, error) {
 	return wire.AppendTurn(body, "messages", wire.MergeAssistantTurn, func(t string) any {
 		return map[string]string{"role": "assistant", "content": t}
 	}, text)
 }
 
-func (r *openAIResumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEvent {
+func (r *Resumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEvent {
 	switch info.Class {
 	case wire.EvTerminal:
 		return wire.ContEvent{Kind: wire.ContTerminal}
@@ -224,7 +224,7 @@ func (r *openAIResumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEvent {
 
 // chunkHead appends the start of a chunk in the client's ids, up to the
 // choices.
-func (r *openAIResumer) chunkHead(b *bytes.Buffer) {
+func (r *Resumer) chunkHead(b *bytes.Buffer) {
 	b.WriteString(`data: {"id":`)
 	writeRawOr(b, r.id, `""`)
 	b.WriteString(`,"object":"chat.completion.chunk","created":`)
@@ -245,7 +245,7 @@ func writeRawOr(b *bytes.Buffer, raw []byte, def string) {
 	b.Write(raw)
 }
 
-func (r *openAIResumer) WriteText(w io.Writer, text string) error {
+func (r *Resumer) WriteText(w io.Writer, text string) error {
 	if text == "" {
 		return nil
 	}
@@ -260,7 +260,7 @@ func (r *openAIResumer) WriteText(w io.Writer, text string) error {
 	return err
 }
 
-func (r *openAIResumer) WriteEnd(w io.Writer, end wire.ContEnd) error {
+func (r *Resumer) WriteEnd(w io.Writer, end wire.ContEnd) error {
 	var b bytes.Buffer
 	if !r.stopped {
 		reason := end.Finish
@@ -273,7 +273,7 @@ func (r *openAIResumer) WriteEnd(w io.Writer, end wire.ContEnd) error {
 		b.WriteString("}]}\n\n")
 		r.stopped = true
 	}
-	if r.includeUsage && !r.usageSent && (end.Input > 0 || end.Output > 0) {
+	if r.IncludeUsage && !r.usageSent && (end.Input > 0 || end.Output > 0) {
 		r.chunkHead(&b)
 		b.WriteString(`,"choices":[],"usage":{"prompt_tokens":`)
 		b.WriteString(strconv.FormatInt(end.Input, 10))

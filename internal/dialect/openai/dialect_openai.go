@@ -1,4 +1,4 @@
-package llmhedge
+package openai
 
 import (
 	"bytes"
@@ -19,39 +19,37 @@ import (
 // no other dialect claims is taken to be OpenAI's.
 
 // openAIDialect is the OpenAI Chat Completions API.
-type openAIDialect struct{}
+type Dialect struct{}
 
-var dialectOpenAI wire.Dialect = openAIDialect{}
+func (Dialect) String() string { return "openai" }
 
-func (openAIDialect) String() string { return "openai" }
-
-func (openAIDialect) IsCompletionPath(path string) bool {
+func (Dialect) IsCompletionPath(path string) bool {
 	return path == "/v1/chat/completions" || path == "/chat/completions"
 }
 
-func (openAIDialect) CompletionPath(string) string { return "/v1/chat/completions" }
+func (Dialect) CompletionPath(string) string { return "/v1/chat/completions" }
 
 var openAIAuxPaths = []wire.AuxPath{
 	{Method: http.MethodGet, Path: "/v1/models"},
 	{Method: http.MethodGet, Path: "/v1/models/{id}"},
 }
 
-func (openAIDialect) AuxPaths() []wire.AuxPath { return openAIAuxPaths }
+func (Dialect) AuxPaths() []wire.AuxPath { return openAIAuxPaths }
 
 // sniffAux: any path is OpenAI's unless another dialect claims it.
-func (openAIDialect) SniffAux(string, wire.HeaderGetter) int { return 1 }
+func (Dialect) SniffAux(string, wire.HeaderGetter) int { return 1 }
 
-func (openAIDialect) ParseRequest(_, _ string, body []byte) (*wire.Request, error) {
+func (Dialect) ParseRequest(_, _ string, body []byte) (*wire.Request, error) {
 	return wire.ParseRequestBody(body)
 }
 
-func (d openAIDialect) UpstreamPath(string, string) string { return d.CompletionPath("") }
+func (d Dialect) UpstreamPath(string, string) string { return d.CompletionPath("") }
 
-func (openAIDialect) BodyFor(req *wire.Request, model string) []byte { return req.SpliceModel(model) }
+func (Dialect) BodyFor(req *wire.Request, model string) []byte { return req.SpliceModel(model) }
 
 // sessionKey is prompt_cache_key (literally the cache key), else user,
 // else safety_identifier.
-func (openAIDialect) SessionKey(body []byte, _ http.Header) string {
+func (Dialect) SessionKey(body []byte, _ http.Header) string {
 	var cacheKey, user, safety string
 	_ = jsonscan.ScanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
 		v := body[vStart:vEnd]
@@ -74,13 +72,13 @@ func (openAIDialect) SessionKey(body []byte, _ http.Header) string {
 	return safety
 }
 
-var openAICredentialHeaders = []string{"Authorization", "OpenAI-Organization", "OpenAI-Project"}
+var CredentialHeaders = []string{"Authorization", "OpenAI-Organization", "OpenAI-Project"}
 
-func (openAIDialect) CredentialHeaders() []string { return openAICredentialHeaders }
+func (Dialect) CredentialHeaders() []string { return CredentialHeaders }
 
-func (openAIDialect) SetAuth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
+func (Dialect) SetAuth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
 
-func (openAIDialect) Inspect(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventInfo {
+func (Dialect) Inspect(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventInfo {
 	return inspectOpenAI(ev, withText, cs)
 }
 
@@ -199,17 +197,17 @@ func isDoneMarker(b []byte) bool {
 	return len(b) >= 6 && string(b[:6]) == "[DONE]" && jsonscan.SkipSpace(b, 6) == len(b)
 }
 
-func (openAIDialect) TerminalName(sse.Event) string { return "[DONE]" }
+func (Dialect) TerminalName(sse.Event) string { return "[DONE]" }
 
 // finishGrace: a chunk with every choice's finish_reason completes the
 // answer before [DONE].
-func (openAIDialect) FinishGrace() bool { return true }
+func (Dialect) FinishGrace() bool { return true }
 
 // streamEnd: the grace ends the stream with the [DONE] the SDKs wait for.
-func (openAIDialect) StreamEnd() []byte { return wire.DoneEvent }
+func (Dialect) StreamEnd() []byte { return wire.DoneEvent }
 
 // checkBody wants a non-empty choices array and no error.
-func (openAIDialect) CheckBody(body []byte) (reason string, err error) {
+func (Dialect) CheckBody(body []byte) (reason string, err error) {
 	var m [2][]byte
 	if reason, err := wire.BodyMembers(body, m[:], "error", "choices"); err != nil {
 		return reason, err
@@ -225,7 +223,7 @@ func (openAIDialect) CheckBody(body []byte) (reason string, err error) {
 }
 
 // checkBodyReject reads the answer text from choices[].message.content.
-func (openAIDialect) CheckBodyReject(body []byte, reject [][]byte) error {
+func (Dialect) CheckBodyReject(body []byte, reject [][]byte) error {
 	var text []byte
 	choices, _ := jsonscan.Lookup(body, "choices")
 	arr, ok := jsonscan.Open(choices, 0, 0)
@@ -239,13 +237,13 @@ func (openAIDialect) CheckBodyReject(body []byte, reject [][]byte) error {
 
 // observeEvent reads the chunks that may carry usage (and the first that
 // names the model); the rest are skipped by a substring check.
-func (openAIDialect) ObserveEvent(u *wire.Usage, ev sse.Event) {
+func (Dialect) ObserveEvent(u *wire.Usage, ev sse.Event) {
 	if u.Model == "" || mayCarryUsage(ev.Data) {
 		observeOpenAI(u, ev.Data)
 	}
 }
 
-func (openAIDialect) ObserveBody(u *wire.Usage, body []byte) { observeOpenAI(u, body) }
+func (Dialect) ObserveBody(u *wire.Usage, body []byte) { observeOpenAI(u, body) }
 
 // mayCarryUsage is true unless the chunk has no "usage" member or only a
 // "usage":null (which OpenAI sends on every chunk with include_usage).
@@ -285,7 +283,7 @@ func observeOpenAI(u *wire.Usage, obj []byte) {
 
 // modelMissing: the model_not_found code, or "The model `x` does not
 // exist" (what OpenAI-compatible servers copy).
-func (openAIDialect) ModelMissing(body []byte) bool {
+func (Dialect) ModelMissing(body []byte) bool {
 	if wire.ErrorField(body, "code") == "model_not_found" {
 		return true
 	}
@@ -295,21 +293,21 @@ func (openAIDialect) ModelMissing(body []byte) bool {
 
 // promptTooLong: the context_length_exceeded code, or "This model's
 // maximum context length is N tokens" (what compatible servers copy).
-func (openAIDialect) PromptTooLong(body []byte) bool {
+func (Dialect) PromptTooLong(body []byte) bool {
 	return wire.ErrorField(body, "code") == "context_length_exceeded" || strings.Contains(wire.ErrorField(body, "message"), "maximum context length")
 }
 
-func (openAIDialect) Classify(status int, body []byte, passThroughKey bool) wire.FailClass {
+func (Dialect) Classify(status int, body []byte, passThroughKey bool) wire.FailClass {
 	return wire.ClassifyAnswer(status, body, passThroughKey)
 }
 
 // retryDelay: OpenAI's hints are in the headers only.
-func (openAIDialect) RetryDelay([]byte) (time.Duration, bool) { return 0, false }
+func (Dialect) RetryDelay([]byte) (time.Duration, bool) { return 0, false }
 
-func (openAIDialect) ErrorType(status int) string { return openAIErrorType(status) }
+func (Dialect) ErrorType(status int) string { return ErrorType(status) }
 
 // openAIErrorType maps a status to OpenAI's conventional error types.
-func openAIErrorType(status int) string {
+func ErrorType(status int) string {
 	switch status {
 	case 400, 404, 405, 413, 422:
 		return "invalid_request_error"
@@ -336,15 +334,15 @@ type openaiErrorBody struct {
 	} `json:"error"`
 }
 
-func (openAIDialect) ErrorJSON(status int, message string) []byte {
-	return openAIErrorJSON(status, message)
+func (Dialect) ErrorJSON(status int, message string) []byte {
+	return ErrorJSON(status, message)
 }
 
 // openAIErrorJSON is OpenAI's error body: message, type and code.
-func openAIErrorJSON(status int, message string) []byte {
+func ErrorJSON(status int, message string) []byte {
 	var b openaiErrorBody
 	b.Error.Message = message
-	b.Error.Type = openAIErrorType(status)
+	b.Error.Type = ErrorType(status)
 	b.Error.Code = wire.ErrorCode(status)
 	out, _ := json.Marshal(b) // plain structs of strings: cannot fail
 	return out
@@ -352,8 +350,8 @@ func openAIErrorJSON(status int, message string) []byte {
 
 // errorEvent is a data line holding an error object: what both official
 // SDKs raise as an error.
-func (openAIDialect) ErrorEvent(status int, message string) []byte {
-	return wire.SSEErrorEvent("", openAIErrorJSON(status, message))
+func (Dialect) ErrorEvent(status int, message string) []byte {
+	return wire.SSEErrorEvent("", ErrorJSON(status, message))
 }
 
-func (openAIDialect) CachedInInput() bool { return true }
+func (Dialect) CachedInInput() bool { return true }
