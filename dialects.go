@@ -3,6 +3,7 @@ package llmhedge
 import (
 	"strings"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/anthropic"
 	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/openai"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
@@ -166,7 +167,7 @@ func modelMissing(body []byte) bool {
 
 var dialectOpenAI wire.Dialect = openai.Dialect{}
 
-var dialectAnthropic wire.Dialect = anthropicDialect{}
+var dialectAnthropic wire.Dialect = anthropic.Dialect{}
 
 var dialectGemini wire.Dialect = geminiDialect{}
 

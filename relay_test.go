@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/anthropic"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
@@ -392,7 +393,7 @@ func BenchmarkRelayAnthropic(b *testing.B) {
 // tracked (its text kept for a continuation).
 func BenchmarkRelayAnthropicTracked(b *testing.B) {
 	benchmarkRelayWith(b, dialectAnthropic, ssetest.AnthropicDelta, sseStream(anthropicEvent("message_stop", aMessageStop)),
-		relayOptions{Idle: time.Minute, Track: &anthropicResumer{}, HoldError: true})
+		relayOptions{Idle: time.Minute, Track: &anthropic.Resumer{}, HoldError: true})
 }
 
 func BenchmarkRelayOpenAI(b *testing.B) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/anthropic"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
@@ -96,7 +97,7 @@ func readClient(t testing.TB, stream []byte) clientView {
 // whole stream. The error event is the relay's held one.
 func spliceOnce(t testing.TB, delivered []string, cont []string, prefill bool) []byte {
 	var client bytes.Buffer
-	rs := &anthropicResumer{}
+	rs := &anthropic.Resumer{}
 	feed := func(raw string, track bool) {
 		client.WriteString(raw)
 		rd := sse.NewReader(strings.NewReader(raw), 0)
@@ -237,7 +238,7 @@ func FuzzResumeSplice(f *testing.F) {
 // Following an Anthropic stream allocates nothing per event: the block
 // start, the deltas and the message_delta are read in place.
 func TestAnthropicResumerTrackAllocs(t *testing.T) {
-	rs := &anthropicResumer{}
+	rs := &anthropic.Resumer{}
 	events := resumeEvent("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
 		"content_block": map[string]string{"type": "text", "text": ""}}) + anthropicTextDelta("Hello") +
 		resumeEvent("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": nil}, "usage": map[string]int{"output_tokens": 3}})

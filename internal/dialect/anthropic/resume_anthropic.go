@@ -1,4 +1,4 @@
-package llmhedge
+package anthropic
 
 import (
 	"bytes"
@@ -13,14 +13,14 @@ import (
 // anthropicResumer continues an Anthropic Messages stream: the client has
 // one message_start and text blocks; a continuation's deltas go on in the
 // client's last text block (or a new one after it, if it was closed).
-type anthropicResumer struct {
+type Resumer struct {
 	wire.TextLog
 	blocks  int  // content blocks the client has seen start
 	open    bool // the last one is still open
 	stopped bool // message_delta with a stop_reason reached the client
 }
 
-func (anthropicDialect) NewResumer(*wire.Request) wire.Resumer { return &anthropicResumer{} }
+func (Dialect) NewResumer(*wire.Request) wire.Resumer { return &Resumer{} }
 
 // anthropicEventType is the event's name, or its data's type when it has
 // none (switched on as string(...): no copy).
@@ -57,7 +57,7 @@ func anthropicStopReason(data []byte) []byte {
 	return v
 }
 
-func (r *anthropicResumer) Track(ev sse.Event, info wire.EventInfo) {
+func (r *Resumer) Track(ev sse.Event, info wire.EventInfo) {
 	switch string(anthropicEventType(ev)) {
 	case "content_block_delta":
 		if info.Text == nil {
@@ -84,15 +84,15 @@ func (r *anthropicResumer) Track(ev sse.Event, info wire.EventInfo) {
 	}
 }
 
-func (r *anthropicResumer) Finished() bool { return r.stopped }
+func (r *Resumer) Finished() bool { return r.stopped }
 
-func (r *anthropicResumer) Prefill(body []byte, text string) ([]byte, error) {
+func (r *Resumer) Prefill(body []byte, text string) ([]byte, error) {
 	return wire.AppendTurn(body, "messages", wire.MergeAssistantTurn, func(t string) any {
 		return map[string]string{"role": "assistant", "content": t}
 	}, text)
 }
 
-func (r *anthropicResumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEvent {
+func (r *Resumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEvent {
 	switch string(anthropicEventType(ev)) {
 	case "content_block_delta":
 		if info.Text == nil {
@@ -120,7 +120,7 @@ func (r *anthropicResumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEven
 	return wire.ContEvent{Kind: wire.ContSkip}
 }
 
-func (r *anthropicResumer) WriteText(w io.Writer, text string) error {
+func (r *Resumer) WriteText(w io.Writer, text string) error {
 	if text == "" {
 		return nil
 	}
@@ -141,7 +141,7 @@ func (r *anthropicResumer) WriteText(w io.Writer, text string) error {
 	return err
 }
 
-func (r *anthropicResumer) WriteEnd(w io.Writer, end wire.ContEnd) error {
+func (r *Resumer) WriteEnd(w io.Writer, end wire.ContEnd) error {
 	var b bytes.Buffer
 	if r.open {
 		b.WriteString("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":")

@@ -1,4 +1,4 @@
-package llmhedge
+package anthropic
 
 import (
 	"bytes"
@@ -18,15 +18,15 @@ import (
 // X-Api-Key.
 
 // anthropicDialect is the Anthropic Messages API.
-type anthropicDialect struct{}
+type Dialect struct{}
 
-func (anthropicDialect) String() string { return "anthropic" }
+func (Dialect) String() string { return "anthropic" }
 
-func (anthropicDialect) IsCompletionPath(path string) bool {
+func (Dialect) IsCompletionPath(path string) bool {
 	return path == "/v1/messages" || path == "/messages"
 }
 
-func (anthropicDialect) CompletionPath(string) string { return "/v1/messages" }
+func (Dialect) CompletionPath(string) string { return "/v1/messages" }
 
 var anthropicAuxPaths = []wire.AuxPath{
 	{Method: http.MethodGet, Path: "/v1/models"},
@@ -34,30 +34,30 @@ var anthropicAuxPaths = []wire.AuxPath{
 	{Method: http.MethodPost, Path: "/v1/messages/count_tokens"},
 }
 
-func (anthropicDialect) AuxPaths() []wire.AuxPath { return anthropicAuxPaths }
+func (Dialect) AuxPaths() []wire.AuxPath { return anthropicAuxPaths }
 
 // sniffAux claims a /v1/messages path, or a request with Anthropic's
 // version or key header, over the OpenAI fallback.
-func (anthropicDialect) SniffAux(path string, h wire.HeaderGetter) int {
+func (Dialect) SniffAux(path string, h wire.HeaderGetter) int {
 	if strings.HasPrefix(path, "/v1/messages") || h.Get("anthropic-version") != "" || h.Get("x-api-key") != "" {
 		return 2
 	}
 	return 0
 }
 
-func (anthropicDialect) ParseRequest(_, _ string, body []byte) (*wire.Request, error) {
+func (Dialect) ParseRequest(_, _ string, body []byte) (*wire.Request, error) {
 	return wire.ParseRequestBody(body)
 }
 
-func (d anthropicDialect) UpstreamPath(string, string) string { return d.CompletionPath("") }
+func (d Dialect) UpstreamPath(string, string) string { return d.CompletionPath("") }
 
-func (anthropicDialect) BodyFor(req *wire.Request, model string) []byte {
+func (Dialect) BodyFor(req *wire.Request, model string) []byte {
 	return req.SpliceModel(model)
 }
 
 // sessionKey is metadata.user_id, else the X-Claude-Code-Session-Id
 // header Claude Code sends.
-func (anthropicDialect) SessionKey(body []byte, header http.Header) string {
+func (Dialect) SessionKey(body []byte, header http.Header) string {
 	var user string
 	_ = jsonscan.ScanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
 		v := body[vStart:vEnd]
@@ -79,11 +79,11 @@ func (anthropicDialect) SessionKey(body []byte, header http.Header) string {
 
 var anthropicCredentialHeaders = []string{"X-Api-Key", "Anthropic-Organization"}
 
-func (anthropicDialect) CredentialHeaders() []string { return anthropicCredentialHeaders }
+func (Dialect) CredentialHeaders() []string { return anthropicCredentialHeaders }
 
-func (anthropicDialect) SetAuth(h http.Header, key string) { h.Set("X-Api-Key", key) }
+func (Dialect) SetAuth(h http.Header, key string) { h.Set("X-Api-Key", key) }
 
-func (anthropicDialect) Inspect(ev sse.Event, withText bool, _ *wire.ChoiceSet) wire.EventInfo {
+func (Dialect) Inspect(ev sse.Event, withText bool, _ *wire.ChoiceSet) wire.EventInfo {
 	return inspectAnthropic(ev, withText)
 }
 
@@ -158,7 +158,7 @@ func inspectAnthropic(ev sse.Event, withText bool) wire.EventInfo {
 	return info
 }
 
-func (anthropicDialect) TerminalName(ev sse.Event) string {
+func (Dialect) TerminalName(ev sse.Event) string {
 	if ev.Name != nil {
 		return string(ev.Name)
 	}
@@ -166,12 +166,12 @@ func (anthropicDialect) TerminalName(ev sse.Event) string {
 }
 
 // finishGrace: an Anthropic answer is done only at message_stop.
-func (anthropicDialect) FinishGrace() bool { return false }
+func (Dialect) FinishGrace() bool { return false }
 
-func (anthropicDialect) StreamEnd() []byte { return nil }
+func (Dialect) StreamEnd() []byte { return nil }
 
 // checkBody wants a non-empty content array and no error.
-func (anthropicDialect) CheckBody(body []byte) (reason string, err error) {
+func (Dialect) CheckBody(body []byte) (reason string, err error) {
 	var m [3][]byte
 	if reason, err := wire.BodyMembers(body, m[:], "type", "error", "content"); err != nil {
 		return reason, err
@@ -187,7 +187,7 @@ func (anthropicDialect) CheckBody(body []byte) (reason string, err error) {
 }
 
 // checkBodyReject reads the answer text from content[].text.
-func (anthropicDialect) CheckBodyReject(body []byte, reject [][]byte) error {
+func (Dialect) CheckBodyReject(body []byte, reject [][]byte) error {
 	var text []byte
 	content, _ := jsonscan.Lookup(body, "content")
 	arr, ok := jsonscan.Open(content, 0, 0)
@@ -201,7 +201,7 @@ func (anthropicDialect) CheckBodyReject(body []byte, reject [][]byte) error {
 
 // observeEvent reads message_start (the model and every count) and
 // message_delta (the final counts); other events are skipped by name.
-func (anthropicDialect) ObserveEvent(u *wire.Usage, ev sse.Event) {
+func (Dialect) ObserveEvent(u *wire.Usage, ev sse.Event) {
 	var start, delta bool
 	if ev.Name != nil {
 		start = string(ev.Name) == "message_start"
@@ -225,7 +225,7 @@ func (anthropicDialect) ObserveEvent(u *wire.Usage, ev sse.Event) {
 	}
 }
 
-func (anthropicDialect) ObserveBody(u *wire.Usage, body []byte) {
+func (Dialect) ObserveBody(u *wire.Usage, body []byte) {
 	u.ObserveModel(body)
 	if v, ok := jsonscan.Lookup(body, "usage"); ok {
 		observeAnthropicUsage(u, v, false)
@@ -257,24 +257,24 @@ func observeAnthropicUsage(u *wire.Usage, v []byte, delta bool) {
 }
 
 // modelMissing: a not_found_error about a model.
-func (anthropicDialect) ModelMissing(body []byte) bool {
+func (Dialect) ModelMissing(body []byte) bool {
 	return wire.ErrorField(body, "type") == "not_found_error" && strings.Contains(wire.ErrorField(body, "message"), "model")
 }
 
 // promptTooLong: an invalid_request_error "prompt is too long: N tokens > M maximum".
-func (anthropicDialect) PromptTooLong(body []byte) bool {
+func (Dialect) PromptTooLong(body []byte) bool {
 	return wire.ErrorField(body, "type") == "invalid_request_error" && strings.Contains(wire.ErrorField(body, "message"), "prompt is too long")
 }
 
-func (anthropicDialect) Classify(status int, body []byte, passThroughKey bool) wire.FailClass {
+func (Dialect) Classify(status int, body []byte, passThroughKey bool) wire.FailClass {
 	return wire.ClassifyAnswer(status, body, passThroughKey)
 }
 
 // retryDelay: Anthropic's hints are in the headers only.
-func (anthropicDialect) RetryDelay([]byte) (time.Duration, bool) { return 0, false }
+func (Dialect) RetryDelay([]byte) (time.Duration, bool) { return 0, false }
 
 // errorType maps a status to Anthropic's documented error types.
-func (anthropicDialect) ErrorType(status int) string {
+func (Dialect) ErrorType(status int) string {
 	switch status {
 	case 400:
 		return "invalid_request_error"
@@ -307,7 +307,7 @@ type anthropicErrorBody struct {
 	} `json:"error"`
 }
 
-func (d anthropicDialect) ErrorJSON(status int, message string) []byte {
+func (d Dialect) ErrorJSON(status int, message string) []byte {
 	var b anthropicErrorBody
 	b.Type = "error"
 	b.Error.Type = d.ErrorType(status)
@@ -317,8 +317,8 @@ func (d anthropicDialect) ErrorJSON(status int, message string) []byte {
 }
 
 // errorEvent is `event: error` with the error body.
-func (d anthropicDialect) ErrorEvent(status int, message string) []byte {
+func (d Dialect) ErrorEvent(status int, message string) []byte {
 	return wire.SSEErrorEvent("error", d.ErrorJSON(status, message))
 }
 
-func (anthropicDialect) CachedInInput() bool { return false }
+func (Dialect) CachedInInput() bool { return false }
