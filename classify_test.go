@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/gemini"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"io"
 	"net"
@@ -119,10 +120,10 @@ func TestCloudForbiddenReadFromBody(t *testing.T) {
 		{"key blocked", reason("API_KEY_SERVICE_BLOCKED"), wire.ClassAuth},
 		{"vertex iam", reason("IAM_PERMISSION_DENIED"), wire.ClassAuth},
 	} {
-		if got := geminiClassify(403, []byte(c.body), false); got != c.class {
+		if got := gemini.Classify(403, []byte(c.body), false); got != c.class {
 			t.Errorf("gemini 403 %s: %s, want %s", c.name, got, c.class)
 		}
-		if got := geminiClassify(403, []byte(c.body), true); got != wire.ClassClientKey {
+		if got := gemini.Classify(403, []byte(c.body), true); got != wire.ClassClientKey {
 			t.Errorf("gemini 403 %s with the client's key: %s, want %s", c.name, got, wire.ClassClientKey)
 		}
 	}

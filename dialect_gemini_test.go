@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/genai"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/gemini"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
@@ -149,16 +150,16 @@ func TestGeminiChunkClass(t *testing.T) {
 			if len(evs) != 1 {
 				t.Fatalf("%d events", len(evs))
 			}
-			var st geminiStream
-			info := inspectGeminiStream(evs[0], true, &st)
+			var st gemini.Stream
+			info := gemini.InspectGeminiStream(evs[0], true, &st)
 			if info.Class != tt.want || info.By != tt.by || string(info.Text) != tt.text {
 				t.Errorf("inspectGemini = %v by %q text %s, want %v by %q text %s", info.Class, info.By, info.Text, tt.want, tt.by, tt.text)
 			}
-			if without := inspectGemini(evs[0], false); without.Class != info.Class || without.By != info.By || without.Text != nil {
+			if without := gemini.InspectGemini(evs[0], false); without.Class != info.Class || without.By != info.By || without.Text != nil {
 				t.Errorf("without text: %v %q text %s", without.Class, without.By, without.Text)
 			}
-			if st.done() != tt.done {
-				t.Errorf("done %v, want %v", st.done(), tt.done)
+			if st.Done() != tt.done {
+				t.Errorf("done %v, want %v", st.Done(), tt.done)
 			}
 			if info.Class != wire.EvError && info.ErrVal != nil {
 				t.Errorf("errVal %s on a %v chunk", info.ErrVal, info.Class)
@@ -170,7 +171,7 @@ func TestGeminiChunkClass(t *testing.T) {
 	}
 	// A comment or an empty data line is nothing to a client.
 	for _, ev := range parseEvents(t, ": keepalive\r\n\r\ndata:\r\n\r\n") {
-		if info := inspectGemini(ev, true); info.Class != wire.EvPrelude {
+		if info := gemini.InspectGemini(ev, true); info.Class != wire.EvPrelude {
 			t.Errorf("%q: %v", ev.Raw, info.Class)
 		}
 	}
@@ -190,23 +191,23 @@ type geminiOutcome struct {
 func geminiRead(r io.Reader) geminiOutcome {
 	out := geminiOutcome{decided: -1}
 	rd := sse.NewReader(r, 1<<20)
-	var st geminiStream
+	var st gemini.Stream
 	for i := 0; ; i++ {
 		ev, err := rd.Next()
 		if err != nil {
 			if err != io.EOF {
 				out.err = err
 			}
-			out.done = st.done()
+			out.done = st.Done()
 			return out
 		}
-		info := inspectGeminiStream(ev, true, &st)
+		info := gemini.InspectGeminiStream(ev, true, &st)
 		out.classes += info.Class.String()[:1]
 		if out.decided < 0 && info.Class != wire.EvPrelude {
 			out.decided, out.class, out.by = i, info.Class, info.By
 			out.text = string(jsonscan.AppendString(nil, info.Text))
 		}
-		observeGeminiEvent(&out.u, ev)
+		gemini.ObserveGeminiEvent(&out.u, ev)
 	}
 }
 
@@ -332,7 +333,7 @@ func TestGeminiGateDecisions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, at := gateHold, 0
 			for i, ev := range parseEvents(t, tt.stream) {
-				switch inspectGemini(ev, true).Class {
+				switch gemini.InspectGemini(ev, true).Class {
 				case wire.EvError, wire.EvMalformed, wire.EvTerminal:
 					got = gateFail
 				case wire.EvOutput, wire.EvFinish:
@@ -368,33 +369,33 @@ func TestGeminiUsage(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var u wire.Usage
 			for _, e := range parseEvents(t, geminiSSE(tt.chunks...)) {
-				observeGeminiEvent(&u, e)
+				gemini.ObserveGeminiEvent(&u, e)
 			}
 			if u != tt.want {
 				t.Errorf("stream usage %+v, want %+v", u, tt.want)
 			}
 			// The same chunks as the JSON array of a non-SSE stream.
 			var ub wire.Usage
-			observeGeminiBody(&ub, []byte("["+strings.Join(tt.chunks, ",\r\n")+"]"))
+			gemini.ObserveGeminiBody(&ub, []byte("["+strings.Join(tt.chunks, ",\r\n")+"]"))
 			if ub != tt.want {
 				t.Errorf("array body usage %+v, want %+v", ub, tt.want)
 			}
 		})
 	}
 	var u wire.Usage
-	observeGeminiBody(&u, []byte(gUsage))
+	gemini.ObserveGeminiBody(&u, []byte(gUsage))
 	if want := (wire.Usage{Input: 1200, Output: 90, CacheRead: 1024, Model: "gemini-2.5-pro"}); u != want {
 		t.Errorf("object body usage %+v, want %+v", u, want)
 	}
 	long := `{"modelVersion":"` + strings.Repeat("m", 2*wire.MaxModelLen) + `"}`
 	u = wire.Usage{}
-	observeGeminiBody(&u, []byte(long))
+	gemini.ObserveGeminiBody(&u, []byte(long))
 	if len(u.Model) != wire.MaxModelLen {
 		t.Errorf("model of %d bytes", len(u.Model))
 	}
 	var nilU *wire.Usage
-	observeGeminiBody(nilU, []byte(gUsage))
-	observeGeminiEvent(nilU, parseEvents(t, geminiSSE(gUsage))[0])
+	gemini.ObserveGeminiBody(nilU, []byte(gUsage))
+	gemini.ObserveGeminiEvent(nilU, parseEvents(t, geminiSSE(gUsage))[0])
 }
 
 func TestGeminiCheckBody(t *testing.T) {
@@ -425,7 +426,7 @@ func TestGeminiCheckBody(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			reason, err := checkGeminiBody([]byte(tt.body))
+			reason, err := gemini.CheckGeminiBody([]byte(tt.body))
 			if reason != tt.reason || (err != nil) != (tt.reason != "") || err != nil && !strings.Contains(err.Error(), tt.errHas) {
 				t.Errorf("checkGeminiBody = %q, %v; want %q containing %q", reason, err, tt.reason, tt.errHas)
 			}
@@ -451,12 +452,12 @@ func TestGeminiBodyReject(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := checkGeminiBodyReject([]byte(tt.body), reject); (err != nil) != tt.fail {
+			if err := gemini.CheckGeminiBodyReject([]byte(tt.body), reject); (err != nil) != tt.fail {
 				t.Errorf("checkGeminiBodyReject = %v, want failure %v", err, tt.fail)
 			}
 		})
 	}
-	if err := checkGeminiBodyReject([]byte(tests[0].body), nil); err != nil {
+	if err := gemini.CheckGeminiBodyReject([]byte(tests[0].body), nil); err != nil {
 		t.Errorf("no phrases: %v", err)
 	}
 }
@@ -497,12 +498,12 @@ func TestGeminiPath(t *testing.T) {
 		{"/v1beta/models/gemini:GENERATECONTENT", "", ""},
 	}
 	for _, tt := range tests {
-		model, method, ok := geminiPath(tt.path)
+		model, method, ok := gemini.Path(tt.path)
 		if model != tt.model || method != tt.method || ok != (tt.model != "") {
 			t.Errorf("geminiPath(%q) = %q, %q, %v; want %q, %q", tt.path, model, method, ok, tt.model, tt.method)
 		}
 	}
-	if !geminiIsStream("streamGenerateContent") || geminiIsStream("generateContent") {
+	if !gemini.IsStream("streamGenerateContent") || gemini.IsStream("generateContent") {
 		t.Error("geminiIsStream")
 	}
 	rewrites := []struct{ path, model, want string }{
@@ -515,7 +516,7 @@ func TestGeminiPath(t *testing.T) {
 		{"/v1/messages", "b", "/v1/messages"},
 	}
 	for _, tt := range rewrites {
-		if got := geminiRewritePath(tt.path, tt.model); got != tt.want {
+		if got := gemini.RewritePath(tt.path, tt.model); got != tt.want {
 			t.Errorf("geminiRewritePath(%q, %q) = %q, want %q", tt.path, tt.model, got, tt.want)
 		}
 	}
@@ -542,7 +543,7 @@ func TestGeminiQuery(t *testing.T) {
 		"prettyPrint=0&alt=sse": true,
 	}
 	for q, want := range sse {
-		if got := geminiIsSSE(q); got != want {
+		if got := gemini.IsSSE(q); got != want {
 			t.Errorf("geminiIsSSE(%q) = %v, want %v", q, got, want)
 		}
 	}
@@ -563,22 +564,22 @@ func TestGeminiQuery(t *testing.T) {
 		{"%zz=1&key=2", "%zz=1"},
 	}
 	for _, tt := range strip {
-		if got := geminiStripKey(tt.q); got != tt.want {
+		if got := gemini.StripKey(tt.q); got != tt.want {
 			t.Errorf("geminiStripKey(%q) = %q, want %q", tt.q, got, tt.want)
 		}
 	}
 	h := http.Header{}
-	if got := geminiClientKey(h, "alt=sse&key=AIza%2Bq"); got != "AIza+q" {
+	if got := gemini.ClientKey(h, "alt=sse&key=AIza%2Bq"); got != "AIza+q" {
 		t.Errorf("query key %q", got)
 	}
-	if got := geminiClientKey(h, "key=&key=second"); got != "second" {
+	if got := gemini.ClientKey(h, "key=&key=second"); got != "second" {
 		t.Errorf("second query key %q", got)
 	}
-	if got := geminiClientKey(h, "alt=sse"); got != "" {
+	if got := gemini.ClientKey(h, "alt=sse"); got != "" {
 		t.Errorf("no key: %q", got)
 	}
 	h.Set("X-Goog-Api-Key", " AIzaHeader ")
-	if got := geminiClientKey(h, "key=AIzaQuery"); got != "AIzaHeader" {
+	if got := gemini.ClientKey(h, "key=AIzaQuery"); got != "AIzaHeader" {
 		t.Errorf("header key %q", got)
 	}
 }
@@ -593,11 +594,11 @@ func TestGeminiCachedContent(t *testing.T) {
 		`{"cachedContent":"a b"}`:                                                                "",
 		`{"cachedContent":"a\nb"}`:                                                               "",
 		`{"cachedContent":1}`:                                                                    "",
-		`{"cachedContent":"` + strings.Repeat("c", maxCachedContentLen+1) + `"}`:                 "",
+		`{"cachedContent":"` + strings.Repeat("c", gemini.MaxCachedContentLen+1) + `"}`:          "",
 		`{"contents":[{"parts":[{"text":"cachedContent"}]}],"config":{"cachedContent":"inner"}}`: "",
 		`{"cachedContent":"cachedContents/x"`:                                                    "",
 	} {
-		if got := geminiCachedContent([]byte(body)); got != want {
+		if got := gemini.CachedContent([]byte(body)); got != want {
 			t.Errorf("geminiCachedContent(%.60s) = %q, want %q", body, got, want)
 		}
 	}
@@ -659,13 +660,13 @@ func TestGeminiClassify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := geminiClassify(tt.status, []byte(tt.body), false); got != tt.want {
+			if got := gemini.Classify(tt.status, []byte(tt.body), false); got != tt.want {
 				t.Errorf("own key: %v, want %v", got, tt.want)
 			}
-			if got := geminiClassify(tt.status, []byte(tt.body), true); got != tt.passThrough {
+			if got := gemini.Classify(tt.status, []byte(tt.body), true); got != tt.passThrough {
 				t.Errorf("pass-through key: %v, want %v", got, tt.passThrough)
 			}
-			if got := geminiRequestLevel(tt.status, []byte(tt.body)); got != tt.request {
+			if got := gemini.RequestLevel(tt.status, []byte(tt.body)); got != tt.request {
 				t.Errorf("geminiRequestLevel = %v, want %v", got, tt.request)
 			}
 			var e struct{ Error genai.APIError }
@@ -674,7 +675,7 @@ func TestGeminiClassify(t *testing.T) {
 			}
 		})
 	}
-	if !geminiPromptTooLong([]byte(gErrLong)) || geminiPromptTooLong([]byte(gErrArg)) {
+	if !gemini.PromptTooLong([]byte(gErrLong)) || gemini.PromptTooLong([]byte(gErrArg)) {
 		t.Error("geminiPromptTooLong")
 	}
 }
@@ -706,7 +707,7 @@ func TestGeminiRetryDelay(t *testing.T) {
 		{`not json`, 0, false},
 	}
 	for _, tt := range tests {
-		d, ok := geminiRetryDelay([]byte(tt.body))
+		d, ok := gemini.RetryDelay([]byte(tt.body))
 		if d != tt.want || ok != tt.ok {
 			t.Errorf("geminiRetryDelay(%.80s) = %v, %v; want %v, %v", tt.body, d, ok, tt.want, tt.ok)
 		}
@@ -740,7 +741,7 @@ func TestGeminiErrorJSON(t *testing.T) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(tc.status)
-			_, _ = w.Write(geminiErrorJSON(tc.status, "every provider failed"))
+			_, _ = w.Write(gemini.ErrorJSON(tc.status, "every provider failed"))
 		}))
 		_, err := geminiTestClient(t, srv).Models.GenerateContent(context.Background(), "gemini-2.5-flash", genai.Text("hi"), nil)
 		srv.Close()
@@ -753,7 +754,7 @@ func TestGeminiErrorJSON(t *testing.T) {
 		}
 	}
 	// The proxy's own error body is an error body to the proxy too.
-	if reason, _ := checkGeminiBody(geminiErrorJSON(503, "x")); reason != "error_body" {
+	if reason, _ := gemini.CheckGeminiBody(gemini.ErrorJSON(503, "x")); reason != "error_body" {
 		t.Errorf("own error body: %q", reason)
 	}
 }
@@ -766,7 +767,7 @@ func TestGeminiErrorJSON(t *testing.T) {
 // aborted connection), never a clean close.
 func TestGeminiErrorEventSDK(t *testing.T) {
 	head := geminiSSE(gText1)
-	ours := string(geminiErrorEvent(http.StatusBadGateway, "the upstream ended the stream before it was complete"))
+	ours := string(gemini.ErrorEvent(http.StatusBadGateway, "the upstream ended the stream before it was complete"))
 	tests := []struct {
 		name    string
 		tail    string
@@ -791,7 +792,7 @@ func TestGeminiErrorEventSDK(t *testing.T) {
 			var requests atomic.Int32
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				requests.Add(1)
-				if !strings.HasSuffix(r.URL.Path, ":streamGenerateContent") || !geminiIsSSE(r.URL.RawQuery) {
+				if !strings.HasSuffix(r.URL.Path, ":streamGenerateContent") || !gemini.IsSSE(r.URL.RawQuery) {
 					t.Errorf("SDK called %s?%s", r.URL.Path, r.URL.RawQuery)
 				}
 				w.Header().Set("Content-Type", "text/event-stream")
@@ -835,7 +836,7 @@ func TestGeminiErrorEventSDK(t *testing.T) {
 	}
 	// The proxy's own chunk is an error chunk to the proxy too.
 	ev := parseEvents(t, ours)[0]
-	if info := inspectGemini(ev, false); info.Class != wire.EvError || !strings.Contains(wire.UpstreamErrorMessage(info.ErrVal, ev.Data), "before it was complete") {
+	if info := gemini.InspectGemini(ev, false); info.Class != wire.EvError || !strings.Contains(wire.UpstreamErrorMessage(info.ErrVal, ev.Data), "before it was complete") {
 		t.Errorf("own error chunk: %v %q", info.Class, wire.UpstreamErrorMessage(info.ErrVal, ev.Data))
 	}
 	if !bytes.HasSuffix([]byte(ours), []byte("}\r\n\r\n")) || !strings.HasPrefix(ours, "data: {") {
@@ -850,10 +851,10 @@ func TestGeminiChunkAllocs(t *testing.T) {
 	for _, data := range []string{gText1, gText2, gThought, gFnCall2, gSigOnly, gTwoA} {
 		ev := parseEvents(t, geminiSSE(data))[0]
 		u := wire.Usage{Model: "gemini-2.5-flash"}
-		var st geminiStream
+		var st gemini.Stream
 		allocs := testing.AllocsPerRun(100, func() {
-			_ = inspectGeminiStream(ev, true, &st)
-			observeGeminiEvent(&u, ev)
+			_ = gemini.InspectGeminiStream(ev, true, &st)
+			gemini.ObserveGeminiEvent(&u, ev)
 		})
 		if allocs != 0 {
 			t.Errorf("%.50s: %v allocs per chunk", data, allocs)
@@ -866,14 +867,14 @@ func TestGeminiChunkAllocs(t *testing.T) {
 func BenchmarkGeminiChunk(b *testing.B) {
 	ev := parseEvents(b, geminiSSE(gText1))[0]
 	u := wire.Usage{Model: "gemini-2.5-flash"}
-	var st geminiStream
+	var st gemini.Stream
 	b.ReportAllocs()
 	b.SetBytes(int64(len(ev.Raw)))
 	for b.Loop() {
-		if inspectGeminiStream(ev, true, &st).Class != wire.EvOutput {
+		if gemini.InspectGeminiStream(ev, true, &st).Class != wire.EvOutput {
 			b.Fatal("misclassified")
 		}
-		observeGeminiEvent(&u, ev)
+		gemini.ObserveGeminiEvent(&u, ev)
 	}
 }
 
@@ -889,8 +890,8 @@ func FuzzGeminiChunk(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ev := sse.Event{Data: data}
-		var st geminiStream
-		info := inspectGeminiStream(ev, true, &st)
+		var st gemini.Stream
+		info := gemini.InspectGeminiStream(ev, true, &st)
 		want, texts := geminiReferenceClass(data)
 		if info.Class != want {
 			t.Fatalf("chunk %q: class %v, encoding/json reading says %v", data, info.Class, want)
@@ -910,28 +911,28 @@ func FuzzGeminiChunk(f *testing.F) {
 		}
 		_ = wire.UpstreamErrorMessage(info.ErrVal, data)
 		var u wire.Usage
-		observeGeminiEvent(&u, ev)
-		observeGeminiBody(&u, data)
+		gemini.ObserveGeminiEvent(&u, ev)
+		gemini.ObserveGeminiBody(&u, data)
 		if len(u.Model) > wire.MaxModelLen {
 			t.Fatalf("model of %d bytes", len(u.Model))
 		}
-		if reason, err := checkGeminiBody(data); (reason == "") != (err == nil) {
+		if reason, err := gemini.CheckGeminiBody(data); (reason == "") != (err == nil) {
 			t.Fatalf("checkGeminiBody %q %v", reason, err)
 		}
-		_ = checkGeminiBodyReject(data, [][]byte{[]byte("x")})
-		if c := geminiCachedContent(data); len(c) > maxCachedContentLen {
+		_ = gemini.CheckGeminiBodyReject(data, [][]byte{[]byte("x")})
+		if c := gemini.CachedContent(data); len(c) > gemini.MaxCachedContentLen {
 			t.Fatalf("cachedContent of %d bytes", len(c))
 		}
-		if d, ok := geminiRetryDelay(data); d < 0 || d > limit.MaxRetryAfter || !ok && d != 0 {
+		if d, ok := gemini.RetryDelay(data); d < 0 || d > limit.MaxRetryAfter || !ok && d != 0 {
 			t.Fatalf("retry delay %v %v", d, ok)
 		}
-		_ = geminiClassify(400, data, false)
-		_ = geminiClassify(404, data, true)
+		_ = gemini.Classify(400, data, false)
+		_ = gemini.Classify(404, data, true)
 		s := string(data)
-		if model, method, ok := geminiPath(s); ok && (!geminiValidModel(model) || strings.ContainsAny(model, "/?#%\\:") || geminiRewritePath(s, model) != s || method == "") {
+		if model, method, ok := gemini.Path(s); ok && (!gemini.ValidModel(model) || strings.ContainsAny(model, "/?#%\\:") || gemini.RewritePath(s, model) != s || method == "") {
 			t.Fatalf("path %q: model %q method %q", s, model, method)
 		}
-		if q := geminiStripKey(s); geminiClientKey(http.Header{}, q) != "" || len(q) > len(s) {
+		if q := gemini.StripKey(s); gemini.ClientKey(http.Header{}, q) != "" || len(q) > len(s) {
 			t.Fatalf("query %q stripped to %q still has a key", s, q)
 		}
 	})
@@ -1107,9 +1108,9 @@ func TestGeminiRelayEnd(t *testing.T) {
 	}{
 		{"complete", geminiSSE(gText1, gText2), true, geminiSSE(gText1, gText2)},
 		{"blocked prompt", geminiSSE(gBlocked), true, geminiSSE(gBlocked)},
-		{"cut", geminiSSE(gText1), false, geminiSSE(gText1) + string(geminiErrorEvent(502, "the upstream ended the stream before it was complete"))},
+		{"cut", geminiSSE(gText1), false, geminiSSE(gText1) + string(gemini.ErrorEvent(502, "the upstream ended the stream before it was complete"))},
 		{"one of two candidates finished", geminiSSE(gTwoA, gTwoHalf), false,
-			geminiSSE(gTwoA, gTwoHalf) + string(geminiErrorEvent(502, "the upstream ended the stream before it was complete"))},
+			geminiSSE(gTwoA, gTwoHalf) + string(gemini.ErrorEvent(502, "the upstream ended the stream before it was complete"))},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &relayClient{}

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/anthropic"
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/gemini"
 	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/openai"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
@@ -169,6 +170,6 @@ var dialectOpenAI wire.Dialect = openai.Dialect{}
 
 var dialectAnthropic wire.Dialect = anthropic.Dialect{}
 
-var dialectGemini wire.Dialect = geminiDialect{}
+var dialectGemini wire.Dialect = gemini.Dialect{}
 
 var dialectResponses wire.Dialect = responsesDialect{}

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/gemini"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
@@ -140,7 +141,7 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	if d == dialectGemini {
 		// A Gemini model goes into the upstream path (one segment).
 		for _, r := range pc.ModelMap {
-			if !geminiValidModel(r.To) {
+			if !gemini.ValidModel(r.To) {
 				return nil, fmt.Errorf("model %s %s: a Gemini model name is letters, digits and - . _ @", r.From, r.To)
 			}
 		}
@@ -334,7 +335,7 @@ func (p *provider) upstreamQuery(rawQuery string) string {
 	if p.key == "" {
 		return rawQuery
 	}
-	return geminiStripKey(rawQuery)
+	return gemini.StripKey(rawQuery)
 }
 
 // hopHeaders are never forwarded (RFC 9110 section 7.6.1), nor are the

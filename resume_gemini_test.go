@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"google.golang.org/genai"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/gemini"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
@@ -49,9 +50,9 @@ func resumeGeminiSSE(chunks ...string) string {
 	return b.String()
 }
 
-func newGeminiResumer(t *testing.T) *geminiResumer {
+func newGeminiResumer(t *testing.T) *gemini.Resumer {
 	t.Helper()
-	rs, ok := wire.NewResumer(dialectGemini, &wire.Request{Body: []byte(`{"contents":[]}`)}).(*geminiResumer)
+	rs, ok := wire.NewResumer(dialectGemini, &wire.Request{Body: []byte(`{"contents":[]}`)}).(*gemini.Resumer)
 	if !ok {
 		t.Fatal("newResumer is not a geminiResumer")
 	}

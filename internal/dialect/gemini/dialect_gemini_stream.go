@@ -1,4 +1,4 @@
-package llmhedge
+package gemini
 
 // The Gemini dialect (dialect_gemini.go): what the chunks of a stream say.
 
@@ -15,20 +15,20 @@ import (
 // when every candidate seen has a finishReason (or the prompt was
 // blocked), and the body then ends. The end of the body before that is a
 // cut.
-type geminiStream struct {
+type Stream struct {
 	candidates wire.ChoiceSet // by candidate index (an absent index is 0)
 	blocked    bool           // promptFeedback.blockReason with no candidates
 }
 
 // done reports whether the end of the body after the chunks seen is the
 // end of a complete answer.
-func (s *geminiStream) done() bool { return s.blocked || s.candidates.AllFinished() }
+func (s *Stream) Done() bool { return s.blocked || s.candidates.AllFinished() }
 
 // inspectGemini classifies one chunk of a Gemini stream; withText also
 // returns the raw JSON string of the first non-thought text part, which
 // the gate checks for rejected phrases.
-func inspectGemini(ev sse.Event, withText bool) wire.EventInfo {
-	return inspectGeminiStream(ev, withText, nil)
+func InspectGemini(ev sse.Event, withText bool) wire.EventInfo {
+	return InspectGeminiStream(ev, withText, nil)
 }
 
 // inspectGeminiStream is inspectGemini that also notes, in st (when not
@@ -50,7 +50,7 @@ func inspectGemini(ev sse.Event, withText bool) wire.EventInfo {
 // give, so the gate commits it and the relay passes it through as a
 // complete answer; failing over would only repeat it elsewhere. Anything
 // else (usage-only chunks, comments) is evPrelude.
-func inspectGeminiStream(ev sse.Event, withText bool, st *geminiStream) wire.EventInfo {
+func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo {
 	var info wire.EventInfo
 	data := ev.Data
 	start := jsonscan.SkipSpace(data, 0)

@@ -1,4 +1,4 @@
-package llmhedge
+package gemini
 
 // The Gemini dialect (dialect_gemini.go): complete bodies, usage and cachedContent.
 
@@ -19,7 +19,7 @@ import (
 // element has a candidate or a promptFeedback. A blocked prompt
 // (promptFeedback with no candidates) is the truth about the prompt and
 // passes.
-func checkGeminiBody(body []byte) (reason string, err error) {
+func CheckGeminiBody(body []byte) (reason string, err error) {
 	start := jsonscan.SkipSpace(body, 0)
 	if start < len(body) && body[start] == '[' {
 		arr, ok := jsonscan.Open(body, start, 0)
@@ -84,7 +84,7 @@ func checkGeminiObject(obj, body []byte) (reason string, answered bool, err erro
 // the reject phrases, case-insensitively: the text the stream gate checks.
 // The elements of an array are chunks of one answer, so their text is
 // joined as the stream's is.
-func checkGeminiBodyReject(body []byte, reject [][]byte) error {
+func CheckGeminiBodyReject(body []byte, reject [][]byte) error {
 	if len(reject) == 0 {
 		return nil
 	}
@@ -138,7 +138,7 @@ var (
 // without a "usageMetadata" key (or, until the model is known, a
 // "modelVersion" key) is skipped by a substring check; one with it is
 // read without allocating once the model is known.
-func observeGeminiEvent(u *wire.Usage, ev sse.Event) {
+func ObserveGeminiEvent(u *wire.Usage, ev sse.Event) {
 	if u == nil || len(ev.Data) == 0 {
 		return
 	}
@@ -151,7 +151,7 @@ func observeGeminiEvent(u *wire.Usage, ev sse.Event) {
 // observeGeminiBody records the usage of a complete non-stream body: one
 // response object, or the JSON array of chunks (each chunk's counts are
 // the running totals, so the last one counts).
-func observeGeminiBody(u *wire.Usage, body []byte) {
+func ObserveGeminiBody(u *wire.Usage, body []byte) {
 	if u == nil {
 		return
 	}
@@ -232,7 +232,7 @@ func observeGeminiObject(u *wire.Usage, obj []byte) {
 }
 
 // maxCachedContentLen bounds a cachedContent name the proxy pins by.
-const maxCachedContentLen = 512
+const MaxCachedContentLen = 512
 
 // geminiCachedContent returns the top-level cachedContent of a request
 // body (a resource name like "cachedContents/abc123"): the cache lives
@@ -240,18 +240,18 @@ const maxCachedContentLen = 512
 // when absent, not a string, or not a plausible name (printable ASCII
 // without spaces, quotes or backslashes, at most 512 bytes); like the
 // providers, the last of duplicate keys counts.
-func geminiCachedContent(body []byte) string {
+func CachedContent(body []byte) string {
 	var name string
 	err := jsonscan.ScanTopLevel(body, func(key []byte, s, e int) bool {
 		if jsonscan.KeyIs(key, "cachedContent") {
 			name = ""
-			if v := body[s:e]; jsonscan.IsString(v) && len(v) <= 2+6*maxCachedContentLen {
+			if v := body[s:e]; jsonscan.IsString(v) && len(v) <= 2+6*MaxCachedContentLen {
 				name = wire.JSONStringValue(v)
 			}
 		}
 		return true
 	})
-	if err != nil || len(name) > maxCachedContentLen {
+	if err != nil || len(name) > MaxCachedContentLen {
 		return ""
 	}
 	for i := 0; i < len(name); i++ {

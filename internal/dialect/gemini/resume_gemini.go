@@ -1,4 +1,4 @@
-package llmhedge
+package gemini
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 // in chunks with the client's modelVersion and responseId, and the end is
 // a chunk with the finishReason and the usage (a Gemini stream has no
 // terminal event: the body ends).
-type geminiResumer struct {
+type Resumer struct {
 	wire.TextLog
 	modelVersion, responseID []byte // raw values of the client's chunks
 	crlf                     bool   // the client's events end in "\r\n\r\n" (Gemini's own framing)
@@ -24,7 +24,7 @@ type geminiResumer struct {
 	stopped                  bool   // a chunk with a finishReason reached the client
 }
 
-func (geminiDialect) NewResumer(*wire.Request) wire.Resumer { return &geminiResumer{crlf: true} }
+func (Dialect) NewResumer(*wire.Request) wire.Resumer { return &Resumer{crlf: true} }
 
 // geminiChunk is what a resumer reads from one chunk: its first
 // candidate, and the top-level members it echoes.
@@ -163,7 +163,7 @@ func (c *geminiChunk) appendText(dst []byte) []byte {
 	return dst
 }
 
-func (r *geminiResumer) Track(ev sse.Event, info wire.EventInfo) {
+func (r *Resumer) Track(ev sse.Event, info wire.EventInfo) {
 	if info.Class == wire.EvError || info.Class == wire.EvMalformed {
 		r.Fail("an event that is not a chunk")
 		return
@@ -206,9 +206,9 @@ func (r *geminiResumer) Track(ev sse.Event, info wire.EventInfo) {
 	}
 }
 
-func (r *geminiResumer) Finished() bool { return r.stopped }
+func (r *Resumer) Finished() bool { return r.stopped }
 
-func (r *geminiResumer) Prefill(body []byte, text string) ([]byte, error) {
+func (r *Resumer) Prefill(body []byte, text string) ([]byte, error) {
 	return wire.AppendTurn(body, "contents", mergeGeminiTurn, func(t string) any {
 		return map[string]any{"role": "model", "parts": []map[string]string{{"text": t}}}
 	}, text)
@@ -230,7 +230,7 @@ func mergeGeminiTurn(last json.RawMessage, text string) (json.RawMessage, bool) 
 	return out, err == nil
 }
 
-func (r *geminiResumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEvent {
+func (r *Resumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEvent {
 	if info.Class == wire.EvError || info.Class == wire.EvMalformed {
 		return wire.ContEvent{Kind: wire.ContError}
 	}
@@ -261,7 +261,7 @@ func (r *geminiResumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEvent {
 
 // chunkTail appends the end of a chunk: the client's ids and the event's
 // blank line.
-func (r *geminiResumer) chunkTail(b *bytes.Buffer) {
+func (r *Resumer) chunkTail(b *bytes.Buffer) {
 	if r.modelVersion != nil {
 		b.WriteString(`,"modelVersion":`)
 		b.Write(r.modelVersion)
@@ -277,7 +277,7 @@ func (r *geminiResumer) chunkTail(b *bytes.Buffer) {
 	}
 }
 
-func (r *geminiResumer) WriteText(w io.Writer, text string) error {
+func (r *Resumer) WriteText(w io.Writer, text string) error {
 	if text == "" {
 		return nil
 	}
@@ -293,7 +293,7 @@ func (r *geminiResumer) WriteText(w io.Writer, text string) error {
 
 // writeEnd writes the finishing chunk, unless the client has it: the
 // body's end (the caller's) is the stream's.
-func (r *geminiResumer) WriteEnd(w io.Writer, end wire.ContEnd) error {
+func (r *Resumer) WriteEnd(w io.Writer, end wire.ContEnd) error {
 	if r.stopped {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package llmhedge
+package gemini
 
 // The Gemini dialect (dialect_gemini.go): error shapes, statuses and classification.
 
@@ -57,7 +57,7 @@ type geminiErrorBody struct {
 
 // geminiErrorJSON is the error body before commit, Google's shape: the
 // genai SDKs read it as an APIError with that code, message and status.
-func geminiErrorJSON(status int, message string) []byte {
+func ErrorJSON(status int, message string) []byte {
 	var b geminiErrorBody
 	b.Error.Code = status
 	b.Error.Message = message
@@ -70,8 +70,8 @@ func geminiErrorJSON(status int, message string) []byte {
 // with a failure: a data line holding the error object, which the genai
 // SDK yields as an APIError (a stream that just ends is a clean end to
 // it). Lines end in CRLF as Google's do.
-func geminiErrorEvent(status int, message string) []byte {
-	body := geminiErrorJSON(status, message)
+func ErrorEvent(status int, message string) []byte {
+	body := ErrorJSON(status, message)
 	out := make([]byte, 0, len(body)+10)
 	out = append(out, "data: "...)
 	out = append(out, body...)
@@ -82,7 +82,7 @@ func geminiErrorEvent(status int, message string) []byte {
 // wait: the retryDelay ("2s", "0.5s", a protobuf Duration in JSON) of the
 // google.rpc.RetryInfo entry in error.details. ok is false when there is
 // none or it does not parse; the delay is clamped to [0, 24h].
-func geminiRetryDelay(body []byte) (time.Duration, bool) {
+func RetryDelay(body []byte) (time.Duration, bool) {
 	details, _ := jsonscan.Lookup(body, "error", "details")
 	arr, ok := jsonscan.Open(details, 0, 0)
 	for ok && !arr.IsObject() && arr.Next() {
@@ -113,7 +113,7 @@ func geminiRetryDelay(body []byte) (time.Duration, bool) {
 // so (geminiModelMissing). Every other 400 (INVALID_ARGUMENT,
 // FAILED_PRECONDITION) is the request's own; 429, 500, 503 and 504 are
 // the provider's.
-func geminiClassify(status int, body []byte, passThroughKey bool) wire.FailClass {
+func Classify(status int, body []byte, passThroughKey bool) wire.FailClass {
 	switch {
 	case status == http.StatusBadRequest && geminiKeyInvalid(body):
 		if passThroughKey {
@@ -133,8 +133,8 @@ func geminiClassify(status int, body []byte, passThroughKey bool) wire.FailClass
 
 // geminiRequestLevel reports whether a non-200 Gemini answer is about the
 // request itself (relayed to the client, no failover): see geminiClassify.
-func geminiRequestLevel(status int, body []byte) bool {
-	return geminiClassify(status, body, false) == wire.ClassRequest
+func RequestLevel(status int, body []byte) bool {
+	return Classify(status, body, false) == wire.ClassRequest
 }
 
 // geminiForbidden classifies a 403 PERMISSION_DENIED answered to the
@@ -202,7 +202,7 @@ func geminiModelMissing(body []byte) bool {
 // geminiPromptTooLong reports whether a 400 body says the prompt is over
 // the model's context window ("The input token count (N) exceeds the
 // maximum number of tokens allowed (M)."), for context_fallback.
-func geminiPromptTooLong(body []byte) bool {
+func PromptTooLong(body []byte) bool {
 	msg := geminiErrorMessage(body)
 	return strings.Contains(msg, "input token count") && strings.Contains(msg, "exceeds the maximum number of tokens")
 }

@@ -1,4 +1,4 @@
-package llmhedge
+package gemini
 
 import (
 	"fmt"
@@ -27,30 +27,30 @@ const (
 )
 
 // geminiDialect is Google's Gemini API, served as dialect `gemini`.
-type geminiDialect struct{}
+type Dialect struct{}
 
-func (geminiDialect) String() string { return "gemini" }
+func (Dialect) String() string { return "gemini" }
 
 // isCompletionPath: generateContent and streamGenerateContent of a model
 // (countTokens is an aux path).
 // A model that is not path-safe still makes it one, so that parseRequest
 // refuses it with a 400 rather than letting it pass as another path.
-func (geminiDialect) IsCompletionPath(path string) bool {
+func (Dialect) IsCompletionPath(path string) bool {
 	_, method, ok := geminiPathShape(path)
 	return ok && method != geminiCountTokens
 }
 
 // completionPath is the shape of a Gemini completion path; the model of an
 // attempt's path is its own (upstreamPath).
-func (geminiDialect) CompletionPath(string) string {
+func (Dialect) CompletionPath(string) string {
 	return "/v1beta/models/gemini-2.5-flash:generateContent"
 }
 
 // upstreamPath is the client's path with the upstream model in it (a
 // rewrite or a fallback renames it); a path geminiPath refuses never gets
 // here (isCompletionPath).
-func (geminiDialect) UpstreamPath(clientPath, model string) string {
-	return geminiRewritePath(strings.TrimSuffix(clientPath, "/"), model)
+func (Dialect) UpstreamPath(clientPath, model string) string {
+	return RewritePath(strings.TrimSuffix(clientPath, "/"), model)
 }
 
 var geminiAuxPaths = []wire.AuxPath{
@@ -62,12 +62,12 @@ var geminiAuxPaths = []wire.AuxPath{
 	{Method: http.MethodPost, Path: "/v1/models/{id}:countTokens"},
 }
 
-func (geminiDialect) AuxPaths() []wire.AuxPath { return geminiAuxPaths }
+func (Dialect) AuxPaths() []wire.AuxPath { return geminiAuxPaths }
 
 // sniffAux claims a /v1beta/ path, a countTokens call or a request with
 // Google's key header, over the others. A client that only sends ?key=
 // on a shared path (GET /v1/models) reads as OpenAI's.
-func (geminiDialect) SniffAux(path string, h wire.HeaderGetter) int {
+func (Dialect) SniffAux(path string, h wire.HeaderGetter) int {
 	if strings.HasPrefix(path, "/v1beta/") || strings.HasSuffix(path, ":"+geminiCountTokens) || h.Get("x-goog-api-key") != "" {
 		return 3
 	}
@@ -79,12 +79,12 @@ func (geminiDialect) SniffAux(path string, h wire.HeaderGetter) int {
 // with one JSON array, handled as a non-stream body (no hedge, the
 // response timeout). The body must be a JSON object; its fields are the
 // provider's business.
-func (geminiDialect) ParseRequest(path, rawQuery string, body []byte) (*wire.Request, error) {
+func (Dialect) ParseRequest(path, rawQuery string, body []byte) (*wire.Request, error) {
 	model, method, ok := geminiPathShape(strings.TrimSuffix(path, "/"))
 	if !ok || method == geminiCountTokens {
 		return nil, fmt.Errorf("path %q: not a Gemini model method", path)
 	}
-	if !geminiValidModel(model) {
+	if !ValidModel(model) {
 		return nil, fmt.Errorf("model %q: a Gemini model name is letters, digits and - . _ @, not starting with a dot", model)
 	}
 	it, ok := jsonscan.Open(body, 0, 0)
@@ -102,36 +102,36 @@ func (geminiDialect) ParseRequest(path, rawQuery string, body []byte) (*wire.Req
 	return &wire.Request{
 		Body:       body,
 		Model:      model,
-		Stream:     geminiIsStream(method) && geminiIsSSE(rawQuery),
+		Stream:     IsStream(method) && IsSSE(rawQuery),
 		ModelStart: -1,
 	}, nil
 }
 
 // bodyFor: the model is in the path, so every attempt sends the body as is.
-func (geminiDialect) BodyFor(req *wire.Request, _ string) []byte { return req.Body }
+func (Dialect) BodyFor(req *wire.Request, _ string) []byte { return req.Body }
 
 // sessionKey is the request's cachedContent: with affinity on, requests
 // that use one cache go to one provider (the cache lives there). Gemini
 // has no other conversation key.
-func (geminiDialect) SessionKey(body []byte, _ http.Header) string {
-	return geminiCachedContent(body)
+func (Dialect) SessionKey(body []byte, _ http.Header) string {
+	return CachedContent(body)
 }
 
 var geminiCredentialHeaders = []string{"X-Goog-Api-Key", "X-Goog-User-Project"}
 
-func (geminiDialect) CredentialHeaders() []string { return geminiCredentialHeaders }
+func (Dialect) CredentialHeaders() []string { return geminiCredentialHeaders }
 
-func (geminiDialect) SetAuth(h http.Header, key string) { h.Set("X-Goog-Api-Key", key) }
+func (Dialect) SetAuth(h http.Header, key string) { h.Set("X-Goog-Api-Key", key) }
 
 // inspect keeps the stream's end state in cs: the candidates, and a
 // blocked prompt (no candidates) as a finished candidate 0, so
 // cs.allFinished is geminiStream.done.
-func (geminiDialect) Inspect(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventInfo {
+func (Dialect) Inspect(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventInfo {
 	if cs == nil {
-		return inspectGeminiStream(ev, withText, nil)
+		return InspectGeminiStream(ev, withText, nil)
 	}
-	st := geminiStream{candidates: *cs}
-	info := inspectGeminiStream(ev, withText, &st)
+	st := Stream{candidates: *cs}
+	info := InspectGeminiStream(ev, withText, &st)
 	*cs = st.candidates
 	if st.blocked {
 		cs.Note(0, true)
@@ -140,44 +140,44 @@ func (geminiDialect) Inspect(ev sse.Event, withText bool, cs *wire.ChoiceSet) wi
 }
 
 // terminalName: Gemini sends no terminal event (the gate never sees one).
-func (geminiDialect) TerminalName(sse.Event) string { return "end of body" }
+func (Dialect) TerminalName(sse.Event) string { return "end of body" }
 
 // finishGrace: every candidate's finishReason completes the answer, and
 // the body then ends; the relay waits a grace for that end.
-func (geminiDialect) FinishGrace() bool { return true }
+func (Dialect) FinishGrace() bool { return true }
 
 // streamEnd: a Gemini stream ends with the body, nothing is synthesized.
-func (geminiDialect) StreamEnd() []byte { return nil }
+func (Dialect) StreamEnd() []byte { return nil }
 
-func (geminiDialect) CheckBody(body []byte) (reason string, err error) { return checkGeminiBody(body) }
+func (Dialect) CheckBody(body []byte) (reason string, err error) { return CheckGeminiBody(body) }
 
-func (geminiDialect) CheckBodyReject(body []byte, reject [][]byte) error {
-	return checkGeminiBodyReject(body, reject)
+func (Dialect) CheckBodyReject(body []byte, reject [][]byte) error {
+	return CheckGeminiBodyReject(body, reject)
 }
 
-func (geminiDialect) ObserveEvent(u *wire.Usage, ev sse.Event) { observeGeminiEvent(u, ev) }
+func (Dialect) ObserveEvent(u *wire.Usage, ev sse.Event) { ObserveGeminiEvent(u, ev) }
 
-func (geminiDialect) ObserveBody(u *wire.Usage, body []byte) { observeGeminiBody(u, body) }
+func (Dialect) ObserveBody(u *wire.Usage, body []byte) { ObserveGeminiBody(u, body) }
 
-func (geminiDialect) ModelMissing(body []byte) bool { return geminiModelMissing(body) }
+func (Dialect) ModelMissing(body []byte) bool { return geminiModelMissing(body) }
 
-func (geminiDialect) PromptTooLong(body []byte) bool { return geminiPromptTooLong(body) }
+func (Dialect) PromptTooLong(body []byte) bool { return PromptTooLong(body) }
 
-func (geminiDialect) Classify(status int, body []byte, passThroughKey bool) wire.FailClass {
-	return geminiClassify(status, body, passThroughKey)
+func (Dialect) Classify(status int, body []byte, passThroughKey bool) wire.FailClass {
+	return Classify(status, body, passThroughKey)
 }
 
 // retryDelay is the RetryInfo of a 429 RESOURCE_EXHAUSTED body.
-func (geminiDialect) RetryDelay(body []byte) (time.Duration, bool) { return geminiRetryDelay(body) }
+func (Dialect) RetryDelay(body []byte) (time.Duration, bool) { return RetryDelay(body) }
 
-func (geminiDialect) ErrorType(status int) string { return geminiStatus(status) }
+func (Dialect) ErrorType(status int) string { return geminiStatus(status) }
 
-func (geminiDialect) ErrorJSON(status int, message string) []byte {
-	return geminiErrorJSON(status, message)
+func (Dialect) ErrorJSON(status int, message string) []byte {
+	return ErrorJSON(status, message)
 }
 
-func (geminiDialect) ErrorEvent(status int, message string) []byte {
-	return geminiErrorEvent(status, message)
+func (Dialect) ErrorEvent(status int, message string) []byte {
+	return ErrorEvent(status, message)
 }
 
 // geminiPath splits a Gemini model path,
@@ -186,9 +186,9 @@ func (geminiDialect) ErrorEvent(status int, message string) []byte {
 // false for any other path and for a model that is not path-safe (see
 // geminiValidModel): the model is spliced back into the upstream path, so
 // a name that could change that path's structure is refused, not cleaned.
-func geminiPath(path string) (model, method string, ok bool) {
+func Path(path string) (model, method string, ok bool) {
 	model, method, ok = geminiPathShape(path)
-	if !ok || !geminiValidModel(model) {
+	if !ok || !ValidModel(model) {
 		return "", "", false
 	}
 	return model, method, true
@@ -221,7 +221,7 @@ func geminiPathShape(path string) (model, method string, ok bool) {
 // without escaping: 1 to maxModelLen bytes of ASCII letters, digits and
 // - . _ @, not starting with a dot (so never "." or ".."). That excludes
 // /, ?, #, %, \, :, spaces and control characters, raw or encoded.
-func geminiValidModel(name string) bool {
+func ValidModel(name string) bool {
 	if name == "" || len(name) > wire.MaxModelLen || name[0] == '.' {
 		return false
 	}
@@ -241,9 +241,9 @@ func geminiValidModel(name string) bool {
 // model path, or a newModel that is not path-safe, leaves path unchanged
 // (the configured model names are checked with geminiValidModel when the
 // module is provisioned).
-func geminiRewritePath(path, newModel string) string {
-	model, method, ok := geminiPath(path)
-	if !ok || !geminiValidModel(newModel) {
+func RewritePath(path, newModel string) string {
+	model, method, ok := Path(path)
+	if !ok || !ValidModel(newModel) {
 		return path
 	}
 	prefix := path[:len(path)-len(model)-1-len(method)]
@@ -252,13 +252,13 @@ func geminiRewritePath(path, newModel string) string {
 
 // geminiIsStream reports whether method streams (possibly as a JSON array:
 // see geminiIsSSE).
-func geminiIsStream(method string) bool { return method == geminiStreamMethod }
+func IsStream(method string) bool { return method == geminiStreamMethod }
 
 // geminiIsSSE reports whether a raw query asks for server-sent events
 // (alt=sse, the first alt parameter deciding, as url.Values.Get does).
 // Without it streamGenerateContent answers with one JSON array of chunks,
 // which the proxy handles as a non-stream body.
-func geminiIsSSE(rawQuery string) bool {
+func IsSSE(rawQuery string) bool {
 	for param := range strings.SplitSeq(rawQuery, "&") {
 		name, value, _ := strings.Cut(param, "=")
 		if queryName(name) != "alt" {
@@ -273,7 +273,7 @@ func geminiIsSSE(rawQuery string) bool {
 // geminiClientKey returns the key the client sent: the x-goog-api-key
 // header, else the first key query parameter; "" when there is neither.
 // It is what a provider without a key of its own passes through.
-func geminiClientKey(h http.Header, rawQuery string) string {
+func ClientKey(h http.Header, rawQuery string) string {
 	if k := strings.TrimSpace(h.Get("x-goog-api-key")); k != "" {
 		return k
 	}
@@ -293,7 +293,7 @@ func geminiClientKey(h http.Header, rawQuery string) string {
 // k%65y too) from a raw query, keeping the other parameters byte for
 // byte and in order: the client's key must not reach a provider that
 // has a key of its own.
-func geminiStripKey(rawQuery string) string {
+func StripKey(rawQuery string) string {
 	if !strings.Contains(rawQuery, "key") && !strings.Contains(rawQuery, "%") {
 		return rawQuery
 	}
@@ -325,4 +325,4 @@ func queryName(raw string) string {
 	return raw
 }
 
-func (geminiDialect) CachedInInput() bool { return true }
+func (Dialect) CachedInInput() bool { return true }
