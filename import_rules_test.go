@@ -25,9 +25,10 @@ var importRules = map[string][]string{
 	"internal/stream":    {"internal/wire", "internal/sse", "internal/jsonscan"},
 	"internal/health":    {"github.com/beorn7/perks/quantile"},
 	"internal/affinity":  {"github.com/cespare/xxhash/v2"},
-	"internal/dialect/*": {"internal/wire", "internal/sse", "internal/jsonscan"},
+	// A dialect reads its providers' retry hints with limit's parsers (a leaf).
+	"internal/dialect/*": {"internal/wire", "internal/sse", "internal/jsonscan", "internal/limit"},
 	// Responses is Chat Completions' successor and reuses its codec: the one sibling edge.
-	"internal/dialect/responses": {"internal/wire", "internal/sse", "internal/jsonscan", "internal/dialect/openai"},
+	"internal/dialect/responses": {"internal/wire", "internal/sse", "internal/jsonscan", "internal/limit", "internal/dialect/openai"},
 	"internal/cloud": {"internal/wire", "internal/dialect/*", "internal/sse", "internal/jsonscan",
 		"github.com/aws/*", "cloud.google.com/go/*"},
 	// The simulator is its own Caddy module and shares nothing with the
