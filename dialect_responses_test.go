@@ -18,6 +18,7 @@ import (
 	ooption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	dresponses "github.com/llmhedge/caddy-llm-hedge/internal/dialect/responses"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
@@ -126,15 +127,15 @@ func TestResponsesEventClass(t *testing.T) {
 			if len(evs) != 1 {
 				t.Fatalf("%d events", len(evs))
 			}
-			info := inspectResponses(evs[0], true)
+			info := dresponses.InspectResponses(evs[0], true)
 			if info.Class != tt.want || info.By != tt.by || string(info.Text) != tt.text {
 				t.Errorf("inspectResponses = %v by %q text %s, want %v by %q text %s", info.Class, info.By, info.Text, tt.want, tt.by, tt.text)
 			}
-			if without := inspectResponses(evs[0], false); without.Class != info.Class || without.Text != nil {
+			if without := dresponses.InspectResponses(evs[0], false); without.Class != info.Class || without.Text != nil {
 				t.Errorf("without text: %v text %s", without.Class, without.Text)
 			}
-			if info.Class == wire.EvTerminal && !strings.Contains(string(evs[0].Data), `"type":"`+responsesTerminalName(evs[0])+`"`) {
-				t.Errorf("terminal named %q", responsesTerminalName(evs[0]))
+			if info.Class == wire.EvTerminal && !strings.Contains(string(evs[0].Data), `"type":"`+dresponses.TerminalName(evs[0])+`"`) {
+				t.Errorf("terminal named %q", dresponses.TerminalName(evs[0]))
 			}
 			if info.Class != wire.EvError && info.ErrVal != nil {
 				t.Errorf("errVal %s on a %v event", info.ErrVal, info.Class)
@@ -190,14 +191,14 @@ func responsesRead(r io.Reader) responsesOutcome {
 			}
 			return out
 		}
-		info := inspectResponses(ev, true)
+		info := dresponses.InspectResponses(ev, true)
 		out.classes += info.Class.String()[:1]
 		if out.decided < 0 && info.Class != wire.EvPrelude {
 			out.decided, out.class, out.by = i, info.Class, info.By
 			out.text = string(jsonscan.AppendString(nil, info.Text))
 		}
-		observeResponsesEvent(&out.u, ev)
-		if id := responsesCreatedID(ev); id != "" && out.id == "" {
+		dresponses.ObserveResponsesEvent(&out.u, ev)
+		if id := dresponses.CreatedID(ev); id != "" && out.id == "" {
 			out.id = id
 		}
 	}
@@ -342,7 +343,7 @@ func TestResponsesUsage(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				var u wire.Usage
 				for _, e := range parseEvents(t, responsesStream(tt.stream...)) {
-					observeResponsesEvent(&u, e)
+					dresponses.ObserveResponsesEvent(&u, e)
 				}
 				if u != tt.want {
 					t.Errorf("usage %+v, want %+v", u, tt.want)
@@ -354,13 +355,13 @@ func TestResponsesUsage(t *testing.T) {
 		var body struct{ Response json.RawMessage }
 		_ = json.Unmarshal([]byte(rCompleted), &body)
 		var u wire.Usage
-		observeResponsesBody(&u, body.Response)
+		dresponses.ObserveResponsesBody(&u, body.Response)
 		if want := (wire.Usage{Input: 37, Output: 11, CacheRead: 12, Model: "gpt-4.1-2025-04-14"}); u != want {
 			t.Errorf("usage %+v, want %+v", u, want)
 		}
 		var nilU *wire.Usage
-		observeResponsesBody(nilU, body.Response)
-		observeResponsesEvent(nilU, parseEvents(t, responsesStream(rCompleted))[0])
+		dresponses.ObserveResponsesBody(nilU, body.Response)
+		dresponses.ObserveResponsesEvent(nilU, parseEvents(t, responsesStream(rCompleted))[0])
 	})
 }
 
@@ -387,7 +388,7 @@ func TestResponsesCheckBody(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			reason, err := checkResponsesBody([]byte(tt.body))
+			reason, err := dresponses.CheckResponsesBody([]byte(tt.body))
 			if reason != tt.reason || (err != nil) != (tt.reason != "") || err != nil && !strings.Contains(err.Error(), tt.errHas) {
 				t.Errorf("checkResponsesBody = %q, %v; want %q containing %q", reason, err, tt.reason, tt.errHas)
 			}
@@ -411,12 +412,12 @@ func TestResponsesBodyReject(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := checkResponsesBodyReject([]byte(tt.body), reject); (err != nil) != tt.fail {
+			if err := dresponses.CheckResponsesBodyReject([]byte(tt.body), reject); (err != nil) != tt.fail {
 				t.Errorf("checkResponsesBodyReject = %v, want failure %v", err, tt.fail)
 			}
 		})
 	}
-	if err := checkResponsesBodyReject([]byte(tests[0].body), nil); err != nil {
+	if err := dresponses.CheckResponsesBodyReject([]byte(tests[0].body), nil); err != nil {
 		t.Errorf("no phrases: %v", err)
 	}
 }
@@ -428,11 +429,11 @@ func TestResponsesIDs(t *testing.T) {
 		if i == 0 {
 			want = "resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b"
 		}
-		if got := responsesCreatedID(e); got != want {
+		if got := dresponses.CreatedID(e); got != want {
 			t.Errorf("event %d: id %q, want %q", i, got, want)
 		}
 	}
-	long := strings.Repeat("a", maxResponseIDLen)
+	long := strings.Repeat("a", dresponses.MaxResponseIDLen)
 	for _, tc := range []struct {
 		raw, want string
 	}{
@@ -450,14 +451,14 @@ func TestResponsesIDs(t *testing.T) {
 		{`"résp"`, ""},
 	} {
 		body := `{"model":"gpt-4.1","previous_response_id":` + tc.raw + `,"input":"hi"}`
-		if got := previousResponseID([]byte(body)); got != tc.want {
+		if got := dresponses.PreviousResponseID([]byte(body)); got != tc.want {
 			t.Errorf("previousResponseID(%s) = %q, want %q", tc.raw, got, tc.want)
 		}
-		if got := responsesBodyID([]byte(`{"id":` + tc.raw + `}`)); got != tc.want {
+		if got := dresponses.BodyID([]byte(`{"id":` + tc.raw + `}`)); got != tc.want {
 			t.Errorf("responsesBodyID(%s) = %q, want %q", tc.raw, got, tc.want)
 		}
 		ev := parseEvents(t, sseStream(`data: {"type":"response.created","response":{"id":`+tc.raw+`}}`))[0]
-		if got := responsesCreatedID(ev); got != tc.want {
+		if got := dresponses.CreatedID(ev); got != tc.want {
 			t.Errorf("responsesCreatedID(%s) = %q, want %q", tc.raw, got, tc.want)
 		}
 	}
@@ -467,7 +468,7 @@ func TestResponsesIDs(t *testing.T) {
 		`{"previous_respons\u0065_id":"resp_esc"}`:                                                                      "resp_esc",
 		`{"previous_response_id":"resp_a"`:                                                                              "",
 	} {
-		if got := previousResponseID([]byte(body)); got != want {
+		if got := dresponses.PreviousResponseID([]byte(body)); got != want {
 			t.Errorf("previousResponseID(%s) = %q, want %q", body, got, want)
 		}
 	}
@@ -500,7 +501,7 @@ func TestResponsesSessionKey(t *testing.T) {
 			if h == nil {
 				h = http.Header{}
 			}
-			if got := responsesSessionKey([]byte(tc.body), h, tc.headerName); got != tc.want {
+			if got := dresponses.SessionKey([]byte(tc.body), h, tc.headerName); got != tc.want {
 				t.Errorf("responsesSessionKey = %q, want %q", got, tc.want)
 			}
 		})
@@ -510,7 +511,7 @@ func TestResponsesSessionKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := responsesSessionKey([]byte(`{}`), r.Header, ""); got != "conv-wire" {
+	if got := dresponses.SessionKey([]byte(`{}`), r.Header, ""); got != "conv-wire" {
 		t.Errorf("from the wire: %q", got)
 	}
 }
@@ -521,7 +522,7 @@ func TestResponsesErrorJSON(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write(responsesErrorJSON(http.StatusServiceUnavailable, "every provider failed"))
+		_, _ = w.Write(dresponses.ErrorJSON(http.StatusServiceUnavailable, "every provider failed"))
 	}))
 	defer srv.Close()
 	_, err := responsesTestClient(srv).Responses.New(context.Background(), responsesTestParams())
@@ -542,7 +543,7 @@ func TestResponsesErrorJSON(t *testing.T) {
 // must get that event (or an aborted connection), never a clean close.
 func TestResponsesErrorEventSDK(t *testing.T) {
 	head := responsesStream(rCreated, rInProgress, rItemAdded, rPartAdded, rTextDelta)
-	ours := string(responsesErrorEvent(http.StatusBadGateway, "the upstream ended the stream before it was complete", 5))
+	ours := string(dresponses.ErrorEvent(http.StatusBadGateway, "the upstream ended the stream before it was complete", 5))
 	tests := []struct {
 		name    string
 		tail    string
@@ -552,7 +553,7 @@ func TestResponsesErrorEventSDK(t *testing.T) {
 	}{
 		{"completed", responsesStream(rCompleted), false, "", 6},
 		{"the proxy's error event", ours, false, "the upstream ended the stream before it was complete", 5},
-		{"the proxy's error event without a sequence number", string(responsesErrorEvent(http.StatusGatewayTimeout, "no upstream event for 30s", -1)), false, "no upstream event for 30s", 5},
+		{"the proxy's error event without a sequence number", string(dresponses.ErrorEvent(http.StatusGatewayTimeout, "no upstream event for 30s", -1)), false, "no upstream event for 30s", 5},
 		{"an upstream error event with an error object", responsesStream(rErrorObj), false, "context_length_exceeded", 5},
 		{"an error event of only code and message is no SDK error", responsesStream(rError), false, "", 6},
 		{"a clean end before response.completed is no SDK error", "", false, "", 5},
@@ -592,7 +593,7 @@ func TestResponsesErrorEventSDK(t *testing.T) {
 	}
 	// The proxy's own event is an error event to the proxy too.
 	ev := parseEvents(t, ours)[0]
-	if info := inspectResponses(ev, false); info.Class != wire.EvError || !strings.Contains(wire.UpstreamErrorMessage(info.ErrVal, ev.Data), "before it was complete") {
+	if info := dresponses.InspectResponses(ev, false); info.Class != wire.EvError || !strings.Contains(wire.UpstreamErrorMessage(info.ErrVal, ev.Data), "before it was complete") {
 		t.Errorf("own error event: %v %q", info.Class, wire.UpstreamErrorMessage(info.ErrVal, ev.Data))
 	}
 	var shape map[string]any
@@ -623,9 +624,9 @@ func TestResponsesDeltaAllocs(t *testing.T) {
 			ev := parseEvents(t, stream)[0]
 			u := wire.Usage{Model: "gpt-4.1"}
 			allocs := testing.AllocsPerRun(100, func() {
-				_ = inspectResponses(ev, true)
-				observeResponsesEvent(&u, ev)
-				_ = responsesCreatedID(ev)
+				_ = dresponses.InspectResponses(ev, true)
+				dresponses.ObserveResponsesEvent(&u, ev)
+				_ = dresponses.CreatedID(ev)
 			})
 			if allocs != 0 {
 				t.Errorf("%.50s (named %v): %v allocs per event", data, named, allocs)
@@ -642,10 +643,10 @@ func BenchmarkResponsesDelta(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(ev.Raw)))
 	for b.Loop() {
-		if inspectResponses(ev, true).Class != wire.EvOutput {
+		if dresponses.InspectResponses(ev, true).Class != wire.EvOutput {
 			b.Fatal("misclassified")
 		}
-		observeResponsesEvent(&u, ev)
+		dresponses.ObserveResponsesEvent(&u, ev)
 	}
 }
 
@@ -662,8 +663,8 @@ func BenchmarkResponsesStream(b *testing.B) {
 	for b.Loop() {
 		u := wire.Usage{}
 		for _, e := range evs {
-			_ = inspectResponses(e, true)
-			observeResponsesEvent(&u, e)
+			_ = dresponses.InspectResponses(e, true)
+			dresponses.ObserveResponsesEvent(&u, e)
 		}
 		if u.Output != 11 {
 			b.Fatal("no usage")
@@ -687,7 +688,7 @@ func FuzzResponsesEvent(f *testing.F) {
 		if name != "" {
 			ev.Name = []byte(name)
 		}
-		info := inspectResponses(ev, true)
+		info := dresponses.InspectResponses(ev, true)
 		if want := responsesReferenceClass(name, data); info.Class != want {
 			t.Fatalf("event %q %q: class %v, encoding/json reading says %v", name, data, info.Class, want)
 		}
@@ -703,16 +704,16 @@ func FuzzResponsesEvent(f *testing.F) {
 		}
 		_ = wire.UpstreamErrorMessage(info.ErrVal, data)
 		var u wire.Usage
-		observeResponsesEvent(&u, ev)
-		observeResponsesBody(&u, data)
-		for _, id := range []string{responsesCreatedID(ev), responsesBodyID(data), previousResponseID(data)} {
-			if id != "" && !validResponseID([]byte(id)) {
+		dresponses.ObserveResponsesEvent(&u, ev)
+		dresponses.ObserveResponsesBody(&u, data)
+		for _, id := range []string{dresponses.CreatedID(ev), dresponses.BodyID(data), dresponses.PreviousResponseID(data)} {
+			if id != "" && !dresponses.ValidResponseID([]byte(id)) {
 				t.Fatalf("id %q", id)
 			}
 		}
-		_, _ = checkResponsesBody(data)
-		_ = checkResponsesBodyReject(data, [][]byte{[]byte("x")})
-		_ = responsesSessionKey(data, http.Header{}, "")
+		_, _ = dresponses.CheckResponsesBody(data)
+		_ = dresponses.CheckResponsesBodyReject(data, [][]byte{[]byte("x")})
+		_ = dresponses.SessionKey(data, http.Header{}, "")
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/anthropic"
 	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/gemini"
 	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/openai"
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/responses"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -172,4 +173,4 @@ var dialectAnthropic wire.Dialect = anthropic.Dialect{}
 
 var dialectGemini wire.Dialect = gemini.Dialect{}
 
-var dialectResponses wire.Dialect = responsesDialect{}
+var dialectResponses wire.Dialect = responses.Dialect{}

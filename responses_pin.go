@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/responses"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
@@ -45,7 +46,7 @@ func (h *Handler) pinResponse(st *requestState, body []byte) {
 	if st.dialect != dialectResponses || h.owners == nil {
 		return
 	}
-	if id := previousResponseID(body); id != "" {
+	if id := responses.PreviousResponseID(body); id != "" {
 		if st.pinned = h.ownerOf(st.r, id); st.pinned == nil {
 			st.pinned, st.discover = h.discoverOwner(st.r, id)
 			if st.discover != nil {
@@ -81,14 +82,14 @@ func (st *requestState) pinPlan(cands []*provider) []*provider {
 // or continued by id: it would only push useful ids out of the table.
 func (st *requestState) rememberResponse(a *attempt) {
 	h := st.h
-	if st.dialect != dialectResponses || h.owners == nil || !responseStored(st.req.Body) ||
+	if st.dialect != dialectResponses || h.owners == nil || !responses.ResponseStored(st.req.Body) ||
 		strings.HasSuffix(strings.TrimSuffix(st.r.URL.Path, "/"), "/compact") {
 		return
 	}
 	var id string
 	switch {
 	case a.body != nil:
-		id = responsesBodyID(a.body)
+		id = responses.BodyID(a.body)
 	case a.gate != nil:
 		rd := sse.NewReader(bytes.NewReader(a.gate.buffered()), len(a.gate.buffered())+1)
 		for id == "" {
@@ -96,7 +97,7 @@ func (st *requestState) rememberResponse(a *attempt) {
 			if err != nil {
 				break
 			}
-			id = responsesCreatedID(ev)
+			id = responses.CreatedID(ev)
 		}
 	}
 	h.owners.remember(responseClient(st.r), id, ownerKey(a.p), clock())
@@ -177,8 +178,8 @@ func (h *Handler) forwardMissed(st *requestState, a *attempt, last bool) bool {
 // clipID bounds an id echoed in an error message; it is the client's own
 // path segment, already checked by checkEscapedPath.
 func clipID(id string) string {
-	if len(id) > maxResponseIDLen {
-		return id[:maxResponseIDLen] + "..."
+	if len(id) > responses.MaxResponseIDLen {
+		return id[:responses.MaxResponseIDLen] + "..."
 	}
 	return id
 }

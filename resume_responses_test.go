@@ -9,6 +9,7 @@ import (
 
 	"github.com/openai/openai-go/v3/responses"
 
+	dresponses "github.com/llmhedge/caddy-llm-hedge/internal/dialect/responses"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
@@ -49,7 +50,7 @@ func rsStream(datas ...string) string {
 
 // rsTracked is a resumer that followed the stream, as commit and the relay
 // feed it.
-func rsTracked(t *testing.T, stream string) *responsesResumer {
+func rsTracked(t *testing.T, stream string) *dresponses.Resumer {
 	t.Helper()
 	rs := wire.NewResumer(dialectResponses, &wire.Request{Body: []byte(`{"model":"gpt-test","input":"hi","stream":true,"store":false}`)})
 	if rs == nil {
@@ -63,7 +64,7 @@ func rsTracked(t *testing.T, stream string) *responsesResumer {
 		}
 		rs.Track(ev, dialectResponses.Inspect(ev, true, nil))
 	}
-	return rs.(*responsesResumer)
+	return rs.(*dresponses.Resumer)
 }
 
 // A stream is continued while the client has one message of output_text;
@@ -151,7 +152,7 @@ func TestResponsesResumerPrefill(t *testing.T) {
 		{"function output last", `{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":"42"}]}`,
 			`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":"42"},{"role":"assistant","content":"Hello"}]}`},
 	}
-	rs := &responsesResumer{}
+	rs := &dresponses.Resumer{}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := rs.Prefill([]byte(tc.body), "Hello")
@@ -200,7 +201,7 @@ func TestResponsesResumerRead(t *testing.T) {
 		{`{"type":"error","sequence_number":9,"code":"server_error","message":"boom"}`, wire.ContError, "", ""},
 	}
 	for _, tc := range cases {
-		rs := &responsesResumer{}
+		rs := &dresponses.Resumer{}
 		rd := sse.NewReader(strings.NewReader(rsEvent(tc.data)), 1<<20)
 		ev, err := rd.Next()
 		if err != nil {
@@ -210,8 +211,8 @@ func TestResponsesResumerRead(t *testing.T) {
 		if c.Kind != tc.kind || c.Text != tc.text || c.Finish != tc.finish {
 			t.Errorf("%s: read = %+v, want kind %d text %q finish %q", tc.data, c, tc.kind, tc.text, tc.finish)
 		}
-		if tc.finish == "incomplete" && string(rs.incompleteReason) != `"content_filter"` {
-			t.Errorf("incomplete reason %s, want content_filter", rs.incompleteReason)
+		if tc.finish == "incomplete" && string(rs.IncompleteReason) != `"content_filter"` {
+			t.Errorf("incomplete reason %s, want content_filter", rs.IncompleteReason)
 		}
 	}
 }
@@ -283,9 +284,9 @@ func TestResponsesResumerWrite(t *testing.T) {
 			if why := rs.Ineligible(); why != "" {
 				t.Fatalf("ineligible: %s", why)
 			}
-			rs.incompleteReason = []byte(tc.reason)
+			rs.IncompleteReason = []byte(tc.reason)
 			if tc.reason == "" {
-				rs.incompleteReason = nil
+				rs.IncompleteReason = nil
 			}
 			var out bytes.Buffer
 			for _, s := range tc.more {
@@ -338,8 +339,8 @@ func TestResponsesResumerTrackAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { rs.Track(ev, info) }); n != 0 {
 		t.Errorf("track allocates %v times per delta", n)
 	}
-	if rs.seq != 4 || rs.Ineligible() != "" {
-		t.Errorf("seq %d, ineligible %q", rs.seq, rs.Ineligible())
+	if rs.Seq != 4 || rs.Ineligible() != "" {
+		t.Errorf("seq %d, ineligible %q", rs.Seq, rs.Ineligible())
 	}
 }
 

@@ -1,4 +1,4 @@
-package llmhedge
+package responses
 
 import (
 	"bytes"
@@ -17,18 +17,18 @@ import (
 // output_text part: a continuation's deltas go on in that part, under the
 // client's item id and indexes and with sequence numbers that go on from
 // the client's last, and the client's response object, completed, ends it.
-type responsesResumer struct {
+type Resumer struct {
 	wire.TextLog
 	created      []byte // the response object of the client's response.created
 	itemID       string // the client's message item
 	outputIndex  int64
 	contentIndex int64
 	items, parts int   // output items and content parts the client has seen added
-	seq          int64 // the last sequence_number the client got (-1: none)
+	Seq          int64 // the last sequence_number the client got (-1: none)
 	// The done events the client already has: the text is whole.
 	textDone, partDone, itemDone bool
 	// why the continuation that ended with response.incomplete stopped
-	incompleteReason []byte
+	IncompleteReason []byte
 }
 
 // newResumer continues only a response the provider does not keep
@@ -36,11 +36,11 @@ type responsesResumer struct {
 // the id the client has, and another provider's stored copy the whole
 // answer under an id the client never sees, so neither could be read back
 // or continued by previous_response_id as the client was told.
-func (responsesDialect) NewResumer(req *wire.Request) wire.Resumer {
-	if responseStored(req.Body) {
+func (Dialect) NewResumer(req *wire.Request) wire.Resumer {
+	if ResponseStored(req.Body) {
 		return nil
 	}
-	return &responsesResumer{seq: -1}
+	return &Resumer{Seq: -1}
 }
 
 // responsesFrame is the part of a Responses event a resumer reads.
@@ -70,10 +70,10 @@ func responsesEventKind(ev sse.Event, info wire.EventInfo) string {
 	return string(responsesKind(typ, ev.Name, buf[:0]))
 }
 
-func (r *responsesResumer) Track(ev sse.Event, info wire.EventInfo) {
+func (r *Resumer) Track(ev sse.Event, info wire.EventInfo) {
 	if n, ok := jsonscan.Lookup(ev.Data, "sequence_number"); ok {
-		if v, ok := wire.ParseSeq(n); ok && v > r.seq {
-			r.seq = v
+		if v, ok := wire.ParseSeq(n); ok && v > r.Seq {
+			r.Seq = v
 		}
 	}
 	kind := responsesEventKind(ev, info)
@@ -139,7 +139,7 @@ func (r *responsesResumer) Track(ev sse.Event, info wire.EventInfo) {
 	}
 }
 
-func (r *responsesResumer) Ineligible() string {
+func (r *Resumer) Ineligible() string {
 	switch {
 	case r.Bad != "":
 		return r.Bad
@@ -154,11 +154,11 @@ func (r *responsesResumer) Ineligible() string {
 // finished: once output_text.done reached the client it has the whole
 // text (a continuation may not add to it); the rest of the done events and
 // the terminal complete it.
-func (r *responsesResumer) Finished() bool { return r.textDone || r.partDone || r.itemDone }
+func (r *Resumer) Finished() bool { return r.textDone || r.partDone || r.itemDone }
 
 // prefill turns a string input into a user message and ends the input with
 // an assistant message holding text.
-func (r *responsesResumer) Prefill(body []byte, text string) ([]byte, error) {
+func (r *Resumer) Prefill(body []byte, text string) ([]byte, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
 		return nil, err
@@ -198,7 +198,7 @@ func mergeResponsesTurn(last json.RawMessage, text string) (json.RawMessage, boo
 	return out, err == nil
 }
 
-func (r *responsesResumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEvent {
+func (r *Resumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEvent {
 	if info.Class == wire.EvError {
 		return wire.ContEvent{Kind: wire.ContError}
 	}
@@ -226,10 +226,10 @@ func (r *responsesResumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEven
 	case "response.completed":
 		return wire.ContEvent{Kind: wire.ContTerminal, Finish: "completed"}
 	case "response.incomplete":
-		r.incompleteReason = nil
+		r.IncompleteReason = nil
 		var reason string
 		if v, ok := jsonscan.Lookup(ev.Data, "response", "incomplete_details", "reason"); ok && json.Unmarshal(v, &reason) == nil && reason != "" {
-			r.incompleteReason = wire.JSONText(reason)
+			r.IncompleteReason = wire.JSONText(reason)
 		}
 		return wire.ContEvent{Kind: wire.ContTerminal, Finish: "incomplete"}
 	}
@@ -240,14 +240,14 @@ func (r *responsesResumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEven
 }
 
 // next is the sequence number of the client's next event.
-func (r *responsesResumer) next() int64 {
-	r.seq++
-	return r.seq
+func (r *Resumer) next() int64 {
+	r.Seq++
+	return r.Seq
 }
 
 // writeLoc writes an event's head up to its item's location: type,
 // sequence_number, item_id, output_index, content_index.
-func (r *responsesResumer) writeLoc(b *bytes.Buffer, typ string) {
+func (r *Resumer) writeLoc(b *bytes.Buffer, typ string) {
 	b.WriteString("event: ")
 	b.WriteString(typ)
 	b.WriteString("\ndata: {\"type\":\"")
@@ -262,7 +262,7 @@ func (r *responsesResumer) writeLoc(b *bytes.Buffer, typ string) {
 	b.WriteString(strconv.FormatInt(r.contentIndex, 10))
 }
 
-func (r *responsesResumer) WriteText(w io.Writer, text string) error {
+func (r *Resumer) WriteText(w io.Writer, text string) error {
 	if text == "" {
 		return nil
 	}
@@ -298,7 +298,7 @@ type responsesOutputItem struct {
 	Content []responsesOutputPart `json:"content"`
 }
 
-func (r *responsesResumer) WriteEnd(w io.Writer, end wire.ContEnd) error {
+func (r *Resumer) WriteEnd(w io.Writer, end wire.ContEnd) error {
 	text := r.Text()
 	incomplete := end.Finish == "incomplete"
 	part := responsesOutputPart{Type: "output_text", Text: text, Annotations: []struct{}{}, Logprobs: []struct{}{}}
@@ -359,7 +359,7 @@ func (r *responsesResumer) WriteEnd(w io.Writer, end wire.ContEnd) error {
 // announced it (its id, created_at, model, ...), finished: the status, the
 // one message item and the usage. The usage is null when it is not known
 // (the client had the whole text, and no continuation ran to count it).
-func (r *responsesResumer) finalResponse(itemJSON []byte, end wire.ContEnd, incomplete bool) ([]byte, error) {
+func (r *Resumer) finalResponse(itemJSON []byte, end wire.ContEnd, incomplete bool) ([]byte, error) {
 	obj := map[string]json.RawMessage{}
 	if r.created != nil {
 		if err := json.Unmarshal(r.created, &obj); err != nil {
@@ -370,7 +370,7 @@ func (r *responsesResumer) finalResponse(itemJSON []byte, end wire.ContEnd, inco
 	obj["incomplete_details"] = json.RawMessage(`null`)
 	obj["error"] = json.RawMessage(`null`)
 	if incomplete {
-		reason := r.incompleteReason
+		reason := r.IncompleteReason
 		if reason == nil {
 			reason = []byte(`"max_output_tokens"`)
 		}

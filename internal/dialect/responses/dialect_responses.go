@@ -1,4 +1,4 @@
-package llmhedge
+package responses
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ import (
 // returns the raw JSON string of a response.output_text.delta, which the
 // gate checks for rejected phrases. It walks the JSON once, without
 // allocating, except to render the message of an error event.
-func inspectResponses(ev sse.Event, withText bool) wire.EventInfo {
+func InspectResponses(ev sse.Event, withText bool) wire.EventInfo {
 	var info wire.EventInfo
 	named := string(ev.Name) == "error"
 	data := ev.Data
@@ -163,7 +163,7 @@ func responsesFlatError(code, msg []byte) []byte {
 
 // responsesTerminalName names the event that ended a stream, for the
 // gate's terminal_before_content message.
-func responsesTerminalName(ev sse.Event) string {
+func TerminalName(ev sse.Event) string {
 	typ, _ := jsonscan.Lookup(ev.Data, "type")
 	var buf [64]byte
 	if string(responsesKind(typ, ev.Name, buf[:0])) == "response.incomplete" {
@@ -177,7 +177,7 @@ func responsesTerminalName(ev sse.Event) string {
 // "status":"failed"; "empty_output" for a completed response with no
 // output item. A queued or in-progress response (background mode) and an
 // incomplete one are answers.
-func checkResponsesBody(body []byte) (reason string, err error) {
+func CheckResponsesBody(body []byte) (reason string, err error) {
 	it, ok := jsonscan.Open(body, 0, 0)
 	if !ok || !it.IsObject() {
 		return "malformed_body", fmt.Errorf("upstream 200 body is not a JSON object: %q", wire.ClipData(body, 200))
@@ -214,7 +214,7 @@ func checkResponsesBody(body []byte) (reason string, err error) {
 // text (output[] messages' output_text parts: not reasoning, not refusals)
 // contains one of the reject phrases, case-insensitively: the text the
 // stream gate checks in response.output_text.delta.
-func checkResponsesBodyReject(body []byte, reject [][]byte) error {
+func CheckResponsesBodyReject(body []byte, reject [][]byte) error {
 	if len(reject) == 0 {
 		return nil
 	}
@@ -252,7 +252,7 @@ var (
 // response.failed. An event without a "usage" key (or, until the model is
 // known, a "model" key) is skipped by a substring check, so every delta
 // costs two byte searches and no allocation.
-func observeResponsesEvent(u *wire.Usage, ev sse.Event) {
+func ObserveResponsesEvent(u *wire.Usage, ev sse.Event) {
 	if u == nil || len(ev.Data) == 0 {
 		return
 	}
@@ -286,7 +286,7 @@ func observeResponsesEvent(u *wire.Usage, ev sse.Event) {
 
 // observeResponsesBody records the usage of a complete non-stream body (a
 // response object).
-func observeResponsesBody(u *wire.Usage, body []byte) {
+func ObserveResponsesBody(u *wire.Usage, body []byte) {
 	if u == nil {
 		return
 	}
@@ -318,11 +318,11 @@ func observeResponsesObject(u *wire.Usage, obj []byte, counts bool) {
 // /v1/responses/compact, named SSE events ending with response.completed
 // or response.incomplete, the key as a Bearer token. Its stateful calls
 // (a response by id) are routed by the owners table (responses_pin.go).
-type responsesDialect struct{}
+type Dialect struct{}
 
-func (responsesDialect) String() string { return "responses" }
+func (Dialect) String() string { return "responses" }
 
-func (responsesDialect) IsCompletionPath(p string) bool {
+func (Dialect) IsCompletionPath(p string) bool {
 	switch p {
 	case "/v1/responses", "/responses", "/v1/responses/compact", "/responses/compact":
 		return true
@@ -331,7 +331,7 @@ func (responsesDialect) IsCompletionPath(p string) bool {
 }
 
 // completionPath: compact has an endpoint of its own.
-func (responsesDialect) CompletionPath(clientPath string) string {
+func (Dialect) CompletionPath(clientPath string) string {
 	if strings.HasSuffix(clientPath, "/compact") {
 		return "/v1/responses/compact"
 	}
@@ -346,81 +346,81 @@ var responsesAuxPaths = []wire.AuxPath{
 	{Method: http.MethodGet, Path: "/v1/responses/{id}/input_items"},
 }
 
-func (responsesDialect) AuxPaths() []wire.AuxPath { return responsesAuxPaths }
+func (Dialect) AuxPaths() []wire.AuxPath { return responsesAuxPaths }
 
 // sniffAux claims the paths under /v1/responses/ (over OpenAI's 1).
-func (responsesDialect) SniffAux(p string, _ wire.HeaderGetter) int {
+func (Dialect) SniffAux(p string, _ wire.HeaderGetter) int {
 	if strings.HasPrefix(p, "/v1/responses/") || strings.HasPrefix(p, "/responses/") {
 		return 2
 	}
 	return 0
 }
 
-func (responsesDialect) ParseRequest(_, _ string, body []byte) (*wire.Request, error) {
+func (Dialect) ParseRequest(_, _ string, body []byte) (*wire.Request, error) {
 	return wire.ParseRequestBody(body)
 }
 
 // upstreamPath is the canonical path of the client's endpoint (compact or not).
-func (d responsesDialect) UpstreamPath(clientPath, _ string) string {
+func (d Dialect) UpstreamPath(clientPath, _ string) string {
 	return d.CompletionPath(strings.TrimSuffix(clientPath, "/"))
 }
 
 // streamEnd: a Responses stream ends with response.completed; nothing is synthesized.
-func (responsesDialect) StreamEnd() []byte { return nil }
+func (Dialect) StreamEnd() []byte { return nil }
 
-func (responsesDialect) Classify(status int, body []byte, passThroughKey bool) wire.FailClass {
+func (Dialect) Classify(status int, body []byte, passThroughKey bool) wire.FailClass {
 	return wire.ClassifyAnswer(status, body, passThroughKey)
 }
 
 // retryDelay: OpenAI's hints are in the headers only.
-func (responsesDialect) RetryDelay([]byte) (time.Duration, bool) { return 0, false }
+func (Dialect) RetryDelay([]byte) (time.Duration, bool) { return 0, false }
 
-func (responsesDialect) BodyFor(req *wire.Request, model string) []byte {
+func (Dialect) BodyFor(req *wire.Request, model string) []byte {
 	return req.SpliceModel(model)
 }
 
-func (responsesDialect) SessionKey(body []byte, header http.Header) string {
-	return responsesSessionKey(body, header, "")
+func (Dialect) SessionKey(body []byte, header http.Header) string {
+	return SessionKey(body, header, "")
 }
 
-func (responsesDialect) CredentialHeaders() []string { return openai.CredentialHeaders }
+func (Dialect) CredentialHeaders() []string { return openai.CredentialHeaders }
 
-func (responsesDialect) SetAuth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
+func (Dialect) SetAuth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
 
-func (responsesDialect) Inspect(ev sse.Event, withText bool, _ *wire.ChoiceSet) wire.EventInfo {
-	return inspectResponses(ev, withText)
+func (Dialect) Inspect(ev sse.Event, withText bool, _ *wire.ChoiceSet) wire.EventInfo {
+	return InspectResponses(ev, withText)
 }
 
-func (responsesDialect) TerminalName(ev sse.Event) string { return responsesTerminalName(ev) }
+func (Dialect) TerminalName(ev sse.Event) string { return TerminalName(ev) }
 
 // finishGrace: nothing before response.completed says the answer is done.
-func (responsesDialect) FinishGrace() bool { return false }
+func (Dialect) FinishGrace() bool { return false }
 
-func (responsesDialect) CheckBody(body []byte) (string, error) { return checkResponsesBody(body) }
+func (Dialect) CheckBody(body []byte) (string, error) { return CheckResponsesBody(body) }
 
-func (responsesDialect) CheckBodyReject(body []byte, reject [][]byte) error {
-	return checkResponsesBodyReject(body, reject)
+func (Dialect) CheckBodyReject(body []byte, reject [][]byte) error {
+	return CheckResponsesBodyReject(body, reject)
 }
 
-func (responsesDialect) ObserveEvent(u *wire.Usage, ev sse.Event) { observeResponsesEvent(u, ev) }
+func (Dialect) ObserveEvent(u *wire.Usage, ev sse.Event) { ObserveResponsesEvent(u, ev) }
 
-func (responsesDialect) ObserveBody(u *wire.Usage, body []byte) { observeResponsesBody(u, body) }
+func (Dialect) ObserveBody(u *wire.Usage, body []byte) { ObserveResponsesBody(u, body) }
 
-func (responsesDialect) ModelMissing(body []byte) bool { return openai.Dialect{}.ModelMissing(body) }
+func (Dialect) ModelMissing(body []byte) bool { return openai.Dialect{}.ModelMissing(body) }
 
-func (responsesDialect) PromptTooLong(body []byte) bool { return openai.Dialect{}.PromptTooLong(body) }
+func (Dialect) PromptTooLong(body []byte) bool { return openai.Dialect{}.PromptTooLong(body) }
 
-func (responsesDialect) ErrorType(status int) string { return openai.ErrorType(status) }
+func (Dialect) ErrorType(status int) string { return openai.ErrorType(status) }
 
-func (responsesDialect) ErrorJSON(status int, message string) []byte {
-	return responsesErrorJSON(status, message)
+func (Dialect) ErrorJSON(status int, message string) []byte {
+	return ErrorJSON(status, message)
 }
 
 // errorEvent carries both the Responses error event's fields and an
 // "error" object: the openai-go SDK reports a stream error only for data
 // with a top-level "error".
-func (responsesDialect) ErrorEvent(status int, message string) []byte {
-	return responsesErrorEvent(status, message, -1)
+func (Dialect) ErrorEvent(status int, message string) []byte {
+	return ErrorEvent(status, message, -1)
 }
 
-func (responsesDialect) CachedInInput() bool { return true }
+func (Dialect) CachedInInput() bool { return true }

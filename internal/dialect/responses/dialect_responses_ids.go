@@ -1,4 +1,4 @@
-package llmhedge
+package responses
 
 // The Responses dialect (dialect_responses.go): response ids, session keys and error shapes.
 
@@ -15,13 +15,13 @@ import (
 )
 
 // maxResponseIDLen bounds a response id the proxy remembers or looks up.
-const maxResponseIDLen = 256
+const MaxResponseIDLen = 256
 
 // responsesCreatedID returns the id of the response a response.created
 // event announces (response.id), or "" for any other event or an id that
 // is not a plausible one (see validResponseID). Other events cost one
 // read of the data's leading "type".
-func responsesCreatedID(ev sse.Event) string {
+func CreatedID(ev sse.Event) string {
 	typ, _ := jsonscan.Lookup(ev.Data, "type")
 	var buf [64]byte
 	if string(responsesKind(typ, ev.Name, buf[:0])) != "response.created" {
@@ -33,7 +33,7 @@ func responsesCreatedID(ev sse.Event) string {
 
 // responsesBodyID returns the top-level id of a complete non-stream
 // response body, or "".
-func responsesBodyID(body []byte) string {
+func BodyID(body []byte) string {
 	id, _ := jsonscan.Lookup(body, "id")
 	return responseIDValue(id)
 }
@@ -43,7 +43,7 @@ func responsesBodyID(body []byte) string {
 // the providers (and encoding/json), the last of duplicate keys counts, so
 // the proxy pins the request to the provider that will read that id. A
 // body that is not a JSON object has none.
-func previousResponseID(body []byte) string {
+func PreviousResponseID(body []byte) string {
 	var id string
 	err := jsonscan.ScanTopLevel(body, func(key []byte, s, e int) bool {
 		if jsonscan.KeyIs(key, "previous_response_id") {
@@ -62,22 +62,22 @@ func previousResponseID(body []byte) string {
 // 256 bytes of printable ASCII without spaces, quotes, backslashes or the
 // URL delimiters / ? # %; anything else is "".
 func responseIDValue(v []byte) string {
-	if !jsonscan.IsString(v) || len(v) > 2+6*maxResponseIDLen {
+	if !jsonscan.IsString(v) || len(v) > 2+6*MaxResponseIDLen {
 		return ""
 	}
-	var buf [maxResponseIDLen]byte
+	var buf [MaxResponseIDLen]byte
 	id := v[1 : len(v)-1]
 	if bytes.IndexByte(id, '\\') >= 0 {
 		id = jsonscan.AppendString(buf[:0], v)
 	}
-	if !validResponseID(id) {
+	if !ValidResponseID(id) {
 		return ""
 	}
 	return string(id)
 }
 
-func validResponseID(id []byte) bool {
-	if len(id) == 0 || len(id) > maxResponseIDLen {
+func ValidResponseID(id []byte) bool {
+	if len(id) == 0 || len(id) > MaxResponseIDLen {
 		return false
 	}
 	for _, c := range id {
@@ -96,7 +96,7 @@ func validResponseID(id []byte) bool {
 // affinity, or "": with headerName set only that header; otherwise the
 // body's top-level prompt_cache_key (literally the cache key), else the
 // session-id header, else conversation_id (what Codex CLI sends).
-func responsesSessionKey(body []byte, header http.Header, headerName string) string {
+func SessionKey(body []byte, header http.Header, headerName string) string {
 	if headerName != "" {
 		return strings.TrimSpace(header.Get(headerName))
 	}
@@ -121,7 +121,7 @@ func responsesSessionKey(body []byte, header http.Header, headerName string) str
 }
 
 // responsesErrorJSON is the error body before commit: OpenAI's shape.
-func responsesErrorJSON(status int, message string) []byte {
+func ErrorJSON(status int, message string) []byte {
 	return openai.ErrorJSON(status, message)
 }
 
@@ -147,7 +147,7 @@ type responsesErrorEventBody struct {
 // responsesErrorEvent renders the event that ends a committed Responses
 // stream with a failure. seq is the sequence_number to give it (one past
 // the last relayed), or negative to leave it out.
-func responsesErrorEvent(status int, message string, seq int64) []byte {
+func ErrorEvent(status int, message string, seq int64) []byte {
 	var b responsesErrorEventBody
 	b.Type = "error"
 	b.Code = wire.ErrorCode(status)
@@ -168,7 +168,7 @@ func responsesErrorEvent(status int, message string, seq int64) []byte {
 // responseStored reports whether a request asks the provider to keep its
 // response: unless its top-level store is false (the last of duplicate
 // keys counts, as for the provider).
-func responseStored(body []byte) bool {
+func ResponseStored(body []byte) bool {
 	stored := true
 	_ = jsonscan.ScanTopLevel(body, func(key []byte, s, e int) bool {
 		if jsonscan.KeyIs(key, "store") {
