@@ -38,21 +38,21 @@ const (
 	retryBudgetFloor     = 3                      // retries per second the budget always allows
 	budgetWindow         = 10 * time.Second       // the window both budgets count over
 
-	breakerDefaultFailures = 3                // cooldown.failures
-	breakerDefaultDuration = 30 * time.Second // cooldown.duration; cooldown.max defaults to it
+	breakerDefaultFailures = healthDefaultFailures // cooldown.failures
+	breakerDefaultDuration = healthDefaultDuration // cooldown.duration; cooldown.max defaults to it
 
 	defaultMaxBuffer   = 1 << 20     // stream.max_buffer, bytes before commit
 	defaultResume      = 1           // stream.resume, continuations of a cut stream per request
-	defaultGateBuffer  = 1 << 20     // a gate's buffer when none is given: stream.max_buffer's default
-	defaultGateEvents  = 1000        // events a gate buffers before the first valid one
-	defaultFinishGrace = time.Second // an OpenAI stream's wait for [DONE] after its finish_reason
+	defaultGateBuffer  = streamDefaultGateBuffer  // a gate's buffer when none is given: stream.max_buffer's default
+	defaultGateEvents  = streamDefaultGateEvents  // events a gate buffers before the first valid one
+	defaultFinishGrace = streamDefaultFinishGrace // an OpenAI stream's wait for [DONE] after its finish_reason
 
 	defaultAffinityTTL      = affinity.DefaultTTL      // affinity.ttl
 	defaultAffinityCapacity = affinity.DefaultCapacity // sessions remembered
 
 	defaultQuotaReserve = 0                // a provider's quota_reserve, percent
 	keyCooldownDefault  = 30 * time.Second // a key's 429 cooldown with no Retry-After or reset header
-	rateLimitResetMax   = 24 * time.Hour   // a rate-limit reset further away is clock skew or garbage: clamped
+	rateLimitResetMax   = healthRateLimitResetMax // a rate-limit reset further away is clock skew or garbage: clamped
 
 	// maxClientDeadline bounds X-Stainless-Timeout before it is converted,
 	// so a huge value cannot overflow a Duration (it could only raise total,

@@ -110,10 +110,10 @@ func newGate(d wire.Dialect, reject [][]byte, maxBuffer int, maxEvents int) *gat
 // Reset prepares g for a new attempt, keeping its buffers (for pooling).
 func (g *gate) Reset(d wire.Dialect, reject [][]byte, maxBuffer int, maxEvents int) {
 	if maxBuffer <= 0 {
-		maxBuffer = defaultGateBuffer
+		maxBuffer = streamDefaultGateBuffer
 	}
 	if maxEvents <= 0 {
-		maxEvents = defaultGateEvents
+		maxEvents = streamDefaultGateEvents
 	}
 	g.d, g.maxBuffer, g.maxEvents = d, maxBuffer, maxEvents
 	// Lower-case the phrases into one reused buffer, then slice it: the
@@ -214,3 +214,10 @@ func (g *gate) mayBecomeRejected() bool {
 	}
 	return false
 }
+
+// The gate's bounds when none is given: stream.max_buffer's default, and
+// the events it buffers before the first valid one.
+const (
+	streamDefaultGateBuffer = 1 << 20
+	streamDefaultGateEvents = 1000
+)

@@ -15,8 +15,12 @@ import (
 // cleaning up the old ones, finds the same entries and keeps what was learned.
 var providerPool = caddy.NewUsagePool()
 
-// clock is the time source of this file and admin.go; tests swap it.
-var clock = time.Now
+// The breaker's defaults (cooldown.failures, cooldown.duration; cooldown.max
+// defaults to the duration).
+const (
+	healthDefaultFailures = 3
+	healthDefaultDuration = 30 * time.Second
+)
 
 // retryAfterDefaultMax bounds an upstream's Retry-After when no max is
 // configured, so that a buggy or hostile "Retry-After: 86400" cannot take a
@@ -39,14 +43,14 @@ type cooldownConfig struct {
 
 func (c cooldownConfig) failures() int64 {
 	if c.Failures <= 0 {
-		return breakerDefaultFailures
+		return healthDefaultFailures
 	}
 	return int64(c.Failures)
 }
 
 func (c cooldownConfig) duration() time.Duration {
 	if c.Duration <= 0 {
-		return breakerDefaultDuration
+		return healthDefaultDuration
 	}
 	return c.Duration
 }
@@ -208,7 +212,7 @@ func (ph *providerHealth) takeProbe(now time.Time) bool {
 	}
 	stale := ph.period.Load()
 	if stale <= 0 {
-		stale = int64(breakerDefaultDuration)
+		stale = int64(healthDefaultDuration)
 	}
 	for {
 		since := ph.probeSince.Load()
@@ -361,9 +365,9 @@ func (ph *providerHealth) openUntil() time.Time {
 // cooldowns; the lifetime counters stay. It starts a new epoch, so attempts
 // still in flight (a probe among them) cannot re-open what it closed. It
 // returns the state it reset and the keys (fingerprints) it re-enabled.
-func (ph *providerHealth) reset() (was breakerState, reenabled []string) {
+func (ph *providerHealth) reset(now time.Time) (was breakerState, reenabled []string) {
 	ph.epoch.Add(1)
-	was = stateAt(ph.openUntilNs.Swap(0), clock())
+	was = stateAt(ph.openUntilNs.Swap(0), now)
 	ph.period.Store(0)
 	ph.consecutive.Store(0)
 	ph.probeSince.Store(0)

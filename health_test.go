@@ -499,7 +499,7 @@ func TestResetClosesAndForgets(t *testing.T) {
 		t.Fatal("forceProbe refused on a fresh open breaker")
 	}
 
-	ph.reset()
+	ph.reset(clock())
 
 	now := healthT0.Add(time.Second)
 	if got := ph.state(now); got != stateClosed {

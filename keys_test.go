@@ -61,7 +61,7 @@ func TestQuotaAdminStateIsRoutingVerdict(t *testing.T) {
 		if s := k.st.state(now); s != keyExhausted {
 			t.Fatalf("%v: admin state %q while routing skips the key", h, s)
 		}
-		ph.reset()
+		ph.reset(clock())
 		if s := k.st.state(now); s != keyOK {
 			t.Fatalf("%v: after an admin reset %q, want ok", h, s)
 		}

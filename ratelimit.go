@@ -17,7 +17,7 @@ import (
 // durations until the reset ("6m0s", "1s", "20ms", "1m30.5s"); Azure
 // OpenAI sends the remaining counts alone. Every learned count expires:
 // a reset is read in any of these forms or as a bare number of seconds,
-// one in the past means now, one further than rateLimitResetMax is
+// one in the past means now, one further than healthRateLimitResetMax is
 // clamped to it (clock skew, or garbage), and a count with no readable
 // reset expires after rateLimitWindow. Counts saturate at
 // rateLimitCountMax; negative or malformed counts are ignored.
@@ -97,18 +97,18 @@ func lowerLimit(left, reset int64, h http.Header, leftName, resetName string, no
 // resetOf reads a reset in any family's form: an RFC 3339 time, a Go-style
 // duration, or a bare number of seconds. A reset in the past is now, and
 // one absent or unreadable is rateLimitWindow away: a learned count never
-// holds for good. It is at most rateLimitResetMax away.
+// holds for good. It is at most healthRateLimitResetMax away.
 func resetOf(v string, now time.Time) int64 {
 	v = strings.TrimSpace(v)
 	d := rateLimitWindow
 	if secs, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(secs) && !math.IsInf(secs, 0) {
-		d = time.Duration(min(max(secs, 0), rateLimitResetMax.Seconds()) * float64(time.Second))
+		d = time.Duration(min(max(secs, 0), healthRateLimitResetMax.Seconds()) * float64(time.Second))
 	} else if dur, err := time.ParseDuration(v); err == nil {
 		d = max(dur, 0)
 	} else if t, err := time.Parse(time.RFC3339, v); err == nil {
 		d = max(t.Sub(now), 0)
 	}
-	return now.Add(min(d, rateLimitResetMax)).UnixNano()
+	return now.Add(min(d, healthRateLimitResetMax)).UnixNano()
 }
 
 // afterReserve is what is left of a count n once reserve percent of it is
@@ -131,3 +131,7 @@ func quotaEstimate(body []byte) int64 {
 	}
 	return n
 }
+
+// healthRateLimitResetMax bounds a rate-limit reset: one further away is
+// clock skew or garbage, and is clamped.
+const healthRateLimitResetMax = 24 * time.Hour

@@ -191,7 +191,7 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sse.R
 
 func finishGraceOf(opts relayOptions) time.Duration {
 	if opts.FinishGrace <= 0 {
-		return defaultFinishGrace
+		return streamDefaultFinishGrace
 	}
 	return opts.FinishGrace
 }
@@ -441,3 +441,7 @@ func (w *relayWatchdog) stop() {
 		w.cond.Wait()
 	}
 }
+
+// streamDefaultFinishGrace is an OpenAI stream's wait for [DONE] after its
+// finish_reason.
+const streamDefaultFinishGrace = time.Second

@@ -53,7 +53,7 @@ func (h *Handler) breakerClosed(p *provider) {
 // resetBreaker is an operator's reset of one provider entry: the breaker
 // closes and the disabled keys come back, each with its line.
 func resetBreaker(l *zap.Logger, ph *providerHealth) {
-	was, reenabled := ph.reset()
+	was, reenabled := ph.reset(clock())
 	if l == nil {
 		return
 	}

@@ -78,3 +78,6 @@ type emptyBody struct{}
 
 func (emptyBody) Read([]byte) (int, error) { return 0, io.EOF }
 func (emptyBody) Close() error             { return nil }
+
+// clock is the time source of the engine and the admin API; tests swap it.
+var clock = time.Now

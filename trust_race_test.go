@@ -25,7 +25,7 @@ func TestResetEpochIgnoresOldFailures(t *testing.T) {
 			ph.release(true)
 		}
 		old := ph.epoch.Load()
-		ph.reset()
+		ph.reset(clock())
 		// A probe slot taken in the new epoch survives the old report.
 		if !ph.forceProbe(at) {
 			t.Fatal("reset left the probe slot taken")
@@ -63,7 +63,7 @@ func TestAdmitsAt(t *testing.T) {
 	if !ph.admitsAt(healthT0.Add(30*time.Second), "m") {
 		t.Fatal("a retry at the end of the open period (Retry-After waited out) would be refused")
 	}
-	ph.reset()
+	ph.reset(clock())
 	ph.coolModel(healthT0, "m", time.Minute)
 	if ph.admitsAt(healthT0.Add(time.Second), "m") || !ph.admitsAt(healthT0.Add(time.Second), "other") {
 		t.Fatal("model cooldown not honoured per model")
@@ -99,7 +99,7 @@ func TestAffinityPickPrefersRecoveredTier(t *testing.T) {
 			t.Fatalf("at +%v: first candidate %s, want %s", tc.at, got[0].name, tc.want)
 		}
 	}
-	primary.health.reset()
+	primary.health.reset(clock())
 	if got := h.candidates(dialectAnthropic, "m", "s"); got[0].name != "primary" {
 		t.Fatalf("primary closed: first candidate %s, want primary", got[0].name)
 	}
