@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"go.uber.org/zap"
 
 	"github.com/caddyserver/caddy/v2"
@@ -96,7 +97,7 @@ func (adminProviders) handleList(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	now := clock()
-	views := providerViews(now, func(*providerHealth) bool { return true })
+	views := providerViews(now, func(*health.Provider) bool { return true })
 	if format == "text" {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if err := writeProviderTable(w, now, views); err != nil {
@@ -113,10 +114,10 @@ func (a adminProviders) handleReset(w http.ResponseWriter, r *http.Request, name
 	if r.Method != http.MethodPost {
 		return adminMethodNotAllowed(w, r, http.MethodPost)
 	}
-	matches := func(ph *providerHealth) bool { return ph.name == name }
+	matches := func(ph *health.Provider) bool { return ph.Name == name }
 	found := false
 	providerPool.Range(func(_, val any) bool {
-		if ph, ok := val.(*providerHealth); ok && matches(ph) {
+		if ph, ok := val.(*health.Provider); ok && matches(ph) {
 			resetBreaker(a.logger, ph)
 			found = true
 		}
@@ -141,17 +142,17 @@ func adminMethodNotAllowed(w http.ResponseWriter, r *http.Request, allow string)
 
 // providerViews snapshots the providers that keep selects, sorted by name
 // then the URL as shown. The snapshots are taken outside the pool's lock.
-func providerViews(now time.Time, keep func(*providerHealth) bool) []providerView {
-	var hs []*providerHealth
+func providerViews(now time.Time, keep func(*health.Provider) bool) []providerView {
+	var hs []*health.Provider
 	providerPool.Range(func(_, val any) bool {
-		if ph, ok := val.(*providerHealth); ok && keep(ph) {
+		if ph, ok := val.(*health.Provider); ok && keep(ph) {
 			hs = append(hs, ph)
 		}
 		return true
 	})
 	views := make([]providerView, 0, len(hs))
 	for _, ph := range hs {
-		views = append(views, ph.snapshot(now))
+		views = append(views, snapshot(ph, now))
 	}
 	sort.Slice(views, func(i, j int) bool {
 		if views[i].Name != views[j].Name {
@@ -195,9 +196,9 @@ func writeProviderTable(w io.Writer, now time.Time, views []providerView) error 
 
 func breakerText(now time.Time, v providerView) string {
 	switch v.State {
-	case stateOpen.String():
+	case health.StateOpen.String():
 		return "open for " + shortSpan(now, v.openUntil)
-	case stateHalfOpen.String():
+	case health.StateHalfOpen.String():
 		return "half_open (probing)"
 	}
 	return v.State
@@ -253,13 +254,13 @@ var firstEventQuantiles = latencyQuantiles
 
 // latencyQuantiles is a provider's recent first-event p50/p95, from the
 // same estimator that drives the hedge delay.
-func latencyQuantiles(ph *providerHealth) (p50, p95 time.Duration, ok bool) {
-	if ph.latency == nil {
+func latencyQuantiles(ph *health.Provider) (p50, p95 time.Duration, ok bool) {
+	if ph.Latency == nil {
 		return 0, 0, false
 	}
 	now := clock()
-	p50, ok50 := ph.latency.Overall(0.5, now)
-	p95, ok95 := ph.latency.Overall(0.95, now)
+	p50, ok50 := ph.Latency.Overall(0.5, now)
+	p95, ok95 := ph.Latency.Overall(0.95, now)
 	return p50, p95, ok50 && ok95
 }
 
@@ -301,22 +302,22 @@ type keyView struct {
 	InFlight          int64  `json:"in_flight"`
 }
 
-func (k *keyState) view(now time.Time) keyView {
+func viewKey(k *health.Key, now time.Time) keyView {
 	t := now.UnixNano()
-	v := keyView{Fingerprint: k.fp, State: k.state(t), InFlight: k.inFlight.Load()}
-	if n, ok := left(k.reqLeft.Load(), k.reqReset.Load(), t); ok {
+	v := keyView{Fingerprint: k.Fp, State: k.State(t), InFlight: k.InFlight.Load()}
+	if n, ok := health.Left(k.ReqLeft.Load(), k.ReqReset.Load(), t); ok {
 		v.RequestsRemaining = &n
-		if r := k.reqReset.Load(); r != 0 {
+		if r := k.ReqReset.Load(); r != 0 {
 			v.RequestsReset = viewTime(time.Unix(0, r))
 		}
 	}
-	if n, ok := left(k.tokLeft.Load(), k.tokReset.Load(), t); ok {
+	if n, ok := health.Left(k.TokLeft.Load(), k.TokReset.Load(), t); ok {
 		v.TokensRemaining = &n
-		if r := k.tokReset.Load(); r != 0 {
+		if r := k.TokReset.Load(); r != 0 {
 			v.TokensReset = viewTime(time.Unix(0, r))
 		}
 	}
-	if c := k.coolUntil.Load(); c > t {
+	if c := k.CoolUntil.Load(); c > t {
 		v.CoolingUntil = viewTime(time.Unix(0, c))
 	}
 	return v
@@ -342,35 +343,35 @@ type modelCooldownView struct {
 
 // snapshot reads the provider's state for the admin view. Fields are read
 // one by one, so a snapshot taken under load may mix adjacent moments.
-func (ph *providerHealth) snapshot(now time.Time) providerView {
+func snapshot(ph *health.Provider, now time.Time) providerView {
 	v := providerView{
-		Name:                ph.name,
-		URL:                 redactedBaseURL(ph.baseURL),
-		State:               ph.state(now).String(),
-		ConsecutiveFailures: ph.consecutive.Load(),
-		InFlight:            ph.inFlight.Load(),
-		Requests:            ph.requests.Load(),
-		Failures:            ph.failures.Load(),
-		HedgesWon:           ph.hedgesWon.Load(),
-		HedgesLost:          ph.hedgesLost.Load(),
+		Name:                ph.Name,
+		URL:                 redactedBaseURL(ph.BaseURL),
+		State:               ph.State(now).String(),
+		ConsecutiveFailures: ph.Consecutive.Load(),
+		InFlight:            ph.InFlight.Load(),
+		Requests:            ph.Requests.Load(),
+		Failures:            ph.Failures.Load(),
+		HedgesWon:           ph.HedgesWon.Load(),
+		HedgesLost:          ph.HedgesLost.Load(),
 		Tokens: tokensView{
-			Input:      ph.tokensIn.Load(),
-			Output:     ph.tokensOut.Load(),
-			CacheRead:  ph.tokensCacheRead.Load(),
-			CacheWrite: ph.tokensCacheWrite.Load(),
+			Input:      ph.TokensIn.Load(),
+			Output:     ph.TokensOut.Load(),
+			CacheRead:  ph.TokensCacheRead.Load(),
+			CacheWrite: ph.TokensCacheWrite.Load(),
 		},
-		openUntil: ph.openUntil(),
+		openUntil: ph.OpenUntil(),
 	}
-	if vendor := ph.vendor.Load(); vendor != nil {
+	if vendor := ph.Vendor.Load(); vendor != nil {
 		v.Vendor = *vendor
 	}
 	if !v.openUntil.IsZero() {
 		v.OpenUntil = viewTime(v.openUntil)
 	}
-	if le := ph.lastErr.Load(); le != nil {
-		v.LastError = &lastErrorView{Class: le.class, Message: le.msg, At: viewTime(time.Unix(0, le.at))}
+	if le := ph.LastErr.Load(); le != nil {
+		v.LastError = &lastErrorView{Class: le.Class, Message: le.Msg, At: viewTime(time.Unix(0, le.At))}
 	}
-	if m := ph.models.Load(); m != nil {
+	if m := ph.Models.Load(); m != nil {
 		t := now.UnixNano()
 		for model, until := range *m {
 			if until > t {
@@ -379,14 +380,14 @@ func (ph *providerHealth) snapshot(now time.Time) providerView {
 		}
 		sort.Slice(v.ModelCooldowns, func(i, j int) bool { return v.ModelCooldowns[i].Model < v.ModelCooldowns[j].Model })
 	}
-	if ph.latency != nil {
-		if d := ph.hedgeDelayNs.Load(); d > 0 {
+	if ph.Latency != nil {
+		if d := ph.HedgeDelayNs.Load(); d > 0 {
 			ms := viewMs(time.Duration(d))
 			v.HedgeDelayMs = &ms
 		}
 	}
-	for _, k := range ph.keys.all() {
-		v.Keys = append(v.Keys, k.view(now))
+	for _, k := range ph.Keys.All() {
+		v.Keys = append(v.Keys, viewKey(k, now))
 	}
 	if firstEventQuantiles != nil {
 		if p50, p95, ok := firstEventQuantiles(ph); ok {

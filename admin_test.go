@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 )
 
 // adminTestPrefix marks the pool entries these tests create, since other
@@ -25,7 +26,7 @@ func withAdminProviders(t *testing.T) {
 	clock = func() time.Time { return healthT0.Add(5 * time.Second) }
 	t.Cleanup(func() { clock = saved })
 
-	cfg := cooldownConfig{Failures: 3, Duration: 30 * time.Second}
+	cfg := health.Cooldown{Failures: 3, Duration: 30 * time.Second}
 	entries := []struct{ name, url, vendor string }{
 		{adminTestPrefix + "beta", "https://beta.test/v1", "openai"},
 		{adminTestPrefix + "alpha", "https://b.alpha.test", "anthropic"},
@@ -40,14 +41,14 @@ func withAdminProviders(t *testing.T) {
 		t.Cleanup(func() { releaseHealth(e.name, e.url) })
 		if e.name == adminTestPrefix+"alpha" {
 			for range 3 {
-				ph.onFailure(healthT0, cfg, "status_5xx", "", 502, 0, "", false)
+				ph.OnFailure(healthT0, cfg, "status_5xx", "", 502, 0, "", false)
 			}
-			ph.onFailure(healthT0, cfg, "model_not_found", "", 404, 0, "claude-gone", false)
+			ph.OnFailure(healthT0, cfg, "model_not_found", "", 404, 0, "claude-gone", false)
 			for range 1234 {
-				ph.beginAttempt()
-				ph.endAttempt()
+				ph.BeginAttempt()
+				ph.EndAttempt()
 			}
-			ph.addTokens(2500000, 900, 0, 0)
+			ph.AddTokens(2500000, 900, 0, 0)
 		}
 	}
 }
@@ -150,7 +151,7 @@ func TestAdminListShowsFirstEventQuantiles(t *testing.T) {
 	withAdminProviders(t)
 	saved := firstEventQuantiles
 	t.Cleanup(func() { firstEventQuantiles = saved })
-	firstEventQuantiles = func(*providerHealth) (time.Duration, time.Duration, bool) {
+	firstEventQuantiles = func(*health.Provider) (time.Duration, time.Duration, bool) {
 		return 350 * time.Millisecond, 2 * time.Second, true
 	}
 
@@ -219,7 +220,7 @@ func TestAdminReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer releaseHealth(adminTestPrefix+"alpha", "https://b.alpha.test")
-	if ok, probe := ph.admit(clock(), "claude-gone"); !ok || probe {
+	if ok, probe := ph.Admit(clock(), "claude-gone"); !ok || probe {
 		t.Errorf("admit after reset = (%v, %v), want (true, false)", ok, probe)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
@@ -33,14 +34,14 @@ const (
 type attempt struct {
 	n           int // 1-based number within the request
 	p           *provider
-	model       string   // model sent upstream (rewritten)
-	reason      string   // why it started: initial, hedge_triggered, retry, failover, fallback, context_fallback, probe
-	probe       bool     // the half-open probe of p's breaker
-	key         *poolKey // the configured key it uses; nil: the client's own
-	keyAnswered bool     // a response came: no longer awaited on key (keys.go)
-	keySent     int64    // its place among the sends with key
-	keyBefore   int64    // the attempts awaiting a response on key when it was sent
-	epoch       int64    // p's health epoch when the attempt began (admin resets)
+	model       string          // model sent upstream (rewritten)
+	reason      string          // why it started: initial, hedge_triggered, retry, failover, fallback, context_fallback, probe
+	probe       bool            // the half-open probe of p's breaker
+	key         *health.PoolKey // the configured key it uses; nil: the client's own
+	keyAnswered bool            // a response came: no longer awaited on key (keys.go)
+	keySent     int64           // its place among the sends with key
+	keyBefore   int64           // the attempts awaiting a response on key when it was sent
+	epoch       int64           // p's health epoch when the attempt began (admin resets)
 
 	// bookkeeping counts (outcome.go), to check their pairing
 	begun, ended, verdicts int8
@@ -84,7 +85,7 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 	}
 	var secret string
 	if a.key != nil {
-		secret = a.key.secret
+		secret = a.key.Secret
 	}
 	up.Header = a.p.upstreamHeader(r.Header, req.Dialect, repl, secret)
 	up.Header.Set("Content-Type", "application/json")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -61,7 +62,7 @@ func (h *Handler) affinityPick(cands []*provider, model, session string) int {
 	now := clock()
 	if name, ok := h.affinity.Get(session, now); ok {
 		for i, p := range cands {
-			if p.name == name && p.health.state(now) == stateClosed && p.cfg.Priority <= bestOpenTier(cands, now) {
+			if p.name == name && p.health.State(now) == health.StateClosed && p.cfg.Priority <= bestOpenTier(cands, now) {
 				return i
 			}
 		}
@@ -73,7 +74,7 @@ func (h *Handler) affinityPick(cands []*provider, model, session string) int {
 		if p.cfg.Priority != best {
 			break
 		}
-		if p.health.state(now) == stateClosed {
+		if p.health.State(now) == health.StateClosed {
 			names = append(names, p.name)
 			idx = append(idx, i)
 		}
@@ -88,7 +89,7 @@ func (h *Handler) affinityPick(cands []*provider, model, session string) int {
 // has a provider whose breaker is closed or half-open (ready for a probe).
 func bestOpenTier(cands []*provider, now time.Time) int {
 	for _, p := range cands {
-		if p.health.state(now) != stateOpen {
+		if p.health.State(now) != health.StateOpen {
 			return p.cfg.Priority
 		}
 	}
@@ -129,20 +130,20 @@ func (p *plan) reopen(pr *provider) {
 
 // busy reports whether the provider has max_in_flight attempts running.
 func (p *provider) busy() bool {
-	return p.cfg.MaxInFlight > 0 && p.health.inFlightNow() >= int64(p.cfg.MaxInFlight)
+	return p.cfg.MaxInFlight > 0 && p.health.InFlightNow() >= int64(p.cfg.MaxInFlight)
 }
 
 // earliestRecovery picks, among providers that are all cooling down, the one
 // whose open period ends first (ties go to the earlier in hs, which is in
 // priority order). A closed provider recovers "now" and returns a zero time.
-func earliestRecovery(hs []*providerHealth) (*providerHealth, time.Time) {
-	var best *providerHealth
+func earliestRecovery(hs []*health.Provider) (*health.Provider, time.Time) {
+	var best *health.Provider
 	var bestUntil int64
 	for _, ph := range hs {
 		if ph == nil {
 			continue
 		}
-		until := ph.openUntilNs.Load()
+		until := ph.OpenUntilNs.Load()
 		if best == nil || until < bestUntil {
 			best, bestUntil = ph, until
 		}
@@ -160,7 +161,7 @@ func earliestRecovery(hs []*providerHealth) (*providerHealth, time.Time) {
 func recoverySeconds(now time.Time, cands []*provider) int {
 	var first int64
 	for _, p := range cands {
-		if until := p.health.openUntilNs.Load(); until != 0 && (first == 0 || until < first) {
+		if until := p.health.OpenUntilNs.Load(); until != 0 && (first == 0 || until < first) {
 			first = until
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -38,11 +39,11 @@ const (
 	retryBudgetFloor     = 3                      // retries per second the budget always allows
 	budgetWindow         = 10 * time.Second       // the window both budgets count over
 
-	breakerDefaultFailures = healthDefaultFailures // cooldown.failures
-	breakerDefaultDuration = healthDefaultDuration // cooldown.duration; cooldown.max defaults to it
+	breakerDefaultFailures = health.DefaultFailures // cooldown.failures
+	breakerDefaultDuration = health.DefaultDuration // cooldown.duration; cooldown.max defaults to it
 
-	defaultMaxBuffer   = 1 << 20     // stream.max_buffer, bytes before commit
-	defaultResume      = 1           // stream.resume, continuations of a cut stream per request
+	defaultMaxBuffer   = 1 << 20                  // stream.max_buffer, bytes before commit
+	defaultResume      = 1                        // stream.resume, continuations of a cut stream per request
 	defaultGateBuffer  = streamDefaultGateBuffer  // a gate's buffer when none is given: stream.max_buffer's default
 	defaultGateEvents  = streamDefaultGateEvents  // events a gate buffers before the first valid one
 	defaultFinishGrace = streamDefaultFinishGrace // an OpenAI stream's wait for [DONE] after its finish_reason
@@ -50,9 +51,9 @@ const (
 	defaultAffinityTTL      = affinity.DefaultTTL      // affinity.ttl
 	defaultAffinityCapacity = affinity.DefaultCapacity // sessions remembered
 
-	defaultQuotaReserve = 0                // a provider's quota_reserve, percent
-	keyCooldownDefault  = 30 * time.Second // a key's 429 cooldown with no Retry-After or reset header
-	rateLimitResetMax   = healthRateLimitResetMax // a rate-limit reset further away is clock skew or garbage: clamped
+	defaultQuotaReserve = 0                        // a provider's quota_reserve, percent
+	keyCooldownDefault  = 30 * time.Second         // a key's 429 cooldown with no Retry-After or reset header
+	rateLimitResetMax   = health.RateLimitResetMax // a rate-limit reset further away is clock skew or garbage: clamped
 
 	// maxClientDeadline bounds X-Stainless-Timeout before it is converted,
 	// so a huge value cannot overflow a Duration (it could only raise total,
@@ -238,8 +239,8 @@ type CooldownConfig struct {
 	Max caddy.Duration `json:"max,omitempty"`
 }
 
-func (c *CooldownConfig) config() cooldownConfig {
-	cc := cooldownConfig{Failures: c.Failures, Duration: time.Duration(c.Duration), Max: time.Duration(c.Max)}
+func (c *CooldownConfig) config() health.Cooldown {
+	cc := health.Cooldown{Failures: c.Failures, Duration: time.Duration(c.Duration), Max: time.Duration(c.Max)}
 	if cc.Failures == 0 {
 		cc.Failures = breakerDefaultFailures
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/dashboard"
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -55,8 +56,8 @@ func recordDashboard(st *requestState, now time.Time, total time.Duration, model
 func configuredProvider() func(string) bool {
 	names := map[string]bool{}
 	providerPool.Range(func(_, val any) bool {
-		if ph, ok := val.(*providerHealth); ok {
-			names[ph.name] = true
+		if ph, ok := val.(*health.Provider); ok {
+			names[ph.Name] = true
 		}
 		return true
 	})

@@ -56,7 +56,7 @@ func BenchmarkDashboardFinish(b *testing.B) {
 					offset: 150 * time.Millisecond, firstEvent: 40 * time.Millisecond, usage: wire.Usage{Input: 33, Output: 9, Model: "claude-bench"}}
 				st.attempts = []*attempt{lost, won}
 				st.winner, st.outcome, st.status, st.hedged = won, outcomeSuccess, http.StatusOK, true
-				p2.health.beginAttempt()
+				p2.health.BeginAttempt()
 				h.finish(st)
 			}
 			stop.Store(true)

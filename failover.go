@@ -105,7 +105,7 @@ func (h *Handler) launchFrom(st *requestState, r *http.Request, reason string, h
 	pl := st.plan
 	var aside []int
 	for i, p := range pl.cands {
-		if !pl.used[i] && (healthyOnly && p.health.consecutive.Load() > 0 || !within.admits(p)) {
+		if !pl.used[i] && (healthyOnly && p.health.Consecutive.Load() > 0 || !within.admits(p)) {
 			pl.used[i] = true
 			aside = append(aside, i)
 		}

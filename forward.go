@@ -80,7 +80,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 			st.skip(p, "busy_skip")
 			continue
 		}
-		if ok, probe := p.health.admit(clock(), ""); probe {
+		if ok, probe := p.health.Admit(clock(), ""); probe {
 			declineProbe(p) // a forwarded call is not a fair probe of a completion path
 		} else if !ok && (i < len(cands)-1 || len(st.attempts) > 0) {
 			st.skip(p, "cooldown_skip")

@@ -7,14 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"go.uber.org/goleak"
 )
 
 // healthT0 is the start of every scripted timeline; steps give offsets from it.
 var healthT0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func newTestHealth(name string) *providerHealth {
-	return &providerHealth{name: name, baseURL: "https://" + name + ".test/v1"}
+func newTestHealth(name string) *health.Provider {
+	return &health.Provider{Name: name, BaseURL: "https://" + name + ".test/v1"}
 }
 
 // breakerStep is one event on a provider's timeline and what must hold after it.
@@ -35,7 +36,7 @@ type breakerStep struct {
 	// admit and force
 	wantOK, wantProbe bool
 
-	wantState breakerState
+	wantState health.State
 	// wantUntil is openUntil as an offset from healthT0; zero means closed.
 	wantUntil time.Duration
 }
@@ -45,254 +46,254 @@ func fail5xx(at time.Duration) breakerStep {
 }
 
 func TestBreakerTransitions(t *testing.T) {
-	defaults := cooldownConfig{Failures: 3, Duration: 30 * time.Second, Max: 30 * time.Second}
-	growing := cooldownConfig{Failures: 1, Duration: 10 * time.Second, Max: 35 * time.Second}
+	defaults := health.Cooldown{Failures: 3, Duration: 30 * time.Second, Max: 30 * time.Second}
+	growing := health.Cooldown{Failures: 1, Duration: 10 * time.Second, Max: 35 * time.Second}
 	sec := time.Second
 
 	// with sets the expectations of a step built by fail5xx.
-	with := func(s breakerStep, state breakerState, until time.Duration) breakerStep {
+	with := func(s breakerStep, state health.State, until time.Duration) breakerStep {
 		s.wantState, s.wantUntil = state, until
 		return s
 	}
 
 	tests := []struct {
 		name  string
-		cfg   cooldownConfig
+		cfg   health.Cooldown
 		steps []breakerStep
 	}{
 		{
 			name: "three consecutive failures open it for duration",
 			cfg:  defaults,
 			steps: []breakerStep{
-				with(fail5xx(0), stateClosed, 0),
-				with(fail5xx(1*sec), stateClosed, 0),
-				with(fail5xx(2*sec), stateOpen, 32*sec),
-				{at: 10 * sec, do: "admit", wantOK: false, wantState: stateOpen, wantUntil: 32 * sec},
-				{at: 31 * sec, do: "admit", wantOK: false, wantState: stateOpen, wantUntil: 32 * sec},
+				with(fail5xx(0), health.StateClosed, 0),
+				with(fail5xx(1*sec), health.StateClosed, 0),
+				with(fail5xx(2*sec), health.StateOpen, 32*sec),
+				{at: 10 * sec, do: "admit", wantOK: false, wantState: health.StateOpen, wantUntil: 32 * sec},
+				{at: 31 * sec, do: "admit", wantOK: false, wantState: health.StateOpen, wantUntil: 32 * sec},
 			},
 		},
 		{
 			name: "a success resets the consecutive count",
 			cfg:  defaults,
 			steps: []breakerStep{
-				with(fail5xx(0), stateClosed, 0),
-				with(fail5xx(1*sec), stateClosed, 0),
-				{at: 2 * sec, do: "succeed", wantState: stateClosed},
-				with(fail5xx(3*sec), stateClosed, 0),
-				with(fail5xx(4*sec), stateClosed, 0),
-				{at: 5 * sec, do: "admit", wantOK: true, wantState: stateClosed},
+				with(fail5xx(0), health.StateClosed, 0),
+				with(fail5xx(1*sec), health.StateClosed, 0),
+				{at: 2 * sec, do: "succeed", wantState: health.StateClosed},
+				with(fail5xx(3*sec), health.StateClosed, 0),
+				with(fail5xx(4*sec), health.StateClosed, 0),
+				{at: 5 * sec, do: "admit", wantOK: true, wantState: health.StateClosed},
 			},
 		},
 		{
 			name: "after duration exactly one probe goes, and its success closes",
 			cfg:  defaults,
 			steps: []breakerStep{
-				with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateClosed, 0),
-				with(fail5xx(0), stateOpen, 30*sec),
-				{at: 30 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
-				{at: 31 * sec, do: "admit", note: "others still skip it", wantOK: false, wantState: stateHalfOpen, wantUntil: 30 * sec},
-				{at: 32 * sec, do: "succeed", probe: true, wantState: stateClosed},
-				{at: 33 * sec, do: "admit", wantOK: true, wantState: stateClosed},
+				with(fail5xx(0), health.StateClosed, 0), with(fail5xx(0), health.StateClosed, 0),
+				with(fail5xx(0), health.StateOpen, 30*sec),
+				{at: 30 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: health.StateHalfOpen, wantUntil: 30 * sec},
+				{at: 31 * sec, do: "admit", note: "others still skip it", wantOK: false, wantState: health.StateHalfOpen, wantUntil: 30 * sec},
+				{at: 32 * sec, do: "succeed", probe: true, wantState: health.StateClosed},
+				{at: 33 * sec, do: "admit", wantOK: true, wantState: health.StateClosed},
 			},
 		},
 		{
 			name: "failed probes re-open it, doubling up to max",
 			cfg:  growing,
 			steps: []breakerStep{
-				with(fail5xx(0), stateOpen, 10*sec),
-				{at: 10 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 10 * sec},
-				{at: 11 * sec, do: "fail", class: "connect", probe: true, wantState: stateOpen, wantUntil: 31 * sec},
-				{at: 31 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 31 * sec},
-				{at: 31 * sec, do: "fail", class: "first_byte_timeout", probe: true, note: "40s capped at 35s", wantState: stateOpen, wantUntil: 66 * sec},
-				{at: 66 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 66 * sec},
-				{at: 66 * sec, do: "fail", class: "fake200", probe: true, wantState: stateOpen, wantUntil: 101 * sec},
-				{at: 101 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 101 * sec},
-				{at: 102 * sec, do: "succeed", probe: true, wantState: stateClosed},
-				{at: 103 * sec, do: "fail", class: "connect", note: "growth starts over", wantState: stateOpen, wantUntil: 113 * sec},
+				with(fail5xx(0), health.StateOpen, 10*sec),
+				{at: 10 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: health.StateHalfOpen, wantUntil: 10 * sec},
+				{at: 11 * sec, do: "fail", class: "connect", probe: true, wantState: health.StateOpen, wantUntil: 31 * sec},
+				{at: 31 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: health.StateHalfOpen, wantUntil: 31 * sec},
+				{at: 31 * sec, do: "fail", class: "first_byte_timeout", probe: true, note: "40s capped at 35s", wantState: health.StateOpen, wantUntil: 66 * sec},
+				{at: 66 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: health.StateHalfOpen, wantUntil: 66 * sec},
+				{at: 66 * sec, do: "fail", class: "fake200", probe: true, wantState: health.StateOpen, wantUntil: 101 * sec},
+				{at: 101 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: health.StateHalfOpen, wantUntil: 101 * sec},
+				{at: 102 * sec, do: "succeed", probe: true, wantState: health.StateClosed},
+				{at: 103 * sec, do: "fail", class: "connect", note: "growth starts over", wantState: health.StateOpen, wantUntil: 113 * sec},
 			},
 		},
 		{
 			name: "without max above duration a failed probe re-opens for duration",
-			cfg:  cooldownConfig{Failures: 1, Duration: 10 * time.Second},
+			cfg:  health.Cooldown{Failures: 1, Duration: 10 * time.Second},
 			steps: []breakerStep{
-				with(fail5xx(0), stateOpen, 10*sec),
-				{at: 10 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 10 * sec},
-				{at: 10 * sec, do: "fail", class: "status_5xx", status: 502, probe: true, wantState: stateOpen, wantUntil: 20 * sec},
+				with(fail5xx(0), health.StateOpen, 10*sec),
+				{at: 10 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: health.StateHalfOpen, wantUntil: 10 * sec},
+				{at: 10 * sec, do: "fail", class: "status_5xx", status: 502, probe: true, wantState: health.StateOpen, wantUntil: 20 * sec},
 			},
 		},
 		{
 			name: "429 with Retry-After opens it at once for that long",
 			cfg:  defaults,
 			steps: []breakerStep{
-				{at: 0, do: "fail", class: "rate_limited", status: 429, retryAfter: 30 * sec, wantState: stateOpen, wantUntil: 30 * sec},
-				{at: 29 * sec, do: "admit", wantOK: false, wantState: stateOpen, wantUntil: 30 * sec},
-				{at: 30 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
+				{at: 0, do: "fail", class: "rate_limited", status: 429, retryAfter: 30 * sec, wantState: health.StateOpen, wantUntil: 30 * sec},
+				{at: 29 * sec, do: "admit", wantOK: false, wantState: health.StateOpen, wantUntil: 30 * sec},
+				{at: 30 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: health.StateHalfOpen, wantUntil: 30 * sec},
 			},
 		},
 		{
 			name: "503 and 529 with Retry-After open it too",
 			cfg:  defaults,
 			steps: []breakerStep{
-				{at: 0, do: "fail", class: "overloaded", status: 503, retryAfter: 20 * sec, wantState: stateOpen, wantUntil: 20 * sec},
-				{at: 5 * sec, do: "fail", class: "overloaded", status: 529, retryAfter: 40 * sec, note: "a longer one extends", wantState: stateOpen, wantUntil: 45 * sec},
+				{at: 0, do: "fail", class: "overloaded", status: 503, retryAfter: 20 * sec, wantState: health.StateOpen, wantUntil: 20 * sec},
+				{at: 5 * sec, do: "fail", class: "overloaded", status: 529, retryAfter: 40 * sec, note: "a longer one extends", wantState: health.StateOpen, wantUntil: 45 * sec},
 			},
 		},
 		{
 			name: "a shorter Retry-After never shortens the open period",
 			cfg:  defaults,
 			steps: []breakerStep{
-				{at: 0, do: "fail", class: "rate_limited", status: 429, retryAfter: 60 * sec, wantState: stateOpen, wantUntil: 60 * sec},
-				{at: 5 * sec, do: "fail", class: "rate_limited", status: 429, retryAfter: 10 * sec, wantState: stateOpen, wantUntil: 60 * sec},
+				{at: 0, do: "fail", class: "rate_limited", status: 429, retryAfter: 60 * sec, wantState: health.StateOpen, wantUntil: 60 * sec},
+				{at: 5 * sec, do: "fail", class: "rate_limited", status: 429, retryAfter: 10 * sec, wantState: health.StateOpen, wantUntil: 60 * sec},
 			},
 		},
 		{
 			name: "Retry-After is bounded by 5 minutes by default",
 			cfg:  defaults,
 			steps: []breakerStep{
-				{at: 0, do: "fail", class: "rate_limited", status: 429, retryAfter: time.Hour, wantState: stateOpen, wantUntil: 5 * time.Minute},
+				{at: 0, do: "fail", class: "rate_limited", status: 429, retryAfter: time.Hour, wantState: health.StateOpen, wantUntil: 5 * time.Minute},
 			},
 		},
 		{
 			name: "Retry-After is bounded by max when max grows past duration",
-			cfg:  cooldownConfig{Failures: 3, Duration: 30 * time.Second, Max: 2 * time.Minute},
+			cfg:  health.Cooldown{Failures: 3, Duration: 30 * time.Second, Max: 2 * time.Minute},
 			steps: []breakerStep{
-				{at: 0, do: "fail", class: "rate_limited", status: 429, retryAfter: time.Hour, wantState: stateOpen, wantUntil: 2 * time.Minute},
+				{at: 0, do: "fail", class: "rate_limited", status: 429, retryAfter: time.Hour, wantState: health.StateOpen, wantUntil: 2 * time.Minute},
 			},
 		},
 		{
 			name: "429 without Retry-After is an ordinary failure",
 			cfg:  defaults,
 			steps: []breakerStep{
-				{at: 0, do: "fail", class: "rate_limited", status: 429, wantState: stateClosed},
-				{at: 0, do: "fail", class: "rate_limited", status: 429, wantState: stateClosed},
-				{at: 0, do: "fail", class: "rate_limited", status: 429, wantState: stateOpen, wantUntil: 30 * sec},
+				{at: 0, do: "fail", class: "rate_limited", status: 429, wantState: health.StateClosed},
+				{at: 0, do: "fail", class: "rate_limited", status: 429, wantState: health.StateClosed},
+				{at: 0, do: "fail", class: "rate_limited", status: 429, wantState: health.StateOpen, wantUntil: 30 * sec},
 			},
 		},
 		{
 			name: "Retry-After on a 500 is an ordinary failure",
 			cfg:  defaults,
 			steps: []breakerStep{
-				{at: 0, do: "fail", class: "status_5xx", status: 500, retryAfter: time.Minute, wantState: stateClosed},
+				{at: 0, do: "fail", class: "status_5xx", status: 500, retryAfter: time.Minute, wantState: health.StateClosed},
 			},
 		},
 		{
 			name: "attempts that end without a verdict never open it",
 			cfg:  defaults,
 			steps: []breakerStep{
-				{at: 0, do: "admit", wantOK: true, wantState: stateClosed},
-				{at: 0, do: "release", wantState: stateClosed},
-				{at: 0, do: "release", wantState: stateClosed},
-				{at: 0, do: "release", wantState: stateClosed},
-				{at: 0, do: "release", wantState: stateClosed},
-				{at: 1 * sec, do: "admit", wantOK: true, wantState: stateClosed},
+				{at: 0, do: "admit", wantOK: true, wantState: health.StateClosed},
+				{at: 0, do: "release", wantState: health.StateClosed},
+				{at: 0, do: "release", wantState: health.StateClosed},
+				{at: 0, do: "release", wantState: health.StateClosed},
+				{at: 0, do: "release", wantState: health.StateClosed},
+				{at: 1 * sec, do: "admit", wantOK: true, wantState: health.StateClosed},
 			},
 		},
 		{
 			name: "a released probe frees the slot for the next request",
 			cfg:  defaults,
 			steps: []breakerStep{
-				with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateOpen, 30*sec),
-				{at: 30 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
-				{at: 31 * sec, do: "release", probe: true, note: "client aborted the probe", wantState: stateHalfOpen, wantUntil: 30 * sec},
-				{at: 32 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
+				with(fail5xx(0), health.StateClosed, 0), with(fail5xx(0), health.StateClosed, 0), with(fail5xx(0), health.StateOpen, 30*sec),
+				{at: 30 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: health.StateHalfOpen, wantUntil: 30 * sec},
+				{at: 31 * sec, do: "release", probe: true, note: "client aborted the probe", wantState: health.StateHalfOpen, wantUntil: 30 * sec},
+				{at: 32 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: health.StateHalfOpen, wantUntil: 30 * sec},
 			},
 		},
 		{
 			name: "model_not_found cools only that model on that provider",
 			cfg:  defaults,
 			steps: []breakerStep{
-				{at: 0, do: "fail", class: "model_not_found", status: 404, model: "m-gone", wantState: stateClosed},
-				{at: 0, do: "fail", class: "model_not_found", status: 404, model: "m-gone", wantState: stateClosed},
-				{at: 0, do: "fail", class: "model_not_found", status: 404, model: "m-gone", wantState: stateClosed},
-				{at: 0, do: "fail", class: "model_not_found", status: 404, model: "m-gone", wantState: stateClosed},
-				{at: 1 * sec, do: "admit", model: "m-gone", wantOK: false, wantState: stateClosed},
-				{at: 1 * sec, do: "admit", model: "m-here", wantOK: true, wantState: stateClosed},
-				{at: 29 * sec, do: "admit", model: "m-gone", wantOK: false, wantState: stateClosed},
-				{at: 30 * sec, do: "admit", model: "m-gone", wantOK: true, wantState: stateClosed},
+				{at: 0, do: "fail", class: "model_not_found", status: 404, model: "m-gone", wantState: health.StateClosed},
+				{at: 0, do: "fail", class: "model_not_found", status: 404, model: "m-gone", wantState: health.StateClosed},
+				{at: 0, do: "fail", class: "model_not_found", status: 404, model: "m-gone", wantState: health.StateClosed},
+				{at: 0, do: "fail", class: "model_not_found", status: 404, model: "m-gone", wantState: health.StateClosed},
+				{at: 1 * sec, do: "admit", model: "m-gone", wantOK: false, wantState: health.StateClosed},
+				{at: 1 * sec, do: "admit", model: "m-here", wantOK: true, wantState: health.StateClosed},
+				{at: 29 * sec, do: "admit", model: "m-gone", wantOK: false, wantState: health.StateClosed},
+				{at: 30 * sec, do: "admit", model: "m-gone", wantOK: true, wantState: health.StateClosed},
 			},
 		},
 		{
 			name: "model_not_found on the probe frees the slot without a verdict",
 			cfg:  defaults,
 			steps: []breakerStep{
-				with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateOpen, 30*sec),
-				{at: 30 * sec, do: "admit", model: "m-gone", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
-				{at: 31 * sec, do: "fail", class: "model_not_found", status: 404, model: "m-gone", probe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
-				{at: 31 * sec, do: "admit", model: "m-gone", wantOK: false, wantState: stateHalfOpen, wantUntil: 30 * sec},
-				{at: 31 * sec, do: "admit", model: "m-here", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
+				with(fail5xx(0), health.StateClosed, 0), with(fail5xx(0), health.StateClosed, 0), with(fail5xx(0), health.StateOpen, 30*sec),
+				{at: 30 * sec, do: "admit", model: "m-gone", wantOK: true, wantProbe: true, wantState: health.StateHalfOpen, wantUntil: 30 * sec},
+				{at: 31 * sec, do: "fail", class: "model_not_found", status: 404, model: "m-gone", probe: true, wantState: health.StateHalfOpen, wantUntil: 30 * sec},
+				{at: 31 * sec, do: "admit", model: "m-gone", wantOK: false, wantState: health.StateHalfOpen, wantUntil: 30 * sec},
+				{at: 31 * sec, do: "admit", model: "m-here", wantOK: true, wantProbe: true, wantState: health.StateHalfOpen, wantUntil: 30 * sec},
 			},
 		},
 		{
 			name: "forceProbe takes the slot while open, only once",
 			cfg:  defaults,
 			steps: []breakerStep{
-				with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateOpen, 30*sec),
-				{at: 5 * sec, do: "force", wantOK: true, wantState: stateOpen, wantUntil: 30 * sec},
-				{at: 6 * sec, do: "force", wantOK: false, wantState: stateOpen, wantUntil: 30 * sec},
-				{at: 30 * sec, do: "admit", note: "the forced probe holds the slot", wantOK: false, wantState: stateHalfOpen, wantUntil: 30 * sec},
-				{at: 31 * sec, do: "succeed", probe: true, wantState: stateClosed},
+				with(fail5xx(0), health.StateClosed, 0), with(fail5xx(0), health.StateClosed, 0), with(fail5xx(0), health.StateOpen, 30*sec),
+				{at: 5 * sec, do: "force", wantOK: true, wantState: health.StateOpen, wantUntil: 30 * sec},
+				{at: 6 * sec, do: "force", wantOK: false, wantState: health.StateOpen, wantUntil: 30 * sec},
+				{at: 30 * sec, do: "admit", note: "the forced probe holds the slot", wantOK: false, wantState: health.StateHalfOpen, wantUntil: 30 * sec},
+				{at: 31 * sec, do: "succeed", probe: true, wantState: health.StateClosed},
 			},
 		},
 		{
 			name: "a probe slot held past the open period is taken over",
 			cfg:  defaults,
 			steps: []breakerStep{
-				with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateOpen, 30*sec),
-				{at: 30 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
-				{at: 59 * sec, do: "admit", wantOK: false, wantState: stateHalfOpen, wantUntil: 30 * sec},
-				{at: 60 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
+				with(fail5xx(0), health.StateClosed, 0), with(fail5xx(0), health.StateClosed, 0), with(fail5xx(0), health.StateOpen, 30*sec),
+				{at: 30 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: health.StateHalfOpen, wantUntil: 30 * sec},
+				{at: 59 * sec, do: "admit", wantOK: false, wantState: health.StateHalfOpen, wantUntil: 30 * sec},
+				{at: 60 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: health.StateHalfOpen, wantUntil: 30 * sec},
 			},
 		},
 		{
 			name: "late verdicts of attempts started before the open neither extend nor close it",
 			cfg:  defaults,
 			steps: []breakerStep{
-				with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateOpen, 30*sec),
-				with(fail5xx(10*sec), stateOpen, 30*sec),
-				{at: 11 * sec, do: "succeed", wantState: stateOpen, wantUntil: 30 * sec},
+				with(fail5xx(0), health.StateClosed, 0), with(fail5xx(0), health.StateClosed, 0), with(fail5xx(0), health.StateOpen, 30*sec),
+				with(fail5xx(10*sec), health.StateOpen, 30*sec),
+				{at: 11 * sec, do: "succeed", wantState: health.StateOpen, wantUntil: 30 * sec},
 			},
 		},
 		{
 			name: "streams that commit then break keep counting toward the open",
 			cfg:  defaults,
 			steps: []breakerStep{
-				{at: 0, do: "commit", wantState: stateClosed},
-				with(fail5xx(1*sec), stateClosed, 0),
-				{at: 2 * sec, do: "commit", wantState: stateClosed},
-				with(fail5xx(3*sec), stateClosed, 0),
-				{at: 4 * sec, do: "commit", wantState: stateClosed},
-				with(fail5xx(5*sec), stateOpen, 35*sec),
+				{at: 0, do: "commit", wantState: health.StateClosed},
+				with(fail5xx(1*sec), health.StateClosed, 0),
+				{at: 2 * sec, do: "commit", wantState: health.StateClosed},
+				with(fail5xx(3*sec), health.StateClosed, 0),
+				{at: 4 * sec, do: "commit", wantState: health.StateClosed},
+				with(fail5xx(5*sec), health.StateOpen, 35*sec),
 			},
 		},
 		{
 			name: "a probe's stream closes it at commit; a break after that re-opens it",
 			cfg:  defaults,
 			steps: []breakerStep{
-				with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateOpen, 30*sec),
-				{at: 30 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
-				{at: 31 * sec, do: "commit", probe: true, wantState: stateClosed},
-				{at: 32 * sec, do: "admit", note: "traffic returns while the probe streams", wantOK: true, wantState: stateClosed},
-				with(fail5xx(40*sec), stateOpen, 70*sec),
+				with(fail5xx(0), health.StateClosed, 0), with(fail5xx(0), health.StateClosed, 0), with(fail5xx(0), health.StateOpen, 30*sec),
+				{at: 30 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: health.StateHalfOpen, wantUntil: 30 * sec},
+				{at: 31 * sec, do: "commit", probe: true, wantState: health.StateClosed},
+				{at: 32 * sec, do: "admit", note: "traffic returns while the probe streams", wantOK: true, wantState: health.StateClosed},
+				with(fail5xx(40*sec), health.StateOpen, 70*sec),
 			},
 		},
 		{
 			name: "a probe's stream that ends well starts the count over",
 			cfg:  defaults,
 			steps: []breakerStep{
-				with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateOpen, 30*sec),
-				{at: 30 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: stateHalfOpen, wantUntil: 30 * sec},
-				{at: 31 * sec, do: "commit", probe: true, wantState: stateClosed},
-				{at: 40 * sec, do: "succeed", wantState: stateClosed},
-				with(fail5xx(41*sec), stateClosed, 0),
-				with(fail5xx(42*sec), stateClosed, 0),
+				with(fail5xx(0), health.StateClosed, 0), with(fail5xx(0), health.StateClosed, 0), with(fail5xx(0), health.StateOpen, 30*sec),
+				{at: 30 * sec, do: "admit", wantOK: true, wantProbe: true, wantState: health.StateHalfOpen, wantUntil: 30 * sec},
+				{at: 31 * sec, do: "commit", probe: true, wantState: health.StateClosed},
+				{at: 40 * sec, do: "succeed", wantState: health.StateClosed},
+				with(fail5xx(41*sec), health.StateClosed, 0),
+				with(fail5xx(42*sec), health.StateClosed, 0),
 			},
 		},
 		{
 			name: "zero config falls back to 3 failures and 30s",
-			cfg:  cooldownConfig{},
+			cfg:  health.Cooldown{},
 			steps: []breakerStep{
-				with(fail5xx(0), stateClosed, 0), with(fail5xx(0), stateClosed, 0),
-				with(fail5xx(0), stateOpen, 30*sec),
+				with(fail5xx(0), health.StateClosed, 0), with(fail5xx(0), health.StateClosed, 0),
+				with(fail5xx(0), health.StateOpen, 30*sec),
 			},
 		},
 	}
@@ -304,33 +305,33 @@ func TestBreakerTransitions(t *testing.T) {
 				where := fmt.Sprintf("step %d (%s at %s%s)", i, s.do, s.at, noteSuffix(s.note))
 				switch s.do {
 				case "admit":
-					ok, probe := ph.admit(now, s.model)
+					ok, probe := ph.Admit(now, s.model)
 					if ok != s.wantOK || probe != s.wantProbe {
 						t.Fatalf("%s: admit = (%v, %v), want (%v, %v)", where, ok, probe, s.wantOK, s.wantProbe)
 					}
 				case "force":
-					if got := ph.forceProbe(now); got != s.wantOK {
+					if got := ph.ForceProbe(now); got != s.wantOK {
 						t.Fatalf("%s: forceProbe = %v, want %v", where, got, s.wantOK)
 					}
 				case "fail":
-					ph.onFailure(now, tt.cfg, s.class, "", s.status, s.retryAfter, s.model, s.probe)
+					ph.OnFailure(now, tt.cfg, s.class, "", s.status, s.retryAfter, s.model, s.probe)
 				case "succeed":
-					ph.onSuccess(now, s.probe)
+					ph.OnSuccess(now, s.probe)
 				case "commit":
-					ph.onCommit(now, s.probe)
+					ph.OnCommit(now, s.probe)
 				case "release":
-					ph.release(s.probe)
+					ph.Release(s.probe)
 				default:
 					t.Fatalf("%s: unknown step", where)
 				}
-				if got := ph.state(now); got != s.wantState {
+				if got := ph.State(now); got != s.wantState {
 					t.Fatalf("%s: state = %s, want %s", where, got, s.wantState)
 				}
 				var wantUntil time.Time
 				if s.wantUntil != 0 {
 					wantUntil = healthT0.Add(s.wantUntil)
 				}
-				if got := ph.openUntil(); !got.Equal(wantUntil) {
+				if got := ph.OpenUntil(); !got.Equal(wantUntil) {
 					t.Fatalf("%s: openUntil = %s, want %s", where, got, wantUntil)
 				}
 			}
@@ -349,12 +350,12 @@ func TestHalfOpenAdmitsExactlyOneProbe(t *testing.T) {
 	// Only this test's goroutines: e2e tests in the same binary leave Caddy's own.
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
-	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
+	cfg := health.Cooldown{Failures: 1, Duration: 30 * time.Second}
 	const callers = 50
 	// Many rounds, because one round rarely interleaves the callers closely.
 	for round := range 100 {
 		ph := newTestHealth("race")
-		ph.onFailure(healthT0, cfg, "connect", "", 0, 0, "", false)
+		ph.OnFailure(healthT0, cfg, "connect", "", 0, 0, "", false)
 		now := healthT0.Add(cfg.Duration)
 
 		var (
@@ -365,7 +366,7 @@ func TestHalfOpenAdmitsExactlyOneProbe(t *testing.T) {
 		for range callers {
 			wg.Go(func() {
 				<-start
-				ok, probe := ph.admit(now, "m")
+				ok, probe := ph.Admit(now, "m")
 				if ok {
 					oks.Add(1)
 				}
@@ -387,9 +388,9 @@ func TestForceProbeIsExclusiveUnderConcurrency(t *testing.T) {
 	// Only this test's goroutines: e2e tests in the same binary leave Caddy's own.
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
-	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
+	cfg := health.Cooldown{Failures: 1, Duration: 30 * time.Second}
 	ph := newTestHealth("race-force")
-	ph.onFailure(healthT0, cfg, "connect", "", 0, 0, "", false)
+	ph.OnFailure(healthT0, cfg, "connect", "", 0, 0, "", false)
 
 	var (
 		start = make(chan struct{})
@@ -400,7 +401,7 @@ func TestForceProbeIsExclusiveUnderConcurrency(t *testing.T) {
 	for range 50 {
 		wg.Go(func() {
 			<-start
-			if ph.forceProbe(healthT0.Add(time.Second)) {
+			if ph.ForceProbe(healthT0.Add(time.Second)) {
 				mu.Lock()
 				won++
 				mu.Unlock()
@@ -415,10 +416,10 @@ func TestForceProbeIsExclusiveUnderConcurrency(t *testing.T) {
 }
 
 func TestEarliestRecovery(t *testing.T) {
-	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
-	openAt := func(name string, retryAfter time.Duration) *providerHealth {
+	cfg := health.Cooldown{Failures: 1, Duration: 30 * time.Second}
+	openAt := func(name string, retryAfter time.Duration) *health.Provider {
 		ph := newTestHealth(name)
-		ph.onFailure(healthT0, cfg, "rate_limited", "", 429, retryAfter, "", false)
+		ph.OnFailure(healthT0, cfg, "rate_limited", "", 429, retryAfter, "", false)
 		return ph
 	}
 	a := openAt("a", 90*time.Second)
@@ -429,16 +430,16 @@ func TestEarliestRecovery(t *testing.T) {
 
 	tests := []struct {
 		name      string
-		hs        []*providerHealth
-		want      *providerHealth
+		hs        []*health.Provider
+		want      *health.Provider
 		wantUntil time.Time
 	}{
 		{"none", nil, nil, time.Time{}},
-		{"one", []*providerHealth{a}, a, healthT0.Add(90 * time.Second)},
-		{"the one ending first", []*providerHealth{a, b, c}, b, healthT0.Add(40 * time.Second)},
-		{"ties go to the earlier candidate", []*providerHealth{a, b2, b}, b2, healthT0.Add(40 * time.Second)},
-		{"nil entries are skipped", []*providerHealth{nil, c, nil}, c, healthT0.Add(60 * time.Second)},
-		{"a closed provider recovers now", []*providerHealth{a, closed}, closed, time.Time{}},
+		{"one", []*health.Provider{a}, a, healthT0.Add(90 * time.Second)},
+		{"the one ending first", []*health.Provider{a, b, c}, b, healthT0.Add(40 * time.Second)},
+		{"ties go to the earlier candidate", []*health.Provider{a, b2, b}, b2, healthT0.Add(40 * time.Second)},
+		{"nil entries are skipped", []*health.Provider{nil, c, nil}, c, healthT0.Add(60 * time.Second)},
+		{"a closed provider recovers now", []*health.Provider{a, closed}, closed, time.Time{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -450,18 +451,18 @@ func TestEarliestRecovery(t *testing.T) {
 	}
 }
 
-func nameOf(ph *providerHealth) string {
+func nameOf(ph *health.Provider) string {
 	if ph == nil {
 		return "<nil>"
 	}
-	return ph.name
+	return ph.Name
 }
 
 func TestRecoverySeconds(t *testing.T) {
-	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
+	cfg := health.Cooldown{Failures: 1, Duration: 30 * time.Second}
 	openFor := func(name string, retryAfter time.Duration) *provider {
 		ph := newTestHealth(name)
-		ph.onFailure(healthT0, cfg, "rate_limited", "", 429, retryAfter, "", false)
+		ph.OnFailure(healthT0, cfg, "rate_limited", "", 429, retryAfter, "", false)
 		return &provider{name: name, health: ph}
 	}
 	closed := &provider{name: "closed", health: newTestHealth("closed")}
@@ -488,37 +489,37 @@ func TestRecoverySeconds(t *testing.T) {
 }
 
 func TestResetClosesAndForgets(t *testing.T) {
-	cfg := cooldownConfig{Failures: 3, Duration: 30 * time.Second, Max: 5 * time.Minute}
+	cfg := health.Cooldown{Failures: 3, Duration: 30 * time.Second, Max: 5 * time.Minute}
 	ph := newTestHealth("reset")
-	ph.beginAttempt()
-	ph.onFailure(healthT0, cfg, "model_not_found", "", 404, 0, "m-gone", false)
+	ph.BeginAttempt()
+	ph.OnFailure(healthT0, cfg, "model_not_found", "", 404, 0, "m-gone", false)
 	for range 3 {
-		ph.onFailure(healthT0, cfg, "status_5xx", "", 500, 0, "", false)
+		ph.OnFailure(healthT0, cfg, "status_5xx", "", 500, 0, "", false)
 	}
-	if !ph.forceProbe(healthT0) {
+	if !ph.ForceProbe(healthT0) {
 		t.Fatal("forceProbe refused on a fresh open breaker")
 	}
 
-	ph.reset(clock())
+	ph.Reset(clock())
 
 	now := healthT0.Add(time.Second)
-	if got := ph.state(now); got != stateClosed {
+	if got := ph.State(now); got != health.StateClosed {
 		t.Errorf("state after reset = %s, want closed", got)
 	}
-	if got := ph.consecutive.Load(); got != 0 {
+	if got := ph.Consecutive.Load(); got != 0 {
 		t.Errorf("consecutive failures after reset = %d, want 0", got)
 	}
-	if ok, probe := ph.admit(now, "m-gone"); !ok || probe {
+	if ok, probe := ph.Admit(now, "m-gone"); !ok || probe {
 		t.Errorf("admit of the cooled model after reset = (%v, %v), want (true, false)", ok, probe)
 	}
-	if got := ph.failures.Load(); got != 4 {
+	if got := ph.Failures.Load(); got != 4 {
 		t.Errorf("lifetime failures after reset = %d, want 4 (reset keeps counters)", got)
 	}
 	// Closing after reset must start from duration again, not the grown period.
 	for range 3 {
-		ph.onFailure(now, cfg, "status_5xx", "", 500, 0, "", false)
+		ph.OnFailure(now, cfg, "status_5xx", "", 500, 0, "", false)
 	}
-	if got, want := ph.openUntil(), now.Add(30*time.Second); !got.Equal(want) {
+	if got, want := ph.OpenUntil(), now.Add(30*time.Second); !got.Equal(want) {
 		t.Errorf("re-opened until %s, want %s", got, want)
 	}
 }
@@ -526,29 +527,29 @@ func TestResetClosesAndForgets(t *testing.T) {
 func TestModelCooldownsAreBounded(t *testing.T) {
 	d := 30 * time.Second
 	ph := newTestHealth("models")
-	ph.coolModel(healthT0, "expires-soon", time.Second)
+	ph.CoolModel(healthT0, "expires-soon", time.Second)
 	later := healthT0.Add(2 * time.Second)
-	for i := range modelCooldownLimit {
-		ph.coolModel(later.Add(time.Duration(i)*time.Millisecond), fmt.Sprintf("m%03d", i), d)
+	for i := range health.ModelCooldownLimit {
+		ph.CoolModel(later.Add(time.Duration(i)*time.Millisecond), fmt.Sprintf("m%03d", i), d)
 	}
-	m := *ph.models.Load()
-	if len(m) != modelCooldownLimit {
-		t.Fatalf("%d cooled models, want %d", len(m), modelCooldownLimit)
+	m := *ph.Models.Load()
+	if len(m) != health.ModelCooldownLimit {
+		t.Fatalf("%d cooled models, want %d", len(m), health.ModelCooldownLimit)
 	}
 	if _, ok := m["expires-soon"]; ok {
 		t.Fatal("an expired cooldown survived while the map was full")
 	}
 
 	// Full of live entries: the one ending first makes room.
-	ph.coolModel(later.Add(time.Second), "newcomer", d)
-	m = *ph.models.Load()
-	if len(m) != modelCooldownLimit {
-		t.Fatalf("%d cooled models after overflow, want %d", len(m), modelCooldownLimit)
+	ph.CoolModel(later.Add(time.Second), "newcomer", d)
+	m = *ph.Models.Load()
+	if len(m) != health.ModelCooldownLimit {
+		t.Fatalf("%d cooled models after overflow, want %d", len(m), health.ModelCooldownLimit)
 	}
 	if _, ok := m["m000"]; ok {
 		t.Error("the cooldown ending first was not evicted")
 	}
-	if ok, _ := ph.admit(later.Add(time.Second), "newcomer"); ok {
+	if ok, _ := ph.Admit(later.Add(time.Second), "newcomer"); ok {
 		t.Error("the newest cooled model was admitted")
 	}
 }
@@ -559,8 +560,8 @@ func TestLoadHealthIsSharedAndSurvivesReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
-	old.onFailure(healthT0, cfg, "connect", "", 0, 0, "", false)
+	cfg := health.Cooldown{Failures: 1, Duration: 30 * time.Second}
+	old.OnFailure(healthT0, cfg, "connect", "", 0, 0, "", false)
 
 	// A reload provisions the new handler before the old one is cleaned up.
 	fresh, err := loadHealth(name, url, "openai")
@@ -571,10 +572,10 @@ func TestLoadHealthIsSharedAndSurvivesReload(t *testing.T) {
 	if fresh != old {
 		t.Fatal("a second handler naming the same provider got a different health entry")
 	}
-	if got := fresh.state(healthT0.Add(time.Second)); got != stateOpen {
+	if got := fresh.State(healthT0.Add(time.Second)); got != health.StateOpen {
 		t.Errorf("state after reload = %s, want open", got)
 	}
-	if got := *fresh.vendor.Load(); got != "openai" {
+	if got := *fresh.Vendor.Load(); got != "openai" {
 		t.Errorf("vendor = %q, want the latest provision's %q", got, "openai")
 	}
 
@@ -596,26 +597,26 @@ func TestLoadHealthIsSharedAndSurvivesReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer releaseHealth(name, url)
-	if got := again.state(healthT0.Add(time.Second)); got != stateClosed {
+	if got := again.State(healthT0.Add(time.Second)); got != health.StateClosed {
 		t.Errorf("state of a provider no config named any more = %s, want a fresh closed breaker", got)
 	}
 }
 
 func TestAttemptCounters(t *testing.T) {
 	ph := newTestHealth("counters")
-	ph.beginAttempt()
-	ph.beginAttempt()
-	ph.endAttempt()
-	ph.noteHedge(true)
-	ph.noteHedge(false)
-	ph.noteHedge(false)
-	ph.addTokens(10, 20, 30, 40)
-	ph.addTokens(1, 2, 3, 4)
+	ph.BeginAttempt()
+	ph.BeginAttempt()
+	ph.EndAttempt()
+	ph.NoteHedge(true)
+	ph.NoteHedge(false)
+	ph.NoteHedge(false)
+	ph.AddTokens(10, 20, 30, 40)
+	ph.AddTokens(1, 2, 3, 4)
 
-	if got := ph.inFlightNow(); got != 1 {
+	if got := ph.InFlightNow(); got != 1 {
 		t.Errorf("inFlightNow = %d, want 1", got)
 	}
-	v := ph.snapshot(healthT0)
+	v := snapshot(ph, healthT0)
 	want := providerView{
 		Name: "counters", URL: "https://counters.test/v1", State: "closed",
 		InFlight: 1, Requests: 2, HedgesWon: 1, HedgesLost: 2,
@@ -632,16 +633,16 @@ func TestSnapshot(t *testing.T) {
 	saved := firstEventQuantiles
 	t.Cleanup(func() { firstEventQuantiles = saved })
 
-	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
+	cfg := health.Cooldown{Failures: 1, Duration: 30 * time.Second}
 	ph := newTestHealth("snap")
 	vendor := "anthropic"
-	ph.vendor.Store(&vendor)
-	ph.onFailure(healthT0, cfg, "model_not_found", "", 404, 0, "m-b", false)
-	ph.onFailure(healthT0, cfg, "model_not_found", "", 404, 0, "m-a", false)
-	ph.onFailure(healthT0.Add(time.Second), cfg, "overloaded", "", 529, 0, "", false)
+	ph.Vendor.Store(&vendor)
+	ph.OnFailure(healthT0, cfg, "model_not_found", "", 404, 0, "m-b", false)
+	ph.OnFailure(healthT0, cfg, "model_not_found", "", 404, 0, "m-a", false)
+	ph.OnFailure(healthT0.Add(time.Second), cfg, "overloaded", "", 529, 0, "", false)
 
 	firstEventQuantiles = nil
-	v := ph.snapshot(healthT0.Add(5 * time.Second))
+	v := snapshot(ph, healthT0.Add(5*time.Second))
 	if v.FirstEventP50Ms != nil || v.FirstEventP95Ms != nil {
 		t.Error("first-event quantiles shown without a source")
 	}
@@ -659,10 +660,10 @@ func TestSnapshot(t *testing.T) {
 		t.Errorf("vendor = %q", v.Vendor)
 	}
 
-	firstEventQuantiles = func(*providerHealth) (time.Duration, time.Duration, bool) {
+	firstEventQuantiles = func(*health.Provider) (time.Duration, time.Duration, bool) {
 		return 412345 * time.Microsecond, 1500 * time.Millisecond, true
 	}
-	v = ph.snapshot(healthT0.Add(40 * time.Second))
+	v = snapshot(ph, healthT0.Add(40*time.Second))
 	if v.FirstEventP50Ms == nil || *v.FirstEventP50Ms != 412.3 || v.FirstEventP95Ms == nil || *v.FirstEventP95Ms != 1500 {
 		t.Errorf("first-event quantiles = %v, %v; want 412.3, 1500", v.FirstEventP50Ms, v.FirstEventP95Ms)
 	}
@@ -673,8 +674,8 @@ func TestSnapshot(t *testing.T) {
 		t.Errorf("state = %s, want half_open", v.State)
 	}
 
-	firstEventQuantiles = func(*providerHealth) (time.Duration, time.Duration, bool) { return 0, 0, false }
-	if v := ph.snapshot(healthT0); v.FirstEventP50Ms != nil {
+	firstEventQuantiles = func(*health.Provider) (time.Duration, time.Duration, bool) { return 0, 0, false }
+	if v := snapshot(ph, healthT0); v.FirstEventP50Ms != nil {
 		t.Error("first-event quantiles shown when the source has no samples")
 	}
 }
@@ -696,7 +697,7 @@ func TestRedactedBaseURL(t *testing.T) {
 }
 
 func TestBreakerStateString(t *testing.T) {
-	for s, want := range map[breakerState]string{stateClosed: "closed", stateHalfOpen: "half_open", stateOpen: "open", 9: "breakerState(9)"} {
+	for s, want := range map[health.State]string{health.StateClosed: "closed", health.StateHalfOpen: "half_open", health.StateOpen: "open", 9: "breakerState(9)"} {
 		if got := s.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", s, got, want)
 		}

@@ -20,7 +20,7 @@ func (h *Handler) hedgeDelay(p *provider, class int) time.Duration {
 	d := hedgeDelay(p.latency, class, time.Duration(h.Hedge.Delay), h.Hedge.Percentile,
 		time.Duration(h.Hedge.Min), time.Duration(h.Hedge.Max), clock())
 	if p.health != nil {
-		p.health.hedgeDelayNs.Store(int64(d))
+		p.health.HedgeDelayNs.Store(int64(d))
 	}
 	return d
 }

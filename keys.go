@@ -1,6 +1,7 @@
 package llmhedge
 
 import (
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"time"
 )
 
@@ -15,24 +16,24 @@ import (
 // of quota or cooling, keys_unavailable when all are disabled) and the
 // earliest time one may serve again (zero when none will by itself). A
 // provider without configured keys gets (nil, "", 0): the client's key.
-func (p *provider) pickKey(now time.Time, estimate int64) (*poolKey, string, int64) {
+func (p *provider) pickKey(now time.Time, estimate int64) (*health.PoolKey, string, int64) {
 	if len(p.keys) == 0 {
 		return nil, "", 0
 	}
 	t := now.UnixNano()
-	var best *poolKey
+	var best *health.PoolKey
 	var br, bt, bf int64
 	var until int64
 	for _, k := range p.keys {
-		state, u := k.st.verdict(t, estimate, p.reserve)
-		if state != keyOK {
+		state, u := k.St.Verdict(t, estimate, p.reserve)
+		if state != health.KeyOK {
 			if u != 0 && (until == 0 || u < until) {
 				until = u
 			}
 			continue
 		}
-		r, tk := k.st.score(t)
-		f := k.st.inFlight.Load()
+		r, tk := k.St.Score(t)
+		f := k.St.InFlight.Load()
 		if best == nil || r > br || (r == br && (tk > bt || (tk == bt && f < bf))) {
 			best, br, bt, bf = k, r, tk, f
 		}
@@ -48,9 +49,9 @@ func (p *provider) pickKey(now time.Time, estimate int64) (*poolKey, string, int
 
 // usableKeyBut reports whether p has a key other than k that is not
 // disabled: a failure of k then leaves the provider in service.
-func (p *provider) usableKeyBut(k *poolKey) bool {
+func (p *provider) usableKeyBut(k *health.PoolKey) bool {
 	for _, o := range p.keys {
-		if o != k && !o.st.disabled.Load() {
+		if o != k && !o.St.Disabled.Load() {
 			return true
 		}
 	}
@@ -59,7 +60,7 @@ func (p *provider) usableKeyBut(k *poolKey) bool {
 
 // keyUse is the key an attempt is about to use, its quota taken.
 type keyUse struct {
-	k            *poolKey // nil: the client's own key
+	k            *health.PoolKey // nil: the client's own key
 	sent, before int64
 }
 
@@ -69,7 +70,7 @@ func (u keyUse) attach(a *attempt) { a.key, a.keySent, a.keyBefore = u.k, u.sent
 // release gives the key's quota back when the attempt was not sent.
 func (u keyUse) release(now time.Time) {
 	if u.k != nil {
-		u.k.st.release(now.UnixNano())
+		u.k.St.Release(now.UnixNano())
 	}
 }
 
@@ -85,12 +86,12 @@ func (h *Handler) keyFor(st *requestState, p *provider, now time.Time) (keyUse, 
 	var why string
 	var until int64
 	for range len(p.keys) + 1 {
-		var k *poolKey
+		var k *health.PoolKey
 		k, why, until = p.pickKey(now, st.quotaEstimate())
 		if why != "" {
 			break
 		}
-		if sent, before, ok := k.st.take(now.UnixNano(), p.reserve); ok {
+		if sent, before, ok := k.St.Take(now.UnixNano(), p.reserve); ok {
 			return keyUse{k: k, sent: sent, before: before}, true
 		}
 		// another request took that key's last request: choose again

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -176,10 +177,10 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	now := clock()
-	worst := map[string]breakerState{}
+	worst := map[string]health.State{}
 	providerPool.Range(func(_, v any) bool {
-		if ph, ok := v.(*providerHealth); ok {
-			worst[ph.name] = max(worst[ph.name], ph.state(now)) // a missing name reads as closed, the least
+		if ph, ok := v.(*health.Provider); ok {
+			worst[ph.Name] = max(worst[ph.Name], ph.State(now)) // a missing name reads as closed, the least
 		}
 		return true
 	})
@@ -197,27 +198,27 @@ func (c keyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.state; ch <
 
 func (c keyCollector) Collect(ch chan<- prometheus.Metric) {
 	now := clock().UnixNano()
-	var hs []*providerHealth
+	var hs []*health.Provider
 	providerPool.Range(func(_, v any) bool {
-		if ph, ok := v.(*providerHealth); ok {
+		if ph, ok := v.(*health.Provider); ok {
 			hs = append(hs, ph)
 		}
 		return true
 	})
 	seen := map[[2]string]bool{}
 	for _, ph := range hs {
-		for _, k := range ph.keys.all() {
-			id := [2]string{ph.name, k.fp}
+		for _, k := range ph.Keys.All() {
+			id := [2]string{ph.Name, k.Fp}
 			if seen[id] {
 				continue
 			}
 			seen[id] = true
-			ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, float64(keyStateValue(k.state(now))), ph.name, k.fp)
-			if n, ok := left(k.reqLeft.Load(), k.reqReset.Load(), now); ok {
-				ch <- prometheus.MustNewConstMetric(c.remaining, prometheus.GaugeValue, float64(n), ph.name, k.fp, "requests")
+			ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, float64(keyStateValue(k.State(now))), ph.Name, k.Fp)
+			if n, ok := health.Left(k.ReqLeft.Load(), k.ReqReset.Load(), now); ok {
+				ch <- prometheus.MustNewConstMetric(c.remaining, prometheus.GaugeValue, float64(n), ph.Name, k.Fp, "requests")
 			}
-			if n, ok := left(k.tokLeft.Load(), k.tokReset.Load(), now); ok {
-				ch <- prometheus.MustNewConstMetric(c.remaining, prometheus.GaugeValue, float64(n), ph.name, k.fp, "tokens")
+			if n, ok := health.Left(k.TokLeft.Load(), k.TokReset.Load(), now); ok {
+				ch <- prometheus.MustNewConstMetric(c.remaining, prometheus.GaugeValue, float64(n), ph.Name, k.Fp, "tokens")
 			}
 		}
 	}
@@ -226,11 +227,11 @@ func (c keyCollector) Collect(ch chan<- prometheus.Metric) {
 // keyStateValue is a key state's value in the key_state gauge.
 func keyStateValue(s string) int {
 	switch s {
-	case keyCooling:
+	case health.KeyCooling:
 		return 1
-	case keyExhausted:
+	case health.KeyExhausted:
 		return 2
-	case keyDisabled:
+	case health.KeyDisabled:
 		return 3
 	}
 	return 0

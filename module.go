@@ -104,7 +104,7 @@ type Handler struct {
 	affinity    *affinity.Table
 	owners      *responseOwners
 	rejects     [][]byte
-	cooldown    cooldownConfig
+	cooldown    health.Cooldown
 	logger      *zap.Logger
 	metrics     *handlerMetrics
 	rand        func() float64
@@ -231,7 +231,7 @@ func (h *Handler) Validate() error {
 // their own contexts: a reload never cuts a stream.
 func (h *Handler) Cleanup() error {
 	for _, p := range h.providers {
-		p.health.keys.release(p.keys)
+		p.health.Keys.Release(p.keys)
 		releaseHealth(p.name, p.baseURL.String())
 	}
 	for _, t := range h.transport {

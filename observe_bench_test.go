@@ -76,7 +76,7 @@ func BenchmarkObserveFinish(b *testing.B) {
 					offset: 3 * time.Millisecond, firstEvent: 180 * time.Millisecond, usage: wire.Usage{Input: 33, Output: 9, Model: "claude-bench"}}
 				st.attempts = []*attempt{lost, won}
 				st.winner, st.outcome, st.status = won, outcomeSuccess, http.StatusOK
-				p2.health.beginAttempt() // finish ends the winner's attempt
+				p2.health.BeginAttempt() // finish ends the winner's attempt
 				h.finish(st)
 			}
 		})

@@ -1,6 +1,7 @@
 package llmhedge
 
 import (
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"net/http"
 	"sync/atomic"
@@ -21,10 +22,10 @@ var bookkeepingDone atomic.Pointer[func(st *requestState)]
 // provider's health epoch of now: after an admin reset its failure counts
 // for nothing.
 func (a *attempt) begin() {
-	a.epoch = a.p.health.epoch.Load()
-	a.p.health.beginAttempt()
+	a.epoch = a.p.health.Epoch.Load()
+	a.p.health.BeginAttempt()
 	if a.key != nil {
-		a.key.st.inFlight.Add(1) // its quota was taken by keyFor
+		a.key.St.InFlight.Add(1) // its quota was taken by keyFor
 	}
 	a.begun++
 }
@@ -32,11 +33,11 @@ func (a *attempt) begin() {
 // end records that the attempt no longer holds its provider: it failed or
 // lost, or, a winner, its response is done.
 func (a *attempt) end() {
-	a.p.health.endAttempt()
+	a.p.health.EndAttempt()
 	if a.key != nil {
-		a.key.st.inFlight.Add(-1)
+		a.key.St.InFlight.Add(-1)
 		if !a.keyAnswered {
-			a.key.st.answered()
+			a.key.St.Answered()
 		}
 	}
 	a.ended++
@@ -49,9 +50,9 @@ func (a *attempt) noteRateLimits(h http.Header) {
 		return
 	}
 	a.keyAnswered = true
-	a.key.st.answered()
-	if rl, ok := parseRateLimits(h, clock()); ok {
-		a.key.st.noteRateLimits(rl, a.keySent, a.keyBefore)
+	a.key.St.Answered()
+	if rl, ok := health.ParseRateLimits(h, clock()); ok {
+		a.key.St.NoteRateLimits(rl, a.keySent, a.keyBefore)
 	}
 }
 
@@ -74,7 +75,7 @@ func (h *Handler) settleKey(st *requestState, a *attempt, now time.Time) bool {
 		return false
 	}
 	if a.class == wire.ClassAuth {
-		if !k.st.disabled.Swap(true) { // once, when requests refused together
+		if !k.St.Disabled.Swap(true) { // once, when requests refused together
 			h.keyDisabled(a)
 		}
 	} else {
@@ -83,17 +84,17 @@ func (h *Handler) settleKey(st *requestState, a *attempt, now time.Time) bool {
 		case a.hasRA && a.retryAfter > 0:
 			// capped as the breaker caps it: a buggy or hostile hint
 			// cannot take a key out for a day
-			until = now.Add(min(a.retryAfter, h.cooldown.retryAfterCap())).UnixNano()
-		case k.st.reqLeft.Load() == 0 && k.st.reqReset.Load() > now.UnixNano():
-			until = k.st.reqReset.Load()
-		case k.st.tokReset.Load() > now.UnixNano():
-			until = k.st.tokReset.Load()
+			until = now.Add(min(a.retryAfter, h.cooldown.RetryAfterCap())).UnixNano()
+		case k.St.ReqLeft.Load() == 0 && k.St.ReqReset.Load() > now.UnixNano():
+			until = k.St.ReqReset.Load()
+		case k.St.TokReset.Load() > now.UnixNano():
+			until = k.St.TokReset.Load()
 		}
-		k.st.cool(until)
+		k.St.Cool(until)
 	}
 	a.outcome = "key_" + string(a.class)
 	a.noRetry = true // the failover takes the provider again, with another key
-	a.p.health.release(a.probe)
+	a.p.health.Release(a.probe)
 	st.plan.reopen(a.p)
 	h.metrics.attempt(a.p.name, "failed_"+string(a.class))
 	return true
@@ -102,7 +103,7 @@ func (h *Handler) settleKey(st *requestState, a *attempt, now time.Time) bool {
 // declineProbe gives back the probe slot a forwarded call was admitted
 // with: a models list or a token count is not a fair probe of completions.
 func declineProbe(p *provider) {
-	p.health.release(true)
+	p.health.Release(true)
 }
 
 // recordWin gives a winner's provider its verdict at the winner's first
@@ -112,9 +113,9 @@ func declineProbe(p *provider) {
 func (h *Handler) recordWin(st *requestState, a *attempt, now time.Time) {
 	closed := false
 	if a.body != nil {
-		closed = a.p.health.onSuccess(now, a.probe)
+		closed = a.p.health.OnSuccess(now, a.probe)
 	} else {
-		closed = a.p.health.onCommit(now, a.probe) // commit records the stream's end
+		closed = a.p.health.OnCommit(now, a.probe) // commit records the stream's end
 	}
 	if closed {
 		h.breakerClosed(a.p)
@@ -134,7 +135,7 @@ func (h *Handler) recordWin(st *requestState, a *attempt, now time.Time) {
 func (h *Handler) recordStreamEnd(st *requestState, a *attempt, res relayResult) {
 	switch {
 	case res.Complete:
-		a.p.health.onSuccess(clock(), false)
+		a.p.health.OnSuccess(clock(), false)
 		return
 	case res.Reason == "client_gone":
 		a.outcome, a.class = "client_abort", wire.ClassClientAbort
@@ -152,9 +153,9 @@ func (h *Handler) recordStreamEnd(st *requestState, a *attempt, res relayResult)
 func recordWinnerEnd(w *attempt) {
 	w.end()
 	u := &w.usage
-	w.p.health.addTokens(u.Input, u.Output, u.CacheRead, u.CacheWrite)
+	w.p.health.AddTokens(u.Input, u.Output, u.CacheRead, u.CacheWrite)
 	if w.outcome == "hedge_winner" {
-		w.p.health.noteHedge(true)
+		w.p.health.NoteHedge(true)
 	}
 }
 
@@ -174,8 +175,8 @@ func (h *Handler) settle(st *requestState, a *attempt) {
 	switch {
 	case a.class == wire.ClassLoser:
 		a.outcome = "hedge_loser_cancelled"
-		p.health.release(a.probe)
-		p.health.noteHedge(false)
+		p.health.Release(a.probe)
+		p.health.NoteHedge(false)
 		p.latency.Observe(st.req.SizeClass, a.elapsed, now) // the tail must not hide behind cancellations
 		h.metrics.attempt(p.name, "lost")
 	case a.class == wire.ClassClientAbort || a.class == wire.ClassTotalTimeout:
@@ -183,11 +184,11 @@ func (h *Handler) settle(st *requestState, a *attempt) {
 		if a.class == wire.ClassTotalTimeout {
 			a.outcome = "total_timeout"
 		}
-		p.health.release(a.probe)
+		p.health.Release(a.probe)
 		h.metrics.attempt(p.name, "failed_"+string(a.class))
 	case a.class == wire.ClassObjectMissing:
 		a.outcome = "discover_miss" // not the provider's fault: its health is not charged
-		p.health.release(a.probe)
+		p.health.Release(a.probe)
 		h.metrics.attempt(p.name, "failed_"+string(a.class))
 	case a.class.ProviderLevel():
 		a.outcome = "provider_error"
@@ -195,7 +196,7 @@ func (h *Handler) settle(st *requestState, a *attempt) {
 		h.metrics.attempt(p.name, "failed_"+string(a.class))
 	default:
 		a.outcome = "request_error"
-		p.health.release(a.probe)
+		p.health.Release(a.probe)
 		h.metrics.attempt(p.name, "failed_"+string(a.class))
 	}
 }

@@ -177,7 +177,7 @@ func (h *Handler) onRetryTimer(st *requestState, pending *attempt, hedging bool,
 		failover = step{kind: stepLaunch, reason: launchFailoverReason}
 	}
 	if st.attemptsLeft() == 0 || pending.p.busy() || !h.retryBudget.Allows(now) ||
-		!pending.p.health.admitsAt(now, st.plan.model) {
+		!pending.p.health.AdmitsAt(now, st.plan.model) {
 		return failover
 	}
 	s := step{kind: stepLaunch, reason: launchRetryReason, attempt: pending}

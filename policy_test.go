@@ -198,25 +198,25 @@ func TestPolicyRetryTimer(t *testing.T) {
 		{name: "wait over: the retry, failing over if it cannot start",
 			want: step{kind: stepLaunch, reason: launchRetryReason, ifNone: launchFailoverReason}},
 		{name: "retry timer: breaker refuses → failover",
-			setup: func(f *policyFixture) { f.p1.health.openAtLeast(clock(), clock().Add(time.Minute)) },
+			setup: func(f *policyFixture) { f.p1.health.OpenAtLeast(clock(), clock().Add(time.Minute)) },
 			want:  step{kind: stepLaunch, reason: launchFailoverReason}},
 		{name: "retry budget spent meanwhile → failover", spent: true,
 			want: step{kind: stepLaunch, reason: launchFailoverReason}},
 		{name: "busy provider → failover",
 			setup: func(f *policyFixture) {
 				f.p1.cfg.MaxInFlight = 1
-				f.p1.health.beginAttempt()
+				f.p1.health.BeginAttempt()
 			},
 			want: step{kind: stepLaunch, reason: launchFailoverReason}},
 		{name: "refused while a sequential attempt runs: nothing",
 			setup: func(f *policyFixture) {
-				f.p1.health.openAtLeast(clock(), clock().Add(time.Minute))
+				f.p1.health.OpenAtLeast(clock(), clock().Add(time.Minute))
 				f.ran(f.p2, wire.ClassNone)
 			},
 			want: step{kind: stepNone}},
 		{name: "refused while racing: failover", hedging: true,
 			setup: func(f *policyFixture) {
-				f.p1.health.openAtLeast(clock(), clock().Add(time.Minute))
+				f.p1.health.OpenAtLeast(clock(), clock().Add(time.Minute))
 				f.ran(f.p2, wire.ClassNone)
 			},
 			want: step{kind: stepLaunch, reason: launchFailoverReason}},
@@ -318,7 +318,7 @@ func TestPolicyHedgeKeepsTierOnTransientError(t *testing.T) {
 			want:  step{kind: stepLaunch, reason: launchFailoverReason, ifNone: launchRetryReason}},
 		{name: "the breaker would refuse the retry: the lower tier at once",
 			setup: func(f *policyFixture) (*attempt, *attempt) {
-				f.p1.health.openAtLeast(clock(), clock().Add(time.Minute))
+				f.p1.health.OpenAtLeast(clock(), clock().Add(time.Minute))
 				return f.ran(f.p1, wire.ClassStatus5xx), nil
 			},
 			want: step{kind: stepLaunch, reason: launchFailoverReason, ifNone: launchRetryReason}},

@@ -91,18 +91,18 @@ type provider struct {
 	cfg       *Provider
 	name      string
 	baseURL   *url.URL
-	basePath  string       // escaped, without a trailing slash
-	dialect   wire.Dialect // dialectNone: serves whichever the request speaks
-	proto     protocol     // a cloud (protocol.go), or nil for a native API
-	key       string       // the first key of the pool: forwarded calls use it
-	keys      []*poolKey   // empty: the client's key is passed through
-	reserve   int64        // quota_reserve
+	basePath  string            // escaped, without a trailing slash
+	dialect   wire.Dialect      // dialectNone: serves whichever the request speaks
+	proto     protocol          // a cloud (protocol.go), or nil for a native API
+	key       string            // the first key of the pool: forwarded calls use it
+	keys      []*health.PoolKey // empty: the client's key is passed through
+	reserve   int64             // quota_reserve
 	vendor    string
 	weight    int
 	firstByte time.Duration
 	prefill   *bool // the operator's prefill; nil: by dialect and route (prefills, resume.go)
 	transport *http.Transport
-	health    *providerHealth
+	health    *health.Provider
 	latency   *health.LatencyTracker
 }
 
@@ -205,14 +205,14 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	if err != nil {
 		return nil, err
 	}
-	p.latency = p.health.latency
+	p.latency = p.health.Latency
 	for _, k := range secrets {
-		st := p.health.keys.key(keyFingerprint(k))
-		if st.disabled.Swap(false) { // a reload gives a refused key another chance
-			keyReenabled(h.logger, p.name, st.fp, "reload")
+		st := p.health.Keys.Key(health.Fingerprint(k))
+		if st.Disabled.Swap(false) { // a reload gives a refused key another chance
+			keyReenabled(h.logger, p.name, st.Fp, "reload")
 		}
-		st.reserve.Store(p.reserve)
-		p.keys = append(p.keys, &poolKey{secret: k, st: st})
+		st.Reserve.Store(p.reserve)
+		p.keys = append(p.keys, &health.PoolKey{Secret: k, St: st})
 	}
 	return p, nil
 }
@@ -233,7 +233,7 @@ func poolSecrets(pc *Provider, repl *caddy.Replacer) ([]string, error) {
 		}
 		for _, o := range out {
 			if o == v {
-				return nil, fmt.Errorf("key %d of %d (%s): the same key twice in one pool", i+1, len(raw), keyFingerprint(v))
+				return nil, fmt.Errorf("key %d of %d (%s): the same key twice in one pool", i+1, len(raw), health.Fingerprint(v))
 			}
 		}
 		out = append(out, v)
@@ -421,4 +421,40 @@ func (p *provider) cloudHeader(client http.Header, repl *caddy.Replacer, key str
 		p.cfg.HeadersUp.ApplyTo(out, repl)
 	}
 	return out
+}
+
+// providerPool holds the health of every provider, keyed by healthKey. It is
+// package-level so that a config reload, which provisions new handlers before
+// cleaning up the old ones, finds the same entries and keeps what was learned.
+var providerPool = caddy.NewUsagePool()
+
+// healthKey identifies a provider across handlers: two llm_hedge handlers
+// naming the same upstream share its health.
+func healthKey(name, baseURL string) string {
+	return name + "|" + baseURL
+}
+
+// loadHealth returns the shared health of a provider, creating it on first
+// use, and records vendor (the latest Provision wins). Every call must be
+// paired with releaseHealth in Cleanup.
+func loadHealth(name, baseURL, vendor string) (*health.Provider, error) {
+	val, _, err := providerPool.LoadOrNew(healthKey(name, baseURL), func() (caddy.Destructor, error) {
+		return &health.Provider{Name: name, BaseURL: baseURL, Latency: health.NewLatencyTracker()}, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provider %s: loading health: %w", name, err)
+	}
+	ph, ok := val.(*health.Provider)
+	if !ok {
+		return nil, fmt.Errorf("provider %s: loading health: unexpected %T in pool", name, val)
+	}
+	ph.Vendor.Store(&vendor)
+	return ph, nil
+}
+
+// releaseHealth drops one reference taken by loadHealth. The state is
+// forgotten only when no handler of the running config names the provider.
+func releaseHealth(name, baseURL string) {
+	// Destruct never fails, and Delete on a missing key is a no-op.
+	_, _ = providerPool.Delete(healthKey(name, baseURL))
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -230,7 +231,7 @@ func (h *Handler) launchNext(st *requestState, r *http.Request, reason string, o
 			if pass == 0 && otherVendor && st.liveVendor(p.vendor) {
 				continue
 			}
-			if max := p.cfg.MaxInFlight; max > 0 && p.health.inFlightNow() >= int64(max) {
+			if max := p.cfg.MaxInFlight; max > 0 && p.health.InFlightNow() >= int64(max) {
 				st.skip(p, "busy_skip")
 				continue
 			}
@@ -239,12 +240,12 @@ func (h *Handler) launchNext(st *requestState, r *http.Request, reason string, o
 				st.plan.used[i] = true
 				continue
 			}
-			ok, probe := p.health.admit(now, st.plan.model)
+			ok, probe := p.health.Admit(now, st.plan.model)
 			if !ok {
 				key.release(now)
 				st.plan.used[i] = true
 				st.skip(p, "cooldown_skip")
-				if until := p.health.openUntil(); !until.IsZero() && (st.recoverAt.IsZero() || until.Before(st.recoverAt)) {
+				if until := p.health.OpenUntil(); !until.IsZero() && (st.recoverAt.IsZero() || until.Before(st.recoverAt)) {
 					st.recoverAt = until
 				}
 				continue
@@ -276,9 +277,9 @@ func (h *Handler) launchProbe(st *requestState, r *http.Request) *attempt {
 	}
 	now := clock()
 	var open []*provider
-	var healths []*providerHealth
+	var healths []*health.Provider
 	for _, p := range st.plan.cands {
-		if p.health.state(now) == stateClosed || p.health.modelCooling(now, st.plan.model) || p.busy() || st.plan.tries[p] > 0 {
+		if p.health.State(now) == health.StateClosed || p.health.ModelCooling(now, st.plan.model) || p.busy() || st.plan.tries[p] > 0 {
 			continue // only providers skipped for their breaker, not yet tried by this request
 		}
 		open = append(open, p)
@@ -294,7 +295,7 @@ func (h *Handler) launchProbe(st *requestState, r *http.Request) *attempt {
 			continue
 		}
 		key, ok := h.keyFor(st, p, now)
-		if ok && !ph.forceProbe(now) {
+		if ok && !ph.ForceProbe(now) {
 			key.release(now)
 			ok = false
 		}
@@ -329,7 +330,7 @@ func (h *Handler) launchRetry(st *requestState, r *http.Request, a *attempt) boo
 		h.retryBudget.Refund(tok)
 		return false
 	}
-	ok, probe := a.p.health.admit(now, st.plan.model)
+	ok, probe := a.p.health.Admit(now, st.plan.model)
 	if !ok {
 		key.release(now)
 		h.retryBudget.Refund(tok)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"go.uber.org/zap"
 )
 
@@ -35,12 +36,12 @@ func TestRateLimitHeadersAnthropic(t *testing.T) {
 		"anthropic-ratelimit-output-tokens-remaining", "7000",
 		"anthropic-ratelimit-output-tokens-reset", "2026-12-01T04:00:20Z",
 	)
-	rl, ok := parseRateLimits(h, rlNow)
-	if !ok || rl.reqLeft != 42 || rl.reqReset != rlNow.Add(30*time.Second).UnixNano() {
+	rl, ok := health.ParseRateLimits(h, rlNow)
+	if !ok || rl.ReqLeft != 42 || rl.ReqReset != rlNow.Add(30*time.Second).UnixNano() {
 		t.Fatalf("requests: %+v", rl)
 	}
 	// the lowest of the token limits speaks, with its own reset
-	if rl.tokLeft != 5000 || rl.tokReset != rlNow.Add(10*time.Second).UnixNano() {
+	if rl.TokLeft != 5000 || rl.TokReset != rlNow.Add(10*time.Second).UnixNano() {
 		t.Fatalf("tokens: %+v", rl)
 	}
 }
@@ -54,8 +55,8 @@ func TestRateLimitHeadersOpenAI(t *testing.T) {
 	} {
 		h := hdr("x-ratelimit-remaining-requests", "7", "x-ratelimit-reset-requests", tc.reset,
 			"x-ratelimit-remaining-tokens", "1200", "x-ratelimit-reset-tokens", tc.reset)
-		rl, ok := parseRateLimits(h, rlNow)
-		if !ok || rl.reqLeft != 7 || rl.tokLeft != 1200 || rl.reqReset != rlNow.Add(tc.want).UnixNano() || rl.tokReset != rl.reqReset {
+		rl, ok := health.ParseRateLimits(h, rlNow)
+		if !ok || rl.ReqLeft != 7 || rl.TokLeft != 1200 || rl.ReqReset != rlNow.Add(tc.want).UnixNano() || rl.TokReset != rl.ReqReset {
 			t.Fatalf("%s: %+v", tc.reset, rl)
 		}
 	}
@@ -69,19 +70,19 @@ func TestRateLimitHeadersMalformedAndSkew(t *testing.T) {
 		left      int64
 		resetFrom time.Duration // the reset, from rlNow; -1: none (no count)
 	}{
-		{"no headers", hdr(), false, rateLimitUnset, -1},
-		{"not a number", hdr("x-ratelimit-remaining-requests", "many"), false, rateLimitUnset, -1},
-		{"negative", hdr("x-ratelimit-remaining-requests", "-3"), false, rateLimitUnset, -1},
-		{"float", hdr("anthropic-ratelimit-requests-remaining", "1.5"), false, rateLimitUnset, -1},
-		{"bad duration: the window", hdr("x-ratelimit-remaining-requests", "3", "x-ratelimit-reset-requests", "soon"), true, 3, rateLimitWindow},
+		{"no headers", hdr(), false, health.RateLimitUnset, -1},
+		{"not a number", hdr("x-ratelimit-remaining-requests", "many"), false, health.RateLimitUnset, -1},
+		{"negative", hdr("x-ratelimit-remaining-requests", "-3"), false, health.RateLimitUnset, -1},
+		{"float", hdr("anthropic-ratelimit-requests-remaining", "1.5"), false, health.RateLimitUnset, -1},
+		{"bad duration: the window", hdr("x-ratelimit-remaining-requests", "3", "x-ratelimit-reset-requests", "soon"), true, 3, health.RateLimitWindow},
 		{"negative duration: now", hdr("x-ratelimit-remaining-requests", "3", "x-ratelimit-reset-requests", "-5s"), true, 3, 0},
-		{"bad time: the window", hdr("anthropic-ratelimit-requests-remaining", "3", "anthropic-ratelimit-requests-reset", "tomorrow"), true, 3, rateLimitWindow},
+		{"bad time: the window", hdr("anthropic-ratelimit-requests-remaining", "3", "anthropic-ratelimit-requests-reset", "tomorrow"), true, 3, health.RateLimitWindow},
 		{"past reset: now", hdr("anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", "2026-12-01T03:59:00Z"), true, 0, 0},
 		{"far reset clamped", hdr("anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", "2027-06-01T00:00:00Z"), true, 0, rateLimitResetMax},
 		{"long duration clamped", hdr("x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "900h"), true, 0, rateLimitResetMax},
 	} {
-		rl, ok := parseRateLimits(tc.h, rlNow)
-		if ok != tc.ok || rl.reqLeft != tc.left {
+		rl, ok := health.ParseRateLimits(tc.h, rlNow)
+		if ok != tc.ok || rl.ReqLeft != tc.left {
 			t.Errorf("%s: ok %v %+v", tc.name, ok, rl)
 			continue
 		}
@@ -89,8 +90,8 @@ func TestRateLimitHeadersMalformedAndSkew(t *testing.T) {
 		if tc.resetFrom >= 0 {
 			want = rlNow.Add(tc.resetFrom).UnixNano()
 		}
-		if rl.reqReset != want {
-			t.Errorf("%s: reset %v, want %v", tc.name, time.Unix(0, rl.reqReset), time.Unix(0, want))
+		if rl.ReqReset != want {
+			t.Errorf("%s: reset %v, want %v", tc.name, time.Unix(0, rl.ReqReset), time.Unix(0, want))
 		}
 	}
 }
@@ -98,29 +99,29 @@ func TestRateLimitHeadersMalformedAndSkew(t *testing.T) {
 // The key choice: the most requests left, then the fewest in flight; out
 // of quota is skipped until its reset, disabled until a reset.
 func TestKeyPickAndQuotaSkip(t *testing.T) {
-	ph := &providerHealth{}
+	ph := &health.Provider{}
 	p := &provider{name: "p", health: ph}
 	for _, s := range []string{"k1", "k2"} {
-		p.keys = append(p.keys, &poolKey{secret: s, st: ph.keys.key(keyFingerprint(s))})
+		p.keys = append(p.keys, &health.PoolKey{Secret: s, St: ph.Keys.Key(health.Fingerprint(s))})
 	}
 	now := rlNow
 	k, why, _ := p.pickKey(now, 10)
 	if k != p.keys[0] || why != "" {
 		t.Fatalf("unknown quotas: %v %q, want the first key", k, why)
 	}
-	p.keys[0].st.inFlight.Add(1)
+	p.keys[0].St.InFlight.Add(1)
 	if k, _, _ := p.pickKey(now, 10); k != p.keys[1] {
 		t.Fatal("a tie goes to the key with fewer in flight")
 	}
-	p.keys[0].st.inFlight.Add(-1)
+	p.keys[0].St.InFlight.Add(-1)
 	reset := now.Add(2 * time.Second).UnixNano()
-	p.keys[0].st.noteRateLimits(rateLimits{reqLeft: 5, reqReset: reset, tokLeft: rateLimitUnset}, 0, 0)
-	p.keys[1].st.noteRateLimits(rateLimits{reqLeft: 9, reqReset: reset, tokLeft: rateLimitUnset}, 0, 0)
+	p.keys[0].St.NoteRateLimits(health.RateLimits{ReqLeft: 5, ReqReset: reset, TokLeft: health.RateLimitUnset}, 0, 0)
+	p.keys[1].St.NoteRateLimits(health.RateLimits{ReqLeft: 9, ReqReset: reset, TokLeft: health.RateLimitUnset}, 0, 0)
 	if k, _, _ := p.pickKey(now, 10); k != p.keys[1] {
 		t.Fatal("the key with the most requests left goes first")
 	}
-	p.keys[1].st.noteRateLimits(rateLimits{reqLeft: 0, reqReset: reset, tokLeft: rateLimitUnset}, 0, 0)
-	p.keys[0].st.noteRateLimits(rateLimits{reqLeft: 3, reqReset: reset, tokLeft: 100, tokReset: reset + 1}, 0, 0)
+	p.keys[1].St.NoteRateLimits(health.RateLimits{ReqLeft: 0, ReqReset: reset, TokLeft: health.RateLimitUnset}, 0, 0)
+	p.keys[0].St.NoteRateLimits(health.RateLimits{ReqLeft: 3, ReqReset: reset, TokLeft: 100, TokReset: reset + 1}, 0, 0)
 	if k, _, _ := p.pickKey(now, 99); k != p.keys[0] {
 		t.Fatal("k1 has 3 requests and 100 tokens for an estimate of 99")
 	}
@@ -132,12 +133,12 @@ func TestKeyPickAndQuotaSkip(t *testing.T) {
 	if k, _, _ := p.pickKey(now.Add(3*time.Second), 99); k == nil {
 		t.Fatal("after the reset the keys serve again")
 	}
-	p.keys[0].st.disabled.Store(true)
-	p.keys[1].st.disabled.Store(true)
+	p.keys[0].St.Disabled.Store(true)
+	p.keys[1].St.Disabled.Store(true)
 	if _, why, until := p.pickKey(now, 0); why != "keys_unavailable" || until != 0 {
 		t.Fatalf("all disabled: %q %d", why, until)
 	}
-	ph.keys.reset()
+	ph.Keys.Reset()
 	if k, _, _ := p.pickKey(now.Add(3*time.Second), 0); k == nil {
 		t.Fatal("an admin reset re-enables the keys")
 	}
@@ -145,18 +146,18 @@ func TestKeyPickAndQuotaSkip(t *testing.T) {
 
 func TestKeyFingerprint(t *testing.T) {
 	// sha256("sk-test") = 0a0b3c5f...
-	if fp := keyFingerprint("sk-test"); len(fp) != 8 || strings.Contains(fp, "sk") {
+	if fp := health.Fingerprint("sk-test"); len(fp) != 8 || strings.Contains(fp, "sk") {
 		t.Fatalf("fingerprint %q", fp)
 	}
 }
 
 func TestQuotaEstimate(t *testing.T) {
 	body := []byte(`{"model":"m","max_tokens":100,"messages":[]}`)
-	if got, want := quotaEstimate(body), int64(len(body)/4+100); got != want {
+	if got, want := health.QuotaEstimate(body), int64(len(body)/4+100); got != want {
 		t.Fatalf("estimate %d, want %d", got, want)
 	}
 	body = []byte(`{"model":"m","max_completion_tokens":7}`)
-	if got, want := quotaEstimate(body), int64(len(body)/4+7); got != want {
+	if got, want := health.QuotaEstimate(body), int64(len(body)/4+7); got != want {
 		t.Fatalf("estimate %d, want %d", got, want)
 	}
 }
@@ -211,31 +212,31 @@ func FuzzRateLimitHeaders(f *testing.F) {
 	f.Add("99999999999999999999", "9999-12-31T23:59:59Z", "-5s", "1h")
 	f.Fuzz(func(t *testing.T, left, rfc, dur1, dur2 string) {
 		h := http.Header{}
-		h[hAnthReqLeft] = []string{left}
-		h[hAnthReqReset] = []string{rfc}
-		h[hAnthTokLeft] = []string{left}
-		h[hAnthTokReset] = []string{rfc}
-		h[hOAIReqLeft] = []string{left}
-		h[hOAIReqReset] = []string{dur1}
-		h[hOAITokLeft] = []string{left}
-		h[hOAITokReset] = []string{dur2}
-		rl, _ := parseRateLimits(h, rlNow)
-		for _, n := range []int64{rl.reqLeft, rl.tokLeft} {
-			if n < rateLimitUnset {
+		h[health.HAnthReqLeft] = []string{left}
+		h[health.HAnthReqReset] = []string{rfc}
+		h[health.HAnthTokLeft] = []string{left}
+		h[health.HAnthTokReset] = []string{rfc}
+		h[health.HOAIReqLeft] = []string{left}
+		h[health.HOAIReqReset] = []string{dur1}
+		h[health.HOAITokLeft] = []string{left}
+		h[health.HOAITokReset] = []string{dur2}
+		rl, _ := health.ParseRateLimits(h, rlNow)
+		for _, n := range []int64{rl.ReqLeft, rl.TokLeft} {
+			if n < health.RateLimitUnset {
 				t.Fatalf("remaining %d", n)
 			}
 		}
-		for _, r := range []int64{rl.reqReset, rl.tokReset} {
+		for _, r := range []int64{rl.ReqReset, rl.TokReset} {
 			if r != 0 && (r < rlNow.UnixNano() || r > rlNow.Add(rateLimitResetMax).UnixNano()) {
 				t.Fatalf("reset %v outside [now, now+24h]", time.Unix(0, r))
 			}
 		}
-		if (rl.reqLeft != rateLimitUnset && rl.reqReset == 0) || (rl.tokLeft != rateLimitUnset && rl.tokReset == 0) {
+		if (rl.ReqLeft != health.RateLimitUnset && rl.ReqReset == 0) || (rl.TokLeft != health.RateLimitUnset && rl.TokReset == 0) {
 			t.Fatalf("a learned count without a reset: %+v", rl)
 		}
-		ks := newKeyState("fuzz")
-		ks.noteRateLimits(rl, 0, 0)
-		_ = ks.state(rlNow.UnixNano())
+		ks := health.NewKeyState("fuzz")
+		ks.NoteRateLimits(rl, 0, 0)
+		_ = ks.State(rlNow.UnixNano())
 	})
 }
 
@@ -243,10 +244,10 @@ func FuzzRateLimitHeaders(f *testing.F) {
 // request path: the key choice, the send, the rate-limit headers of the
 // response and the end. It must not allocate.
 func BenchmarkQuotaBookkeeping(b *testing.B) {
-	ph := &providerHealth{}
+	ph := &health.Provider{}
 	p := &provider{name: "p", health: ph}
 	for _, s := range []string{"k1", "k2", "k3"} {
-		p.keys = append(p.keys, &poolKey{secret: s, st: ph.keys.key(keyFingerprint(s))})
+		p.keys = append(p.keys, &health.PoolKey{Secret: s, St: ph.Keys.Key(health.Fingerprint(s))})
 	}
 	now := time.Now()
 	h := hdr(
@@ -260,17 +261,17 @@ func BenchmarkQuotaBookkeeping(b *testing.B) {
 	body := []byte(hedgeStreamBody)
 	b.ReportAllocs()
 	for b.Loop() {
-		k, why, _ := p.pickKey(now, quotaEstimate(body))
+		k, why, _ := p.pickKey(now, health.QuotaEstimate(body))
 		if why != "" {
 			b.Fatal(why)
 		}
-		k.st.inFlight.Add(1)
-		sent, before, _ := k.st.take(now.UnixNano(), 0)
-		k.st.answered()
-		if rl, ok := parseRateLimits(h, now); ok {
-			k.st.noteRateLimits(rl, sent, before)
+		k.St.InFlight.Add(1)
+		sent, before, _ := k.St.Take(now.UnixNano(), 0)
+		k.St.Answered()
+		if rl, ok := health.ParseRateLimits(h, now); ok {
+			k.St.NoteRateLimits(rl, sent, before)
 		}
-		k.st.inFlight.Add(-1)
+		k.St.InFlight.Add(-1)
 	}
 }
 
@@ -288,7 +289,7 @@ func (c *rlCannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	h := http.Header{"Content-Type": {"text/event-stream"}, "Request-Id": {"req_1"}, "Anthropic-Organization-Id": {"org"}}
 	if c.headers {
-		h = http.Header{"Content-Type": {"text/event-stream"}, hAnthReqLeft: {"1000000000"}, hAnthReqReset: {rlResetValue}}
+		h = http.Header{"Content-Type": {"text/event-stream"}, health.HAnthReqLeft: {"1000000000"}, health.HAnthReqReset: {rlResetValue}}
 	}
 	return &http.Response{
 		StatusCode: http.StatusOK,

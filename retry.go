@@ -44,7 +44,7 @@ func (h *Handler) retryVerdict(st *requestState, a *attempt) (wait time.Duration
 	if dl, ok := st.ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
 		return 0, false, false
 	}
-	if !a.p.health.admitsAt(clock().Add(wait), st.plan.model) {
+	if !a.p.health.AdmitsAt(clock().Add(wait), st.plan.model) {
 		// The breaker (opened by this very failure, or a failed probe)
 		// would refuse the retry when its wait is over: fail over now.
 		return 0, false, false

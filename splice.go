@@ -256,7 +256,7 @@ func (h *Handler) settleContinuation(st *requestState, a *attempt, res spliceRes
 	now := clock()
 	switch {
 	case res.complete || res.diverged:
-		a.p.health.onSuccess(now, false)
+		a.p.health.OnSuccess(now, false)
 	case res.reason == "client_gone", res.reason == "total_timeout", res.reason == wire.ReasonTextBound:
 	default:
 		h.providerFailed(a.p, a.epoch, now, "stream_"+res.reason, res.err, 0, 0, st.plan.model, false)

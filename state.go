@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -112,7 +113,7 @@ func (st *requestState) skip(p *provider, event string) {
 // computed once, when a provider with keys first needs it.
 func (st *requestState) quotaEstimate() int64 {
 	if st.quotaEst < 0 {
-		st.quotaEst = quotaEstimate(st.req.Body)
+		st.quotaEst = health.QuotaEstimate(st.req.Body)
 	}
 	return st.quotaEst
 }

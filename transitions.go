@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"go.uber.org/zap"
 )
 
@@ -27,15 +28,15 @@ const (
 // in epoch, and logs the breaker opening it caused, if it did.
 func (h *Handler) providerFailed(p *provider, epoch int64, now time.Time, class string, err error, status int, retryAfter time.Duration, model string, probe bool) {
 	msg := loggedError(p, err)
-	if !p.health.onFailureIn(epoch, now, h.cooldown, class, msg, status, retryAfter, model, probe) {
+	if !p.health.OnFailureIn(epoch, now, h.cooldown, class, msg, status, retryAfter, model, probe) {
 		return
 	}
 	ph := p.health
-	until := ph.openUntil()
+	until := ph.OpenUntil()
 	h.logger.Warn(msgBreakerOpened,
 		zap.String("provider", p.name),
-		zap.String("url", redactedBaseURL(ph.baseURL)),
-		zap.Int64("consecutive_failures", ph.consecutive.Load()),
+		zap.String("url", redactedBaseURL(ph.BaseURL)),
+		zap.Int64("consecutive_failures", ph.Consecutive.Load()),
 		zap.String("open_until", viewTime(until)),
 		zap.Duration("open_for", until.Sub(now)),
 		zap.Bool("probe_failed", probe),
@@ -47,22 +48,22 @@ func (h *Handler) providerFailed(p *provider, epoch int64, now time.Time, class 
 func (h *Handler) breakerClosed(p *provider) {
 	h.logger.Info(msgBreakerClosed,
 		zap.String("provider", p.name),
-		zap.String("url", redactedBaseURL(p.health.baseURL)))
+		zap.String("url", redactedBaseURL(p.health.BaseURL)))
 }
 
 // resetBreaker is an operator's reset of one provider entry: the breaker
 // closes and the disabled keys come back, each with its line.
-func resetBreaker(l *zap.Logger, ph *providerHealth) {
-	was, reenabled := ph.reset(clock())
+func resetBreaker(l *zap.Logger, ph *health.Provider) {
+	was, reenabled := ph.Reset(clock())
 	if l == nil {
 		return
 	}
 	l.Info(msgBreakerReset,
-		zap.String("provider", ph.name),
-		zap.String("url", redactedBaseURL(ph.baseURL)),
+		zap.String("provider", ph.Name),
+		zap.String("url", redactedBaseURL(ph.BaseURL)),
 		zap.String("was", was.String()))
 	for _, fp := range reenabled {
-		keyReenabled(l, ph.name, fp, "admin reset")
+		keyReenabled(l, ph.Name, fp, "admin reset")
 	}
 }
 
@@ -71,7 +72,7 @@ func resetBreaker(l *zap.Logger, ph *providerHealth) {
 func (h *Handler) keyDisabled(a *attempt) {
 	h.logger.Warn(msgKeyDisabled,
 		zap.String("provider", a.p.name),
-		zap.String("key", a.key.st.fp),
+		zap.String("key", a.key.St.Fp),
 		zap.Int("status", a.status),
 		zap.String("error_class", string(a.class)),
 		zap.String("error", loggedError(a.p, a.err)))
@@ -96,8 +97,8 @@ func loggedError(p *provider, err error) string {
 	msg := redactURLs(err.Error())
 	if p != nil {
 		for _, k := range p.keys {
-			if k.secret != "" {
-				msg = strings.ReplaceAll(msg, k.secret, "key:"+k.st.fp)
+			if k.Secret != "" {
+				msg = strings.ReplaceAll(msg, k.Secret, "key:"+k.St.Fp)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 )
 
 // Case 14 on an injected timeline: a probe (and an ordinary attempt) begun
@@ -13,37 +14,37 @@ import (
 // lifetime count still sees the failure, and the new epoch's probe slot is
 // left alone.
 func TestResetEpochIgnoresOldFailures(t *testing.T) {
-	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
+	cfg := health.Cooldown{Failures: 1, Duration: 30 * time.Second}
 	for _, probe := range []bool{true, false} {
 		ph := newTestHealth("epoch")
-		ph.onFailure(healthT0, cfg, "status_5xx", "", 500, 0, "m", false)
+		ph.OnFailure(healthT0, cfg, "status_5xx", "", 500, 0, "m", false)
 		at := healthT0.Add(31 * time.Second)
-		if ok, isProbe := ph.admit(at, "m"); ok != true || isProbe != true {
+		if ok, isProbe := ph.Admit(at, "m"); ok != true || isProbe != true {
 			t.Fatalf("half-open admit: %v %v, want the probe", ok, isProbe)
 		}
 		if !probe {
-			ph.release(true)
+			ph.Release(true)
 		}
-		old := ph.epoch.Load()
-		ph.reset(clock())
+		old := ph.Epoch.Load()
+		ph.Reset(clock())
 		// A probe slot taken in the new epoch survives the old report.
-		if !ph.forceProbe(at) {
+		if !ph.ForceProbe(at) {
 			t.Fatal("reset left the probe slot taken")
 		}
-		ph.onFailureIn(old, at.Add(time.Second), cfg, "status_5xx", "", 500, 0, "m", probe)
-		if ph.probeSince.Load() == 0 {
+		ph.OnFailureIn(old, at.Add(time.Second), cfg, "status_5xx", "", 500, 0, "m", probe)
+		if ph.ProbeSince.Load() == 0 {
 			t.Fatalf("probe=%v: the old epoch's report freed the new epoch's probe slot", probe)
 		}
-		ph.release(true)
-		if s := ph.state(at.Add(time.Second)); s != stateClosed || ph.consecutive.Load() != 0 {
-			t.Fatalf("probe=%v: state %v, consecutive %d after an old-epoch failure; want closed, 0", probe, s, ph.consecutive.Load())
+		ph.Release(true)
+		if s := ph.State(at.Add(time.Second)); s != health.StateClosed || ph.Consecutive.Load() != 0 {
+			t.Fatalf("probe=%v: state %v, consecutive %d after an old-epoch failure; want closed, 0", probe, s, ph.Consecutive.Load())
 		}
-		if ph.failures.Load() != 2 {
-			t.Fatalf("probe=%v: lifetime failures %d, want 2", probe, ph.failures.Load())
+		if ph.Failures.Load() != 2 {
+			t.Fatalf("probe=%v: lifetime failures %d, want 2", probe, ph.Failures.Load())
 		}
 		// A failure of the current epoch still counts.
-		ph.onFailureIn(ph.epoch.Load(), at.Add(2*time.Second), cfg, "status_5xx", "", 500, 0, "m", false)
-		if s := ph.state(at.Add(2 * time.Second)); s != stateOpen {
+		ph.OnFailureIn(ph.Epoch.Load(), at.Add(2*time.Second), cfg, "status_5xx", "", 500, 0, "m", false)
+		if s := ph.State(at.Add(2 * time.Second)); s != health.StateOpen {
 			t.Fatalf("probe=%v: state %v after a current failure, want open", probe, s)
 		}
 	}
@@ -51,21 +52,21 @@ func TestResetEpochIgnoresOldFailures(t *testing.T) {
 
 // Case 17: admission is decided for the moment the retry would start.
 func TestAdmitsAt(t *testing.T) {
-	cfg := cooldownConfig{Failures: 1, Duration: 30 * time.Second}
+	cfg := health.Cooldown{Failures: 1, Duration: 30 * time.Second}
 	ph := newTestHealth("admits")
-	if !ph.admitsAt(healthT0, "m") {
+	if !ph.AdmitsAt(healthT0, "m") {
 		t.Fatal("closed breaker refuses")
 	}
-	ph.onFailure(healthT0, cfg, "overloaded", "", 503, 0, "m", false)
-	if ph.admitsAt(healthT0.Add(500*time.Millisecond), "m") {
+	ph.OnFailure(healthT0, cfg, "overloaded", "", 503, 0, "m", false)
+	if ph.AdmitsAt(healthT0.Add(500*time.Millisecond), "m") {
 		t.Fatal("a retry 0.5s into a 30s open period would be admitted")
 	}
-	if !ph.admitsAt(healthT0.Add(30*time.Second), "m") {
+	if !ph.AdmitsAt(healthT0.Add(30*time.Second), "m") {
 		t.Fatal("a retry at the end of the open period (Retry-After waited out) would be refused")
 	}
-	ph.reset(clock())
-	ph.coolModel(healthT0, "m", time.Minute)
-	if ph.admitsAt(healthT0.Add(time.Second), "m") || !ph.admitsAt(healthT0.Add(time.Second), "other") {
+	ph.Reset(clock())
+	ph.CoolModel(healthT0, "m", time.Minute)
+	if ph.AdmitsAt(healthT0.Add(time.Second), "m") || !ph.AdmitsAt(healthT0.Add(time.Second), "other") {
 		t.Fatal("model cooldown not honoured per model")
 	}
 }
@@ -84,7 +85,7 @@ func TestAffinityPickPrefersRecoveredTier(t *testing.T) {
 	}
 	primary, secondary := mk("primary", 0), mk("secondary", 1)
 	h := &Handler{providers: []*provider{primary, secondary}, affinity: affinity.NewTable(0, 0), rand: func() float64 { return 0.5 }}
-	primary.health.onFailure(now, cooldownConfig{Failures: 1, Duration: 30 * time.Second}, "", "status_5xx", 500, 0, "m", false)
+	primary.health.OnFailure(now, health.Cooldown{Failures: 1, Duration: 30 * time.Second}, "", "status_5xx", 500, 0, "m", false)
 	h.affinity.Put("s", "secondary", now)
 
 	for _, tc := range []struct {
@@ -99,7 +100,7 @@ func TestAffinityPickPrefersRecoveredTier(t *testing.T) {
 			t.Fatalf("at +%v: first candidate %s, want %s", tc.at, got[0].name, tc.want)
 		}
 	}
-	primary.health.reset(clock())
+	primary.health.Reset(clock())
 	if got := h.candidates(dialectAnthropic, "m", "s"); got[0].name != "primary" {
 		t.Fatalf("primary closed: first candidate %s, want primary", got[0].name)
 	}

@@ -1,25 +1,16 @@
-package llmhedge
+package health
 
 import (
 	"fmt"
 	"sync/atomic"
 	"time"
-
-	"github.com/caddyserver/caddy/v2"
-
-	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 )
-
-// providerPool holds the health of every provider, keyed by healthKey. It is
-// package-level so that a config reload, which provisions new handlers before
-// cleaning up the old ones, finds the same entries and keeps what was learned.
-var providerPool = caddy.NewUsagePool()
 
 // The breaker's defaults (cooldown.failures, cooldown.duration; cooldown.max
 // defaults to the duration).
 const (
-	healthDefaultFailures = 3
-	healthDefaultDuration = 30 * time.Second
+	DefaultFailures = 3
+	DefaultDuration = 30 * time.Second
 )
 
 // retryAfterDefaultMax bounds an upstream's Retry-After when no max is
@@ -28,7 +19,7 @@ const (
 const retryAfterDefaultMax = 5 * time.Minute
 
 // cooldownConfig is the cooldown part of a provider's configuration.
-type cooldownConfig struct {
+type Cooldown struct {
 	// Consecutive provider-level failures that open the breaker. Default 3.
 	Failures int
 	// How long the breaker stays open, and how long a model that a provider
@@ -41,26 +32,26 @@ type cooldownConfig struct {
 	Max time.Duration
 }
 
-func (c cooldownConfig) failures() int64 {
+func (c Cooldown) failures() int64 {
 	if c.Failures <= 0 {
-		return healthDefaultFailures
+		return DefaultFailures
 	}
 	return int64(c.Failures)
 }
 
-func (c cooldownConfig) duration() time.Duration {
+func (c Cooldown) duration() time.Duration {
 	if c.Duration <= 0 {
-		return healthDefaultDuration
+		return DefaultDuration
 	}
 	return c.Duration
 }
 
 // growthCap is the longest period a failed probe can grow the open period to.
-func (c cooldownConfig) growthCap() time.Duration {
+func (c Cooldown) growthCap() time.Duration {
 	return max(c.Max, c.duration())
 }
 
-func (c cooldownConfig) retryAfterCap() time.Duration {
+func (c Cooldown) RetryAfterCap() time.Duration {
 	if c.Max > c.duration() {
 		return c.Max
 	}
@@ -69,21 +60,21 @@ func (c cooldownConfig) retryAfterCap() time.Duration {
 
 // breakerState is the circuit breaker state of a provider. Its numeric value
 // is the provider state gauge (0 closed, 1 half_open, 2 open): keep the order.
-type breakerState uint8
+type State uint8
 
 const (
-	stateClosed breakerState = iota
-	stateHalfOpen
-	stateOpen
+	StateClosed State = iota
+	StateHalfOpen
+	StateOpen
 )
 
-func (s breakerState) String() string {
+func (s State) String() string {
 	switch s {
-	case stateClosed:
+	case StateClosed:
 		return "closed"
-	case stateHalfOpen:
+	case StateHalfOpen:
 		return "half_open"
-	case stateOpen:
+	case StateOpen:
 		return "open"
 	}
 	return fmt.Sprintf("breakerState(%d)", uint8(s))
@@ -91,8 +82,8 @@ func (s breakerState) String() string {
 
 // lastFailure is swapped in whole: class, message (redacted) and time match.
 type lastFailure struct {
-	class, msg string
-	at         int64
+	Class, Msg string
+	At         int64
 }
 
 // providerHealth is the shared health of one upstream provider. It is only
@@ -102,87 +93,56 @@ type lastFailure struct {
 // The breaker state is derived from openUntil: zero means closed, a time in
 // the future means open, a time in the past means half-open (one probe may
 // go). probeSince holds the start of the probe in flight, zero when none.
-type providerHealth struct {
+type Provider struct {
 	// latency holds recent first-event times: it drives the adaptive hedge
 	// delay and the admin p50/p95, and outlives reloads with the breaker.
-	latency *health.LatencyTracker
+	Latency *LatencyTracker
 	// hedgeDelayNs is the hedge delay last armed on this provider (0: none yet), for the dashboard.
-	hedgeDelayNs atomic.Int64
+	HedgeDelayNs atomic.Int64
 
-	name    string
-	baseURL string
-	vendor  atomic.Pointer[string]
+	Name    string
+	BaseURL string
+	Vendor  atomic.Pointer[string]
 
-	consecutive atomic.Int64
-	openUntilNs atomic.Int64
+	Consecutive atomic.Int64
+	OpenUntilNs atomic.Int64
 	// period is the length of the current (or last) open period; a failed
 	// probe doubles it. Zero after the breaker closes.
 	period     atomic.Int64
-	probeSince atomic.Int64
+	ProbeSince atomic.Int64
 	// epoch counts admin resets. An attempt remembers the epoch it began
 	// in, and a failure from an older one does not count against the
 	// breaker the operator closed since (see onFailureIn).
-	epoch atomic.Int64
+	Epoch atomic.Int64
 	// models maps a model name to the unix nanos its cooldown ends. The map
 	// is copied on write (404s are rare) so admit reads it without a lock.
-	models atomic.Pointer[map[string]int64]
+	Models atomic.Pointer[map[string]int64]
 
-	inFlight         atomic.Int64
-	requests         atomic.Int64
-	failures         atomic.Int64
-	hedgesWon        atomic.Int64
-	hedgesLost       atomic.Int64
-	tokensIn         atomic.Int64
-	tokensOut        atomic.Int64
-	tokensCacheRead  atomic.Int64
-	tokensCacheWrite atomic.Int64
-	lastErr          atomic.Pointer[lastFailure]
+	InFlight         atomic.Int64
+	Requests         atomic.Int64
+	Failures         atomic.Int64
+	HedgesWon        atomic.Int64
+	HedgesLost       atomic.Int64
+	TokensIn         atomic.Int64
+	TokensOut        atomic.Int64
+	TokensCacheRead  atomic.Int64
+	TokensCacheWrite atomic.Int64
+	LastErr          atomic.Pointer[lastFailure]
 
 	// keys holds the state of each configured key by fingerprint (keys.go).
-	keys keyStates
+	Keys Keys
 }
 
-func (*providerHealth) Destruct() error { return nil } // nothing to stop
-
-// healthKey identifies a provider across handlers: two llm_hedge handlers
-// naming the same upstream share its health.
-func healthKey(name, baseURL string) string {
-	return name + "|" + baseURL
-}
-
-// loadHealth returns the shared health of a provider, creating it on first
-// use, and records vendor (the latest Provision wins). Every call must be
-// paired with releaseHealth in Cleanup.
-func loadHealth(name, baseURL, vendor string) (*providerHealth, error) {
-	val, _, err := providerPool.LoadOrNew(healthKey(name, baseURL), func() (caddy.Destructor, error) {
-		return &providerHealth{name: name, baseURL: baseURL, latency: health.NewLatencyTracker()}, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("provider %s: loading health: %w", name, err)
-	}
-	ph, ok := val.(*providerHealth)
-	if !ok {
-		return nil, fmt.Errorf("provider %s: loading health: unexpected %T in pool", name, val)
-	}
-	ph.vendor.Store(&vendor)
-	return ph, nil
-}
-
-// releaseHealth drops one reference taken by loadHealth. The state is
-// forgotten only when no handler of the running config names the provider.
-func releaseHealth(name, baseURL string) {
-	// Destruct never fails, and Delete on a missing key is a no-op.
-	_, _ = providerPool.Delete(healthKey(name, baseURL))
-}
+func (*Provider) Destruct() error { return nil } // nothing to stop
 
 // admit decides whether a new attempt may go to this provider now. probe is
 // true when this attempt is the single half-open probe: the caller must then
 // report exactly one of onSuccess, onFailure or release with probe set.
-func (ph *providerHealth) admit(now time.Time, model string) (ok bool, probe bool) {
-	if ph.modelCooling(now, model) {
+func (ph *Provider) Admit(now time.Time, model string) (ok bool, probe bool) {
+	if ph.ModelCooling(now, model) {
 		return false, false
 	}
-	until := ph.openUntilNs.Load()
+	until := ph.OpenUntilNs.Load()
 	if until == 0 {
 		return true, false
 	}
@@ -198,28 +158,28 @@ func (ph *providerHealth) admit(now time.Time, model string) (ok bool, probe boo
 // forceProbe takes the probe slot even though the breaker is still open; the
 // caller uses it when every candidate is open. It returns false when a probe
 // is already in flight.
-func (ph *providerHealth) forceProbe(now time.Time) bool {
+func (ph *Provider) ForceProbe(now time.Time) bool {
 	return ph.takeProbe(now)
 }
 
 // takeProbe claims the probe slot. A slot held for longer than the open
 // period belongs to an attempt that will never report (its caller crashed or
 // leaked it), so it is taken over rather than blocking the provider forever.
-func (ph *providerHealth) takeProbe(now time.Time) bool {
+func (ph *Provider) takeProbe(now time.Time) bool {
 	t := now.UnixNano()
 	if t == 0 {
 		t = 1 // zero means "no probe"
 	}
 	stale := ph.period.Load()
 	if stale <= 0 {
-		stale = int64(healthDefaultDuration)
+		stale = int64(DefaultDuration)
 	}
 	for {
-		since := ph.probeSince.Load()
+		since := ph.ProbeSince.Load()
 		if since != 0 && t-since < stale {
 			return false
 		}
-		if ph.probeSince.CompareAndSwap(since, t) {
+		if ph.ProbeSince.CompareAndSwap(since, t) {
 			return true
 		}
 	}
@@ -227,9 +187,9 @@ func (ph *providerHealth) takeProbe(now time.Time) bool {
 
 // onSuccess records a provider-level success: the consecutive count starts
 // over, and a successful probe closes the breaker (closed reports that).
-func (ph *providerHealth) onSuccess(now time.Time, probe bool) (closed bool) {
-	ph.consecutive.Store(0)
-	return ph.onCommit(now, probe)
+func (ph *Provider) OnSuccess(now time.Time, probe bool) (closed bool) {
+	ph.Consecutive.Store(0)
+	return ph.OnCommit(now, probe)
 }
 
 // onCommit records a stream committed to the client at its first valid
@@ -237,13 +197,13 @@ func (ph *providerHealth) onSuccess(now time.Time, probe bool) (closed bool) {
 // when a stream of minutes ends; but the consecutive count waits for the
 // stream's end (onSuccess or onFailure), or a provider that cuts every
 // stream after its first tokens would never open.
-func (ph *providerHealth) onCommit(now time.Time, probe bool) (closed bool) {
+func (ph *Provider) OnCommit(now time.Time, probe bool) (closed bool) {
 	if !probe {
 		return false
 	}
-	closed = ph.openUntilNs.Swap(0) != 0 // false when an admin reset got there first
+	closed = ph.OpenUntilNs.Swap(0) != 0 // false when an admin reset got there first
 	ph.period.Store(0)
-	ph.probeSince.Store(0)
+	ph.ProbeSince.Store(0)
 	return closed
 }
 
@@ -251,39 +211,39 @@ func (ph *providerHealth) onCommit(now time.Time, probe bool) (closed bool) {
 // "model_not_found"), msg its redacted message, status the HTTP status or
 // zero, retryAfter the upstream's Retry-After or zero, model the requested
 // model. opened: this failure opened the breaker (of racing ones, one did).
-func (ph *providerHealth) onFailure(now time.Time, cfg cooldownConfig, class, msg string, status int, retryAfter time.Duration, model string, probe bool) (opened bool) {
-	ph.failures.Add(1)
-	ph.lastErr.Store(&lastFailure{class: class, msg: msg, at: now.UnixNano()})
+func (ph *Provider) OnFailure(now time.Time, cfg Cooldown, class, msg string, status int, retryAfter time.Duration, model string, probe bool) (opened bool) {
+	ph.Failures.Add(1)
+	ph.LastErr.Store(&lastFailure{Class: class, Msg: msg, At: now.UnixNano()})
 	if class == "model_not_found" {
 		// The provider answered, so this says nothing about its health:
 		// only that model is skipped there for a while.
-		ph.coolModel(now, model, cfg.duration())
-		ph.release(probe)
+		ph.CoolModel(now, model, cfg.duration())
+		ph.Release(probe)
 		return false
 	}
 
-	n := ph.consecutive.Add(1)
+	n := ph.Consecutive.Add(1)
 	switch {
 	case retryAfter > 0 && (status == 429 || status == 503 || status == 529):
 		// The provider said when to come back: believe it, whatever the count.
-		d := min(retryAfter, cfg.retryAfterCap())
+		d := min(retryAfter, cfg.RetryAfterCap())
 		ph.period.Store(int64(max(d, cfg.duration())))
-		opened = ph.openAtLeast(now, now.Add(d))
+		opened = ph.OpenAtLeast(now, now.Add(d))
 	case probe:
 		next := min(2*time.Duration(ph.period.Load()), cfg.growthCap())
 		next = max(next, cfg.duration())
 		ph.period.Store(int64(next))
-		opened = ph.openAtLeast(now, now.Add(next))
-	case n >= cfg.failures() && ph.openUntilNs.Load() == 0:
+		opened = ph.OpenAtLeast(now, now.Add(next))
+	case n >= cfg.failures() && ph.OpenUntilNs.Load() == 0:
 		d := cfg.duration()
-		if ph.openUntilNs.CompareAndSwap(0, now.Add(d).UnixNano()) {
+		if ph.OpenUntilNs.CompareAndSwap(0, now.Add(d).UnixNano()) {
 			ph.period.Store(int64(d))
 			opened = true
 		}
 	}
 	// Cleared only after openUntil moved, so no one sees the old half-open
 	// window with a free slot.
-	ph.release(probe)
+	ph.Release(probe)
 	return opened
 }
 
@@ -292,38 +252,38 @@ func (ph *providerHealth) onFailure(now time.Time, cfg cooldownConfig, class, ms
 // included, counts in the lifetime totals only: it neither counts toward
 // nor re-opens the breaker the operator just closed, and it does not free
 // a probe slot that belongs to the new epoch.
-func (ph *providerHealth) onFailureIn(epoch int64, now time.Time, cfg cooldownConfig, class, msg string, status int, retryAfter time.Duration, model string, probe bool) (opened bool) {
-	if ph.epoch.Load() != epoch {
-		ph.failures.Add(1)
-		ph.lastErr.Store(&lastFailure{class: class, msg: msg, at: now.UnixNano()})
+func (ph *Provider) OnFailureIn(epoch int64, now time.Time, cfg Cooldown, class, msg string, status int, retryAfter time.Duration, model string, probe bool) (opened bool) {
+	if ph.Epoch.Load() != epoch {
+		ph.Failures.Add(1)
+		ph.LastErr.Store(&lastFailure{Class: class, Msg: msg, At: now.UnixNano()})
 		return false
 	}
-	return ph.onFailure(now, cfg, class, msg, status, retryAfter, model, probe)
+	return ph.OnFailure(now, cfg, class, msg, status, retryAfter, model, probe)
 }
 
 // admitsAt reports whether admit could let an attempt through at t, as far
 // as the state now tells: the model is not cooling then and the breaker is
 // closed or its open period is over by t. A same-provider retry asks
 // before it waits, so a wait the breaker would refuse is not waited.
-func (ph *providerHealth) admitsAt(t time.Time, model string) bool {
-	if ph.modelCooling(t, model) {
+func (ph *Provider) AdmitsAt(t time.Time, model string) bool {
+	if ph.ModelCooling(t, model) {
 		return false
 	}
-	until := ph.openUntilNs.Load()
+	until := ph.OpenUntilNs.Load()
 	return until == 0 || t.UnixNano() >= until
 }
 
 // openAtLeast opens the breaker until at least until: a later, shorter
 // verdict never shortens an open period that is already longer. It reports
 // whether it opened a breaker that was closed or half-open at now.
-func (ph *providerHealth) openAtLeast(now, until time.Time) bool {
+func (ph *Provider) OpenAtLeast(now, until time.Time) bool {
 	u := until.UnixNano()
 	for {
-		cur := ph.openUntilNs.Load()
+		cur := ph.OpenUntilNs.Load()
 		if cur >= u {
 			return false
 		}
-		if ph.openUntilNs.CompareAndSwap(cur, u) {
+		if ph.OpenUntilNs.CompareAndSwap(cur, u) {
 			return cur == 0 || cur <= now.UnixNano()
 		}
 	}
@@ -331,30 +291,30 @@ func (ph *providerHealth) openAtLeast(now, until time.Time) bool {
 
 // release frees the probe slot of an attempt that ended without a verdict
 // (a hedge loser, a client abort, a request-level 4xx).
-func (ph *providerHealth) release(probe bool) {
+func (ph *Provider) Release(probe bool) {
 	if probe {
-		ph.probeSince.Store(0)
+		ph.ProbeSince.Store(0)
 	}
 }
 
-func (ph *providerHealth) state(now time.Time) breakerState {
-	return stateAt(ph.openUntilNs.Load(), now)
+func (ph *Provider) State(now time.Time) State {
+	return stateAt(ph.OpenUntilNs.Load(), now)
 }
 
-func stateAt(openUntilNs int64, now time.Time) breakerState {
+func stateAt(openUntilNs int64, now time.Time) State {
 	switch {
 	case openUntilNs == 0:
-		return stateClosed
+		return StateClosed
 	case now.UnixNano() < openUntilNs:
-		return stateOpen
+		return StateOpen
 	}
-	return stateHalfOpen
+	return StateHalfOpen
 }
 
 // openUntil is when the open period ends (or ended, when half-open); zero
 // when closed.
-func (ph *providerHealth) openUntil() time.Time {
-	until := ph.openUntilNs.Load()
+func (ph *Provider) OpenUntil() time.Time {
+	until := ph.OpenUntilNs.Load()
 	if until == 0 {
 		return time.Time{}
 	}
@@ -365,44 +325,44 @@ func (ph *providerHealth) openUntil() time.Time {
 // cooldowns; the lifetime counters stay. It starts a new epoch, so attempts
 // still in flight (a probe among them) cannot re-open what it closed. It
 // returns the state it reset and the keys (fingerprints) it re-enabled.
-func (ph *providerHealth) reset(now time.Time) (was breakerState, reenabled []string) {
-	ph.epoch.Add(1)
-	was = stateAt(ph.openUntilNs.Swap(0), now)
+func (ph *Provider) Reset(now time.Time) (was State, reenabled []string) {
+	ph.Epoch.Add(1)
+	was = stateAt(ph.OpenUntilNs.Swap(0), now)
 	ph.period.Store(0)
-	ph.consecutive.Store(0)
-	ph.probeSince.Store(0)
-	ph.models.Store(nil)
-	return was, ph.keys.reset()
+	ph.Consecutive.Store(0)
+	ph.ProbeSince.Store(0)
+	ph.Models.Store(nil)
+	return was, ph.Keys.Reset()
 }
 
 // beginAttempt and endAttempt bracket every attempt sent to the provider.
-func (ph *providerHealth) beginAttempt() {
-	ph.requests.Add(1)
-	ph.inFlight.Add(1)
+func (ph *Provider) BeginAttempt() {
+	ph.Requests.Add(1)
+	ph.InFlight.Add(1)
 }
 
-func (ph *providerHealth) endAttempt() {
-	ph.inFlight.Add(-1)
+func (ph *Provider) EndAttempt() {
+	ph.InFlight.Add(-1)
 }
 
 // inFlightNow is the number of attempts to this provider in flight, across
 // every handler that names it.
-func (ph *providerHealth) inFlightNow() int64 {
-	return ph.inFlight.Load()
+func (ph *Provider) InFlightNow() int64 {
+	return ph.InFlight.Load()
 }
 
-func (ph *providerHealth) addTokens(in, out, cacheRead, cacheWrite int64) {
-	ph.tokensIn.Add(in)
-	ph.tokensOut.Add(out)
-	ph.tokensCacheRead.Add(cacheRead)
-	ph.tokensCacheWrite.Add(cacheWrite)
+func (ph *Provider) AddTokens(in, out, cacheRead, cacheWrite int64) {
+	ph.TokensIn.Add(in)
+	ph.TokensOut.Add(out)
+	ph.TokensCacheRead.Add(cacheRead)
+	ph.TokensCacheWrite.Add(cacheWrite)
 }
 
 // noteHedge records the outcome of a raced attempt.
-func (ph *providerHealth) noteHedge(won bool) {
+func (ph *Provider) NoteHedge(won bool) {
 	if won {
-		ph.hedgesWon.Add(1)
+		ph.HedgesWon.Add(1)
 	} else {
-		ph.hedgesLost.Add(1)
+		ph.HedgesLost.Add(1)
 	}
 }

@@ -1,4 +1,4 @@
-package llmhedge
+package health
 
 import (
 	"errors"
@@ -24,15 +24,15 @@ import (
 
 // rateLimits is what one response said about its key's quota. A remaining
 // count of -1 was not sent (or was malformed); a zero reset was not sent.
-type rateLimits struct {
-	reqLeft, tokLeft   int64
-	reqReset, tokReset int64 // unix nanoseconds
+type RateLimits struct {
+	ReqLeft, TokLeft   int64
+	ReqReset, TokReset int64 // unix nanoseconds
 }
 
 // rateLimitWindow is how long a count without a readable reset holds:
 // every family's limits are per minute (requests and tokens per minute;
 // Azure's too).
-const rateLimitWindow = time.Minute
+const RateLimitWindow = time.Minute
 
 // rateLimitCountMax bounds a learned count, so that its arithmetic (the
 // quota reserve's percentage) cannot overflow: no provider grants more.
@@ -40,33 +40,33 @@ const rateLimitCountMax = 1 << 53
 
 // The header names, canonical, so that a lookup is a map index.
 const (
-	hAnthReqLeft   = "Anthropic-Ratelimit-Requests-Remaining"
-	hAnthReqReset  = "Anthropic-Ratelimit-Requests-Reset"
-	hAnthTokLeft   = "Anthropic-Ratelimit-Tokens-Remaining"
-	hAnthTokReset  = "Anthropic-Ratelimit-Tokens-Reset"
+	HAnthReqLeft   = "Anthropic-Ratelimit-Requests-Remaining"
+	HAnthReqReset  = "Anthropic-Ratelimit-Requests-Reset"
+	HAnthTokLeft   = "Anthropic-Ratelimit-Tokens-Remaining"
+	HAnthTokReset  = "Anthropic-Ratelimit-Tokens-Reset"
 	hAnthInLeft    = "Anthropic-Ratelimit-Input-Tokens-Remaining"
 	hAnthInReset   = "Anthropic-Ratelimit-Input-Tokens-Reset"
 	hAnthOutLeft   = "Anthropic-Ratelimit-Output-Tokens-Remaining"
 	hAnthOutReset  = "Anthropic-Ratelimit-Output-Tokens-Reset"
-	hOAIReqLeft    = "X-Ratelimit-Remaining-Requests"
-	hOAIReqReset   = "X-Ratelimit-Reset-Requests"
-	hOAITokLeft    = "X-Ratelimit-Remaining-Tokens"
-	hOAITokReset   = "X-Ratelimit-Reset-Tokens"
-	rateLimitUnset = -1
+	HOAIReqLeft    = "X-Ratelimit-Remaining-Requests"
+	HOAIReqReset   = "X-Ratelimit-Reset-Requests"
+	HOAITokLeft    = "X-Ratelimit-Remaining-Tokens"
+	HOAITokReset   = "X-Ratelimit-Reset-Tokens"
+	RateLimitUnset = -1
 )
 
 // parseRateLimits reads both header families of one response. Of several
 // token limits (Anthropic's total, input and output), the smallest
 // remaining count speaks, with its own reset.
-func parseRateLimits(h http.Header, now time.Time) (rl rateLimits, any bool) {
-	rl = rateLimits{reqLeft: rateLimitUnset, tokLeft: rateLimitUnset}
-	rl.reqLeft, rl.reqReset = lowerLimit(rl.reqLeft, rl.reqReset, h, hAnthReqLeft, hAnthReqReset, now)
-	rl.reqLeft, rl.reqReset = lowerLimit(rl.reqLeft, rl.reqReset, h, hOAIReqLeft, hOAIReqReset, now)
-	rl.tokLeft, rl.tokReset = lowerLimit(rl.tokLeft, rl.tokReset, h, hAnthTokLeft, hAnthTokReset, now)
-	rl.tokLeft, rl.tokReset = lowerLimit(rl.tokLeft, rl.tokReset, h, hAnthInLeft, hAnthInReset, now)
-	rl.tokLeft, rl.tokReset = lowerLimit(rl.tokLeft, rl.tokReset, h, hAnthOutLeft, hAnthOutReset, now)
-	rl.tokLeft, rl.tokReset = lowerLimit(rl.tokLeft, rl.tokReset, h, hOAITokLeft, hOAITokReset, now)
-	return rl, rl.reqLeft != rateLimitUnset || rl.tokLeft != rateLimitUnset
+func ParseRateLimits(h http.Header, now time.Time) (rl RateLimits, any bool) {
+	rl = RateLimits{ReqLeft: RateLimitUnset, TokLeft: RateLimitUnset}
+	rl.ReqLeft, rl.ReqReset = lowerLimit(rl.ReqLeft, rl.ReqReset, h, HAnthReqLeft, HAnthReqReset, now)
+	rl.ReqLeft, rl.ReqReset = lowerLimit(rl.ReqLeft, rl.ReqReset, h, HOAIReqLeft, HOAIReqReset, now)
+	rl.TokLeft, rl.TokReset = lowerLimit(rl.TokLeft, rl.TokReset, h, HAnthTokLeft, HAnthTokReset, now)
+	rl.TokLeft, rl.TokReset = lowerLimit(rl.TokLeft, rl.TokReset, h, hAnthInLeft, hAnthInReset, now)
+	rl.TokLeft, rl.TokReset = lowerLimit(rl.TokLeft, rl.TokReset, h, hAnthOutLeft, hAnthOutReset, now)
+	rl.TokLeft, rl.TokReset = lowerLimit(rl.TokLeft, rl.TokReset, h, HOAITokLeft, HOAITokReset, now)
+	return rl, rl.ReqLeft != RateLimitUnset || rl.TokLeft != RateLimitUnset
 }
 
 // lowerLimit reads one remaining/reset pair and keeps it when its count is
@@ -88,7 +88,7 @@ func lowerLimit(left, reset int64, h http.Header, leftName, resetName string, no
 	if rv := h[resetName]; len(rv) > 0 {
 		r = rv[0]
 	}
-	if left != rateLimitUnset && left <= n {
+	if left != RateLimitUnset && left <= n {
 		return left, reset
 	}
 	return n, resetOf(r, now)
@@ -100,15 +100,15 @@ func lowerLimit(left, reset int64, h http.Header, leftName, resetName string, no
 // holds for good. It is at most healthRateLimitResetMax away.
 func resetOf(v string, now time.Time) int64 {
 	v = strings.TrimSpace(v)
-	d := rateLimitWindow
+	d := RateLimitWindow
 	if secs, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(secs) && !math.IsInf(secs, 0) {
-		d = time.Duration(min(max(secs, 0), healthRateLimitResetMax.Seconds()) * float64(time.Second))
+		d = time.Duration(min(max(secs, 0), RateLimitResetMax.Seconds()) * float64(time.Second))
 	} else if dur, err := time.ParseDuration(v); err == nil {
 		d = max(dur, 0)
 	} else if t, err := time.Parse(time.RFC3339, v); err == nil {
 		d = max(t.Sub(now), 0)
 	}
-	return now.Add(min(d, healthRateLimitResetMax)).UnixNano()
+	return now.Add(min(d, RateLimitResetMax)).UnixNano()
 }
 
 // afterReserve is what is left of a count n once reserve percent of it is
@@ -120,7 +120,7 @@ func afterReserve(n, reserve int64) int64 {
 // quotaEstimate is the tokens a completion request may use, for the quota
 // check: its body's bytes / 4 input tokens plus the output limit it asks
 // for (max_tokens, max_output_tokens or max_completion_tokens).
-func quotaEstimate(body []byte) int64 {
+func QuotaEstimate(body []byte) int64 {
 	n := int64(len(body) / 4)
 	for _, k := range [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
 		if v, ok := jsonscan.Lookup(body, k); ok {
@@ -134,4 +134,4 @@ func quotaEstimate(body []byte) int64 {
 
 // healthRateLimitResetMax bounds a rate-limit reset: one further away is
 // clock skew or garbage, and is clamped.
-const healthRateLimitResetMax = 24 * time.Hour
+const RateLimitResetMax = 24 * time.Hour

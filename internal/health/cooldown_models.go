@@ -1,4 +1,4 @@
-package llmhedge
+package health
 
 import "time"
 
@@ -9,11 +9,11 @@ import "time"
 // modelCooldownLimit bounds the per-provider map of cooled-down models:
 // model names come from clients, and a client cycling through invented
 // names must not grow it without limit.
-const modelCooldownLimit = 256
+const ModelCooldownLimit = 256
 
 // modelCooling reports whether model is cooling down on this provider.
-func (ph *providerHealth) modelCooling(now time.Time, model string) bool {
-	m := ph.models.Load()
+func (ph *Provider) ModelCooling(now time.Time, model string) bool {
+	m := ph.Models.Load()
 	if m == nil || model == "" {
 		return false
 	}
@@ -23,13 +23,13 @@ func (ph *providerHealth) modelCooling(now time.Time, model string) bool {
 
 // coolModel skips model on this provider until now+d. The copy drops expired
 // entries and, when still full, the entry that ends first.
-func (ph *providerHealth) coolModel(now time.Time, model string, d time.Duration) {
+func (ph *Provider) CoolModel(now time.Time, model string, d time.Duration) {
 	if model == "" {
 		return
 	}
 	t, until := now.UnixNano(), now.Add(d).UnixNano()
 	for {
-		old := ph.models.Load()
+		old := ph.Models.Load()
 		next := make(map[string]int64)
 		if old != nil {
 			for k, v := range *old {
@@ -38,7 +38,7 @@ func (ph *providerHealth) coolModel(now time.Time, model string, d time.Duration
 				}
 			}
 		}
-		if _, ok := next[model]; !ok && len(next) >= modelCooldownLimit {
+		if _, ok := next[model]; !ok && len(next) >= ModelCooldownLimit {
 			var first string
 			for k, v := range next {
 				if first == "" || v < next[first] {
@@ -48,7 +48,7 @@ func (ph *providerHealth) coolModel(now time.Time, model string, d time.Duration
 			delete(next, first)
 		}
 		next[model] = max(next[model], until)
-		if ph.models.CompareAndSwap(old, &next) {
+		if ph.Models.CompareAndSwap(old, &next) {
 			return
 		}
 	}
