@@ -20,6 +20,7 @@ import (
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -62,7 +63,7 @@ type attempt struct {
 	errBody    []byte // upstream error body (bounded), passed through for request-level errors
 	errHeader  http.Header
 	rd         *sse.Reader
-	gate       *gate
+	gate       *stream.Gate
 	body       []byte // complete non-stream body
 	firstEvent time.Duration
 	commitBy   string // the payload of the event that committed a stream (gate.committedBy)
@@ -204,7 +205,7 @@ func (h *Handler) readUpstreamError(a *attempt, d wire.Dialect, clientCtx contex
 // failure. The buffered events stay in the gate; nothing is written yet.
 func (h *Handler) gateStream(a *attempt, d wire.Dialect, clientCtx context.Context) {
 	a.rd = sse.NewReader(a.resp.Body, int(h.Stream.MaxBuffer))
-	a.gate = newGate(d, h.rejects, int(h.Stream.MaxBuffer), defaultGateEvents)
+	a.gate = stream.NewGate(d, h.rejects, int(h.Stream.MaxBuffer), defaultGateEvents)
 	for {
 		ev, err := a.rd.Next()
 		if err != nil {
@@ -221,13 +222,13 @@ func (h *Handler) gateStream(a *attempt, d wire.Dialect, clientCtx context.Conte
 			return
 		}
 		a.usage.ObserveEvent(d, ev)
-		switch a.gate.feed(ev) {
-		case gateCommit:
+		switch a.gate.Feed(ev) {
+		case stream.GateCommit:
 			a.firstEvent = time.Since(a.start)
-			a.commitBy = a.gate.committedBy()
+			a.commitBy = a.gate.CommittedBy()
 			return
-		case gateFail:
-			a.fail(a.gate.failed().class(), fmt.Errorf("provider %s: first event: %w", a.p.name, a.gate.err()))
+		case stream.GateFail:
+			a.fail(a.gate.Failed().Class(), fmt.Errorf("provider %s: first event: %w", a.p.name, a.gate.Err()))
 			return
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -35,7 +36,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	hdr.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	_, err := w.Write(a.gate.buffered())
+	_, err := w.Write(a.gate.Buffered())
 	if err == nil {
 		err = rc.Flush()
 	}
@@ -44,10 +45,10 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 		st.outcome = outcomeClientAbort
 		return
 	}
-	opts := relayOptions{
+	opts := stream.RelayOptions{
 		Idle:          time.Duration(h.Timeouts.Idle),
 		FinishGrace:   defaultFinishGrace,
-		Choices:       a.gate.choices,
+		Choices:       a.gate.Choices,
 		DropMalformed: *h.Stream.DropMalformed,
 		Coalesce:      true,
 		OnStall: func(gap time.Duration) {
@@ -59,7 +60,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	if rs != nil {
 		opts.Track, opts.HoldError = rs, true
 	}
-	st.relay = relayStream(st.ctx, w, rc.Flush, a.rd, st.dialect, &a.usage, opts, func() { a.cancel(errIdleTimeout) })
+	st.relay = stream.Relay(st.ctx, w, rc.Flush, a.rd, st.dialect, &a.usage, opts, func() { a.cancel(errIdleTimeout) })
 	own := st.relay // the winner's own stream, for its provider's verdict
 	if rs != nil && !st.relay.Complete {
 		a.cancel(nil)
@@ -89,7 +90,7 @@ func (h *Handler) newResumer(st *requestState, a *attempt) wire.Resumer {
 	if rs == nil {
 		return nil
 	}
-	rd := sse.NewReader(bytes.NewReader(a.gate.buffered()), 0)
+	rd := sse.NewReader(bytes.NewReader(a.gate.Buffered()), 0)
 	for {
 		ev, err := rd.Next()
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -42,11 +43,11 @@ const (
 	breakerDefaultFailures = health.DefaultFailures // cooldown.failures
 	breakerDefaultDuration = health.DefaultDuration // cooldown.duration; cooldown.max defaults to it
 
-	defaultMaxBuffer   = 1 << 20                  // stream.max_buffer, bytes before commit
-	defaultResume      = 1                        // stream.resume, continuations of a cut stream per request
-	defaultGateBuffer  = streamDefaultGateBuffer  // a gate's buffer when none is given: stream.max_buffer's default
-	defaultGateEvents  = streamDefaultGateEvents  // events a gate buffers before the first valid one
-	defaultFinishGrace = streamDefaultFinishGrace // an OpenAI stream's wait for [DONE] after its finish_reason
+	defaultMaxBuffer   = 1 << 20                   // stream.max_buffer, bytes before commit
+	defaultResume      = 1                         // stream.resume, continuations of a cut stream per request
+	defaultGateBuffer  = stream.DefaultGateBuffer  // a gate's buffer when none is given: stream.max_buffer's default
+	defaultGateEvents  = stream.DefaultGateEvents  // events a gate buffers before the first valid one
+	defaultFinishGrace = stream.DefaultFinishGrace // an OpenAI stream's wait for [DONE] after its finish_reason
 
 	defaultAffinityTTL      = affinity.DefaultTTL      // affinity.ttl
 	defaultAffinityCapacity = affinity.DefaultCapacity // sessions remembered

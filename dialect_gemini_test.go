@@ -22,6 +22,7 @@ import (
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -319,27 +320,27 @@ func TestGeminiGateDecisions(t *testing.T) {
 	tests := []struct {
 		name   string
 		stream string
-		want   gateDecision
+		want   stream.GateDecision
 		at     int
 	}{
-		{"text commits", geminiSSE(gSigOnly, gText1, gText2), gateCommit, 1},
-		{"blocked prompt commits", geminiSSE(gBlocked), gateCommit, 0},
-		{"safety finish commits", geminiSSE(gSafety), gateCommit, 0},
-		{"error chunk fails", geminiSSE(gSigOnly, gErr500), gateFail, 1},
-		{"malformed fails", "data: {\"candidates\": [\r\n\r\n", gateFail, 0},
-		{"usage only holds", geminiSSE(`{"usageMetadata":{"promptTokenCount":3}}`), gateHold, 0},
+		{"text commits", geminiSSE(gSigOnly, gText1, gText2), stream.GateCommit, 1},
+		{"blocked prompt commits", geminiSSE(gBlocked), stream.GateCommit, 0},
+		{"safety finish commits", geminiSSE(gSafety), stream.GateCommit, 0},
+		{"error chunk fails", geminiSSE(gSigOnly, gErr500), stream.GateFail, 1},
+		{"malformed fails", "data: {\"candidates\": [\r\n\r\n", stream.GateFail, 0},
+		{"usage only holds", geminiSSE(`{"usageMetadata":{"promptTokenCount":3}}`), stream.GateHold, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, at := gateHold, 0
+			got, at := stream.GateHold, 0
 			for i, ev := range parseEvents(t, tt.stream) {
 				switch gemini.InspectGemini(ev, true).Class {
 				case wire.EvError, wire.EvMalformed, wire.EvTerminal:
-					got = gateFail
+					got = stream.GateFail
 				case wire.EvOutput, wire.EvFinish:
-					got = gateCommit
+					got = stream.GateCommit
 				}
-				if at = i; got != gateHold {
+				if at = i; got != stream.GateHold {
 					break
 				}
 			}
@@ -1115,8 +1116,8 @@ func TestGeminiRelayEnd(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &relayClient{}
 			var u wire.Usage
-			res := relayStream(context.Background(), c, c.flush, sse.NewReader(strings.NewReader(tt.in), 1<<16), dialectGemini, &u,
-				relayOptions{Idle: time.Minute, Coalesce: true}, nil)
+			res := stream.Relay(context.Background(), c, c.flush, sse.NewReader(strings.NewReader(tt.in), 1<<16), dialectGemini, &u,
+				stream.RelayOptions{Idle: time.Minute, Coalesce: true}, nil)
 			if res.Complete != tt.complete || c.String() != tt.wantOut {
 				t.Errorf("complete %v (%s), out\n%q\nwant %v\n%q", res.Complete, res.Reason, c.String(), tt.complete, tt.wantOut)
 			}

@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"encoding/json"
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"net/http"
 	"strings"
@@ -177,19 +178,19 @@ func TestDialectModelMissing(t *testing.T) {
 // string switch of attempt.go gave it.
 func TestGateFailureClass(t *testing.T) {
 	for _, tt := range []struct {
-		f     gateFailure
+		f     stream.GateFailure
 		name  string
 		class wire.FailClass
 	}{
-		{gateOK, "", wire.ClassMalformed},
-		{gateErrorEvent, "error_event", wire.ClassFake200},
-		{gateMalformed, "malformed_first_event", wire.ClassMalformed},
-		{gateTerminalBeforeContent, "terminal_before_content", wire.ClassClosedEarly},
-		{gateRejectedPhrase, "rejected_phrase", wire.ClassRejected},
-		{gateBufferFull, "buffer_overflow", wire.ClassMalformed},
+		{stream.GateOK, "", wire.ClassMalformed},
+		{stream.GateErrorEvent, "error_event", wire.ClassFake200},
+		{stream.GateMalformed, "malformed_first_event", wire.ClassMalformed},
+		{stream.GateTerminalBeforeContent, "terminal_before_content", wire.ClassClosedEarly},
+		{stream.GateRejectedPhrase, "rejected_phrase", wire.ClassRejected},
+		{stream.GateBufferFull, "buffer_overflow", wire.ClassMalformed},
 	} {
-		if tt.f.String() != tt.name || tt.f.class() != tt.class {
-			t.Errorf("gateFailure %d = %q %q, want %q %q", tt.f, tt.f.String(), tt.f.class(), tt.name, tt.class)
+		if tt.f.String() != tt.name || tt.f.Class() != tt.class {
+			t.Errorf("gateFailure %d = %q %q, want %q %q", tt.f, tt.f.String(), tt.f.Class(), tt.name, tt.class)
 		}
 	}
 }
@@ -206,12 +207,12 @@ func TestDialectEventAllocs(t *testing.T) {
 		ev := parseEvents(t, sseStream(data))[0]
 		u := wire.Usage{Model: "m"}
 		var cs wire.ChoiceSet
-		g := newGate(d, nil, 0, 0)
+		g := stream.NewGate(d, nil, 0, 0)
 		allocs := testing.AllocsPerRun(100, func() {
 			_ = d.Inspect(ev, true, &cs)
 			u.ObserveEvent(d, ev)
 			g.Reset(d, nil, 0, 0)
-			_ = g.feed(ev)
+			_ = g.Feed(ev)
 		})
 		if allocs != 0 {
 			t.Errorf("%v: %v allocs per event", d, allocs)
@@ -223,20 +224,20 @@ func TestDialectEventAllocs(t *testing.T) {
 // dialect_responses.go, and the gate runs it unchanged.
 func TestDialectResponsesGate(t *testing.T) {
 	d := dialectResponses
-	g := newGate(d, [][]byte{[]byte("I cannot")}, 0, 0)
-	var got gateDecision
+	g := stream.NewGate(d, [][]byte{[]byte("I cannot")}, 0, 0)
+	var got stream.GateDecision
 	for _, ev := range parseEvents(t, responsesStream(rCreated, rTextDelta)) {
-		got = g.feed(ev)
+		got = g.Feed(ev)
 	}
-	if got != gateCommit || g.committedBy() != "response.output_text.delta" {
-		t.Fatalf("gate = %v by %q, want commit by response.output_text.delta", got, g.committedBy())
+	if got != stream.GateCommit || g.CommittedBy() != "response.output_text.delta" {
+		t.Fatalf("gate = %v by %q, want commit by response.output_text.delta", got, g.CommittedBy())
 	}
 	g.Reset(d, nil, 0, 0)
 	for _, ev := range parseEvents(t, responsesStream(rCreated, rCompleted)) {
-		got = g.feed(ev)
+		got = g.Feed(ev)
 	}
-	if got != gateFail || g.failed() != gateTerminalBeforeContent {
-		t.Fatalf("gate = %v (%v), want terminal_before_content", got, g.failed())
+	if got != stream.GateFail || g.Failed() != stream.GateTerminalBeforeContent {
+		t.Fatalf("gate = %v (%v), want terminal_before_content", got, g.Failed())
 	}
 }
 

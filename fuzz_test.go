@@ -23,6 +23,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
@@ -307,7 +308,7 @@ func TestFaultRelayCoalescedBurst(t *testing.T) {
 	for _, coalesce := range []bool{false, true} {
 		c := &faultFlushCounter{}
 		rd := sse.NewReader(strings.NewReader(in.String()), 1<<20)
-		res := relayStream(context.Background(), c, c.flush, rd, dialectAnthropic, nil, relayOptions{Idle: time.Minute, Coalesce: coalesce}, nil)
+		res := stream.Relay(context.Background(), c, c.flush, rd, dialectAnthropic, nil, stream.RelayOptions{Idle: time.Minute, Coalesce: coalesce}, nil)
 		if !res.Complete || res.Events != 201 {
 			t.Fatalf("coalesce=%v: %+v", coalesce, res)
 		}
@@ -316,7 +317,7 @@ func TestFaultRelayCoalescedBurst(t *testing.T) {
 		}
 		// One flush per read of the upstream (each at least sseMinRead
 		// bytes), at most one write more per 32 KiB held back.
-		if coalesce && (c.flushes > 1+in.Len()/sse.MinRead || c.writes > c.flushes+in.Len()/coalesceMax+1) {
+		if coalesce && (c.flushes > 1+in.Len()/sse.MinRead || c.writes > c.flushes+in.Len()/stream.CoalesceMax+1) {
 			t.Fatalf("coalesced: %d writes, %d flushes for %d bytes", c.writes, c.flushes, in.Len())
 		}
 		if !coalesce && (c.writes != 201 || c.flushes != 201) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -139,7 +140,7 @@ func TestClassifyEvent(t *testing.T) {
 
 func TestGate(t *testing.T) {
 	type want struct {
-		decision gateDecision
+		decision stream.GateDecision
 		at       int    // index of the deciding event; -1 for hold to the end
 		reason   string // failReason, or committedBy on commit
 		errHas   string
@@ -163,108 +164,108 @@ func TestGate(t *testing.T) {
 				anthropicEvent("content_block_delta", aTextDelta),
 				anthropicEvent("content_block_delta", aTextDelta),
 			},
-			want: want{gateCommit, 3, "content_block_delta", ""},
+			want: want{stream.GateCommit, 3, "content_block_delta", ""},
 		},
 		{
 			name:   "anthropic prelude only holds",
 			d:      dialectAnthropic,
 			stream: []string{anthropicEvent("message_start", aMessageStart), ": keepalive", anthropicEvent("ping", aPing)},
-			want:   want{gateHold, -1, "", ""},
+			want:   want{stream.GateHold, -1, "", ""},
 		},
 		{
 			name:   "anthropic error event first",
 			d:      dialectAnthropic,
 			stream: []string{anthropicEvent("error", aError)},
-			want:   want{gateFail, 0, "error_event", "overloaded_error: Overloaded"},
+			want:   want{stream.GateFail, 0, "error_event", "overloaded_error: Overloaded"},
 		},
 		{
 			name:   "anthropic error after message_start",
 			d:      dialectAnthropic,
 			stream: []string{anthropicEvent("message_start", aMessageStart), anthropicEvent("error", aError)},
-			want:   want{gateFail, 1, "error_event", "Overloaded"},
+			want:   want{stream.GateFail, 1, "error_event", "Overloaded"},
 		},
 		{
 			name:   "anthropic message_stop before content",
 			d:      dialectAnthropic,
 			stream: []string{anthropicEvent("message_start", aMessageStart), anthropicEvent("message_delta", aMessageDelta), anthropicEvent("message_stop", aMessageStop)},
-			want:   want{gateFail, 2, "terminal_before_content", "message_stop"},
+			want:   want{stream.GateFail, 2, "terminal_before_content", "message_stop"},
 		},
 		{
 			name:   "anthropic non-JSON data",
 			d:      dialectAnthropic,
 			stream: []string{anthropicEvent("message_start", "<html>502 Bad Gateway</html>")},
-			want:   want{gateFail, 0, "malformed_first_event", "502 Bad Gateway"},
+			want:   want{stream.GateFail, 0, "malformed_first_event", "502 Bad Gateway"},
 		},
 		{
 			name:   "anthropic rejected phrase in the first delta",
 			d:      dialectAnthropic,
 			stream: []string{anthropicEvent("message_start", aMessageStart), anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Sorry, I CANNOT help\u0020with that"}}`)},
 			reject: []string{"nope", "i cannot help with"},
-			want:   want{gateFail, 1, "rejected_phrase", "i cannot help with"},
+			want:   want{stream.GateFail, 1, "rejected_phrase", "i cannot help with"},
 		},
 		{
 			name:   "anthropic phrase not present commits",
 			d:      dialectAnthropic,
 			stream: []string{anthropicEvent("content_block_delta", aTextDelta)},
 			reject: []string{"i cannot help", ""},
-			want:   want{gateCommit, 0, "content_block_delta", ""},
+			want:   want{stream.GateCommit, 0, "content_block_delta", ""},
 		},
 		{
 			name:   "anthropic buffer overflow by bytes",
 			d:      dialectAnthropic,
 			stream: []string{anthropicEvent("message_start", aMessageStart), anthropicEvent("ping", aPing), anthropicEvent("ping", aPing)},
 			maxBuf: len(anthropicEvent("message_start", aMessageStart)) + 10,
-			want:   want{gateFail, 1, "buffer_overflow", "first-event buffer"},
+			want:   want{stream.GateFail, 1, "buffer_overflow", "first-event buffer"},
 		},
 		{
 			name:   "anthropic buffer overflow by count",
 			d:      dialectAnthropic,
 			stream: []string{": a", ": b", ": c", ": d"},
 			maxEvs: 3,
-			want:   want{gateFail, 3, "buffer_overflow", "4 events"},
+			want:   want{stream.GateFail, 3, "buffer_overflow", "4 events"},
 		},
 		{
 			name:   "openai role-only chunk holds, content commits",
 			d:      dialectOpenAI,
 			stream: []string{openAIChunk(oRole), openAIChunk(oContent)},
-			want:   want{gateCommit, 1, "content", ""},
+			want:   want{stream.GateCommit, 1, "content", ""},
 		},
 		{
 			name:   "openai tool_calls commit",
 			d:      dialectOpenAI,
 			stream: []string{openAIChunk(oRole), openAIChunk(oToolNone), openAIChunk(oTool)},
-			want:   want{gateCommit, 2, "tool_calls", ""},
+			want:   want{stream.GateCommit, 2, "tool_calls", ""},
 		},
 		{
 			name:   "openai finish_reason-only chunk commits",
 			d:      dialectOpenAI,
 			stream: []string{openAIChunk(oRole), openAIChunk(oFinish), "data: [DONE]"},
-			want:   want{gateCommit, 1, "finish_reason", ""},
+			want:   want{stream.GateCommit, 1, "finish_reason", ""},
 		},
 		{
 			name:   "openai error data",
 			d:      dialectOpenAI,
 			stream: []string{openAIChunk(`{"error":{"message":"You exceeded your current quota","type":"insufficient_quota"}}`)},
-			want:   want{gateFail, 0, "error_event", "You exceeded your current quota"},
+			want:   want{stream.GateFail, 0, "error_event", "You exceeded your current quota"},
 		},
 		{
 			name:   "openai non-JSON",
 			d:      dialectOpenAI,
 			stream: []string{openAIChunk(oRole), "data: upstream connect error"},
-			want:   want{gateFail, 1, "malformed_first_event", "upstream connect error"},
+			want:   want{stream.GateFail, 1, "malformed_first_event", "upstream connect error"},
 		},
 		{
 			name:   "openai [DONE] before content",
 			d:      dialectOpenAI,
 			stream: []string{openAIChunk(oRole), openAIChunk(oUsage), "data: [DONE]"},
-			want:   want{gateFail, 2, "terminal_before_content", "[DONE]"},
+			want:   want{stream.GateFail, 2, "terminal_before_content", "[DONE]"},
 		},
 		{
 			name:   "openai rejected phrase",
 			d:      dialectOpenAI,
 			stream: []string{openAIChunk(oRole), openAIChunk(`{"choices":[{"delta":{"content":"Ошибка: Quota Exceeded"}}]}`)},
 			reject: []string{"ОШИБКА"},
-			want:   want{gateFail, 1, "rejected_phrase", "ОШИБКА"},
+			want:   want{stream.GateFail, 1, "rejected_phrase", "ОШИБКА"},
 		},
 	}
 	for _, tt := range tests {
@@ -273,46 +274,46 @@ func TestGate(t *testing.T) {
 			for _, p := range tt.reject {
 				reject = append(reject, []byte(p))
 			}
-			g := newGate(tt.d, reject, tt.maxBuf, tt.maxEvs)
+			g := stream.NewGate(tt.d, reject, tt.maxBuf, tt.maxEvs)
 			evs := parseEvents(t, sseStream(tt.stream...))
-			at, decision := -1, gateHold
+			at, decision := -1, stream.GateHold
 			var fed []byte
 			for i, e := range evs {
-				decision = g.feed(e)
+				decision = g.Feed(e)
 				fed = append(fed, e.Raw...)
-				if decision != gateHold {
+				if decision != stream.GateHold {
 					at = i
 					break
 				}
 			}
 			if decision != tt.want.decision || at != tt.want.at {
-				t.Fatalf("decision %v at event %d, want %v at %d (reason %q, err %v)", decision, at, tt.want.decision, tt.want.at, g.failReason(), g.err())
+				t.Fatalf("decision %v at event %d, want %v at %d (reason %q, err %v)", decision, at, tt.want.decision, tt.want.at, g.FailReason(), g.Err())
 			}
 			// The decision sticks.
-			if decision != gateHold && g.feed(evs[0]) != decision {
+			if decision != stream.GateHold && g.Feed(evs[0]) != decision {
 				t.Errorf("a later feed changed the decision")
 			}
 			switch decision {
-			case gateCommit:
-				if g.committedBy() != tt.want.reason {
-					t.Errorf("committedBy = %q, want %q", g.committedBy(), tt.want.reason)
+			case stream.GateCommit:
+				if g.CommittedBy() != tt.want.reason {
+					t.Errorf("committedBy = %q, want %q", g.CommittedBy(), tt.want.reason)
 				}
-				if !bytes.Equal(g.buffered(), fed) {
-					t.Errorf("buffered = %q, want every event up to the commit %q", g.buffered(), fed)
+				if !bytes.Equal(g.Buffered(), fed) {
+					t.Errorf("buffered = %q, want every event up to the commit %q", g.Buffered(), fed)
 				}
-				if g.err() != nil || g.failReason() != "" {
-					t.Errorf("committed gate reports failure %q %v", g.failReason(), g.err())
+				if g.Err() != nil || g.FailReason() != "" {
+					t.Errorf("committed gate reports failure %q %v", g.FailReason(), g.Err())
 				}
-			case gateFail:
-				if g.failReason() != tt.want.reason {
-					t.Errorf("failReason = %q, want %q", g.failReason(), tt.want.reason)
+			case stream.GateFail:
+				if g.FailReason() != tt.want.reason {
+					t.Errorf("failReason = %q, want %q", g.FailReason(), tt.want.reason)
 				}
-				if g.err() == nil || !strings.Contains(g.err().Error(), tt.want.errHas) {
-					t.Errorf("err = %v, want it to mention %q", g.err(), tt.want.errHas)
+				if g.Err() == nil || !strings.Contains(g.Err().Error(), tt.want.errHas) {
+					t.Errorf("err = %v, want it to mention %q", g.Err(), tt.want.errHas)
 				}
-			case gateHold:
-				if !bytes.Equal(g.buffered(), fed) {
-					t.Errorf("buffered = %q, want %q", g.buffered(), fed)
+			case stream.GateHold:
+				if !bytes.Equal(g.Buffered(), fed) {
+					t.Errorf("buffered = %q, want %q", g.Buffered(), fed)
 				}
 			}
 		})
@@ -321,16 +322,16 @@ func TestGate(t *testing.T) {
 
 // A pooled gate starts clean after Reset.
 func TestGateReset(t *testing.T) {
-	g := newGate(dialectAnthropic, [][]byte{[]byte("Hello")}, 0, 0)
-	if g.feed(parseEvents(t, sseStream(anthropicEvent("content_block_delta", aTextDelta)))[0]) != gateFail {
+	g := stream.NewGate(dialectAnthropic, [][]byte{[]byte("Hello")}, 0, 0)
+	if g.Feed(parseEvents(t, sseStream(anthropicEvent("content_block_delta", aTextDelta)))[0]) != stream.GateFail {
 		t.Fatal("phrase not rejected")
 	}
 	g.Reset(dialectOpenAI, nil, 0, 0)
-	if g.failReason() != "" || g.err() != nil || len(g.buffered()) != 0 {
+	if g.FailReason() != "" || g.Err() != nil || len(g.Buffered()) != 0 {
 		t.Fatal("Reset kept state")
 	}
-	if d := g.feed(parseEvents(t, sseStream(openAIChunk(oContent)))[0]); d != gateCommit || g.committedBy() != "content" {
-		t.Fatalf("after Reset: %v by %q", d, g.committedBy())
+	if d := g.Feed(parseEvents(t, sseStream(openAIChunk(oContent)))[0]); d != stream.GateCommit || g.CommittedBy() != "content" {
+		t.Fatalf("after Reset: %v by %q", d, g.CommittedBy())
 	}
 }
 
@@ -405,14 +406,14 @@ func FuzzGate(f *testing.F) {
 	f.Add([]byte(sseStream(openAIChunk(oRole), openAIChunk(oTool), "data: [DONE]")), true, []byte("x"))
 	f.Add([]byte(sseStream(openAIChunk(oRole), "data: [DONE]")), true, []byte(""))
 	f.Add([]byte(sseStream(openAIChunk(`{"choices":[{"delta":{"content":"nope"}}]}`))), true, []byte("NOPE"))
-	f.Fuzz(func(t *testing.T, stream []byte, openai bool, phrase []byte) {
+	f.Fuzz(func(t *testing.T, in []byte, openai bool, phrase []byte) {
 		d := dialectAnthropic
 		if openai {
 			d = dialectOpenAI
 		}
-		g := newGate(d, [][]byte{phrase}, 4096, 8)
-		rd := sse.NewReader(bytes.NewReader(stream), 1<<16)
-		decision := gateHold
+		g := stream.NewGate(d, [][]byte{phrase}, 4096, 8)
+		rd := sse.NewReader(bytes.NewReader(in), 1<<16)
+		decision := stream.GateHold
 		var fed []byte
 		for {
 			e, err := rd.Next()
@@ -426,8 +427,8 @@ func FuzzGate(f *testing.F) {
 					t.Fatalf("classified %q as malformed=%v; encoding/json says object=%v", e.Data, malformed, object)
 				}
 			}
-			got := g.feed(e)
-			if decision != gateHold {
+			got := g.Feed(e)
+			if decision != stream.GateHold {
 				if got != decision {
 					t.Fatalf("decision changed from %v to %v", decision, got)
 				}
@@ -437,25 +438,25 @@ func FuzzGate(f *testing.F) {
 			decision = got
 			class := wire.ClassifyEvent(d, e)
 			switch got {
-			case gateCommit:
+			case stream.GateCommit:
 				if class != wire.EvOutput && class != wire.EvFinish {
 					t.Fatalf("committed on a %v event", class)
 				}
-				if g.committedBy() == "" || g.err() != nil {
-					t.Fatalf("commit by %q, err %v", g.committedBy(), g.err())
+				if g.CommittedBy() == "" || g.Err() != nil {
+					t.Fatalf("commit by %q, err %v", g.CommittedBy(), g.Err())
 				}
-			case gateFail:
-				switch g.failReason() {
+			case stream.GateFail:
+				switch g.FailReason() {
 				case "error_event", "malformed_first_event", "terminal_before_content", "rejected_phrase", "buffer_overflow":
 				default:
-					t.Fatalf("failReason %q", g.failReason())
+					t.Fatalf("failReason %q", g.FailReason())
 				}
-				if g.err() == nil {
+				if g.Err() == nil {
 					t.Fatal("failed without an error")
 				}
 			}
-			if !bytes.Equal(g.buffered(), fed) {
-				t.Fatalf("buffered %q, fed %q", g.buffered(), fed)
+			if !bytes.Equal(g.Buffered(), fed) {
+				t.Fatalf("buffered %q, fed %q", g.Buffered(), fed)
 			}
 		}
 	})
@@ -487,15 +488,15 @@ func BenchmarkGate(b *testing.B) {
 		n += int64(len(e.Raw))
 	}
 	reject := [][]byte{[]byte("I cannot help")}
-	g := newGate(dialectAnthropic, reject, 0, 0)
+	g := stream.NewGate(dialectAnthropic, reject, 0, 0)
 	b.ReportAllocs()
 	b.SetBytes(n)
 	for range b.N {
 		g.Reset(dialectAnthropic, reject, 0, 0)
 		for _, e := range evs {
-			g.feed(e)
+			g.Feed(e)
 		}
-		if g.feed(evs[0]) != gateCommit {
+		if g.Feed(evs[0]) != stream.GateCommit {
 			b.Fatal("no commit")
 		}
 	}

@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"net/http"
 	"sync/atomic"
@@ -132,7 +133,7 @@ func (h *Handler) recordWin(st *requestState, a *attempt, now time.Time) {
 // whole stream: a complete one is a success, a cut one a failure, unless
 // the client left or the request ran out of time (not the provider's
 // doing). The winner's chain entry then says how its stream ended.
-func (h *Handler) recordStreamEnd(st *requestState, a *attempt, res relayResult) {
+func (h *Handler) recordStreamEnd(st *requestState, a *attempt, res stream.RelayResult) {
 	switch {
 	case res.Complete:
 		a.p.health.OnSuccess(clock(), false)

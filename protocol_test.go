@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -264,7 +265,7 @@ func TestBedrockExceptionAfterCommit(t *testing.T) {
 		exceptionFrame(t, "modelStreamErrorException", "the model failed")...)
 	var out bytes.Buffer
 	var u wire.Usage
-	res := relayStream(context.Background(), &out, nil, sse.NewReader(newBedrockStream(io.NopCloser(bytes.NewReader(frames))), 4096), dialectAnthropic, &u, relayOptions{}, nil)
+	res := stream.Relay(context.Background(), &out, nil, sse.NewReader(newBedrockStream(io.NopCloser(bytes.NewReader(frames))), 4096), dialectAnthropic, &u, stream.RelayOptions{}, nil)
 	if res.Complete || res.Err == nil || !strings.Contains(res.Err.Error(), "modelStreamErrorException") {
 		t.Fatalf("relay result %+v", res)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/anthropic"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -106,9 +107,9 @@ func TestRelay(t *testing.T) {
 		name      string
 		d         wire.Dialect
 		in        string
-		opts      relayOptions
+		opts      stream.RelayOptions
 		failAfter int
-		want      relayResult
+		want      stream.RelayResult
 		wantOut   string // exact bytes the client gets, if set
 		wantError string // error type of the final event the client gets
 	}{
@@ -116,56 +117,56 @@ func TestRelay(t *testing.T) {
 			name:    "complete anthropic stream",
 			d:       dialectAnthropic,
 			in:      anthropicStream + "event: ping\ndata: {}\n\n", // nothing after message_stop is read
-			want:    relayResult{Complete: true, Events: 6, Bytes: int64(len(anthropicStream))},
+			want:    stream.RelayResult{Complete: true, Events: 6, Bytes: int64(len(anthropicStream))},
 			wantOut: anthropicStream,
 		},
 		{
 			name:    "openai with [DONE]",
 			d:       dialectOpenAI,
 			in:      openAIStream + "data: [DONE]\n\n",
-			want:    relayResult{Complete: true, Events: 5, Bytes: int64(len(openAIStream) + len(wire.DoneEvent))},
+			want:    stream.RelayResult{Complete: true, Events: 5, Bytes: int64(len(openAIStream) + len(wire.DoneEvent))},
 			wantOut: openAIStream + "data: [DONE]\n\n",
 		},
 		{
 			name:    "openai finish_reason then EOF gets a [DONE]",
 			d:       dialectOpenAI,
 			in:      openAIStream,
-			want:    relayResult{Complete: true, Events: 5, Bytes: int64(len(openAIStream) + len(wire.DoneEvent))},
+			want:    stream.RelayResult{Complete: true, Events: 5, Bytes: int64(len(openAIStream) + len(wire.DoneEvent))},
 			wantOut: openAIStream + "data: [DONE]\n\n",
 		},
 		{
 			name:    "openai finish_reason then a cut gets a [DONE]",
 			d:       dialectOpenAI,
 			in:      openAIStream + "data: {\"choi",
-			want:    relayResult{Complete: true, Events: 5, Bytes: int64(len(openAIStream) + len(wire.DoneEvent))},
+			want:    stream.RelayResult{Complete: true, Events: 5, Bytes: int64(len(openAIStream) + len(wire.DoneEvent))},
 			wantOut: openAIStream + "data: [DONE]\n\n",
 		},
 		{
 			name:      "anthropic cut mid-stream",
 			d:         dialectAnthropic,
 			in:        sseStream(anthropicEvent("content_block_delta", aTextDelta)) + "event: content_block_delta\ndata: {\"ty",
-			want:      relayResult{Reason: "upstream_cut", Events: 1, Bytes: int64(len(sseStream(anthropicEvent("content_block_delta", aTextDelta))))},
+			want:      stream.RelayResult{Reason: "upstream_cut", Events: 1, Bytes: int64(len(sseStream(anthropicEvent("content_block_delta", aTextDelta))))},
 			wantError: "api_error",
 		},
 		{
 			name:      "anthropic clean EOF without message_stop",
 			d:         dialectAnthropic,
 			in:        sseStream(anthropicEvent("content_block_delta", aTextDelta)),
-			want:      relayResult{Reason: "upstream_cut", Events: 1, Bytes: int64(len(sseStream(anthropicEvent("content_block_delta", aTextDelta))))},
+			want:      stream.RelayResult{Reason: "upstream_cut", Events: 1, Bytes: int64(len(sseStream(anthropicEvent("content_block_delta", aTextDelta))))},
 			wantError: "api_error",
 		},
 		{
 			name:      "openai cut before finish",
 			d:         dialectOpenAI,
 			in:        sseStream(openAIChunk(oContent)),
-			want:      relayResult{Reason: "upstream_cut", Events: 1, Bytes: int64(len(sseStream(openAIChunk(oContent))))},
+			want:      stream.RelayResult{Reason: "upstream_cut", Events: 1, Bytes: int64(len(sseStream(openAIChunk(oContent))))},
 			wantError: "server_error",
 		},
 		{
 			name:      "upstream error event is forwarded and ends the relay",
 			d:         dialectAnthropic,
 			in:        sseStream(anthropicEvent("content_block_delta", aTextDelta), anthropicEvent("error", aError), anthropicEvent("content_block_delta", aTextDelta)),
-			want:      relayResult{Reason: "upstream_error_event", Events: 2, Bytes: int64(len(sseStream(anthropicEvent("content_block_delta", aTextDelta), anthropicEvent("error", aError))))},
+			want:      stream.RelayResult{Reason: "upstream_error_event", Events: 2, Bytes: int64(len(sseStream(anthropicEvent("content_block_delta", aTextDelta), anthropicEvent("error", aError))))},
 			wantOut:   sseStream(anthropicEvent("content_block_delta", aTextDelta), anthropicEvent("error", aError)),
 			wantError: "overloaded_error",
 		},
@@ -173,22 +174,22 @@ func TestRelay(t *testing.T) {
 			name:    "malformed events dropped",
 			d:       dialectOpenAI,
 			in:      sseStream(openAIChunk(oContent), "data: {garbage", openAIChunk(oContent), "data: [DONE]"),
-			opts:    relayOptions{DropMalformed: true},
-			want:    relayResult{Complete: true, Events: 3, Dropped: 1, Bytes: int64(len(sseStream(openAIChunk(oContent), openAIChunk(oContent), "data: [DONE]")))},
+			opts:    stream.RelayOptions{DropMalformed: true},
+			want:    stream.RelayResult{Complete: true, Events: 3, Dropped: 1, Bytes: int64(len(sseStream(openAIChunk(oContent), openAIChunk(oContent), "data: [DONE]")))},
 			wantOut: sseStream(openAIChunk(oContent), openAIChunk(oContent), "data: [DONE]"),
 		},
 		{
 			name:    "malformed events forwarded by default",
 			d:       dialectOpenAI,
 			in:      sseStream(openAIChunk(oContent), "data: {garbage", "data: [DONE]"),
-			want:    relayResult{Complete: true, Events: 3, Bytes: int64(len(sseStream(openAIChunk(oContent), "data: {garbage", "data: [DONE]")))},
+			want:    stream.RelayResult{Complete: true, Events: 3, Bytes: int64(len(sseStream(openAIChunk(oContent), "data: {garbage", "data: [DONE]")))},
 			wantOut: sseStream(openAIChunk(oContent), "data: {garbage", "data: [DONE]"),
 		},
 		{
 			name:      "event too large",
 			d:         dialectAnthropic,
 			in:        sseStream(anthropicEvent("content_block_delta", aTextDelta), "data: "+strings.Repeat("x", 5000)),
-			want:      relayResult{Reason: "event_too_large", Events: 1, Bytes: int64(len(sseStream(anthropicEvent("content_block_delta", aTextDelta))))},
+			want:      stream.RelayResult{Reason: "event_too_large", Events: 1, Bytes: int64(len(sseStream(anthropicEvent("content_block_delta", aTextDelta))))},
 			wantError: "api_error",
 		},
 		{
@@ -196,7 +197,7 @@ func TestRelay(t *testing.T) {
 			d:         dialectAnthropic,
 			in:        anthropicStream,
 			failAfter: 2,
-			want:      relayResult{Reason: "client_gone", Events: 2, Bytes: int64(len(sseStream(anthropicEvent("content_block_delta", aTextDelta), ": keepalive")))},
+			want:      stream.RelayResult{Reason: "client_gone", Events: 2, Bytes: int64(len(sseStream(anthropicEvent("content_block_delta", aTextDelta), ": keepalive")))},
 			wantOut:   sseStream(anthropicEvent("content_block_delta", aTextDelta), ": keepalive"), // and no error event
 		},
 	}
@@ -206,7 +207,7 @@ func TestRelay(t *testing.T) {
 			c := &relayClient{failAfter: tt.failAfter}
 			var u wire.Usage
 			rd := sse.NewReader(strings.NewReader(tt.in), 4096)
-			got := relayStream(context.Background(), c, c.flush, rd, tt.d, &u, tt.opts, nil)
+			got := stream.Relay(context.Background(), c, c.flush, rd, tt.d, &u, tt.opts, nil)
 			if (got.Err == nil) != (got.Reason == "") {
 				t.Errorf("Reason %q with Err %v", got.Reason, got.Err)
 			}
@@ -234,7 +235,7 @@ func TestRelayUsage(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // goroutines left by earlier tests (Caddy's log rotation) are not ours
 	in := sseStream(anthropicEvent("message_delta", aMessageDelta), anthropicEvent("message_stop", aMessageStop))
 	u := wire.Usage{Input: 25, Output: 1, Model: "claude"}
-	res := relayStream(context.Background(), io.Discard, nil, sse.NewReader(strings.NewReader(in), 4096), dialectAnthropic, &u, relayOptions{}, nil)
+	res := stream.Relay(context.Background(), io.Discard, nil, sse.NewReader(strings.NewReader(in), 4096), dialectAnthropic, &u, stream.RelayOptions{}, nil)
 	if !res.Complete || u.Output != 15 || u.Input != 25 {
 		t.Errorf("result %+v, usage %+v", res, u)
 	}
@@ -255,8 +256,8 @@ func TestRelayIdleTimeout(t *testing.T) {
 				go up.send(t, first) // then silence, connection open
 				var stalls []time.Duration
 				c := &relayClient{}
-				opts := relayOptions{Idle: 30 * time.Second, OnStall: func(gap time.Duration) { stalls = append(stalls, gap) }}
-				res := relayStream(context.Background(), c, c.flush, sse.NewReader(up.pr, 4096), d, nil, opts, up.abort)
+				opts := stream.RelayOptions{Idle: 30 * time.Second, OnStall: func(gap time.Duration) { stalls = append(stalls, gap) }}
+				res := stream.Relay(context.Background(), c, c.flush, sse.NewReader(up.pr, 4096), d, nil, opts, up.abort)
 				if res.Reason != "idle_timeout" || res.Complete || res.Events != 2 {
 					t.Errorf("result %+v", res)
 				}
@@ -292,8 +293,8 @@ func TestRelayNotIdle(t *testing.T) {
 			up.send(t, sseStream(anthropicEvent("message_stop", aMessageStop)))
 		}()
 		c := &relayClient{slow: 25 * time.Second}
-		res := relayStream(context.Background(), c, c.flush, sse.NewReader(up.pr, 4096), dialectAnthropic, nil,
-			relayOptions{Idle: 10 * time.Second}, up.abort)
+		res := stream.Relay(context.Background(), c, c.flush, sse.NewReader(up.pr, 4096), dialectAnthropic, nil,
+			stream.RelayOptions{Idle: 10 * time.Second}, up.abort)
 		if !res.Complete || res.Events != 11 || up.aborted.Load() != 0 {
 			t.Errorf("result %+v, aborted %d", res, up.aborted.Load())
 		}
@@ -311,8 +312,8 @@ func TestRelayFinishGrace(t *testing.T) {
 		c := &relayClient{}
 		var u wire.Usage
 		start := time.Now()
-		res := relayStream(context.Background(), c, c.flush, sse.NewReader(up.pr, 4096), dialectOpenAI, &u,
-			relayOptions{Idle: time.Minute, FinishGrace: time.Second}, up.abort)
+		res := stream.Relay(context.Background(), c, c.flush, sse.NewReader(up.pr, 4096), dialectOpenAI, &u,
+			stream.RelayOptions{Idle: time.Minute, FinishGrace: time.Second}, up.abort)
 		if !res.Complete || res.Reason != "" || up.aborted.Load() == 0 {
 			t.Errorf("result %+v, aborted %d", res, up.aborted.Load())
 		}
@@ -339,7 +340,7 @@ func TestRelayContext(t *testing.T) {
 				cancel()
 			}()
 			c := &relayClient{}
-			res := relayStream(ctx, c, c.flush, sse.NewReader(up.pr, 4096), dialectAnthropic, nil, relayOptions{Idle: time.Minute}, up.abort)
+			res := stream.Relay(ctx, c, c.flush, sse.NewReader(up.pr, 4096), dialectAnthropic, nil, stream.RelayOptions{Idle: time.Minute}, up.abort)
 			if res.Reason != "client_gone" || up.aborted.Load() == 0 {
 				t.Errorf("result %+v, aborted %d", res, up.aborted.Load())
 			}
@@ -355,7 +356,7 @@ func TestRelayContext(t *testing.T) {
 			defer cancel()
 			go up.send(t, sseStream(openAIChunk(oContent)))
 			c := &relayClient{}
-			res := relayStream(ctx, c, c.flush, sse.NewReader(up.pr, 4096), dialectOpenAI, nil, relayOptions{Idle: time.Minute}, up.abort)
+			res := stream.Relay(ctx, c, c.flush, sse.NewReader(up.pr, 4096), dialectOpenAI, nil, stream.RelayOptions{Idle: time.Minute}, up.abort)
 			if res.Reason != "total_timeout" || res.Events != 1 {
 				t.Errorf("result %+v", res)
 			}
@@ -370,16 +371,16 @@ func TestRelayContext(t *testing.T) {
 const openAIDeltaChunk = `data: {"id":"chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG","object":"chat.completion.chunk","created":1741569952,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_eb9dce56a8","choices":[{"index":0,"delta":{"content":" the quick brown fox jumps over"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n"
 
 func benchmarkRelay(b *testing.B, d wire.Dialect, event, tail string) {
-	benchmarkRelayWith(b, d, event, tail, relayOptions{Idle: time.Minute})
+	benchmarkRelayWith(b, d, event, tail, stream.RelayOptions{Idle: time.Minute})
 }
 
-func benchmarkRelayWith(b *testing.B, d wire.Dialect, event, tail string, opts relayOptions) {
+func benchmarkRelayWith(b *testing.B, d wire.Dialect, event, tail string, opts stream.RelayOptions) {
 	var u wire.Usage
 	rd := sse.NewReader(&ssetest.RepeatReader{Event: []byte(event), N: b.N, Tail: []byte(tail)}, 1<<20)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(event)))
 	b.ResetTimer()
-	res := relayStream(context.Background(), io.Discard, func() error { return nil }, rd, d, &u, opts, func() {})
+	res := stream.Relay(context.Background(), io.Discard, func() error { return nil }, rd, d, &u, opts, func() {})
 	if !res.Complete || res.Events != b.N+1 {
 		b.Fatalf("%+v", res)
 	}
@@ -393,7 +394,7 @@ func BenchmarkRelayAnthropic(b *testing.B) {
 // tracked (its text kept for a continuation).
 func BenchmarkRelayAnthropicTracked(b *testing.B) {
 	benchmarkRelayWith(b, dialectAnthropic, ssetest.AnthropicDelta, sseStream(anthropicEvent("message_stop", aMessageStop)),
-		relayOptions{Idle: time.Minute, Track: &anthropic.Resumer{}, HoldError: true})
+		stream.RelayOptions{Idle: time.Minute, Track: &anthropic.Resumer{}, HoldError: true})
 }
 
 func BenchmarkRelayOpenAI(b *testing.B) {

@@ -91,7 +91,7 @@ func (st *requestState) rememberResponse(a *attempt) {
 	case a.body != nil:
 		id = responses.BodyID(a.body)
 	case a.gate != nil:
-		rd := sse.NewReader(bytes.NewReader(a.gate.buffered()), len(a.gate.buffered())+1)
+		rd := sse.NewReader(bytes.NewReader(a.gate.Buffered()), len(a.gate.Buffered())+1)
 		for id == "" {
 			ev, err := rd.Next()
 			if err != nil {

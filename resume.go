@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"go.uber.org/zap"
 )
@@ -58,7 +59,7 @@ func (h *Handler) resume(w io.Writer, flush func() error, st *requestState, rs w
 			st.relay.Reason = "client_gone" // it left while the stream was being continued
 		}
 		if !st.relay.Complete && st.relay.Reason != "client_gone" && held != "" {
-			_ = writeClientEvent(w, flush, []byte(held)) // the client is told; if it cannot be, it is gone anyway
+			_ = stream.WriteClientEvent(w, flush, []byte(held)) // the client is told; if it cannot be, it is gone anyway
 		}
 	}()
 	st.broke = append(st.broke, st.winner.p)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -31,7 +32,7 @@ func (h *Handler) splice(w io.Writer, flush func() error, st *requestState, a *a
 	defer a.resp.Body.Close()
 	run := &spliceRun{d: st.dialect, rs: rs, sp: sp, w: w, flush: flush}
 	over := false
-	buffered := sse.NewReader(bytes.NewReader(a.gate.buffered()), 0)
+	buffered := sse.NewReader(bytes.NewReader(a.gate.Buffered()), 0)
 	for !over {
 		ev, err := buffered.Next()
 		if err != nil {
@@ -142,8 +143,8 @@ func (s *spliceRun) end(u *wire.Usage) bool {
 // the stream ends (res.reason says how).
 func (h *Handler) spliceRest(st *requestState, a *attempt, res *spliceResult, handle func(sse.Event) bool) {
 	idle := time.Duration(h.Timeouts.Idle)
-	wd := newRelayWatchdog(relayOptions{Idle: idle}, func() { a.cancel(errIdleTimeout) })
-	defer wd.stop()
+	wd := stream.NewRelayWatchdog(stream.RelayOptions{Idle: idle}, func() { a.cancel(errIdleTimeout) })
+	defer wd.Stop()
 	aborted := make(chan struct{})
 	stopAbort := context.AfterFunc(st.ctx, func() {
 		defer close(aborted)
@@ -155,16 +156,16 @@ func (h *Handler) spliceRest(st *requestState, a *attempt, res *spliceResult, ha
 		}
 	}()
 	for {
-		wd.waitStart()
+		wd.WaitStart()
 		ev, err := a.rd.Next()
-		wd.waitEnd()
+		wd.WaitEnd()
 		if err != nil {
 			switch ctxErr := st.ctx.Err(); {
 			case ctxErr == context.Canceled:
 				res.reason = "client_gone"
 			case ctxErr != nil:
 				res.reason = "total_timeout"
-			case wd.expired.Load():
+			case wd.Expired.Load():
 				res.reason = "idle_timeout"
 			case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 				res.reason = "upstream_cut"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -49,7 +50,7 @@ type requestState struct {
 	// contextFellBack is the number of attempts made before the one
 	// context_fallback started (0: none yet); it happens once.
 	contextFellBack int
-	relay           relayResult
+	relay           stream.RelayResult
 	fatal           *attempt // a request-level error that ended the race
 	refused         string
 	forwarded       bool // not a completion: models, token counts, forward globs

@@ -1,4 +1,4 @@
-package llmhedge
+package stream
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 )
 
 // relayOptions tune relayStream.
-type relayOptions struct {
+type RelayOptions struct {
 	// Idle is the longest wait for the next complete upstream event after
 	// commit (pings and comments count as events); 0 means no limit. The
 	// wait is measured from when the relay asks for the next event, so a
@@ -50,7 +50,7 @@ type relayOptions struct {
 }
 
 // relayResult is how a committed stream ended.
-type relayResult struct {
+type RelayResult struct {
 	Complete bool   // the terminal event (or finish_reason then end/grace for OpenAI) was relayed
 	Reason   string // "" when complete; else idle_timeout, total_timeout, upstream_cut, upstream_error_event, event_too_large, read_error, client_gone
 	Err      error
@@ -71,14 +71,14 @@ type relayResult struct {
 // (cancel the attempt or close the upstream body); it is called when ctx
 // ends or the idle limit passes, possibly more than once. u, flush and
 // abort may be nil.
-func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader, d wire.Dialect, u *wire.Usage, opts relayOptions, abort func()) relayResult {
+func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader, d wire.Dialect, u *wire.Usage, opts RelayOptions, abort func()) RelayResult {
 	if abort == nil {
 		abort = func() {}
 	}
-	var res relayResult
+	var res RelayResult
 
-	wd := newRelayWatchdog(opts, abort)
-	defer wd.stop()
+	wd := NewRelayWatchdog(opts, abort)
+	defer wd.Stop()
 	aborted := make(chan struct{})
 	stopAbort := context.AfterFunc(ctx, func() {
 		defer close(aborted)
@@ -96,9 +96,9 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sse.R
 		cw := &coalescer{w: w, flush: flush}
 		rd.BeforeFill = func() {
 			if cw.pending && flushErr == nil {
-				wd.waitEnd() // a slow client is not an idle upstream
+				wd.WaitEnd() // a slow client is not an idle upstream
 				flushErr = cw.flushOut()
-				wd.waitStart()
+				wd.WaitStart()
 			}
 		}
 		defer func() {
@@ -125,9 +125,9 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sse.R
 		}
 	}
 	for {
-		wd.waitStart()
+		wd.WaitStart()
 		ev, err := rd.Next()
-		wd.waitEnd()
+		wd.WaitEnd()
 		if flushErr != nil {
 			res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", flushErr)
 			return res
@@ -147,7 +147,7 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sse.R
 			res.Err = fmt.Errorf("upstream sent an error event after commit: %s", wire.UpstreamErrorMessage(info.ErrVal, ev.Data))
 			return res
 		}
-		if err := writeClientEvent(w, write, ev.Raw); err != nil {
+		if err := WriteClientEvent(w, write, ev.Raw); err != nil {
 			res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", err)
 			return res
 		}
@@ -189,9 +189,9 @@ func relayStream(ctx context.Context, w io.Writer, flush func() error, rd *sse.R
 	}
 }
 
-func finishGraceOf(opts relayOptions) time.Duration {
+func finishGraceOf(opts RelayOptions) time.Duration {
 	if opts.FinishGrace <= 0 {
-		return streamDefaultFinishGrace
+		return DefaultFinishGrace
 	}
 	return opts.FinishGrace
 }
@@ -212,7 +212,7 @@ var coalescePool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); retu
 
 // coalesceMax bounds a burst held back: past it, the events are written
 // (not flushed) at once.
-const coalesceMax = 32 << 10
+const CoalesceMax = 32 << 10
 
 func (c *coalescer) Write(b []byte) (int, error) {
 	c.pending = true
@@ -220,7 +220,7 @@ func (c *coalescer) Write(b []byte) (int, error) {
 		c.buf = coalescePool.Get().(*[]byte)
 	}
 	*c.buf = append(*c.buf, b...)
-	if len(*c.buf) >= coalesceMax {
+	if len(*c.buf) >= CoalesceMax {
 		return len(b), c.writeOut()
 	}
 	return len(b), nil
@@ -248,7 +248,7 @@ func (c *coalescer) flushOut() error {
 
 func (c *coalescer) release() {
 	if c.buf != nil {
-		if cap(*c.buf) <= 2*coalesceMax {
+		if cap(*c.buf) <= 2*CoalesceMax {
 			*c.buf = (*c.buf)[:0]
 			coalescePool.Put(c.buf)
 		}
@@ -256,7 +256,7 @@ func (c *coalescer) release() {
 	}
 }
 
-func writeClientEvent(w io.Writer, flush func() error, b []byte) error {
+func WriteClientEvent(w io.Writer, flush func() error, b []byte) error {
 	if _, err := w.Write(b); err != nil {
 		return err
 	}
@@ -269,7 +269,7 @@ func writeClientEvent(w io.Writer, flush func() error, b []byte) error {
 // endRelay decides why the upstream stopped and ends the client's stream
 // accordingly: a synthesized [DONE] after an OpenAI finish_reason, an
 // error event otherwise, nothing when the client is gone.
-func endRelay(ctx context.Context, w io.Writer, flush func() error, d wire.Dialect, opts relayOptions, wd *relayWatchdog, finishing bool, readErr error, res relayResult) relayResult {
+func endRelay(ctx context.Context, w io.Writer, flush func() error, d wire.Dialect, opts RelayOptions, wd *relayWatchdog, finishing bool, readErr error, res RelayResult) RelayResult {
 	var status int
 	var message string
 	switch ctxErr := ctx.Err(); {
@@ -282,7 +282,7 @@ func endRelay(ctx context.Context, w io.Writer, flush func() error, d wire.Diale
 		// (OpenAI's [DONE]; a Gemini stream just ends, and what is
 		// pending is flushed when the relay returns).
 		if end := d.StreamEnd(); end != nil {
-			if err := writeClientEvent(w, flush, end); err != nil {
+			if err := WriteClientEvent(w, flush, end); err != nil {
 				res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", err)
 				return res
 			}
@@ -295,7 +295,7 @@ func endRelay(ctx context.Context, w io.Writer, flush func() error, d wire.Diale
 		res.Reason, status = "total_timeout", 504
 		res.Err = fmt.Errorf("request timed out while streaming: %w", ctxErr)
 		message = "the response exceeded its total time limit"
-	case wd.expired.Load():
+	case wd.Expired.Load():
 		res.Reason, status = "idle_timeout", 504
 		res.Err = fmt.Errorf("no upstream event for %s: %w", opts.Idle, readErr)
 		message = fmt.Sprintf("the upstream sent nothing for %s", opts.Idle)
@@ -317,7 +317,7 @@ func endRelay(ctx context.Context, w io.Writer, flush func() error, d wire.Diale
 		return res
 	}
 	// The client is told; if it cannot be, it is gone anyway.
-	_ = writeClientEvent(w, flush, wire.ErrorEvent(d, status, message))
+	_ = WriteClientEvent(w, flush, wire.ErrorEvent(d, status, message))
 	return res
 }
 
@@ -328,7 +328,7 @@ func endRelay(ctx context.Context, w io.Writer, flush func() error, d wire.Diale
 type relayWatchdog struct {
 	base    time.Time
 	waiting atomic.Int64 // nanoseconds since base when the relay began waiting for an event, or watchdogNotWaiting
-	expired atomic.Bool  // the limit passed and abort was called
+	Expired atomic.Bool  // the limit passed and abort was called
 
 	idle    time.Duration
 	onStall func(time.Duration)
@@ -343,7 +343,7 @@ type relayWatchdog struct {
 	stopped bool
 }
 
-func newRelayWatchdog(opts relayOptions, abort func()) *relayWatchdog {
+func NewRelayWatchdog(opts RelayOptions, abort func()) *relayWatchdog {
 	w := &relayWatchdog{base: time.Now(), idle: opts.Idle, onStall: opts.OnStall, abort: abort}
 	w.cond.L = &w.mu
 	w.waiting.Store(watchdogNotWaiting)
@@ -357,9 +357,9 @@ func newRelayWatchdog(opts relayOptions, abort func()) *relayWatchdog {
 // client is not an idle upstream.
 const watchdogNotWaiting = -1
 
-func (w *relayWatchdog) waitStart() { w.waiting.Store(int64(time.Since(w.base))) }
+func (w *relayWatchdog) WaitStart() { w.waiting.Store(int64(time.Since(w.base))) }
 
-func (w *relayWatchdog) waitEnd() { w.waiting.Store(watchdogNotWaiting) }
+func (w *relayWatchdog) WaitEnd() { w.waiting.Store(watchdogNotWaiting) }
 
 // gap is how long the relay has been waiting for the current event.
 func (w *relayWatchdog) gap() time.Duration {
@@ -412,12 +412,12 @@ func (w *relayWatchdog) fire() {
 		w.cond.Broadcast()
 		return
 	}
-	if w.expired.Load() {
+	if w.Expired.Load() {
 		return
 	}
 	gap := w.gap()
 	if gap >= w.limit {
-		w.expired.Store(true)
+		w.Expired.Store(true)
 		w.abort()
 		return
 	}
@@ -430,7 +430,7 @@ func (w *relayWatchdog) fire() {
 
 // stop disarms the watchdog and waits for a callback in flight, so none
 // runs after the relay returns.
-func (w *relayWatchdog) stop() {
+func (w *relayWatchdog) Stop() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.stopped = true
@@ -444,4 +444,4 @@ func (w *relayWatchdog) stop() {
 
 // streamDefaultFinishGrace is an OpenAI stream's wait for [DONE] after its
 // finish_reason.
-const streamDefaultFinishGrace = time.Second
+const DefaultFinishGrace = time.Second

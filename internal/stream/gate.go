@@ -1,4 +1,4 @@
-package llmhedge
+package stream
 
 import (
 	"bytes"
@@ -10,63 +10,63 @@ import (
 )
 
 // gateDecision is the gate's verdict after an event.
-type gateDecision uint8
+type GateDecision uint8
 
 const (
-	gateHold   gateDecision = iota // keep buffering: nothing proves the attempt good yet
-	gateCommit                     // the first output arrived: write the buffer, the provider is locked
-	gateFail                       // a fake 200: drop the attempt, fail over
+	GateHold   GateDecision = iota // keep buffering: nothing proves the attempt good yet
+	GateCommit                     // the first output arrived: write the buffer, the provider is locked
+	GateFail                       // a fake 200: drop the attempt, fail over
 )
 
-func (d gateDecision) String() string {
+func (d GateDecision) String() string {
 	switch d {
-	case gateHold:
+	case GateHold:
 		return "hold"
-	case gateCommit:
+	case GateCommit:
 		return "commit"
-	case gateFail:
+	case GateFail:
 		return "fail"
 	}
 	return "unknown"
 }
 
 // gateFailure is why the gate failed an attempt.
-type gateFailure uint8
+type GateFailure uint8
 
 const (
-	gateOK                    gateFailure = iota // not failed
-	gateErrorEvent                               // an error event before any output: a fake 200
-	gateMalformed                                // event data that is not what the dialect sends
-	gateTerminalBeforeContent                    // the stream ended before any output
-	gateRejectedPhrase                           // the output so far holds a reject phrase
-	gateBufferFull                               // no output within the first-event buffer
+	GateOK                    GateFailure = iota // not failed
+	GateErrorEvent                               // an error event before any output: a fake 200
+	GateMalformed                                // event data that is not what the dialect sends
+	GateTerminalBeforeContent                    // the stream ended before any output
+	GateRejectedPhrase                           // the output so far holds a reject phrase
+	GateBufferFull                               // no output within the first-event buffer
 )
 
 // String is the short name of the failure, for logs and metrics.
-func (f gateFailure) String() string {
+func (f GateFailure) String() string {
 	switch f {
-	case gateErrorEvent:
+	case GateErrorEvent:
 		return "error_event"
-	case gateMalformed:
+	case GateMalformed:
 		return "malformed_first_event"
-	case gateTerminalBeforeContent:
+	case GateTerminalBeforeContent:
 		return "terminal_before_content"
-	case gateRejectedPhrase:
+	case GateRejectedPhrase:
 		return "rejected_phrase"
-	case gateBufferFull:
+	case GateBufferFull:
 		return "buffer_overflow"
 	}
 	return ""
 }
 
 // class is the attempt failure class of a gate failure.
-func (f gateFailure) class() wire.FailClass {
+func (f GateFailure) Class() wire.FailClass {
 	switch f {
-	case gateErrorEvent:
+	case GateErrorEvent:
 		return wire.ClassFake200
-	case gateRejectedPhrase:
+	case GateRejectedPhrase:
 		return wire.ClassRejected
-	case gateTerminalBeforeContent:
+	case GateTerminalBeforeContent:
 		return wire.ClassClosedEarly
 	}
 	return wire.ClassMalformed
@@ -76,7 +76,7 @@ func (f gateFailure) class() wire.FailClass {
 // first upstream event to the commit): it buffers the events that precede the first model output,
 // commits at that output, and fails the attempt on a fake 200. After its
 // decision, feed changes nothing.
-type gate struct {
+type Gate struct {
 	d         wire.Dialect
 	phrases   [][]byte // as configured, for messages
 	reject    [][]byte // phrases lower-cased
@@ -90,30 +90,30 @@ type gate struct {
 	text    []byte // lower-cased output text seen, for the reject check
 	scratch []byte
 
-	decision gateDecision
-	failure  gateFailure
+	decision GateDecision
+	failure  GateFailure
 	cause    error
 	by       string
-	choices  wire.ChoiceSet // OpenAI choices seen in the buffered events
+	Choices  wire.ChoiceSet // OpenAI choices seen in the buffered events
 }
 
 // newGate returns a gate for one attempt. reject holds phrases that, found
 // (case-insensitively) in the output text up to the committing event, fail
 // the attempt. maxBuffer and maxEvents bound what is held before commit;
 // non-positive values mean 1 MiB and 1000.
-func newGate(d wire.Dialect, reject [][]byte, maxBuffer int, maxEvents int) *gate {
-	g := &gate{}
+func NewGate(d wire.Dialect, reject [][]byte, maxBuffer int, maxEvents int) *Gate {
+	g := &Gate{}
 	g.Reset(d, reject, maxBuffer, maxEvents)
 	return g
 }
 
 // Reset prepares g for a new attempt, keeping its buffers (for pooling).
-func (g *gate) Reset(d wire.Dialect, reject [][]byte, maxBuffer int, maxEvents int) {
+func (g *Gate) Reset(d wire.Dialect, reject [][]byte, maxBuffer int, maxEvents int) {
 	if maxBuffer <= 0 {
-		maxBuffer = streamDefaultGateBuffer
+		maxBuffer = DefaultGateBuffer
 	}
 	if maxEvents <= 0 {
-		maxEvents = streamDefaultGateEvents
+		maxEvents = DefaultGateEvents
 	}
 	g.d, g.maxBuffer, g.maxEvents = d, maxBuffer, maxEvents
 	// Lower-case the phrases into one reused buffer, then slice it: the
@@ -132,32 +132,32 @@ func (g *gate) Reset(d wire.Dialect, reject [][]byte, maxBuffer int, maxEvents i
 	}
 	g.buf, g.events = g.buf[:0], 0
 	g.text, g.scratch = g.text[:0], g.scratch[:0]
-	g.decision, g.failure, g.cause, g.by = gateHold, gateOK, nil, ""
-	g.choices = wire.ChoiceSet{}
+	g.decision, g.failure, g.cause, g.by = GateHold, GateOK, nil, ""
+	g.Choices = wire.ChoiceSet{}
 }
 
 // feed takes the next event of the attempt and returns the decision.
-func (g *gate) feed(ev sse.Event) gateDecision {
-	if g.decision != gateHold {
+func (g *Gate) Feed(ev sse.Event) GateDecision {
+	if g.decision != GateHold {
 		return g.decision
 	}
 	g.buf = append(g.buf, ev.Raw...)
 	g.events++
-	info := g.d.Inspect(ev, len(g.reject) > 0, &g.choices)
+	info := g.d.Inspect(ev, len(g.reject) > 0, &g.Choices)
 	switch info.Class {
 	case wire.EvError:
-		return g.fail(gateErrorEvent, fmt.Errorf("upstream sent an error event: %s", wire.UpstreamErrorMessage(info.ErrVal, ev.Data)))
+		return g.fail(GateErrorEvent, fmt.Errorf("upstream sent an error event: %s", wire.UpstreamErrorMessage(info.ErrVal, ev.Data)))
 	case wire.EvMalformed:
-		return g.fail(gateMalformed, fmt.Errorf("upstream event data is not a JSON object: %q", wire.ClipData(ev.Data, 200)))
+		return g.fail(GateMalformed, fmt.Errorf("upstream event data is not a JSON object: %q", wire.ClipData(ev.Data, 200)))
 	case wire.EvTerminal:
-		return g.fail(gateTerminalBeforeContent, fmt.Errorf("upstream ended the stream (%s) before any output", g.d.TerminalName(ev)))
+		return g.fail(GateTerminalBeforeContent, fmt.Errorf("upstream ended the stream (%s) before any output", g.d.TerminalName(ev)))
 	case wire.EvOutput, wire.EvFinish:
 		if len(g.reject) > 0 && info.Text != nil {
 			g.scratch = jsonscan.AppendString(g.scratch[:0], info.Text)
 			g.text = wire.AppendLowerText(g.text, g.scratch)
 			for i, p := range g.reject {
 				if len(p) > 0 && bytes.Contains(g.text, p) { // an empty phrase would match everything
-					return g.fail(gateRejectedPhrase, fmt.Errorf("upstream output contains the rejected phrase %q", g.phrases[i]))
+					return g.fail(GateRejectedPhrase, fmt.Errorf("upstream output contains the rejected phrase %q", g.phrases[i]))
 				}
 			}
 			// Providers stream a refusal a word at a time: while the answer
@@ -167,45 +167,45 @@ func (g *gate) feed(ev sse.Event) gateDecision {
 			}
 		}
 		g.by = info.By
-		g.decision = gateCommit
-		return gateCommit
+		g.decision = GateCommit
+		return GateCommit
 	}
 	if len(g.buf) > g.maxBuffer || g.events > g.maxEvents {
-		return g.fail(gateBufferFull, fmt.Errorf("no output after %d events (%d bytes): over the first-event buffer of %d events / %d bytes",
+		return g.fail(GateBufferFull, fmt.Errorf("no output after %d events (%d bytes): over the first-event buffer of %d events / %d bytes",
 			g.events, len(g.buf), g.maxEvents, g.maxBuffer))
 	}
-	return gateHold
+	return GateHold
 }
 
-func (g *gate) fail(f gateFailure, err error) gateDecision {
-	g.decision, g.failure, g.cause = gateFail, f, err
-	return gateFail
+func (g *Gate) fail(f GateFailure, err error) GateDecision {
+	g.decision, g.failure, g.cause = GateFail, f, err
+	return GateFail
 }
 
 // buffered returns the raw bytes of every event fed so far, in order,
 // including the committing one: what is written to the client at commit.
-func (g *gate) buffered() []byte { return g.buf }
+func (g *Gate) Buffered() []byte { return g.buf }
 
 // err says why the gate failed; nil unless it did.
-func (g *gate) err() error { return g.cause }
+func (g *Gate) Err() error { return g.cause }
 
 // failed says why the gate failed; gateOK unless it did.
-func (g *gate) failed() gateFailure { return g.failure }
+func (g *Gate) Failed() GateFailure { return g.failure }
 
 // failReason is the short name of the failure, for logs and metrics:
 // error_event, malformed_first_event, terminal_before_content,
 // rejected_phrase or buffer_overflow; "" unless the gate failed.
-func (g *gate) failReason() string { return g.failure.String() }
+func (g *Gate) FailReason() string { return g.failure.String() }
 
 // committedBy names what committed the attempt: "content_block_delta" for
 // Anthropic; for OpenAI the delta member ("content", "reasoning_content",
 // "reasoning", "tool_calls", "function_call", "refusal") or
 // "finish_reason". "" unless the gate committed.
-func (g *gate) committedBy() string { return g.by }
+func (g *Gate) CommittedBy() string { return g.by }
 
 // mayBecomeRejected reports whether the output text so far, leading
 // whitespace aside, is the beginning of a reject phrase.
-func (g *gate) mayBecomeRejected() bool {
+func (g *Gate) mayBecomeRejected() bool {
 	text := bytes.TrimLeft(g.text, " \t\r\n")
 	for _, p := range g.reject {
 		if p = bytes.TrimLeft(p, " \t\r\n"); len(text) < len(p) && bytes.HasPrefix(p, text) {
@@ -218,6 +218,6 @@ func (g *gate) mayBecomeRejected() bool {
 // The gate's bounds when none is given: stream.max_buffer's default, and
 // the events it buffers before the first valid one.
 const (
-	streamDefaultGateBuffer = 1 << 20
-	streamDefaultGateEvents = 1000
+	DefaultGateBuffer = 1 << 20
+	DefaultGateEvents = 1000
 )
