@@ -13,8 +13,9 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
-	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"go.uber.org/zap"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 
 	"github.com/caddyserver/caddy/v2"
 )

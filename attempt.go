@@ -17,7 +17,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
-	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
@@ -26,7 +25,7 @@ import (
 
 // Bounds of what one attempt reads before commit.
 const (
-	maxErrorBody    = 64 << 10 // an upstream error body kept for the client
+	maxErrorBody    = wire.MaxErrorBody
 	maxResponseBody = 64 << 20 // a non-stream completion
 )
 
@@ -198,7 +197,7 @@ func (h *Handler) readUpstreamError(a *attempt, d wire.Dialect, clientCtx contex
 	if clientCtx.Err() != nil {
 		c = wire.ClassClientAbort
 	}
-	a.fail(c, fmt.Errorf("provider %s: status %d: %s", a.p.name, resp.StatusCode, upstreamMessage(a.errBody)))
+	a.fail(c, fmt.Errorf("provider %s: status %d: %s", a.p.name, resp.StatusCode, wire.UpstreamMessage(a.errBody)))
 }
 
 // gateStream reads events until the first valid one (commit-ready) or a
@@ -267,11 +266,4 @@ func (h *Handler) readCompleteBody(a *attempt, d wire.Dialect, clientCtx context
 func isEventStream(h http.Header) bool {
 	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
 	return mt == "text/event-stream"
-}
-
-// upstreamMessage renders the upstream's own words from an error body in
-// either dialect (`{"error":{...}}` or `{"type":"error","error":{...}}`).
-func upstreamMessage(body []byte) string {
-	errVal, _ := jsonscan.Lookup(body, "error")
-	return wire.UpstreamErrorMessage(errVal, body)
 }

@@ -1,10 +1,11 @@
 package llmhedge
 
 import (
-	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 func TestSessionKey(t *testing.T) {

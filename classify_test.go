@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/gemini"
-	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"io"
 	"net"
 	"syscall"
 	"testing"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/gemini"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 func TestClassifyStatus(t *testing.T) {

@@ -1,8 +1,9 @@
 package llmhedge
 
 import (
-	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"testing"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // Each dialect recognises its provider's "prompt too long" 400 and nothing

@@ -2,11 +2,12 @@ package llmhedge
 
 import (
 	"encoding/json"
-	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
-	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // The registry answers what the uint8 switches answered: path to dialect,
@@ -137,8 +138,8 @@ func TestDialectsComplete(t *testing.T) {
 			if reason, err := d.CheckBody(body); reason != "error_body" || err == nil {
 				t.Errorf("checkBody(errorJSON) = %q, %v; want error_body", reason, err)
 			}
-			if got := upstreamMessage(body); !strings.Contains(got, "overloaded") {
-				t.Errorf("upstreamMessage(errorJSON) = %q", got)
+			if got := wire.UpstreamMessage(body); !strings.Contains(got, "overloaded") {
+				t.Errorf("wire.UpstreamMessage(errorJSON) = %q", got)
 			}
 			evs := parseEvents(t, string(d.ErrorEvent(502, "cut")))
 			if len(evs) != 1 {

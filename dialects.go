@@ -1,6 +1,7 @@
 package llmhedge
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/anthropic"
@@ -174,3 +175,35 @@ var dialectAnthropic wire.Dialect = anthropic.Dialect{}
 var dialectGemini wire.Dialect = gemini.Dialect{}
 
 var dialectResponses wire.Dialect = responses.Dialect{}
+
+// protocolInfo is one registered protocol: its name, the dialect a provider
+// of it reports as its own (for apiServes), and its constructor.
+type protocolInfo struct {
+	name   string
+	native wire.Dialect
+	ctor   protocolCtor
+}
+
+func parseProtocol(s string) (protocolInfo, bool) {
+	for _, pi := range protocols {
+		if strings.EqualFold(s, pi.name) {
+			return pi, true
+		}
+	}
+	return protocolInfo{}, false
+}
+
+// apiNames lists every `api` value: the dialects and the protocols.
+func apiNames() string {
+	names := dialectNames()
+	for _, pi := range protocols {
+		names += ", " + pi.name
+	}
+	return names
+}
+
+// unknownAPI is the error for an api option that names neither a dialect
+// nor a cloud, with every accepted value.
+func unknownAPI(v string) error {
+	return fmt.Errorf("api: %q is not one of %s", v, apiNames())
+}

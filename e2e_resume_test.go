@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
 	llmhedge "github.com/llmhedge/caddy-llm-hedge"
 
 	"github.com/llmhedge/caddy-llm-hedge/sim"

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"io"
 	"strings"
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // refBody is how a Go provider reads the fields the proxy routes by:

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"go.uber.org/goleak"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 )
 
 // healthT0 is the start of every scripted timeline; steps give offsets from it.

@@ -1,8 +1,9 @@
 package llmhedge
 
 import (
-	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 )
 
 // Key pools: a provider with several configured keys uses each by its own

@@ -1,10 +1,11 @@
 package llmhedge
 
 import (
-	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 )
 
 // Item 1: every learned count has a reset, and the key serves again at it.

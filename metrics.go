@@ -4,9 +4,10 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/caddyserver/caddy/v2"
 )

@@ -1,12 +1,13 @@
 package llmhedge
 
 import (
-	"github.com/llmhedge/caddy-llm-hedge/internal/health"
-	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
-	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // An attempt's provider bookkeeping is recorded here, in one place, so

@@ -1,8 +1,9 @@
 package llmhedge
 
 import (
-	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // The race's policy: what happens next after an attempt failed, the hedge

@@ -62,56 +62,51 @@ func modelSegment(model string) (string, error) {
 	return url.PathEscape(model), nil
 }
 
-// protocolCtor provisions the protocol of one provider from its options.
-type protocolCtor func(pc *Provider, p *provider) (protocol, error)
+// protocolCtor provisions the protocol of one provider.
+type protocolCtor func(t cloudTarget) (protocol, error)
 
-// protocolInfo is one registered protocol: its name, the dialect a provider
-// of it reports as its own (for apiServes), and its constructor.
-type protocolInfo struct {
-	name   string
-	native wire.Dialect
-	ctor   protocolCtor
+// cloudOptions are a cloud's own options of a provider (inline in its
+// JSON config, one Caddyfile subdirective each).
+type cloudOptions struct {
+	// Cloud region: the SigV4 scope of `api bedrock` (us-east-1) and the
+	// location of `api vertex` (us-east5, global). Required by both.
+	Region string `json:"region,omitempty"`
+	// Google Cloud project of `api vertex`. Required by it.
+	Project string `json:"project,omitempty"`
+	// AWS shared-config profile whose credentials `api bedrock` signs with.
+	// Default: the AWS default chain (env, shared config's default
+	// profile, web identity, container and instance roles).
+	AWSProfile string `json:"aws_profile,omitempty"`
 }
 
-func parseProtocol(s string) (protocolInfo, bool) {
-	for _, pi := range protocols {
-		if strings.EqualFold(s, pi.name) {
-			return pi, true
-		}
+// cloudTarget is what a cloud protocol knows of its provider: where it is,
+// its own key ("" when the cloud's credential chain signs), its options.
+type cloudTarget struct {
+	baseURL  *url.URL
+	basePath string // baseURL's path, no trailing slash
+	key      string
+	opts     cloudOptions
+}
+
+// setURL points an upstream request at the base URL joined with an
+// escaped path, the base URL's query kept.
+func (t cloudTarget) setURL(up *http.Request, escapedPath string) error {
+	s := t.baseURL.Scheme + "://" + t.baseURL.Host + t.basePath + escapedPath
+	if t.baseURL.RawQuery != "" {
+		s += "?" + t.baseURL.RawQuery
 	}
-	return protocolInfo{}, false
-}
-
-// apiNames lists every `api` value: the dialects and the protocols.
-func apiNames() string {
-	names := dialectNames()
-	for _, pi := range protocols {
-		names += ", " + pi.name
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
 	}
-	return names
-}
-
-// unknownAPI is the error for an api option that names neither a dialect
-// nor a cloud, with every accepted value.
-func unknownAPI(v string) error {
-	return fmt.Errorf("api: %q is not one of %s", v, apiNames())
+	up.URL, up.Host = u, ""
+	return nil
 }
 
 // setBody replaces the body of an upstream request.
 func setBody(up *http.Request, body []byte) {
 	up.Body = io.NopCloser(bytes.NewReader(body))
 	up.ContentLength = int64(len(body))
-}
-
-// setURL points an upstream request at the provider's base URL joined with
-// an escaped path, the base URL's query kept.
-func (p *provider) setURL(up *http.Request, escapedPath string) error {
-	u, err := url.Parse(p.url(escapedPath, ""))
-	if err != nil {
-		return err
-	}
-	up.URL, up.Host = u, ""
-	return nil
 }
 
 // cloudBody edits a JSON request body for a cloud: drops the named members
@@ -167,23 +162,23 @@ type streamFault struct {
 
 func (e *streamFault) Error() string { return e.msg }
 
-// checkCloudOptions reports a cloud's missing option and an option given to
+// check reports a cloud's missing option and an option given to
 // a provider that does not read it, at parse time (with the line) and at
 // provision time (JSON configs).
-func checkCloudOptions(pc *Provider) error {
-	api := strings.ToLower(pc.API)
+func (o cloudOptions) check(api string, hasKey bool) error {
+	api = strings.ToLower(api)
 	switch {
-	case (api == "bedrock" || api == "vertex") && pc.Region == "":
+	case (api == "bedrock" || api == "vertex") && o.Region == "":
 		return fmt.Errorf("api %s needs region", api)
-	case api == "vertex" && pc.Project == "":
+	case api == "vertex" && o.Project == "":
 		return fmt.Errorf("api vertex needs project")
-	case api == "azure" && pc.Key == "":
+	case api == "azure" && !hasKey:
 		return fmt.Errorf("api azure needs key (the resource's API key, sent as api-key)")
-	case pc.Region != "" && api != "bedrock" && api != "vertex":
+	case o.Region != "" && api != "bedrock" && api != "vertex":
 		return fmt.Errorf("region is read by api bedrock and vertex only")
-	case pc.Project != "" && api != "vertex":
+	case o.Project != "" && api != "vertex":
 		return fmt.Errorf("project is read by api vertex only")
-	case pc.AWSProfile != "" && api != "bedrock":
+	case o.AWSProfile != "" && api != "bedrock":
 		return fmt.Errorf("aws_profile is read by api bedrock only")
 	}
 	return nil
@@ -195,9 +190,9 @@ func checkCloudOptions(pc *Provider) error {
 // the client's SDK. kind names the cloud's error type when the body does
 // not. It returns the cloud's message.
 func cloudErrorBody(resp *http.Response, d wire.Dialect, kind string) string {
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, wire.MaxErrorBody))
 	resp.Body.Close()
-	msg := upstreamMessage(body)
+	msg := wire.UpstreamMessage(body)
 	if m, ok := jsonscan.Lookup(body, "message"); ok && jsonscan.IsString(m) {
 		msg = string(jsonscan.AppendString(nil, m))
 	}
@@ -210,4 +205,10 @@ func cloudErrorBody(resp *http.Response, d wire.Dialect, kind string) string {
 	resp.Header.Set("Content-Type", "application/json")
 	resp.Header.Del("Content-Length")
 	return msg
+}
+
+// isDialect reports whether d is the dialect D.
+func isDialect[D wire.Dialect](d wire.Dialect) bool {
+	_, ok := d.(D)
+	return ok
 }

@@ -2,10 +2,13 @@ package llmhedge
 
 import (
 	"context"
-	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/openai"
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/responses"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // azureProtocol is Azure OpenAI (SPEC 11): OpenAI's wire format under
@@ -16,26 +19,28 @@ import (
 // `{base}/openai/v1/chat/completions` or `/responses`. The key goes in
 // `api-key`; the base URL's query is kept.
 type azureProtocol struct {
-	p           *provider
+	t           cloudTarget
 	deployments bool
 }
 
-func newAzureProtocol(pc *Provider, p *provider) (protocol, error) {
-	return &azureProtocol{p: p, deployments: p.baseURL.Query().Get("api-version") != ""}, nil
+func newAzureProtocol(t cloudTarget) (protocol, error) {
+	return &azureProtocol{t: t, deployments: t.baseURL.Query().Get("api-version") != ""}, nil
 }
 
 func (*azureProtocol) String() string { return "azure" }
 
-func (*azureProtocol) serves(d wire.Dialect) bool { return d == dialectOpenAI || d == dialectResponses }
+func (*azureProtocol) serves(d wire.Dialect) bool {
+	return isDialect[openai.Dialect](d) || isDialect[responses.Dialect](d)
+}
 
 func (*azureProtocol) setKey(h http.Header, key string) { h.Set("Api-Key", key) }
 
 func (az *azureProtocol) prepare(_ context.Context, up *http.Request, req *wire.Request, model string, _ []byte) error {
 	op := "/chat/completions"
-	if req.Dialect == dialectResponses {
+	if isDialect[responses.Dialect](req.Dialect) {
 		op = "/responses"
 	}
-	base := strings.TrimSuffix(az.p.basePath, "/v1")
+	base := strings.TrimSuffix(az.t.basePath, "/v1")
 	base = strings.TrimSuffix(base, "/openai")
 	var path string
 	switch {
@@ -50,11 +55,11 @@ func (az *azureProtocol) prepare(_ context.Context, up *http.Request, req *wire.
 	default:
 		path = "/openai/v1" + op
 	}
-	u, err := url.Parse(az.p.baseURL.Scheme + "://" + az.p.baseURL.Host + base + path)
+	u, err := url.Parse(az.t.baseURL.Scheme + "://" + az.t.baseURL.Host + base + path)
 	if err != nil {
 		return err
 	}
-	u.RawQuery = az.p.baseURL.RawQuery
+	u.RawQuery = az.t.baseURL.RawQuery
 	up.URL, up.Host = u, ""
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/anthropic"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
@@ -33,7 +34,7 @@ import (
 // Bedrock API key as Bearer (`key`). A streamed answer is AWS event-stream
 // frames, read back as Anthropic SSE by bedrockStream.
 type bedrockProtocol struct {
-	p      *provider
+	t      cloudTarget
 	region string
 	creds  aws.CredentialsProvider // nil with a key
 	signer *v4.Signer
@@ -47,16 +48,16 @@ const bedrockAnthropicVersion = `"bedrock-2023-05-31"`
 // is not there off EC2.
 const awsCredentialTimeout = 10 * time.Second
 
-func newBedrockProtocol(pc *Provider, p *provider) (protocol, error) {
-	b := &bedrockProtocol{p: p, region: pc.Region, chain: "the provider's key (a Bedrock API key)"}
-	if p.key != "" {
+func newBedrockProtocol(t cloudTarget) (protocol, error) {
+	b := &bedrockProtocol{t: t, region: t.opts.Region, chain: "the provider's key (a Bedrock API key)"}
+	if t.key != "" {
 		return b, nil // a Bedrock API key, sent as Bearer
 	}
-	opts := []func(*config.LoadOptions) error{config.WithRegion(pc.Region)}
+	opts := []func(*config.LoadOptions) error{config.WithRegion(t.opts.Region)}
 	chain := "the AWS default chain (environment, shared config and credentials files, web identity, container and instance roles)"
-	if pc.AWSProfile != "" {
-		opts = append(opts, config.WithSharedConfigProfile(pc.AWSProfile))
-		chain = fmt.Sprintf("the AWS shared config profile %q (and the environment before it)", pc.AWSProfile)
+	if t.opts.AWSProfile != "" {
+		opts = append(opts, config.WithSharedConfigProfile(t.opts.AWSProfile))
+		chain = fmt.Sprintf("the AWS shared config profile %q (and the environment before it)", t.opts.AWSProfile)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), awsCredentialTimeout)
 	defer cancel()
@@ -79,7 +80,7 @@ func newBedrockProtocol(pc *Provider, p *provider) (protocol, error) {
 
 func (*bedrockProtocol) String() string { return "bedrock" }
 
-func (*bedrockProtocol) serves(d wire.Dialect) bool { return d == dialectAnthropic }
+func (*bedrockProtocol) serves(d wire.Dialect) bool { return isDialect[anthropic.Dialect](d) }
 
 func (*bedrockProtocol) setKey(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
 
@@ -106,7 +107,7 @@ func (b *bedrockProtocol) prepare(ctx context.Context, up *http.Request, req *wi
 		return err
 	}
 	// Model ids hold ':' (…-v1:0), which AWS escapes in the path it signs.
-	if err := b.p.setURL(up, "/model/"+strings.ReplaceAll(seg, ":", "%3A")+op); err != nil {
+	if err := b.t.setURL(up, "/model/"+strings.ReplaceAll(seg, ":", "%3A")+op); err != nil {
 		return err
 	}
 	setBody(up, body)
@@ -138,7 +139,7 @@ func (b *bedrockProtocol) response(resp *http.Response) cloudVerdict {
 	if resp.StatusCode != http.StatusOK {
 		kind, _, _ := strings.Cut(resp.Header.Get("X-Amzn-Errortype"), ":")
 		kind = strings.TrimSpace(kind)
-		msg := cloudErrorBody(resp, dialectAnthropic, strings.TrimSpace("bedrock "+kind))
+		msg := cloudErrorBody(resp, anthropic.Dialect{}, strings.TrimSpace("bedrock "+kind))
 		return b.verdict(kind, msg)
 	}
 	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/vnd.amazon.eventstream") {

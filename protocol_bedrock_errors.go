@@ -38,7 +38,7 @@ func bedrockException(kind string, payload []byte) error {
 			c = wire.ClassStatus5xx
 		}
 	}
-	msg := upstreamMessage(payload)
+	msg := wire.UpstreamMessage(payload)
 	if m, ok := jsonscan.Lookup(payload, "message"); ok {
 		var s string
 		if json.Unmarshal(m, &s) == nil {

@@ -215,11 +215,11 @@ func TestCloudProvisionErrors(t *testing.T) {
 		p    Provider
 		want string
 	}{
-		{"bedrock no credentials", Provider{API: "bedrock", Region: "us-east-1"}, "no AWS credentials found in the AWS default chain (environment, shared config"},
-		{"bedrock missing profile", Provider{API: "bedrock", Region: "us-east-1", AWSProfile: "nope"}, `the AWS shared config profile "nope"`},
+		{"bedrock no credentials", Provider{API: "bedrock", cloudOptions: cloudOptions{Region: "us-east-1"}}, "no AWS credentials found in the AWS default chain (environment, shared config"},
+		{"bedrock missing profile", Provider{API: "bedrock", cloudOptions: cloudOptions{Region: "us-east-1", AWSProfile: "nope"}}, `the AWS shared config profile "nope"`},
 		{"bedrock no region", Provider{API: "bedrock"}, "api bedrock needs region"},
-		{"vertex no credentials", Provider{API: "vertex", Region: "us-east5", Project: "p"}, "no Google credentials found in the Application Default Credentials chain (GOOGLE_APPLICATION_CREDENTIALS"},
-		{"vertex no project", Provider{API: "vertex", Region: "us-east5"}, "api vertex needs project"},
+		{"vertex no credentials", Provider{API: "vertex", cloudOptions: cloudOptions{Region: "us-east5", Project: "p"}}, "no Google credentials found in the Application Default Credentials chain (GOOGLE_APPLICATION_CREDENTIALS"},
+		{"vertex no project", Provider{API: "vertex", cloudOptions: cloudOptions{Region: "us-east5"}}, "api vertex needs project"},
 		{"azure no key", Provider{API: "azure"}, "api azure needs key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

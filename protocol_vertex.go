@@ -10,6 +10,9 @@ import (
 
 	"cloud.google.com/go/auth"
 	"cloud.google.com/go/auth/credentials"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/anthropic"
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/gemini"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -22,17 +25,17 @@ import (
 // Gemini clients go to publisher google, `…/publishers/google/models/{model}:generateContent`
 // or `:streamGenerateContent` (with the client's `?alt=sse`), the body as is.
 type vertexProtocol struct {
-	p      *provider
+	t      cloudTarget
 	prefix string // escaped /v1/projects/{project}/locations/{region}/publishers/
 	creds  *auth.Credentials
 }
 
 const vertexAnthropicVersion = `"vertex-2023-10-16"`
 
-func newVertexProtocol(pc *Provider, p *provider) (protocol, error) {
-	v := &vertexProtocol{p: p, prefix: "/v1/projects/" + url.PathEscape(pc.Project) +
-		"/locations/" + url.PathEscape(pc.Region) + "/publishers/"}
-	if p.key != "" {
+func newVertexProtocol(t cloudTarget) (protocol, error) {
+	v := &vertexProtocol{t: t, prefix: "/v1/projects/" + url.PathEscape(t.opts.Project) +
+		"/locations/" + url.PathEscape(t.opts.Region) + "/publishers/"}
+	if t.key != "" {
 		return v, nil // a static access token, sent as Bearer
 	}
 	// The library caches the token and refreshes it before it expires; the
@@ -51,7 +54,7 @@ func newVertexProtocol(pc *Provider, p *provider) (protocol, error) {
 func (*vertexProtocol) String() string { return "vertex" }
 
 func (*vertexProtocol) serves(d wire.Dialect) bool {
-	return d == dialectAnthropic || d == dialectGemini
+	return isDialect[anthropic.Dialect](d) || isDialect[gemini.Dialect](d)
 }
 
 func (*vertexProtocol) setKey(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
@@ -61,10 +64,10 @@ func (v *vertexProtocol) prepare(ctx context.Context, up *http.Request, req *wir
 	if err != nil {
 		return err
 	}
-	if req.Dialect == dialectGemini {
+	if isDialect[gemini.Dialect](req.Dialect) {
 		// The method is the client's (upstreamPath kept it after the model).
 		method := up.URL.Path[strings.LastIndexByte(up.URL.Path, ':')+1:]
-		if err := v.p.setURL(up, v.prefix+"google/models/"+seg+":"+method); err != nil {
+		if err := v.t.setURL(up, v.prefix+"google/models/"+seg+":"+method); err != nil {
 			return err
 		}
 		if req.Stream {
@@ -79,7 +82,7 @@ func (v *vertexProtocol) prepare(ctx context.Context, up *http.Request, req *wir
 		if req.Stream {
 			verb = ":streamRawPredict"
 		}
-		if err := v.p.setURL(up, v.prefix+"anthropic/models/"+seg+verb); err != nil {
+		if err := v.t.setURL(up, v.prefix+"anthropic/models/"+seg+verb); err != nil {
 			return err
 		}
 		up.Header.Del("Anthropic-Version")
@@ -104,7 +107,7 @@ func (v *vertexProtocol) response(resp *http.Response) cloudVerdict {
 		return cloudVerdict{}
 	}
 	if !strings.Contains(resp.Request.URL.Path, "/publishers/google/") {
-		cloudErrorBody(resp, dialectAnthropic, "vertex")
+		cloudErrorBody(resp, anthropic.Dialect{}, "vertex")
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
 		return cloudVerdict{class: wire.ClassAuth, credential: v.credential()}

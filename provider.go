@@ -32,15 +32,8 @@ type Provider struct {
 	// Gemini clients).
 	// Default: inferred from the request path, so the provider serves all.
 	API string `json:"api,omitempty"`
-	// Cloud region: the SigV4 scope of `api bedrock` (us-east-1) and the
-	// location of `api vertex` (us-east5, global). Required by both.
-	Region string `json:"region,omitempty"`
-	// Google Cloud project of `api vertex`. Required by it.
-	Project string `json:"project,omitempty"`
-	// AWS shared-config profile whose credentials `api bedrock` signs with.
-	// Default: the AWS default chain (env, shared config's default
-	// profile, web identity, container and instance roles).
-	AWSProfile string `json:"aws_profile,omitempty"`
+	// The cloud's own options (region, project, aws_profile): cloud.go.
+	cloudOptions
 	// API key sent to this provider; `{env.VAR}` is expanded at provision
 	// time. When set, the client's own key and auth-scoping headers
 	// (OpenAI-Organization, OpenAI-Project, Anthropic-Organization,
@@ -130,7 +123,7 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	if !ok {
 		return nil, unknownAPI(pc.API)
 	}
-	if err := checkCloudOptions(pc); err != nil {
+	if err := pc.cloudOptions.check(pc.API, pc.Key != ""); err != nil {
 		return nil, err
 	}
 	for _, r := range pc.ModelMap {
@@ -186,7 +179,7 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 		p.firstByte = time.Duration(h.Timeouts.FirstByte)
 	}
 	if cloud {
-		if p.proto, err = pi.ctor(pc, p); err != nil {
+		if p.proto, err = pi.ctor(cloudTarget{baseURL: p.baseURL, basePath: p.basePath, key: p.key, opts: pc.cloudOptions}); err != nil {
 			return nil, err
 		}
 	}
@@ -457,4 +450,15 @@ func loadHealth(name, baseURL, vendor string) (*health.Provider, error) {
 func releaseHealth(name, baseURL string) {
 	// Destruct never fails, and Delete on a missing key is a no-op.
 	_, _ = providerPool.Delete(healthKey(name, baseURL))
+}
+
+// setURL points an upstream request at the provider's base URL joined with
+// an escaped path, the base URL's query kept.
+func (p *provider) setURL(up *http.Request, escapedPath string) error {
+	u, err := url.Parse(p.url(escapedPath, ""))
+	if err != nil {
+		return err
+	}
+	up.URL, up.Host = u, ""
+	return nil
 }

@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"go.uber.org/zap"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 )
 
 var rlNow = time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)

@@ -8,9 +8,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"go.uber.org/zap"
+
 	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
-	"go.uber.org/zap"
 )
 
 // Mid-stream continuation (SPEC 12): a committed stream that is cut,

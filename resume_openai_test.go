@@ -7,9 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/openai/openai-go/v3"
+
 	dopenai "github.com/llmhedge/caddy-llm-hedge/internal/dialect/openai"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
-	"github.com/openai/openai-go/v3"
 )
 
 // resumeChatChunk is a chunk as OpenAI sends it, with the given choices.

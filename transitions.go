@@ -4,8 +4,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"go.uber.org/zap"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 )
 
 // The log lines of state changes: a provider's breaker opening, closing or

@@ -1,8 +1,9 @@
 package llmhedge
 
 import (
-	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	"testing"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 func TestUsageStream(t *testing.T) {

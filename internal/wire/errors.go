@@ -115,3 +115,13 @@ func ErrorField(body []byte, name string) string {
 	}
 	return strings.ToLower(jsonscan.Unquote(v))
 }
+
+// MaxErrorBody bounds an upstream error body kept for the client.
+const MaxErrorBody = 64 << 10
+
+// UpstreamMessage renders the upstream's own words from an error body in
+// either dialect (`{"error":{...}}` or `{"type":"error","error":{...}}`).
+func UpstreamMessage(body []byte) string {
+	errVal, _ := jsonscan.Lookup(body, "error")
+	return UpstreamErrorMessage(errVal, body)
+}
