@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
@@ -91,7 +92,7 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 	up.Header.Set("Content-Type", "application/json")
 	up.ContentLength = int64(len(body))
 	if a.p.proto != nil {
-		if err := a.p.proto.prepare(a.ctx, up, req, a.model, body); err != nil {
+		if err := a.p.proto.Prepare(a.ctx, up, req, a.model, body); err != nil {
 			a.fail(wire.ClassConnect, fmt.Errorf("provider %s: %s: %w", a.p.name, a.p.proto, err))
 			return
 		}
@@ -132,19 +133,19 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 	}
 	a.resp, a.status = resp, resp.StatusCode
 	a.noteRateLimits(resp.Header)
-	var verdict cloudVerdict
+	var verdict cloud.Verdict
 	if a.p.proto != nil {
-		verdict = a.p.proto.response(resp)
+		verdict = a.p.proto.Response(resp)
 	}
 	if resp.StatusCode != http.StatusOK {
 		h.readUpstreamError(a, req.Dialect, r.Context())
-		if verdict.class != wire.ClassNone && a.class != wire.ClassClientAbort {
-			a.class = verdict.class
+		if verdict.Class != wire.ClassNone && a.class != wire.ClassClientAbort {
+			a.class = verdict.Class
 		}
-		if verdict.credential != "" {
+		if verdict.Credential != "" {
 			h.logger.Error("cloud refused the provider's own credentials: fix them; requests fail over meanwhile",
 				zap.String("provider", a.p.name), zap.String("api", a.p.proto.String()),
-				zap.String("credentials", verdict.credential), zap.Error(a.err))
+				zap.String("credentials", verdict.Credential), zap.Error(a.err))
 		}
 		return
 	}
@@ -209,11 +210,11 @@ func (h *Handler) gateStream(a *attempt, d wire.Dialect, clientCtx context.Conte
 		ev, err := a.rd.Next()
 		if err != nil {
 			c := wire.ClassClosedEarly
-			var sf *streamFault
+			var sf *cloud.StreamFault
 			if errors.Is(err, sse.ErrEventTooLarge) {
 				c = wire.ClassMalformed
 			} else if errors.As(err, &sf) {
-				c = sf.class
+				c = sf.Class
 			} else if a.ctx.Err() != nil || clientCtx.Err() != nil {
 				c = wire.ClassifyTransportError(err, a.ctx, clientCtx)
 			}

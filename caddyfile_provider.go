@@ -131,7 +131,7 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser, lines optionLines) error
 			return err
 		}
 	}
-	if err := p.cloudOptions.check(p.API, p.Key != ""); err != nil {
+	if err := p.Options.Check(p.API, p.Key != ""); err != nil {
 		return d.Errf("provider %q: %v", p.Name, err)
 	}
 	h.Providers = append(h.Providers, p)

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
 	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/gemini"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
@@ -88,7 +89,7 @@ func TestClassifyTransportError(t *testing.T) {
 // credential refused; a Gemini PERMISSION_DENIED fails a key only when it
 // says the key is invalid or disabled.
 func TestCloudForbiddenReadFromBody(t *testing.T) {
-	b := &bedrockProtocol{chain: "the AWS default chain"}
+	b := &cloud.BedrockProtocol{Chain: "the AWS default chain"}
 	for _, c := range []struct {
 		kind, msg  string
 		class      wire.FailClass
@@ -101,8 +102,8 @@ func TestCloudForbiddenReadFromBody(t *testing.T) {
 		{"AccessDeniedException", "User: arn:aws:iam::1:user/x is not authorized to perform: bedrock:InvokeModel", wire.ClassNone, false},
 		{"ThrottlingException", "Too many requests", wire.ClassNone, false},
 	} {
-		v := b.verdict(c.kind, c.msg)
-		if v.class != c.class || (v.credential != "") != c.credential {
+		v := b.Verdict(c.kind, c.msg)
+		if v.Class != c.class || (v.Credential != "") != c.credential {
 			t.Errorf("bedrock %s %q: %+v, want class %q credential %v", c.kind, c.msg, v, c.class, c.credential)
 		}
 	}
@@ -134,15 +135,15 @@ func TestCloudForbiddenReadFromBody(t *testing.T) {
 // request is read, and never becomes a cloud's path segment.
 func TestModelDotSegments(t *testing.T) {
 	for _, m := range []string{".", "..", "../x", "x/..", `..\x`, "a/./b"} {
-		if _, err := wire.ParseRequestBody([]byte(`{"model":` + jsonQuote(m) + `}`)); err == nil {
+		if _, err := wire.ParseRequestBody([]byte(`{"model":` + cloud.JsonQuote(m) + `}`)); err == nil {
 			t.Errorf("model %q accepted", m)
 		}
-		if _, err := modelSegment(m); err == nil {
+		if _, err := cloud.ModelSegment(m); err == nil {
 			t.Errorf("model %q made a path segment", m)
 		}
 	}
 	for _, m := range []string{"claude-3.5", "...", ".hidden", "a..b", "arn:aws:bedrock:us-east-1:1:inference-profile/us.anthropic.claude-v1:0"} {
-		if _, err := wire.ParseRequestBody([]byte(`{"model":` + jsonQuote(m) + `}`)); err != nil {
+		if _, err := wire.ParseRequestBody([]byte(`{"model":` + cloud.JsonQuote(m) + `}`)); err != nil {
 			t.Errorf("model %q refused: %v", m, err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
 	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/anthropic"
 	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/gemini"
 	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/openai"
@@ -32,9 +33,9 @@ var alsoServedBy = map[wire.Dialect][]wire.Dialect{
 // its own (for apiServes) and its constructor. Vertex serves two dialects
 // (Anthropic and Gemini), which its serves method says: dialectNone here.
 var protocols = []protocolInfo{
-	{"azure", dialectOpenAI, newAzureProtocol},
-	{"bedrock", dialectAnthropic, newBedrockProtocol},
-	{"vertex", wire.DialectNone, newVertexProtocol},
+	{"azure", dialectOpenAI, cloud.NewAzure},
+	{"bedrock", dialectAnthropic, cloud.NewBedrock},
+	{"vertex", wire.DialectNone, cloud.NewVertex},
 }
 
 // parseDialect reads the `api` option of a provider.
@@ -181,7 +182,7 @@ var dialectResponses wire.Dialect = responses.Dialect{}
 type protocolInfo struct {
 	name   string
 	native wire.Dialect
-	ctor   protocolCtor
+	ctor   cloud.Ctor
 }
 
 func parseProtocol(s string) (protocolInfo, bool) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
@@ -45,7 +46,7 @@ func BenchmarkBedrockStream(b *testing.B) {
 	fills := 0
 	rd.BeforeFill = func() { fills++ }
 	for b.Loop() {
-		rd.Reset(newBedrockStream(io.NopCloser(bytes.NewReader(wire))))
+		rd.Reset(cloud.NewBedrockStream(io.NopCloser(bytes.NewReader(wire))))
 		n := 0
 		for {
 			_, err := rd.Next()
@@ -73,7 +74,7 @@ func TestBedrockStreamBatchesReceivedFrames(t *testing.T) {
 	five := len(bedrockFrames(t, events[:5]...))
 	// Five frames and 10 bytes of the sixth have arrived; the rest comes later.
 	in := &twoReads{parts: [][]byte{append([]byte(nil), wire[:five+10]...), append([]byte(nil), wire[five+10:]...)}}
-	s := newBedrockStream(io.NopCloser(in))
+	s := cloud.NewBedrockStream(io.NopCloser(in))
 	buf := make([]byte, 64<<10)
 	n, err := s.Read(buf)
 	if err != nil {
@@ -99,7 +100,7 @@ func TestBedrockStreamBatchesReceivedFrames(t *testing.T) {
 	if err := eventstream.NewEncoder().Encode(&other, msg); err != nil {
 		t.Fatal(err)
 	}
-	got, err := io.ReadAll(newBedrockStream(io.NopCloser(bytes.NewReader(append(other.Bytes(), first...)))))
+	got, err := io.ReadAll(cloud.NewBedrockStream(io.NopCloser(bytes.NewReader(append(other.Bytes(), first...)))))
 	if err != nil || !bytes.HasPrefix(got, []byte("event: message_start\n")) {
 		t.Fatalf("after a metadata frame: %v %q", err, got)
 	}
@@ -134,8 +135,8 @@ func FuzzBedrockFrameDecode(f *testing.F) {
 			}
 		}
 		want, werr := sdkDecode(b)
-		s := newBedrockStream(io.NopCloser(bytes.NewReader(b)))
-		got, err := s.decode()
+		s := cloud.NewBedrockStream(io.NopCloser(bytes.NewReader(b)))
+		got, err := s.Decode()
 		if (werr == nil) != (err == nil) {
 			t.Fatalf("SDK: %v; ours: %v", werr, err)
 		}
@@ -145,8 +146,8 @@ func FuzzBedrockFrameDecode(f *testing.F) {
 		for _, h := range []struct {
 			name string
 			v    []byte
-		}{{":message-type", got.messageType}, {":event-type", got.eventType}, {":exception-type", got.exceptionType},
-			{":error-code", got.errorCode}, {":error-message", got.errorMessage}} {
+		}{{":message-type", got.MessageType}, {":event-type", got.EventType}, {":exception-type", got.ExceptionType},
+			{":error-code", got.ErrorCode}, {":error-message", got.ErrorMessage}} {
 			var w string
 			if v := want.Headers.Get(h.name); v != nil {
 				w, _ = v.Get().(string)
@@ -155,8 +156,8 @@ func FuzzBedrockFrameDecode(f *testing.F) {
 				t.Fatalf("%s: %q, SDK %q", h.name, h.v, w)
 			}
 		}
-		if !bytes.Equal(got.payload, want.Payload) {
-			t.Fatalf("payload %q, SDK %q", got.payload, want.Payload)
+		if !bytes.Equal(got.Payload, want.Payload) {
+			t.Fatalf("payload %q, SDK %q", got.Payload, want.Payload)
 		}
 	})
 }
@@ -176,14 +177,14 @@ func sdkDecode(b []byte) (msg eventstream.Message, err error) {
 // wherever they repeat, sets the others once, and copies the rest as written.
 func TestCloudBodySplices(t *testing.T) {
 	in := `{"model":"m", "max_tokens" : 5,"stream":true,"mod\u0065l":"x","messages":[{"role":"user","content":"a<b"}],"anthropic_version":"old","x":{"y":[1,2]}}`
-	got, err := cloudBody([]byte(in), []string{"model", "stream"}, map[string]json.RawMessage{
+	got, err := cloud.CloudBody([]byte(in), []string{"model", "stream"}, map[string]json.RawMessage{
 		"anthropic_version": json.RawMessage(`"bedrock-2023-05-31"`), "anthropic_beta": json.RawMessage(`["b"]`)})
 	want := `{"max_tokens":5,"messages":[{"role":"user","content":"a<b"}],"x":{"y":[1,2]},"anthropic_beta":["b"],"anthropic_version":"bedrock-2023-05-31"}`
 	if err != nil || string(got) != want {
 		t.Fatalf("got %s, %v\nwant %s", got, err, want)
 	}
 	for _, bad := range []string{`[1]`, `{"a":}`, `{"a":1`, ``} {
-		if _, err := cloudBody([]byte(bad), nil, nil); err == nil {
+		if _, err := cloud.CloudBody([]byte(bad), nil, nil); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}
@@ -192,10 +193,10 @@ func TestCloudBodySplices(t *testing.T) {
 // BenchmarkBedrockCloudBody is the Bedrock request body of the bench.
 func BenchmarkBedrockCloudBody(b *testing.B) {
 	body := []byte(`{"model":"claude-bench","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":"Write a short paragraph about the sea."}]}`)
-	set := map[string]json.RawMessage{"anthropic_version": json.RawMessage(bedrockAnthropicVersion)}
+	set := map[string]json.RawMessage{"anthropic_version": json.RawMessage(cloud.BedrockAnthropicVersion)}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := cloudBody(body, []string{"model", "stream"}, set); err != nil {
+		if _, err := cloud.CloudBody(body, []string{"model", "stream"}, set); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
@@ -127,16 +128,16 @@ func TestBedrockEventStreamSplits(t *testing.T) {
 	}
 	for split := 0; split <= len(frames); split++ {
 		in := &twoReads{parts: [][]byte{append([]byte(nil), frames[:split]...), append([]byte(nil), frames[split:]...)}}
-		got, err := io.ReadAll(newBedrockStream(io.NopCloser(in)))
+		got, err := io.ReadAll(cloud.NewBedrockStream(io.NopCloser(in)))
 		if err != nil || string(got) != want.String() {
 			t.Fatalf("split %d: %v\n%s", split, err, got)
 		}
 	}
-	got, err := io.ReadAll(newBedrockStream(io.NopCloser(iotest.OneByteReader(bytes.NewReader(frames)))))
+	got, err := io.ReadAll(cloud.NewBedrockStream(io.NopCloser(iotest.OneByteReader(bytes.NewReader(frames)))))
 	if err != nil || string(got) != want.String() {
 		t.Fatalf("one byte at a time: %v", err)
 	}
-	rd := sse.NewReader(newBedrockStream(io.NopCloser(bytes.NewReader(frames))), 0)
+	rd := sse.NewReader(cloud.NewBedrockStream(io.NopCloser(bytes.NewReader(frames))), 0)
 	for i, ev := range events {
 		e, err := rd.Next()
 		if err != nil || string(e.Data) != ev {
@@ -148,7 +149,7 @@ func TestBedrockEventStreamSplits(t *testing.T) {
 	}
 	// A cut inside a frame is an unexpected EOF, wherever it falls.
 	for cut := len(frames) - 1; cut > len(frames)-40; cut-- {
-		_, err := io.ReadAll(newBedrockStream(io.NopCloser(bytes.NewReader(frames[:cut]))))
+		_, err := io.ReadAll(cloud.NewBedrockStream(io.NopCloser(bytes.NewReader(frames[:cut]))))
 		if !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Fatalf("cut at %d: %v, want unexpected EOF", cut, err)
 		}
@@ -168,9 +169,9 @@ func TestBedrockExceptionClasses(t *testing.T) {
 		"serviceQuotaExceededException": wire.ClassRateLimited,
 	} {
 		frames := append(bedrockFrames(t, `{"type":"ping"}`), exceptionFrame(t, kind, "slow down")...)
-		got, err := io.ReadAll(newBedrockStream(io.NopCloser(bytes.NewReader(frames))))
-		var sf *streamFault
-		if !errors.As(err, &sf) || sf.class != want || !strings.Contains(sf.msg, kind) || !strings.Contains(sf.msg, "slow down") {
+		got, err := io.ReadAll(cloud.NewBedrockStream(io.NopCloser(bytes.NewReader(frames))))
+		var sf *cloud.StreamFault
+		if !errors.As(err, &sf) || sf.Class != want || !strings.Contains(sf.Msg, kind) || !strings.Contains(sf.Msg, "slow down") {
 			t.Errorf("%s: %v, want class %s", kind, err, want)
 		}
 		if string(got) != "event: ping\ndata: {\"type\":\"ping\"}\n\n" {
@@ -185,7 +186,7 @@ func FuzzBedrockEventStream(f *testing.F) {
 	f.Add(bedrockFrames(f, "{\"type\":\"a\nb\",\r\n\"x\":1}"))
 	f.Add([]byte{0, 0, 0, 16, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rd := sse.NewReader(newBedrockStream(io.NopCloser(bytes.NewReader(b))), 1<<20)
+		rd := sse.NewReader(cloud.NewBedrockStream(io.NopCloser(bytes.NewReader(b))), 1<<20)
 		for range 1000 {
 			ev, err := rd.Next()
 			if err != nil {
@@ -215,11 +216,11 @@ func TestCloudProvisionErrors(t *testing.T) {
 		p    Provider
 		want string
 	}{
-		{"bedrock no credentials", Provider{API: "bedrock", cloudOptions: cloudOptions{Region: "us-east-1"}}, "no AWS credentials found in the AWS default chain (environment, shared config"},
-		{"bedrock missing profile", Provider{API: "bedrock", cloudOptions: cloudOptions{Region: "us-east-1", AWSProfile: "nope"}}, `the AWS shared config profile "nope"`},
+		{"bedrock no credentials", Provider{API: "bedrock", Options: cloud.Options{Region: "us-east-1"}}, "no AWS credentials found in the AWS default chain (environment, shared config"},
+		{"bedrock missing profile", Provider{API: "bedrock", Options: cloud.Options{Region: "us-east-1", AWSProfile: "nope"}}, `the AWS shared config profile "nope"`},
 		{"bedrock no region", Provider{API: "bedrock"}, "api bedrock needs region"},
-		{"vertex no credentials", Provider{API: "vertex", cloudOptions: cloudOptions{Region: "us-east5", Project: "p"}}, "no Google credentials found in the Application Default Credentials chain (GOOGLE_APPLICATION_CREDENTIALS"},
-		{"vertex no project", Provider{API: "vertex", cloudOptions: cloudOptions{Region: "us-east5"}}, "api vertex needs project"},
+		{"vertex no credentials", Provider{API: "vertex", Options: cloud.Options{Region: "us-east5", Project: "p"}}, "no Google credentials found in the Application Default Credentials chain (GOOGLE_APPLICATION_CREDENTIALS"},
+		{"vertex no project", Provider{API: "vertex", Options: cloud.Options{Region: "us-east5"}}, "api vertex needs project"},
 		{"azure no key", Provider{API: "azure"}, "api azure needs key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -265,7 +266,7 @@ func TestBedrockExceptionAfterCommit(t *testing.T) {
 		exceptionFrame(t, "modelStreamErrorException", "the model failed")...)
 	var out bytes.Buffer
 	var u wire.Usage
-	res := stream.Relay(context.Background(), &out, nil, sse.NewReader(newBedrockStream(io.NopCloser(bytes.NewReader(frames))), 4096), dialectAnthropic, &u, stream.RelayOptions{}, nil)
+	res := stream.Relay(context.Background(), &out, nil, sse.NewReader(cloud.NewBedrockStream(io.NopCloser(bytes.NewReader(frames))), 4096), dialectAnthropic, &u, stream.RelayOptions{}, nil)
 	if res.Complete || res.Err == nil || !strings.Contains(res.Err.Error(), "modelStreamErrorException") {
 		t.Fatalf("relay result %+v", res)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
 	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/gemini"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
@@ -32,8 +33,8 @@ type Provider struct {
 	// Gemini clients).
 	// Default: inferred from the request path, so the provider serves all.
 	API string `json:"api,omitempty"`
-	// The cloud's own options (region, project, aws_profile): cloud.go.
-	cloudOptions
+	// The cloud's own options (region, project, aws_profile): internal/cloud.
+	cloud.Options
 	// API key sent to this provider; `{env.VAR}` is expanded at provision
 	// time. When set, the client's own key and auth-scoping headers
 	// (OpenAI-Organization, OpenAI-Project, Anthropic-Organization,
@@ -86,7 +87,7 @@ type provider struct {
 	baseURL   *url.URL
 	basePath  string            // escaped, without a trailing slash
 	dialect   wire.Dialect      // dialectNone: serves whichever the request speaks
-	proto     protocol          // a cloud (protocol.go), or nil for a native API
+	proto     cloud.Protocol    // a cloud (protocol.go), or nil for a native API
 	key       string            // the first key of the pool: forwarded calls use it
 	keys      []*health.PoolKey // empty: the client's key is passed through
 	reserve   int64             // quota_reserve
@@ -116,14 +117,14 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	d, ok := parseDialect(pc.API)
-	pi, cloud := parseProtocol(pc.API)
-	if cloud {
+	pi, viaCloud := parseProtocol(pc.API)
+	if viaCloud {
 		d, ok = pi.native, true
 	}
 	if !ok {
 		return nil, unknownAPI(pc.API)
 	}
-	if err := pc.cloudOptions.check(pc.API, pc.Key != ""); err != nil {
+	if err := pc.Options.Check(pc.API, pc.Key != ""); err != nil {
 		return nil, err
 	}
 	for _, r := range pc.ModelMap {
@@ -178,8 +179,8 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	if p.firstByte <= 0 {
 		p.firstByte = time.Duration(h.Timeouts.FirstByte)
 	}
-	if cloud {
-		if p.proto, err = pi.ctor(cloudTarget{baseURL: p.baseURL, basePath: p.basePath, key: p.key, opts: pc.cloudOptions}); err != nil {
+	if viaCloud {
+		if p.proto, err = pi.ctor(cloud.Target{BaseURL: p.baseURL, BasePath: p.basePath, Key: p.key, Opts: pc.Options}); err != nil {
 			return nil, err
 		}
 	}
@@ -245,7 +246,7 @@ func ruleGlobs(rules []ModelRule) []string {
 // serves reports whether the provider takes requests of dialect d for the
 // (requested) model.
 func (p *provider) serves(d wire.Dialect, model string) bool {
-	if !apiServes(p.dialect, d) || p.proto != nil && !p.proto.serves(d) {
+	if !apiServes(p.dialect, d) || p.proto != nil && !p.proto.Serves(d) {
 		return false
 	}
 	if len(p.cfg.Models) == 0 {
@@ -408,7 +409,7 @@ func (p *provider) cloudHeader(client http.Header, repl *caddy.Replacer, key str
 		}
 	}
 	if key != "" {
-		p.proto.setKey(out, key)
+		p.proto.SetKey(out, key)
 	}
 	if p.cfg.HeadersUp != nil {
 		p.cfg.HeadersUp.ApplyTo(out, repl)

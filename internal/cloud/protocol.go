@@ -1,4 +1,4 @@
-package llmhedge
+package cloud
 
 import (
 	"bytes"
@@ -22,40 +22,40 @@ import (
 // Each protocol is one file (protocol_azure.go, protocol_bedrock.go,
 // protocol_vertex.go) registering a constructor; a provider with a native
 // `api` (a dialect) has no protocol.
-type protocol interface {
+type Protocol interface {
 	// String is the `api` option value.
 	String() string
 	// serves reports whether the protocol takes requests of client dialect d.
-	serves(d wire.Dialect) bool
+	Serves(d wire.Dialect) bool
 	// setKey puts a static key (the provider's `key`) where the cloud reads it.
-	setKey(h http.Header, key string)
+	SetKey(h http.Header, key string)
 	// prepare turns the dialect's request into the cloud's: the URL, the
 	// body and the auth that needs them (SigV4 signs both). The header is
 	// already the upstream one (client credentials gone, header_up applied).
-	prepare(ctx context.Context, up *http.Request, req *wire.Request, model string, body []byte) error
+	Prepare(ctx context.Context, up *http.Request, req *wire.Request, model string, body []byte) error
 	// response adapts an answer before the attempt reads it: a 200's
 	// framing to the dialect's SSE (Bedrock's event stream), an error body
 	// to the dialect's error shape; a native answer is left as is. It
 	// returns what the cloud's error says beyond its status.
-	response(resp *http.Response) cloudVerdict
+	Response(resp *http.Response) Verdict
 }
 
 // cloudVerdict is what a cloud's error answer says that its status does
 // not (SPEC 15): a Bedrock 403 is a model the account lacks, or the
 // proxy's own credential refused, or neither. The zero value leaves the
 // answer to the dialect's classification.
-type cloudVerdict struct {
-	class wire.FailClass
+type Verdict struct {
+	Class wire.FailClass
 	// credential names the proxy's own credential the cloud refused: where
 	// it came from (the AWS chain searched, ADC), never its value. The
 	// attempt logs it at error: an operator must fix it.
-	credential string
+	Credential string
 }
 
 // modelSegment is a model as one escaped segment of a cloud's URL path.
 // parseRequestBody and the config checks refuse a dot-segment model before
 // this; refused here too, a rewrite can never make the URL leave its path.
-func modelSegment(model string) (string, error) {
+func ModelSegment(model string) (string, error) {
 	if model == "" || wire.HasDotSegment(model) {
 		return "", fmt.Errorf("model %q cannot be a URL path segment", model)
 	}
@@ -63,11 +63,11 @@ func modelSegment(model string) (string, error) {
 }
 
 // protocolCtor provisions the protocol of one provider.
-type protocolCtor func(t cloudTarget) (protocol, error)
+type Ctor func(t Target) (Protocol, error)
 
 // cloudOptions are a cloud's own options of a provider (inline in its
 // JSON config, one Caddyfile subdirective each).
-type cloudOptions struct {
+type Options struct {
 	// Cloud region: the SigV4 scope of `api bedrock` (us-east-1) and the
 	// location of `api vertex` (us-east5, global). Required by both.
 	Region string `json:"region,omitempty"`
@@ -81,19 +81,19 @@ type cloudOptions struct {
 
 // cloudTarget is what a cloud protocol knows of its provider: where it is,
 // its own key ("" when the cloud's credential chain signs), its options.
-type cloudTarget struct {
-	baseURL  *url.URL
-	basePath string // baseURL's path, no trailing slash
-	key      string
-	opts     cloudOptions
+type Target struct {
+	BaseURL  *url.URL
+	BasePath string // baseURL's path, no trailing slash
+	Key      string
+	Opts     Options
 }
 
 // setURL points an upstream request at the base URL joined with an
 // escaped path, the base URL's query kept.
-func (t cloudTarget) setURL(up *http.Request, escapedPath string) error {
-	s := t.baseURL.Scheme + "://" + t.baseURL.Host + t.basePath + escapedPath
-	if t.baseURL.RawQuery != "" {
-		s += "?" + t.baseURL.RawQuery
+func (t Target) setURL(up *http.Request, escapedPath string) error {
+	s := t.BaseURL.Scheme + "://" + t.BaseURL.Host + t.BasePath + escapedPath
+	if t.BaseURL.RawQuery != "" {
+		s += "?" + t.BaseURL.RawQuery
 	}
 	u, err := url.Parse(s)
 	if err != nil {
@@ -113,7 +113,7 @@ func setBody(up *http.Request, body []byte) {
 // (every occurrence, however its key is escaped) and sets others (values
 // are raw JSON, appended in key order). The other members are copied as
 // written, in their order: one copy, nothing re-encoded.
-func cloudBody(body []byte, drop []string, set map[string]json.RawMessage) ([]byte, error) {
+func CloudBody(body []byte, drop []string, set map[string]json.RawMessage) ([]byte, error) {
 	keys := slices.Sorted(maps.Keys(set))
 	out := make([]byte, 0, len(body)+64)
 	out = append(out, '{')
@@ -155,17 +155,17 @@ func cloudBody(body []byte, drop []string, set map[string]json.RawMessage) ([]by
 // streamFault is a failure a cloud reports inside a 200 stream (a Bedrock
 // exception frame): the read error of the adapted stream, with the class
 // the same failure has as an HTTP status.
-type streamFault struct {
-	class wire.FailClass
-	msg   string
+type StreamFault struct {
+	Class wire.FailClass
+	Msg   string
 }
 
-func (e *streamFault) Error() string { return e.msg }
+func (e *StreamFault) Error() string { return e.Msg }
 
 // check reports a cloud's missing option and an option given to
 // a provider that does not read it, at parse time (with the line) and at
 // provision time (JSON configs).
-func (o cloudOptions) check(api string, hasKey bool) error {
+func (o Options) Check(api string, hasKey bool) error {
 	api = strings.ToLower(api)
 	switch {
 	case (api == "bedrock" || api == "vertex") && o.Region == "":

@@ -1,4 +1,4 @@
-package llmhedge
+package cloud
 
 import (
 	"context"
@@ -25,17 +25,17 @@ import (
 // Gemini clients go to publisher google, `…/publishers/google/models/{model}:generateContent`
 // or `:streamGenerateContent` (with the client's `?alt=sse`), the body as is.
 type vertexProtocol struct {
-	t      cloudTarget
+	t      Target
 	prefix string // escaped /v1/projects/{project}/locations/{region}/publishers/
 	creds  *auth.Credentials
 }
 
 const vertexAnthropicVersion = `"vertex-2023-10-16"`
 
-func newVertexProtocol(t cloudTarget) (protocol, error) {
-	v := &vertexProtocol{t: t, prefix: "/v1/projects/" + url.PathEscape(t.opts.Project) +
-		"/locations/" + url.PathEscape(t.opts.Region) + "/publishers/"}
-	if t.key != "" {
+func NewVertex(t Target) (Protocol, error) {
+	v := &vertexProtocol{t: t, prefix: "/v1/projects/" + url.PathEscape(t.Opts.Project) +
+		"/locations/" + url.PathEscape(t.Opts.Region) + "/publishers/"}
+	if t.Key != "" {
 		return v, nil // a static access token, sent as Bearer
 	}
 	// The library caches the token and refreshes it before it expires; the
@@ -53,14 +53,14 @@ func newVertexProtocol(t cloudTarget) (protocol, error) {
 
 func (*vertexProtocol) String() string { return "vertex" }
 
-func (*vertexProtocol) serves(d wire.Dialect) bool {
+func (*vertexProtocol) Serves(d wire.Dialect) bool {
 	return isDialect[anthropic.Dialect](d) || isDialect[gemini.Dialect](d)
 }
 
-func (*vertexProtocol) setKey(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
+func (*vertexProtocol) SetKey(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
 
-func (v *vertexProtocol) prepare(ctx context.Context, up *http.Request, req *wire.Request, model string, body []byte) error {
-	seg, err := modelSegment(model)
+func (v *vertexProtocol) Prepare(ctx context.Context, up *http.Request, req *wire.Request, model string, body []byte) error {
+	seg, err := ModelSegment(model)
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (v *vertexProtocol) prepare(ctx context.Context, up *http.Request, req *wir
 			up.URL.RawQuery = strings.TrimPrefix(up.URL.RawQuery+"&alt=sse", "&")
 		}
 	} else {
-		body, err = cloudBody(body, []string{"model"}, map[string]json.RawMessage{"anthropic_version": json.RawMessage(vertexAnthropicVersion)})
+		body, err = CloudBody(body, []string{"model"}, map[string]json.RawMessage{"anthropic_version": json.RawMessage(vertexAnthropicVersion)})
 		if err != nil {
 			return err
 		}
@@ -102,17 +102,17 @@ func (v *vertexProtocol) prepare(ctx context.Context, up *http.Request, req *wir
 // response gives Claude's errors Anthropic's shape (Gemini's are Google's
 // already, and the Gemini dialect reads their 403s: geminiForbidden). A 401
 // is the proxy's token refused.
-func (v *vertexProtocol) response(resp *http.Response) cloudVerdict {
+func (v *vertexProtocol) Response(resp *http.Response) Verdict {
 	if resp.StatusCode == http.StatusOK {
-		return cloudVerdict{}
+		return Verdict{}
 	}
 	if !strings.Contains(resp.Request.URL.Path, "/publishers/google/") {
 		cloudErrorBody(resp, anthropic.Dialect{}, "vertex")
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
-		return cloudVerdict{class: wire.ClassAuth, credential: v.credential()}
+		return Verdict{Class: wire.ClassAuth, Credential: v.credential()}
 	}
-	return cloudVerdict{}
+	return Verdict{}
 }
 
 // credential names where the provider's token comes from, for the log.

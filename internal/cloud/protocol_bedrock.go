@@ -1,4 +1,4 @@
-package llmhedge
+package cloud
 
 import (
 	"bufio"
@@ -33,31 +33,31 @@ import (
 // signed with SigV4 (service bedrock, the provider's region) or sent with a
 // Bedrock API key as Bearer (`key`). A streamed answer is AWS event-stream
 // frames, read back as Anthropic SSE by bedrockStream.
-type bedrockProtocol struct {
-	t      cloudTarget
+type BedrockProtocol struct {
+	t      Target
 	region string
 	creds  aws.CredentialsProvider // nil with a key
 	signer *v4.Signer
-	chain  string // where the credentials come from, for the log
+	Chain  string // where the credentials come from, for the log
 }
 
-const bedrockAnthropicVersion = `"bedrock-2023-05-31"`
+const BedrockAnthropicVersion = `"bedrock-2023-05-31"`
 
 // awsCredentialTimeout bounds the credential lookup at provision time: the
 // last link of the default chain asks the instance metadata service, which
 // is not there off EC2.
 const awsCredentialTimeout = 10 * time.Second
 
-func newBedrockProtocol(t cloudTarget) (protocol, error) {
-	b := &bedrockProtocol{t: t, region: t.opts.Region, chain: "the provider's key (a Bedrock API key)"}
-	if t.key != "" {
+func NewBedrock(t Target) (Protocol, error) {
+	b := &BedrockProtocol{t: t, region: t.Opts.Region, Chain: "the provider's key (a Bedrock API key)"}
+	if t.Key != "" {
 		return b, nil // a Bedrock API key, sent as Bearer
 	}
-	opts := []func(*config.LoadOptions) error{config.WithRegion(t.opts.Region)}
+	opts := []func(*config.LoadOptions) error{config.WithRegion(t.Opts.Region)}
 	chain := "the AWS default chain (environment, shared config and credentials files, web identity, container and instance roles)"
-	if t.opts.AWSProfile != "" {
-		opts = append(opts, config.WithSharedConfigProfile(t.opts.AWSProfile))
-		chain = fmt.Sprintf("the AWS shared config profile %q (and the environment before it)", t.opts.AWSProfile)
+	if t.Opts.AWSProfile != "" {
+		opts = append(opts, config.WithSharedConfigProfile(t.Opts.AWSProfile))
+		chain = fmt.Sprintf("the AWS shared config profile %q (and the environment before it)", t.Opts.AWSProfile)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), awsCredentialTimeout)
 	defer cancel()
@@ -74,24 +74,24 @@ func newBedrockProtocol(t cloudTarget) (protocol, error) {
 	}
 	b.creds = cfg.Credentials // a cache: refreshed before expiry
 	b.signer = v4.NewSigner()
-	b.chain = chain
+	b.Chain = chain
 	return b, nil
 }
 
-func (*bedrockProtocol) String() string { return "bedrock" }
+func (*BedrockProtocol) String() string { return "bedrock" }
 
-func (*bedrockProtocol) serves(d wire.Dialect) bool { return isDialect[anthropic.Dialect](d) }
+func (*BedrockProtocol) Serves(d wire.Dialect) bool { return isDialect[anthropic.Dialect](d) }
 
-func (*bedrockProtocol) setKey(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
+func (*BedrockProtocol) SetKey(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
 
-func (b *bedrockProtocol) prepare(ctx context.Context, up *http.Request, req *wire.Request, model string, body []byte) error {
-	set := map[string]json.RawMessage{"anthropic_version": json.RawMessage(bedrockAnthropicVersion)}
+func (b *BedrockProtocol) Prepare(ctx context.Context, up *http.Request, req *wire.Request, model string, body []byte) error {
+	set := map[string]json.RawMessage{"anthropic_version": json.RawMessage(BedrockAnthropicVersion)}
 	if betas := anthropicBetas(up.Header); len(betas) > 0 {
 		set["anthropic_beta"], _ = json.Marshal(betas)
 	}
 	up.Header.Del("Anthropic-Beta")
 	up.Header.Del("Anthropic-Version")
-	body, err := cloudBody(body, []string{"model", "stream"}, set)
+	body, err := CloudBody(body, []string{"model", "stream"}, set)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (b *bedrockProtocol) prepare(ctx context.Context, up *http.Request, req *wi
 	} else {
 		up.Header.Set("Accept", "application/json")
 	}
-	seg, err := modelSegment(model)
+	seg, err := ModelSegment(model)
 	if err != nil {
 		return err
 	}
@@ -135,18 +135,18 @@ func anthropicBetas(h http.Header) []string {
 	return out
 }
 
-func (b *bedrockProtocol) response(resp *http.Response) cloudVerdict {
+func (b *BedrockProtocol) Response(resp *http.Response) Verdict {
 	if resp.StatusCode != http.StatusOK {
 		kind, _, _ := strings.Cut(resp.Header.Get("X-Amzn-Errortype"), ":")
 		kind = strings.TrimSpace(kind)
 		msg := cloudErrorBody(resp, anthropic.Dialect{}, strings.TrimSpace("bedrock "+kind))
-		return b.verdict(kind, msg)
+		return b.Verdict(kind, msg)
 	}
 	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/vnd.amazon.eventstream") {
-		resp.Body = newBedrockStream(resp.Body)
+		resp.Body = NewBedrockStream(resp.Body)
 		resp.Header.Set("Content-Type", "text/event-stream")
 	}
-	return cloudVerdict{}
+	return Verdict{}
 }
 
 // bedrockCredentialErrors are the error types with which AWS refuses the
@@ -163,14 +163,14 @@ var bedrockCredentialErrors = []string{
 // model on this provider, as a missing model does, and says nothing of the
 // provider's health. A refused credential is the provider's failure and
 // the operator's to fix. Any other answer classifies by its status.
-func (b *bedrockProtocol) verdict(kind, msg string) cloudVerdict {
+func (b *BedrockProtocol) Verdict(kind, msg string) Verdict {
 	switch {
 	case slices.Contains(bedrockCredentialErrors, kind):
-		return cloudVerdict{class: wire.ClassAuth, credential: b.chain}
+		return Verdict{Class: wire.ClassAuth, Credential: b.Chain}
 	case kind == "AccessDeniedException" && strings.Contains(strings.ToLower(msg), "access to the model"):
-		return cloudVerdict{class: wire.ClassModelNotFound}
+		return Verdict{Class: wire.ClassModelNotFound}
 	}
-	return cloudVerdict{}
+	return Verdict{}
 }
 
 // bedrockStream reads AWS event-stream frames and yields the Anthropic SSE
@@ -191,7 +191,7 @@ type bedrockStream struct {
 // bedrockBatch bounds the SSE one Read decodes from frames already received.
 const bedrockBatch = 16 << 10
 
-func newBedrockStream(r io.ReadCloser) *bedrockStream {
+func NewBedrockStream(r io.ReadCloser) *bedrockStream {
 	return &bedrockStream{r: r, br: bufio.NewReader(r)}
 }
 
@@ -231,7 +231,7 @@ func (s *bedrockStream) frameReceived() bool {
 
 // next decodes one frame into s.out, or returns the error that ends the stream.
 func (s *bedrockStream) next() error {
-	msg, err := s.decode()
+	msg, err := s.Decode()
 	switch {
 	case err == nil:
 	case err == io.EOF:
@@ -243,27 +243,27 @@ func (s *bedrockStream) next() error {
 	default:
 		return fmt.Errorf("bedrock event stream: %w", err)
 	}
-	switch string(msg.messageType) {
+	switch string(msg.MessageType) {
 	case "exception":
-		return bedrockException(string(msg.exceptionType), msg.payload)
+		return bedrockException(string(msg.ExceptionType), msg.Payload)
 	case "error":
-		return bedrockException(string(msg.errorCode), []byte(`{"message":`+jsonQuote(string(msg.errorMessage))+`}`))
+		return bedrockException(string(msg.ErrorCode), []byte(`{"message":`+JsonQuote(string(msg.ErrorMessage))+`}`))
 	case "event", "":
 	default:
-		return fmt.Errorf("bedrock event stream: unknown message type %q", msg.messageType)
+		return fmt.Errorf("bedrock event stream: unknown message type %q", msg.MessageType)
 	}
-	if string(msg.eventType) != "chunk" {
+	if string(msg.EventType) != "chunk" {
 		return nil // not an answer event: nothing for the client
 	}
-	b64, ok := jsonscan.Lookup(msg.payload, "bytes")
+	b64, ok := jsonscan.Lookup(msg.Payload, "bytes")
 	if !ok || len(b64) < 2 || b64[0] != '"' {
-		return &streamFault{wire.ClassMalformed, "bedrock chunk without bytes"}
+		return &StreamFault{wire.ClassMalformed, "bedrock chunk without bytes"}
 	}
 	ev := slices.Grow(s.ev[:0], base64.StdEncoding.DecodedLen(len(b64)-2))
 	ev = ev[:cap(ev)]
 	n, err := base64.StdEncoding.Decode(ev, b64[1:len(b64)-1])
 	if err != nil {
-		return &streamFault{wire.ClassMalformed, "bedrock chunk: bytes are not base64"}
+		return &StreamFault{wire.ClassMalformed, "bedrock chunk: bytes are not base64"}
 	}
 	ev = ev[:n]
 	s.ev = ev
@@ -319,7 +319,7 @@ func appendSSE(b []byte, name []byte, data []byte) []byte {
 }
 
 func isStreamFault(err error) bool {
-	_, ok := err.(*streamFault)
+	_, ok := err.(*StreamFault)
 	return ok
 }
 
@@ -333,15 +333,15 @@ const (
 // headers the stream reads, and the payload. They alias the stream's frame
 // buffer, valid until the next frame is read.
 type bedrockFrame struct {
-	messageType, eventType, exceptionType, errorCode, errorMessage []byte
-	payload                                                        []byte
+	MessageType, EventType, ExceptionType, ErrorCode, ErrorMessage []byte
+	Payload                                                        []byte
 }
 
 // decode reads one frame whole (prelude, headers, payload, the two CRC32
 // checksums) from the buffered stream into a reused buffer and parses its
 // headers in place. It returns io.EOF at a frame boundary, and
 // io.ErrUnexpectedEOF inside a frame.
-func (s *bedrockStream) decode() (f bedrockFrame, err error) {
+func (s *bedrockStream) Decode() (f bedrockFrame, err error) {
 	prelude := s.prelude[:]
 	if _, err := io.ReadFull(s.br, prelude); err != nil {
 		return f, err
@@ -372,11 +372,11 @@ func (s *bedrockStream) decode() (f bedrockFrame, err error) {
 	if crc32.ChecksumIEEE(b[:total-4]) != binary.BigEndian.Uint32(b[total-4:]) {
 		return f, errors.New("message checksum mismatch")
 	}
-	f.payload = b[12+hlen : total-4]
+	f.Payload = b[12+hlen : total-4]
 	for h := b[12 : 12+hlen]; len(h) > 0; {
 		nl := int(h[0])
 		if len(h) < 2+nl {
-			return f, &streamFault{wire.ClassMalformed, "bedrock event stream: malformed frame header"}
+			return f, &StreamFault{wire.ClassMalformed, "bedrock event stream: malformed frame header"}
 		}
 		name, typ := h[1:1+nl], h[1+nl]
 		h = h[2+nl:]
@@ -395,28 +395,28 @@ func (s *bedrockStream) decode() (f bedrockFrame, err error) {
 			n = 16
 		case 6, 7: // bytes, string: a 2-byte length first
 			if len(h) < 2 {
-				return f, &streamFault{wire.ClassMalformed, "bedrock event stream: malformed frame header"}
+				return f, &StreamFault{wire.ClassMalformed, "bedrock event stream: malformed frame header"}
 			}
 			n = 2 + int(binary.BigEndian.Uint16(h))
 		default:
-			return f, &streamFault{wire.ClassMalformed, fmt.Sprintf("bedrock event stream: malformed frame: header value type %d", typ)}
+			return f, &StreamFault{wire.ClassMalformed, fmt.Sprintf("bedrock event stream: malformed frame: header value type %d", typ)}
 		}
 		if len(h) < n {
-			return f, &streamFault{wire.ClassMalformed, "bedrock event stream: malformed frame header"}
+			return f, &StreamFault{wire.ClassMalformed, "bedrock event stream: malformed frame header"}
 		}
 		if typ == 7 {
 			v := h[2:n]
 			switch string(name) {
 			case ":message-type":
-				f.messageType = v
+				f.MessageType = v
 			case ":event-type":
-				f.eventType = v
+				f.EventType = v
 			case ":exception-type":
-				f.exceptionType = v
+				f.ExceptionType = v
 			case ":error-code":
-				f.errorCode = v
+				f.ErrorCode = v
 			case ":error-message":
-				f.errorMessage = v
+				f.ErrorMessage = v
 			}
 		}
 		h = h[n:]
@@ -424,7 +424,7 @@ func (s *bedrockStream) decode() (f bedrockFrame, err error) {
 	return f, nil
 }
 
-func jsonQuote(s string) string {
+func JsonQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }

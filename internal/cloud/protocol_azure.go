@@ -1,4 +1,4 @@
-package llmhedge
+package cloud
 
 import (
 	"context"
@@ -19,33 +19,33 @@ import (
 // `{base}/openai/v1/chat/completions` or `/responses`. The key goes in
 // `api-key`; the base URL's query is kept.
 type azureProtocol struct {
-	t           cloudTarget
+	t           Target
 	deployments bool
 }
 
-func newAzureProtocol(t cloudTarget) (protocol, error) {
-	return &azureProtocol{t: t, deployments: t.baseURL.Query().Get("api-version") != ""}, nil
+func NewAzure(t Target) (Protocol, error) {
+	return &azureProtocol{t: t, deployments: t.BaseURL.Query().Get("api-version") != ""}, nil
 }
 
 func (*azureProtocol) String() string { return "azure" }
 
-func (*azureProtocol) serves(d wire.Dialect) bool {
+func (*azureProtocol) Serves(d wire.Dialect) bool {
 	return isDialect[openai.Dialect](d) || isDialect[responses.Dialect](d)
 }
 
-func (*azureProtocol) setKey(h http.Header, key string) { h.Set("Api-Key", key) }
+func (*azureProtocol) SetKey(h http.Header, key string) { h.Set("Api-Key", key) }
 
-func (az *azureProtocol) prepare(_ context.Context, up *http.Request, req *wire.Request, model string, _ []byte) error {
+func (az *azureProtocol) Prepare(_ context.Context, up *http.Request, req *wire.Request, model string, _ []byte) error {
 	op := "/chat/completions"
 	if isDialect[responses.Dialect](req.Dialect) {
 		op = "/responses"
 	}
-	base := strings.TrimSuffix(az.t.basePath, "/v1")
+	base := strings.TrimSuffix(az.t.BasePath, "/v1")
 	base = strings.TrimSuffix(base, "/openai")
 	var path string
 	switch {
 	case az.deployments && op == "/chat/completions":
-		seg, err := modelSegment(model)
+		seg, err := ModelSegment(model)
 		if err != nil {
 			return err
 		}
@@ -55,15 +55,15 @@ func (az *azureProtocol) prepare(_ context.Context, up *http.Request, req *wire.
 	default:
 		path = "/openai/v1" + op
 	}
-	u, err := url.Parse(az.t.baseURL.Scheme + "://" + az.t.baseURL.Host + base + path)
+	u, err := url.Parse(az.t.BaseURL.Scheme + "://" + az.t.BaseURL.Host + base + path)
 	if err != nil {
 		return err
 	}
-	u.RawQuery = az.t.baseURL.RawQuery
+	u.RawQuery = az.t.BaseURL.RawQuery
 	up.URL, up.Host = u, ""
 	return nil
 }
 
 // response leaves Azure's answers as OpenAI's: a 401 or 403 is about the
 // api-key, as its status says.
-func (*azureProtocol) response(*http.Response) cloudVerdict { return cloudVerdict{} }
+func (*azureProtocol) Response(*http.Response) Verdict { return Verdict{} }

@@ -1,4 +1,4 @@
-package llmhedge
+package cloud
 
 import (
 	"encoding/json"
@@ -48,5 +48,5 @@ func bedrockException(kind string, payload []byte) error {
 	if kind == "" {
 		kind = "exception"
 	}
-	return &streamFault{c, "bedrock " + kind + ": " + msg}
+	return &StreamFault{c, "bedrock " + kind + ": " + msg}
 }
