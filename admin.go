@@ -15,9 +15,9 @@ import (
 	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
-	"github.com/llmhedge/caddy-llm-hedge/internal/health"
-
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 )
 
 func init() {

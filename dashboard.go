@@ -1,7 +1,19 @@
 package llmhedge
 
 import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"strings"
 	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/dashboard"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
@@ -63,3 +75,166 @@ func configuredProvider() func(string) bool {
 	})
 	return func(n string) bool { return names[n] }
 }
+
+// dashboardAssets is the page and its vendored chart library (uPlot, MIT,
+// its licence alongside): the page works from the binary alone, offline.
+//
+//go:embed dashboard_ui
+var dashboardAssets embed.FS
+
+var dashboardUI, _ = fs.Sub(dashboardAssets, "dashboard_ui")
+
+func init() {
+	caddy.RegisterModule(DashboardHandler{})
+	httpcaddyfile.RegisterHandlerDirective("llm_hedge_dashboard", parseDashboardCaddyfile)
+	httpcaddyfile.RegisterDirectiveOrder("llm_hedge_dashboard", httpcaddyfile.Before, "reverse_proxy")
+}
+
+// serveDashboard serves the dashboard's page and the JSON it reads, by the
+// end of the path, so it works wherever it is mounted: .../ui/<asset>,
+// .../providers, .../recent, .../series and, when resets is set,
+// POST .../providers/<name>/reset. handled is false for any other path.
+func serveDashboard(w http.ResponseWriter, r *http.Request, logger *zap.Logger, resets bool) (handled bool, err error) {
+	path := r.URL.Path
+	if i := strings.LastIndex(path, "/ui/"); i >= 0 {
+		if path[i+len("/ui/"):] == "config.json" { // what the page may offer
+			return true, writeAdminJSON(w, map[string]bool{"resets": resets})
+		}
+		return true, serveDashboardAsset(w, r, path[i+len("/ui/"):])
+	}
+	trimmed := strings.TrimSuffix(path, "/")
+	switch {
+	case strings.HasSuffix(trimmed, "/ui"):
+		http.Redirect(w, r, trimmed+"/", http.StatusFound)
+		return true, nil
+	case strings.HasSuffix(trimmed, "/recent"):
+		if r.Method != http.MethodGet {
+			return true, adminMethodNotAllowed(w, r, http.MethodGet)
+		}
+		return true, writeAdminJSON(w, board.recent.Snapshot())
+	case strings.HasSuffix(trimmed, "/series"):
+		if r.Method != http.MethodGet {
+			return true, adminMethodNotAllowed(w, r, http.MethodGet)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		board.series.Retain(configuredProvider())
+		all := board.series.Snapshot(clock())
+		_, err := w.Write(dashboard.AppendJSON(make([]byte, 0, 4096+len(all)*dashboard.Buckets*20), all))
+		return true, err
+	case strings.HasSuffix(trimmed, "/providers"):
+		return true, adminProviders{}.handleList(w, r)
+	}
+	if i := strings.LastIndex(trimmed, "/providers/"); i >= 0 {
+		if name, ok := strings.CutSuffix(trimmed[i+len("/providers/"):], adminResetSuffix); ok && name != "" {
+			if !resets {
+				return true, caddy.APIError{HTTPStatus: http.StatusForbidden, Err: fmt.Errorf("resets are not enabled here")}
+			}
+			return true, adminProviders{logger: logger}.handleReset(w, r, name)
+		}
+	}
+	return false, nil
+}
+
+func serveDashboardAsset(w http.ResponseWriter, r *http.Request, name string) error {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return adminMethodNotAllowed(w, r, http.MethodGet)
+	}
+	if name == "" {
+		name = "index.html"
+	}
+	if _, err := fs.Stat(dashboardUI, name); err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no dashboard asset %q", name)}
+	}
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:")
+	http.ServeFileFS(w, r, dashboardUI, name)
+	return nil
+}
+
+// DashboardHandler serves the live dashboard in a site, read-only unless
+// Resets is set, so an operator can put basic_auth or forward_auth in
+// front of it instead of exposing the admin API:
+//
+//	handle /llm_hedge/* {
+//		basic_auth { ... }
+//		llm_hedge_dashboard
+//	}
+type DashboardHandler struct {
+	// Allow POST .../providers/<name>/reset from this site. Default false.
+	Resets bool `json:"resets,omitempty"`
+
+	logger *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (DashboardHandler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.llm_hedge_dashboard",
+		New: func() caddy.Module { return new(DashboardHandler) },
+	}
+}
+
+// Provision takes the logger of the reset lines.
+func (d *DashboardHandler) Provision(ctx caddy.Context) error {
+	d.logger = ctx.Logger()
+	return nil
+}
+
+// ServeHTTP serves the dashboard; a path it does not know goes to next.
+func (d *DashboardHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	handled, err := serveDashboard(w, r, d.logger, d.Resets)
+	if !handled {
+		return next.ServeHTTP(w, r)
+	}
+	if apiErr, ok := err.(caddy.APIError); ok {
+		return caddyhttp.Error(apiErr.HTTPStatus, apiErr.Err)
+	}
+	return err
+}
+
+// parseDashboardCaddyfile reads:
+//
+//	llm_hedge_dashboard [{
+//		resets on|off
+//	}]
+func parseDashboardCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	d := new(DashboardHandler)
+	return d, d.UnmarshalCaddyfile(h.Dispenser)
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens.
+func (d *DashboardHandler) UnmarshalCaddyfile(disp *caddyfile.Dispenser) error {
+	disp.Next() // the directive name
+	if disp.NextArg() {
+		return disp.ArgErr()
+	}
+	for disp.NextBlock(0) {
+		switch disp.Val() {
+		case "resets":
+			if !disp.NextArg() {
+				return disp.ArgErr()
+			}
+			switch disp.Val() {
+			case "on":
+				d.Resets = true
+			case "off":
+				d.Resets = false
+			default:
+				return disp.Errf("resets: want on or off, got %q", disp.Val())
+			}
+			if disp.NextArg() {
+				return disp.ArgErr()
+			}
+		default:
+			return disp.Errf("unknown llm_hedge_dashboard option %q", disp.Val())
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*DashboardHandler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*DashboardHandler)(nil)
+	_ caddyfile.Unmarshaler       = (*DashboardHandler)(nil)
+)

@@ -11,7 +11,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	llmhedge "github.com/llmhedge/caddy-llm-hedge"
-
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 

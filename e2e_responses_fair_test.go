@@ -8,7 +8,6 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	llmhedge "github.com/llmhedge/caddy-llm-hedge"
-
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 

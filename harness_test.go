@@ -23,7 +23,6 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	_ "github.com/llmhedge/caddy-llm-hedge"
-
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 

@@ -6,10 +6,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
-
-	"github.com/caddyserver/caddy/v2"
 )
 
 // Collectors are created once per process and registered into the

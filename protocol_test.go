@@ -13,6 +13,7 @@ import (
 	"testing/iotest"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
+
+	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 )

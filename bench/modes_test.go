@@ -16,8 +16,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
-	_ "github.com/llmhedge/caddy-llm-hedge"
 
+	_ "github.com/llmhedge/caddy-llm-hedge"
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 

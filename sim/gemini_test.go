@@ -10,8 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddyserver/caddy/v2"
 	"google.golang.org/genai"
+
+	"github.com/caddyserver/caddy/v2"
 )
 
 const geminiBody = `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`
