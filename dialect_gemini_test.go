@@ -565,8 +565,8 @@ func TestGeminiQuery(t *testing.T) {
 		{"%zz=1&key=2", "%zz=1"},
 	}
 	for _, tt := range strip {
-		if got := gemini.StripKey(tt.q); got != tt.want {
-			t.Errorf("geminiStripKey(%q) = %q, want %q", tt.q, got, tt.want)
+		if got := wire.StripKeyParam(tt.q); got != tt.want {
+			t.Errorf("StripKeyParam(%q) = %q, want %q", tt.q, got, tt.want)
 		}
 	}
 	h := http.Header{}
@@ -933,7 +933,7 @@ func FuzzGeminiChunk(f *testing.F) {
 		if model, method, ok := gemini.Path(s); ok && (!gemini.ValidModel(model) || strings.ContainsAny(model, "/?#%\\:") || gemini.RewritePath(s, model) != s || method == "") {
 			t.Fatalf("path %q: model %q method %q", s, model, method)
 		}
-		if q := gemini.StripKey(s); gemini.ClientKey(http.Header{}, q) != "" || len(q) > len(s) {
+		if q := wire.StripKeyParam(s); gemini.ClientKey(http.Header{}, q) != "" || len(q) > len(s) {
 			t.Fatalf("query %q stripped to %q still has a key", s, q)
 		}
 	})

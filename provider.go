@@ -12,7 +12,6 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
-	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/gemini"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
@@ -132,11 +131,11 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 			return nil, fmt.Errorf("model %s %s: %w", r.From, r.To, err)
 		}
 	}
-	if d == dialectGemini {
-		// A Gemini model goes into the upstream path (one segment).
+	if mp, ok := d.(wire.ModelInPath); ok {
+		// The model goes into the upstream path (one segment).
 		for _, r := range pc.ModelMap {
-			if !gemini.ValidModel(r.To) {
-				return nil, fmt.Errorf("model %s %s: a Gemini model name is letters, digits and - . _ @", r.From, r.To)
+			if err := mp.CheckPathModel(r.To); err != nil {
+				return nil, fmt.Errorf("model %s %s: %w", r.From, r.To, err)
 			}
 		}
 	}
@@ -329,7 +328,7 @@ func (p *provider) upstreamQuery(rawQuery string) string {
 	if p.key == "" {
 		return rawQuery
 	}
-	return gemini.StripKey(rawQuery)
+	return wire.StripKeyParam(rawQuery)
 }
 
 // hopHeaders are never forwarded (RFC 9110 section 7.6.1), nor are the

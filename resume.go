@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"slices"
-	"strings"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -175,14 +174,8 @@ func (p *provider) prefills(d wire.Dialect) bool {
 	if p.prefill != nil {
 		return *p.prefill
 	}
-	if d != dialectAnthropic || p.cfg == nil {
-		return false
-	}
-	switch strings.ToLower(p.cfg.API) {
-	case "anthropic", "bedrock", "vertex":
-		return true
-	}
-	return false
+	pf, ok := d.(wire.Prefiller)
+	return ok && p.cfg != nil && pf.PrefillsOn(p.cfg.API)
 }
 
 // resumeCandidates are the request's candidates for a continuation: the

@@ -138,6 +138,21 @@ type Resumable interface {
 	NewResumer(req *Request) Resumer
 }
 
+// ModelInPath is the capability of a dialect whose requests carry the
+// model in the URL path (Gemini): a model the proxy routes to (a `model`
+// rewrite's target) must stand as one path segment, checked at provision.
+type ModelInPath interface {
+	// CheckPathModel says why name cannot be a path segment, or nil.
+	CheckPathModel(name string) error
+}
+
+// Prefiller is the capability of a dialect whose providers may continue a
+// cut stream from an assistant turn holding the delivered text (SPEC 12):
+// on the routes (`api` values) that continue such a turn as written.
+type Prefiller interface {
+	PrefillsOn(api string) bool
+}
+
 // NewResumer is d's resumer for req, or nil when d cannot continue it.
 func NewResumer(d Dialect, req *Request) Resumer {
 	if r, ok := d.(Resumable); ok {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -193,4 +194,40 @@ func (req *Request) SpliceModel(model string) []byte {
 	out = append(out, q...)
 	out = append(out, req.Body[req.modelEnd:]...)
 	return out
+}
+
+// StripKeyParam removes every `key` parameter (Google's API key) (by its decoded name, so
+// k%65y too) from a raw query, keeping the other parameters byte for
+// byte and in order: the client's key must not reach a provider that
+// has a key of its own.
+func StripKeyParam(rawQuery string) string {
+	if !strings.Contains(rawQuery, "key") && !strings.Contains(rawQuery, "%") {
+		return rawQuery
+	}
+	var b strings.Builder
+	first := true
+	for param := range strings.SplitSeq(rawQuery, "&") {
+		name, _, _ := strings.Cut(param, "=")
+		if QueryName(name) == "key" {
+			continue
+		}
+		if !first {
+			b.WriteByte('&')
+		}
+		first = false
+		b.WriteString(param)
+	}
+	return b.String()
+}
+
+// QueryName decodes a raw query parameter name; one with a bad escape is
+// kept as written (it names nothing the proxy looks for).
+func QueryName(raw string) string {
+	if !strings.ContainsAny(raw, "%+") {
+		return raw
+	}
+	if n, err := url.QueryUnescape(raw); err == nil {
+		return n
+	}
+	return raw
 }

@@ -322,3 +322,14 @@ func (d Dialect) ErrorEvent(status int, message string) []byte {
 }
 
 func (Dialect) CachedInInput() bool { return false }
+
+// PrefillsOn is Anthropic's wire.Prefiller: Anthropic's API, Bedrock and
+// Vertex's Anthropic publisher continue a trailing assistant turn as
+// written.
+func (Dialect) PrefillsOn(api string) bool {
+	switch strings.ToLower(api) {
+	case "anthropic", "bedrock", "vertex":
+		return true
+	}
+	return false
+}

@@ -1,6 +1,7 @@
 package gemini
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -217,7 +218,15 @@ func geminiPathShape(path string) (model, method string, ok bool) {
 	return model, method, true
 }
 
-// geminiValidModel reports whether name can stand as one path segment
+// CheckPathModel is Gemini's wire.ModelInPath: its model is a path segment.
+func (Dialect) CheckPathModel(name string) error {
+	if !ValidModel(name) {
+		return errors.New("a Gemini model name is letters, digits and - . _ @")
+	}
+	return nil
+}
+
+// ValidModel reports whether name can stand as one path segment
 // without escaping: 1 to maxModelLen bytes of ASCII letters, digits and
 // - . _ @, not starting with a dot (so never "." or ".."). That excludes
 // /, ?, #, %, \, :, spaces and control characters, raw or encoded.
@@ -261,7 +270,7 @@ func IsStream(method string) bool { return method == geminiStreamMethod }
 func IsSSE(rawQuery string) bool {
 	for param := range strings.SplitSeq(rawQuery, "&") {
 		name, value, _ := strings.Cut(param, "=")
-		if queryName(name) != "alt" {
+		if wire.QueryName(name) != "alt" {
 			continue
 		}
 		v, err := url.QueryUnescape(value)
@@ -279,7 +288,7 @@ func ClientKey(h http.Header, rawQuery string) string {
 	}
 	for param := range strings.SplitSeq(rawQuery, "&") {
 		name, value, _ := strings.Cut(param, "=")
-		if queryName(name) != "key" {
+		if wire.QueryName(name) != "key" {
 			continue
 		}
 		if v, err := url.QueryUnescape(value); err == nil && v != "" {
@@ -287,42 +296,6 @@ func ClientKey(h http.Header, rawQuery string) string {
 		}
 	}
 	return ""
-}
-
-// geminiStripKey removes every key parameter (by its decoded name, so
-// k%65y too) from a raw query, keeping the other parameters byte for
-// byte and in order: the client's key must not reach a provider that
-// has a key of its own.
-func StripKey(rawQuery string) string {
-	if !strings.Contains(rawQuery, "key") && !strings.Contains(rawQuery, "%") {
-		return rawQuery
-	}
-	var b strings.Builder
-	first := true
-	for param := range strings.SplitSeq(rawQuery, "&") {
-		name, _, _ := strings.Cut(param, "=")
-		if queryName(name) == "key" {
-			continue
-		}
-		if !first {
-			b.WriteByte('&')
-		}
-		first = false
-		b.WriteString(param)
-	}
-	return b.String()
-}
-
-// queryName decodes a raw query parameter name; one with a bad escape is
-// kept as written (it names nothing the proxy looks for).
-func queryName(raw string) string {
-	if !strings.ContainsAny(raw, "%+") {
-		return raw
-	}
-	if n, err := url.QueryUnescape(raw); err == nil {
-		return n
-	}
-	return raw
 }
 
 func (Dialect) CachedInInput() bool { return true }
