@@ -78,14 +78,14 @@ func TestAnthropicToChatRequest(t *testing.T) {
 				`"max_completion_tokens":100,"tools":[{"type":"function","function":{"name":"get_weather","description":"Weather","parameters":{"type":"object","properties":{"location":{"type":"string"}}}}}],"tool_choice":"required","parallel_tool_calls":false}`,
 		},
 		{
-			name:   "tool_choice tool",
-			body:   `{"model":"c","max_tokens":1,"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"f"},"messages":[{"role":"user","content":"x"}]}`,
-			want:   `{"model":"gpt-5","messages":[{"role":"user","content":"x"}],"max_completion_tokens":1,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":{"type":"function","function":{"name":"f"}}}`,
+			name: "tool_choice tool",
+			body: `{"model":"c","max_tokens":1,"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"f"},"messages":[{"role":"user","content":"x"}]}`,
+			want: `{"model":"gpt-5","messages":[{"role":"user","content":"x"}],"max_completion_tokens":1,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":{"type":"function","function":{"name":"f"}}}`,
 		},
 		{
-			name:   "tool_choice none and auto",
-			body:   `{"model":"c","max_tokens":1,"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"none"},"messages":[{"role":"user","content":"x"}]}`,
-			want:   `{"model":"gpt-5","messages":[{"role":"user","content":"x"}],"max_completion_tokens":1,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"none"}`,
+			name: "tool_choice none and auto",
+			body: `{"model":"c","max_tokens":1,"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"none"},"messages":[{"role":"user","content":"x"}]}`,
+			want: `{"model":"gpt-5","messages":[{"role":"user","content":"x"}],"max_completion_tokens":1,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"none"}`,
 		},
 		{
 			name: "thinking history with signatures is dropped, never forwarded",

@@ -185,8 +185,13 @@ func (w *anthropicWriter) finish(dst []byte, stop, stopSeq string, u Usage) ([]b
 	return append(dst, "}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"...), nil
 }
 
-// fail writes Anthropic's error event for err and ends the stream.
+// fail writes Anthropic's error event for err and ends the stream; after
+// message_stop (or an earlier error event) the client's stream is over
+// and nothing more is written.
 func (w *anthropicWriter) fail(dst []byte, err error) []byte {
+	if w.finished {
+		return dst
+	}
 	w.finished = true
 	typ, msg := "api_error", err.Error()
 	var ue *UpstreamError

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"bytes"
+	"fmt"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
@@ -122,9 +123,19 @@ func (s *chatToAnthropicStream) choice(dst []byte, c *jsonscan.Iter) ([]byte, er
 		}
 		s.stop = reason
 		s.tool = -1
-		return s.w.closeBlock(dst)
+		return s.closeAtStop(dst)
 	}
 	return dst, nil
+}
+
+// closeAtStop closes the open block at finish_reason; arguments cut by
+// the token limit are named as such.
+func (s *chatToAnthropicStream) closeAtStop(dst []byte) ([]byte, error) {
+	dst, err := s.w.closeBlock(dst)
+	if err != nil && s.stop == StopMax {
+		err = fmt.Errorf("%w (the answer reached max_tokens inside tool arguments)", err)
+	}
+	return dst, err
 }
 
 func (s *chatToAnthropicStream) delta(dst []byte, delta []byte) ([]byte, error) {

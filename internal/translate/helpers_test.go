@@ -116,3 +116,10 @@ func cutSets(n int) [][]int {
 	}
 	return sets
 }
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func stringsReader(s string) io.Reader { return bytes.NewReader([]byte(s)) }

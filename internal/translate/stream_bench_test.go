@@ -1,0 +1,87 @@
+package translate
+
+import (
+	"io"
+	"testing"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
+)
+
+// steadyStates are, per pair, the stream's head and one typical text-delta
+// event of the target, the bulk of a stream.
+var steadyStates = []struct {
+	client, target string
+	head, delta    string
+}{
+	{Anthropic, OpenAI,
+		`data: {"id":"chatcmpl-A1","object":"chat.completion.chunk","created":1733000000,"model":"gpt-5","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}],"usage":null}` + "\n\n",
+		`data: {"id":"chatcmpl-A1","object":"chat.completion.chunk","created":1733000000,"model":"gpt-5","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":" the quick brown fox jumps over"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n"},
+}
+
+func firstEvent(t testing.TB, raw string) sse.Event {
+	ev, err := sse.NewReader(stringsReader(raw), 0).Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// A steady-state text delta allocates nothing.
+func TestStreamEventAllocs(t *testing.T) {
+	for _, st := range steadyStates {
+		p, _ := For(st.client, st.target)
+		s := p.NewStream()
+		dst := make([]byte, 0, 4096)
+		var err error
+		if dst, err = s.Event(dst, firstEvent(t, st.head)); err != nil {
+			t.Fatal(err)
+		}
+		ev := firstEvent(t, st.delta)
+		if dst, err = s.Event(dst[:0], ev); err != nil || len(dst) == 0 {
+			t.Fatalf("%s<-%s: %v, %d bytes", st.client, st.target, err, len(dst))
+		}
+		allocs := testing.AllocsPerRun(1000, func() {
+			dst, err = s.Event(dst[:0], ev)
+		})
+		if err != nil || allocs != 0 {
+			t.Errorf("%s<-%s: %v allocations per text delta (err %v)", st.client, st.target, allocs, err)
+		}
+	}
+}
+
+func benchStream(b *testing.B, client, target, head, delta string, translate bool) {
+	const deltas = 1000
+	p, _ := For(client, target)
+	rd := sse.NewReader(nil, 0)
+	dst := make([]byte, 0, 64<<10)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(head) + deltas*len(delta)))
+	for b.Loop() {
+		rd.Reset(&ssetest.RepeatReader{Event: []byte(delta), N: deltas, Tail: nil})
+		s := p.NewStream()
+		out, _ := s.Event(dst[:0], firstEvent(b, head))
+		for {
+			ev, err := rd.Next()
+			if err == io.EOF {
+				break
+			}
+			if translate {
+				out, err = s.Event(out[:0], ev)
+				if err != nil {
+					b.Fatal(err)
+				}
+			} else {
+				out = append(out[:0], ev.Raw...)
+			}
+		}
+	}
+}
+
+// BenchmarkTranslateStreamChat: an Anthropic client's stream from a Chat
+// provider, against the same stream relayed untranslated.
+func BenchmarkTranslateStreamChat(b *testing.B) {
+	st := steadyStates[0]
+	b.Run("translated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, true) })
+	b.Run("untranslated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, false) })
+}
