@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
@@ -123,3 +124,6 @@ func fileExists(path string) bool {
 }
 
 func stringsReader(s string) io.Reader { return bytes.NewReader([]byte(s)) }
+
+// The tests' clock: created_at is the same in every run.
+func init() { now = func() time.Time { return time.Unix(1733000000, 0) } }

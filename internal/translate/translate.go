@@ -121,6 +121,7 @@ func Pairs() [][2]string {
 
 var pairs = []Pair{
 	anthropicToChat{},
+	responsesToAnthropic{},
 }
 
 // UpstreamError is an error event or error object the target sent inside
