@@ -123,3 +123,7 @@ func fuzzStream(f *testing.F, client, target, seedDir string, check func(testing
 func FuzzChatToAnthropicStream(f *testing.F) {
 	fuzzStream(f, Anthropic, OpenAI, "chat", checkAnthropicStream)
 }
+
+func FuzzAnthropicToResponsesStream(f *testing.F) {
+	fuzzStream(f, Responses, Anthropic, "anthropic", checkResponsesClean)
+}

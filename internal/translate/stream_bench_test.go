@@ -17,6 +17,10 @@ var steadyStates = []struct {
 	{Anthropic, OpenAI,
 		`data: {"id":"chatcmpl-A1","object":"chat.completion.chunk","created":1733000000,"model":"gpt-5","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}],"usage":null}` + "\n\n",
 		`data: {"id":"chatcmpl-A1","object":"chat.completion.chunk","created":1733000000,"model":"gpt-5","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":" the quick brown fox jumps over"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n"},
+	{Responses, Anthropic,
+		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":25,\"output_tokens\":1}}}\n\n" +
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+		ssetest.AnthropicDelta},
 }
 
 func firstEvent(t testing.TB, raw string) sse.Event {
@@ -27,6 +31,23 @@ func firstEvent(t testing.TB, raw string) sse.Event {
 	return ev
 }
 
+// feedHead sends every event of a stream's head.
+func feedHead(t testing.TB, s Stream, dst []byte, head string) []byte {
+	rd := sse.NewReader(stringsReader(head), 0)
+	for {
+		ev, err := rd.Next()
+		if err == io.EOF {
+			return dst
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dst, err = s.Event(dst, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // A steady-state text delta allocates nothing.
 func TestStreamEventAllocs(t *testing.T) {
 	for _, st := range steadyStates {
@@ -34,9 +55,7 @@ func TestStreamEventAllocs(t *testing.T) {
 		s := p.NewStream()
 		dst := make([]byte, 0, 4096)
 		var err error
-		if dst, err = s.Event(dst, firstEvent(t, st.head)); err != nil {
-			t.Fatal(err)
-		}
+		dst = feedHead(t, s, dst, st.head)
 		ev := firstEvent(t, st.delta)
 		if dst, err = s.Event(dst[:0], ev); err != nil || len(dst) == 0 {
 			t.Fatalf("%s<-%s: %v, %d bytes", st.client, st.target, err, len(dst))
@@ -60,7 +79,7 @@ func benchStream(b *testing.B, client, target, head, delta string, translate boo
 	for b.Loop() {
 		rd.Reset(&ssetest.RepeatReader{Event: []byte(delta), N: deltas, Tail: nil})
 		s := p.NewStream()
-		out, _ := s.Event(dst[:0], firstEvent(b, head))
+		out := feedHead(b, s, dst[:0], head)
 		for {
 			ev, err := rd.Next()
 			if err == io.EOF {
@@ -82,6 +101,14 @@ func benchStream(b *testing.B, client, target, head, delta string, translate boo
 // provider, against the same stream relayed untranslated.
 func BenchmarkTranslateStreamChat(b *testing.B) {
 	st := steadyStates[0]
+	b.Run("translated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, true) })
+	b.Run("untranslated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, false) })
+}
+
+// BenchmarkTranslateStreamResponses: a Responses client's stream from an
+// Anthropic provider.
+func BenchmarkTranslateStreamResponses(b *testing.B) {
+	st := steadyStates[1]
 	b.Run("translated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, true) })
 	b.Run("untranslated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, false) })
 }
