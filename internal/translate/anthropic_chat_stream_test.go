@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -190,7 +191,7 @@ func TestAnthropicFromChatStreamAfterStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := runStream(p, []byte(clean+clean), nil)
-	if err == nil || !bytes.Equal(out, want) {
+	if !errors.Is(err, ErrAfterEnd) || !bytes.Equal(out, want) {
 		t.Errorf("err %v, output\n%s", err, out)
 	}
 }

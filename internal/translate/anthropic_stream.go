@@ -38,7 +38,7 @@ func (s *anthropicToResponsesStream) Event(dst []byte, ev sse.Event) ([]byte, er
 		return dst, nil
 	}
 	if s.done {
-		return dst, malformed("anthropic event after message_stop")
+		return dst, ErrAfterEnd
 	}
 	var e anthropicEvent
 	it, ok := jsonscan.Open(data, 0, 0)

@@ -32,7 +32,7 @@ func (s *chatToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error) 
 		return dst, nil // a comment or keep-alive
 	}
 	if s.done || s.failed {
-		return dst, malformed("chat chunk after [DONE]")
+		return dst, ErrAfterEnd
 	}
 	if string(data) == "[DONE]" {
 		if s.stop == "" {

@@ -137,6 +137,10 @@ func (e *UpstreamError) Error() string {
 	return fmt.Sprintf("upstream error %s: %s", e.Type, e.Message)
 }
 
+// ErrAfterEnd is Event's error for an event after the target's terminal
+// one: the client's answer is complete and nothing more is written for it.
+var ErrAfterEnd = errors.New("translate: upstream event after the end of the answer")
+
 // errMalformed marks target events that are not what the target's format
 // allows at that point.
 var errMalformed = errors.New("translate: malformed upstream stream")
