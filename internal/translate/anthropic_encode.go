@@ -22,6 +22,7 @@ type anthropicRequest struct {
 	StopSequences []string              `json:"stop_sequences,omitempty"`
 	Temperature   *float64              `json:"temperature,omitempty"`
 	TopP          *float64              `json:"top_p,omitempty"`
+	TopK          *int                  `json:"top_k,omitempty"`
 	Stream        bool                  `json:"stream,omitempty"`
 }
 
@@ -30,7 +31,7 @@ var ephemeral = json.RawMessage(`{"type":"ephemeral"}`)
 func encodeAnthropicRequest(r *Request, model string) ([]byte, []Loss, error) {
 	var losses []Loss
 	out := anthropicRequest{Model: model, MaxTokens: r.MaxTokens, StopSequences: r.Stop,
-		Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream, Messages: []anthropicOutMessage{}}
+		Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK, Stream: r.Stream, Messages: []anthropicOutMessage{}}
 	if out.MaxTokens == 0 {
 		out.MaxTokens = DefaultMaxTokens
 		losses = addLoss(losses, fmt.Sprintf("unlimited output (max_tokens %d)", DefaultMaxTokens), false)

@@ -60,7 +60,6 @@ var anthropicKnown = map[string]bool{
 // anthropicAdvisory are the fields no other format carries that change how
 // a request is served, not what it asks for.
 var anthropicAdvisory = map[string]string{
-	"top_k":        "top_k",
 	"metadata":     "metadata",
 	"service_tier": "service_tier",
 	"thinking":     "extended thinking",
@@ -99,6 +98,7 @@ func decodeAnthropicRequest(body []byte) (*Request, []Loss, error) {
 		Stream        bool              `json:"stream"`
 		Temperature   *float64          `json:"temperature"`
 		TopP          *float64          `json:"top_p"`
+		TopK          *int              `json:"top_k"`
 		Tools         []anthropicTool   `json:"tools"`
 		ToolChoice    json.RawMessage   `json:"tool_choice"`
 	}
@@ -106,7 +106,7 @@ func decodeAnthropicRequest(body []byte) (*Request, []Loss, error) {
 		return nil, nil, fmt.Errorf("anthropic request: %w", err)
 	}
 	r := &Request{Model: in.Model, MaxTokens: in.MaxTokens, Stop: in.StopSequences,
-		Stream: in.Stream, Temperature: in.Temperature, TopP: in.TopP}
+		Stream: in.Stream, Temperature: in.Temperature, TopP: in.TopP, TopK: in.TopK}
 	var err error
 	if r.System, losses, err = anthropicContent(in.System, losses); err != nil {
 		return nil, nil, fmt.Errorf("anthropic request: system: %w", err)

@@ -215,3 +215,10 @@ func appendUnescaped(dst, escaped []byte) []byte {
 	}
 	return append(dst, escaped...)
 }
+
+// toolArgsJSON gives the open tool call its whole arguments, a raw JSON
+// value (Gemini sends a call's arguments as one object).
+func (w *anthropicWriter) toolArgsJSON(dst, args []byte) ([]byte, error) {
+	quoted := appendJSONString(nil, args)
+	return w.toolArgs(dst, quoted[1:len(quoted)-1])
+}

@@ -77,6 +77,9 @@ func encodeChatRequest(r *Request, model string) ([]byte, []Loss, error) {
 	if r.Stream {
 		out.StreamOptions = &chatStreamOpts{IncludeUsage: true}
 	}
+	if r.TopK != nil {
+		losses = addLoss(losses, "top_k", false)
+	}
 	if len(r.Stop) > chatMaxStop {
 		losses = addLoss(losses, fmt.Sprintf("more than %d stop sequences", chatMaxStop), true)
 	}

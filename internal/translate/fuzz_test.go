@@ -124,3 +124,7 @@ func FuzzChatToAnthropicStream(f *testing.F) {
 func FuzzAnthropicToResponsesStream(f *testing.F) {
 	fuzzStream(f, Responses, Anthropic, "anthropic", checkResponsesClean)
 }
+
+func FuzzGeminiToAnthropicStream(f *testing.F) {
+	fuzzStream(f, Anthropic, Gemini, "gemini", checkAnthropicStream)
+}

@@ -88,6 +88,7 @@ type Request struct {
 	MaxTokens   int // 0: not stated
 	Temperature *float64
 	TopP        *float64
+	TopK        *int
 	Stop        []string
 	Stream      bool
 }

@@ -21,6 +21,9 @@ var steadyStates = []struct {
 		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":25,\"output_tokens\":1}}}\n\n" +
 			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
 		ssetest.AnthropicDelta},
+	{Anthropic, Gemini,
+		`data: {"candidates": [{"content": {"parts": [{"text": "Hello"}],"role": "model"},"index": 0}],"usageMetadata": {"promptTokenCount": 9,"totalTokenCount": 9},"modelVersion": "gemini-2.5-pro","responseId": "rsp-T1"}` + "\n\n",
+		`data: {"candidates": [{"content": {"parts": [{"text": " the quick brown fox jumps over"}],"role": "model"},"index": 0}],"usageMetadata": {"promptTokenCount": 9,"totalTokenCount": 9},"modelVersion": "gemini-2.5-pro","responseId": "rsp-T1"}` + "\n\n"},
 }
 
 func firstEvent(t testing.TB, raw string) sse.Event {
@@ -109,6 +112,14 @@ func BenchmarkTranslateStreamChat(b *testing.B) {
 // Anthropic provider.
 func BenchmarkTranslateStreamResponses(b *testing.B) {
 	st := steadyStates[1]
+	b.Run("translated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, true) })
+	b.Run("untranslated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, false) })
+}
+
+// BenchmarkTranslateStreamGemini: an Anthropic client's stream from a
+// Gemini provider.
+func BenchmarkTranslateStreamGemini(b *testing.B) {
+	st := steadyStates[2]
 	b.Run("translated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, true) })
 	b.Run("untranslated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, false) })
 }

@@ -122,6 +122,27 @@ func Pairs() [][2]string {
 var pairs = []Pair{
 	anthropicToChat{},
 	responsesToAnthropic{},
+	anthropicToGemini{},
+}
+
+// TargetPath is the path (and query) of a completion request of the
+// target format: Gemini names the model and the stream mode in it; the
+// others in the body.
+func TargetPath(target, model string, stream bool) string {
+	switch target {
+	case Anthropic:
+		return "/v1/messages"
+	case OpenAI:
+		return "/v1/chat/completions"
+	case Responses:
+		return "/v1/responses"
+	case Gemini:
+		if stream {
+			return "/v1beta/models/" + model + ":streamGenerateContent?alt=sse"
+		}
+		return "/v1beta/models/" + model + ":generateContent"
+	}
+	return ""
 }
 
 // UpstreamError is an error event or error object the target sent inside
