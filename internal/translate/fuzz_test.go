@@ -128,3 +128,7 @@ func FuzzAnthropicToResponsesStream(f *testing.F) {
 func FuzzGeminiToAnthropicStream(f *testing.F) {
 	fuzzStream(f, Anthropic, Gemini, "gemini", checkAnthropicStream)
 }
+
+func FuzzResponsesToAnthropicStream(f *testing.F) {
+	fuzzStream(f, Anthropic, Responses, "responses", checkAnthropicStream)
+}

@@ -123,6 +123,7 @@ var pairs = []Pair{
 	anthropicToChat{},
 	responsesToAnthropic{},
 	anthropicToGemini{},
+	anthropicToResponses{},
 }
 
 // TargetPath is the path (and query) of a completion request of the
