@@ -24,6 +24,10 @@ var steadyStates = []struct {
 	{Anthropic, Gemini,
 		`data: {"candidates": [{"content": {"parts": [{"text": "Hello"}],"role": "model"},"index": 0}],"usageMetadata": {"promptTokenCount": 9,"totalTokenCount": 9},"modelVersion": "gemini-2.5-pro","responseId": "rsp-T1"}` + "\n\n",
 		`data: {"candidates": [{"content": {"parts": [{"text": " the quick brown fox jumps over"}],"role": "model"},"index": 0}],"usageMetadata": {"promptTokenCount": 9,"totalTokenCount": 9},"modelVersion": "gemini-2.5-pro","responseId": "rsp-T1"}` + "\n\n"},
+	{Anthropic, Responses,
+		"event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_T1\",\"object\":\"response\",\"status\":\"in_progress\",\"model\":\"gpt-5\",\"output\":[]}}\n\n" +
+			"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":1,\"output_index\":0,\"item\":{\"id\":\"msg_T1\",\"type\":\"message\",\"status\":\"in_progress\",\"role\":\"assistant\",\"content\":[]}}\n\n",
+		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":5,\"item_id\":\"msg_T1\",\"output_index\":0,\"content_index\":0,\"delta\":\" the quick brown fox jumps over\",\"logprobs\":[]}\n\n"},
 }
 
 func firstEvent(t testing.TB, raw string) sse.Event {
@@ -120,6 +124,14 @@ func BenchmarkTranslateStreamResponses(b *testing.B) {
 // Gemini provider.
 func BenchmarkTranslateStreamGemini(b *testing.B) {
 	st := steadyStates[2]
+	b.Run("translated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, true) })
+	b.Run("untranslated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, false) })
+}
+
+// BenchmarkTranslateStreamResponsesTarget: an Anthropic client's stream
+// from an OpenAI Responses provider.
+func BenchmarkTranslateStreamResponsesTarget(b *testing.B) {
+	st := steadyStates[3]
 	b.Run("translated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, true) })
 	b.Run("untranslated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, false) })
 }
