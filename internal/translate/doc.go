@@ -43,6 +43,12 @@
 //	                 on any err (or the caller's own, e.g. a read error):
 //	                     dst = s.Fail(dst, err)   // the client's error event, then end the response
 //
+// Failback: an Anthropic request bound for an Anthropic provider (the
+// original vendor, recovered) goes through AnthropicFailback first: with
+// thinking on inside a tool-use cycle a translation served, thinking is
+// turned off for that request (an advisory loss); anything else passes
+// unchanged.
+//
 // errors.Is(err, ErrAfterEnd) is an event after the target's terminal one:
 // the client's answer is complete, Fail writes nothing. An *UpstreamError
 // is an error the target sent inside the stream, already in the client's
