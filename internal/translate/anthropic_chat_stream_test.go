@@ -94,6 +94,11 @@ func TestAnthropicFromChatStream(t *testing.T) {
 				t.Errorf("tool ids repeat: %s", m.RawJSON())
 			}
 		}},
+		{name: "refusal", check: func(t *testing.T, m anthropic.Message) {
+			if m.StopReason != "refusal" || m.Content[0].Text != "I can't help with that." {
+				t.Errorf("got %s", m.RawJSON())
+			}
+		}},
 		{name: "max_tokens_mid_args", wantErr: "tool arguments are not valid JSON"},
 		{name: "truncated", wantErr: "ended before [DONE]"},
 	}

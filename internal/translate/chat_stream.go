@@ -18,6 +18,7 @@ type chatToAnthropicStream struct {
 	usage     Usage
 	done      bool
 	failed    bool
+	refused   bool    // refusal text arrived: a stop is a refusal
 	tool      int64   // Chat index of the open tool call, -1 when none
 	toolsSeen []int64 // Chat indices of the calls opened so far
 }
@@ -121,6 +122,9 @@ func (s *chatToAnthropicStream) choice(dst []byte, c *jsonscan.Iter) ([]byte, er
 		if !ok {
 			return dst, malformed("chat finish_reason %s has no mapping", finish)
 		}
+		if reason == StopEnd && s.refused {
+			reason = StopRefusal // as the non-stream answer's refusal says
+		}
 		s.stop = reason
 		s.tool = -1
 		return s.closeAtStop(dst)
@@ -144,8 +148,10 @@ func (s *chatToAnthropicStream) delta(dst []byte, delta []byte) ([]byte, error) 
 	for it.Next() {
 		switch {
 		case it.KeyIs("content"), it.KeyIs("refusal"):
+			refusal := it.KeyIs("refusal")
 			v := it.Value()
 			if jsonscan.IsString(v) && len(v) > 2 {
+				s.refused = s.refused || refusal
 				if s.stop != "" {
 					return dst, malformed("chat text after finish_reason")
 				}
