@@ -55,6 +55,7 @@ var anthropicKnown = map[string]bool{
 	"model": true, "messages": true, "system": true, "max_tokens": true, "stop_sequences": true,
 	"stream": true, "temperature": true, "top_p": true, "top_k": true, "tools": true,
 	"tool_choice": true, "metadata": true, "thinking": true, "service_tier": true,
+	"context_management": true,
 }
 
 // anthropicAdvisory are the fields no other format carries that change how
@@ -63,6 +64,9 @@ var anthropicAdvisory = map[string]string{
 	"metadata":     "metadata",
 	"service_tier": "service_tier",
 	"thinking":     "extended thinking",
+	// Server-side clearing of old tool results: without it the target sees
+	// more context, never other content.
+	"context_management": "context_management",
 }
 
 // decodeAnthropicRequest reads a Messages request into the intermediate
