@@ -24,10 +24,11 @@
 //
 //	pair, _ := translate.For(clientFormat, providerAPI)
 //	body, losses, err := pair.Request(clientBody, targetModel)
-//	// err: the client's body is not a valid request: 400 in the client's dialect.
+//	// err: the client's body is not a valid request:
+//	//   translate.ClientError(clientFormat, 400, err.Error()).
 //	// translate.Material(losses): skip this candidate before sending a byte
-//	//   (chain "translate_skip", metric); when no candidate is left, answer a
-//	//   request error naming translate.Describe(losses, true).
+//	//   (chain "translate_skip", metric); when no candidate is left, answer
+//	//   translate.Refusal(clientFormat, allLosses), which names them.
 //	// otherwise: send body to translate.TargetPath(providerAPI, targetModel, stream),
 //	//   with the provider's own auth; name translate.Describe(losses, false)
 //	//   in the log and a response header when it is not "".

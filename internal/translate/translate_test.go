@@ -40,3 +40,17 @@ func TestForAndPairs(t *testing.T) {
 		t.Error("target paths")
 	}
 }
+
+// A refusal names the losses in the client's own error shape.
+func TestRefusal(t *testing.T) {
+	losses := []Loss{{What: "server tool web_search_20250305", Material: true}, {What: "top_k"}}
+	for _, c := range []struct{ client, wantType string }{{Anthropic, "invalid_request_error"}, {Responses, "invalid_request_error"}} {
+		status, body := Refusal(c.client, losses)
+		if status != 400 || !strings.Contains(string(body), "server tool web_search_20250305") || strings.Contains(string(body), "top_k") || !strings.Contains(string(body), c.wantType) {
+			t.Errorf("%s: %d %s", c.client, status, body)
+		}
+	}
+	if b := ClientError(Gemini, 429, "slow down"); string(b) != `{"error":{"code":429,"message":"slow down","status":"RESOURCE_EXHAUSTED"}}` {
+		t.Errorf("gemini %s", b)
+	}
+}
