@@ -42,23 +42,50 @@ func (s *chatToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error) 
 		s.done = true
 		return s.w.finish(dst, s.stop, "", s.usage)
 	}
-	var id, model, choices, usage, errVal []byte
+	// One pass: choices are applied as the scanner reaches them, so a
+	// text delta is read once (the id and model precede them in every
+	// chunk OpenAI sends; the first chunk looks them up otherwise).
+	var id, model, usage, errVal []byte
 	it, ok := jsonscan.Open(data, 0, 0)
 	if !ok || !it.IsObject() {
 		return dst, malformed("chat chunk is not a JSON object")
 	}
+	var err error
 	for it.Next() {
 		switch {
 		case it.KeyIs("id"):
 			id = it.Value()
 		case it.KeyIs("model"):
 			model = it.Value()
-		case it.KeyIs("choices"):
-			choices = it.Value()
 		case it.KeyIs("usage"):
 			usage = it.Value()
 		case it.KeyIs("error"):
 			errVal = it.Value()
+		case it.KeyIs("choices"):
+			arr, ok := it.Enter()
+			if !ok {
+				if v := it.Value(); v == nil || !jsonscan.IsNull(v) {
+					return dst, malformed("chat choices is not an array")
+				}
+				continue
+			}
+			if arr.IsObject() {
+				return dst, malformed("chat choices is not an array")
+			}
+			if dst, err = s.startOnce(dst, data, id, model); err != nil {
+				return dst, err
+			}
+			for arr.Next() {
+				c, ok := arr.Enter()
+				if !ok || !c.IsObject() {
+					return dst, malformed("chat choice is not an object")
+				}
+				if dst, err = s.choice(dst, &c); err != nil {
+					return dst, err
+				}
+				arr.Leave(&c)
+			}
+			it.Leave(&arr)
 		}
 	}
 	if !it.End() {
@@ -67,38 +94,36 @@ func (s *chatToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error) 
 	if len(errVal) > 0 && !jsonscan.IsNull(errVal) {
 		return dst, chatUpstreamError(errVal)
 	}
-	var err error
-	if !s.w.started {
-		if dst, err = s.w.start(dst, rawString(id), rawString(model), Usage{}); err != nil {
-			return dst, err
-		}
+	if dst, err = s.startOnce(dst, data, id, model); err != nil {
+		return dst, err
 	}
 	if len(usage) > 0 && usage[0] == '{' {
 		s.usage = chatStreamUsage(usage)
 	}
-	if len(choices) == 0 || jsonscan.IsNull(choices) {
+	return dst, nil
+}
+
+// startOnce writes the message start at the first chunk.
+func (s *chatToAnthropicStream) startOnce(dst, data, id, model []byte) ([]byte, error) {
+	if s.w.started {
 		return dst, nil
 	}
-	arr, ok := jsonscan.Open(choices, 0, 0)
-	if !ok || arr.IsObject() {
-		return dst, malformed("chat choices is not an array")
+	if e, ok := jsonscan.Lookup(data, "error"); ok && !jsonscan.IsNull(e) {
+		return dst, chatUpstreamError(e)
 	}
-	for arr.Next() {
-		c, ok := arr.Enter()
-		if !ok {
-			return dst, malformed("chat choice is not an object")
-		}
-		if dst, err = s.choice(dst, &c); err != nil {
-			return dst, err
-		}
-		arr.Leave(&c)
+	if id == nil {
+		id, _ = jsonscan.Lookup(data, "id")
 	}
-	return dst, nil
+	if model == nil {
+		model, _ = jsonscan.Lookup(data, "model")
+	}
+	return s.w.start(dst, rawString(id), rawString(model), Usage{})
 }
 
 // choice applies one element of choices.
 func (s *chatToAnthropicStream) choice(dst []byte, c *jsonscan.Iter) ([]byte, error) {
-	var delta, finish []byte
+	var finish []byte
+	var err error
 	for c.Next() {
 		switch {
 		case c.KeyIs("index"):
@@ -106,15 +131,22 @@ func (s *chatToAnthropicStream) choice(dst []byte, c *jsonscan.Iter) ([]byte, er
 				return dst, malformed("chat choice index other than 0")
 			}
 		case c.KeyIs("delta"):
-			delta = c.Value()
+			d, ok := c.Enter()
+			if !ok {
+				if v := c.Value(); v == nil || !jsonscan.IsNull(v) {
+					return dst, malformed("chat delta is not an object")
+				}
+				continue
+			}
+			if !d.IsObject() {
+				return dst, malformed("chat delta is not an object")
+			}
+			if dst, err = s.delta(dst, &d); err != nil {
+				return dst, err
+			}
+			c.Leave(&d)
 		case c.KeyIs("finish_reason"):
 			finish = c.Value()
-		}
-	}
-	var err error
-	if len(delta) > 0 && delta[0] == '{' {
-		if dst, err = s.delta(dst, delta); err != nil {
-			return dst, err
 		}
 	}
 	if len(finish) > 0 && !jsonscan.IsNull(finish) {
@@ -142,8 +174,7 @@ func (s *chatToAnthropicStream) closeAtStop(dst []byte) ([]byte, error) {
 	return dst, err
 }
 
-func (s *chatToAnthropicStream) delta(dst []byte, delta []byte) ([]byte, error) {
-	it, _ := jsonscan.Open(delta, 0, 0)
+func (s *chatToAnthropicStream) delta(dst []byte, it *jsonscan.Iter) ([]byte, error) {
 	var err error
 	for it.Next() {
 		switch {
