@@ -1,0 +1,217 @@
+package translate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go"
+)
+
+// accumulateAnthropic reads an Anthropic client stream the way
+// anthropic-sdk-go does; stopped reports whether message_stop arrived,
+// errEvent holds an error event's data.
+func accumulateAnthropic(t *testing.T, out []byte) (msg anthropic.Message, stopped bool, errEvent string) {
+	t.Helper()
+	for _, ev := range sseEvents(t, out) {
+		if string(ev.Name) == "error" {
+			return msg, stopped, string(ev.Data)
+		}
+		if stopped {
+			t.Fatalf("event after message_stop: %s", ev.Data)
+		}
+		var e anthropic.MessageStreamEventUnion
+		if err := json.Unmarshal(ev.Data, &e); err != nil {
+			t.Fatalf("event %s: %v", ev.Data, err)
+		}
+		if e.Type != string(ev.Name) {
+			t.Fatalf("event name %q carries type %q", ev.Name, e.Type)
+		}
+		if err := msg.Accumulate(e); err != nil {
+			t.Fatalf("Accumulate(%s): %v", ev.Data, err)
+		}
+		stopped = e.Type == "message_stop"
+	}
+	return msg, stopped, ""
+}
+
+// sameMessage compares what a client of anthropic-sdk-go sees.
+func sameMessage(t *testing.T, got, want anthropic.Message) {
+	t.Helper()
+	if got.ID != want.ID || got.Model != want.Model || got.StopReason != want.StopReason || got.StopSequence != want.StopSequence {
+		t.Errorf("message %s %s %s %q, want %s %s %s %q", got.ID, got.Model, got.StopReason, got.StopSequence,
+			want.ID, want.Model, want.StopReason, want.StopSequence)
+	}
+	if got.Usage.InputTokens != want.Usage.InputTokens || got.Usage.OutputTokens != want.Usage.OutputTokens ||
+		got.Usage.CacheReadInputTokens != want.Usage.CacheReadInputTokens {
+		t.Errorf("usage %+v, want %+v", got.Usage.RawJSON(), want.Usage.RawJSON())
+	}
+	if len(got.Content) != len(want.Content) {
+		t.Fatalf("%d blocks, want %d", len(got.Content), len(want.Content))
+	}
+	for i, g := range got.Content {
+		w := want.Content[i]
+		if g.Type != w.Type || g.Text != w.Text || g.ID != w.ID || g.Name != w.Name || g.Thinking != w.Thinking || g.Signature != w.Signature {
+			t.Errorf("block %d = %s, want %s", i, g.RawJSON(), w.RawJSON())
+		}
+		if g.Type == "tool_use" && !jsonEqual(t, g.Input, w.Input) {
+			t.Errorf("block %d input = %s, want %s", i, g.Input, w.Input)
+		}
+	}
+}
+
+func TestAnthropicFromChatStream(t *testing.T) {
+	p, _ := For(Anthropic, OpenAI)
+	cases := []struct {
+		name    string
+		wantErr string // "" for a clean stream
+		check   func(t *testing.T, m anthropic.Message)
+	}{
+		{name: "text", check: func(t *testing.T, m anthropic.Message) {
+			if m.Content[0].Text != "Hello, \"world\" é\n" || m.StopReason != "end_turn" || m.Usage.InputTokens != 15 || m.Usage.CacheReadInputTokens != 4 {
+				t.Errorf("got %s", m.RawJSON())
+			}
+		}},
+		{name: "parallel_tools", check: func(t *testing.T, m anthropic.Message) {
+			if len(m.Content) != 2 || m.Content[0].ID == m.Content[1].ID || m.Content[1].Name != "get_weather" || m.StopReason != "tool_use" {
+				t.Errorf("got %s", m.RawJSON())
+			}
+			if !jsonEqual(t, m.Content[1].Input, []byte(`{"location":"Tokyo é"}`)) {
+				t.Errorf("second input %s", m.Content[1].Input)
+			}
+		}},
+		{name: "text_then_tool"},
+		{name: "max_tokens", check: func(t *testing.T, m anthropic.Message) {
+			if m.StopReason != "max_tokens" {
+				t.Errorf("stop_reason %s, want max_tokens", m.StopReason)
+			}
+		}},
+		{name: "duplicate_ids", check: func(t *testing.T, m anthropic.Message) {
+			if m.Content[0].ID == m.Content[1].ID {
+				t.Errorf("tool ids repeat: %s", m.RawJSON())
+			}
+		}},
+		{name: "refusal", check: func(t *testing.T, m anthropic.Message) {
+			if m.StopReason != "refusal" || m.Content[0].Text != "I can't help with that." {
+				t.Errorf("got %s", m.RawJSON())
+			}
+		}},
+		{name: "max_tokens_mid_args", wantErr: "tool arguments are not valid JSON"},
+		{name: "truncated", wantErr: "ended before [DONE]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			target := readFile(t, filepath.Join("testdata", "chat", c.name+".sse"))
+			out, err := runStream(p, target, nil)
+			golden(t, "anthropic_from_chat_"+c.name+".sse", out)
+			msg, stopped, errEvent := accumulateAnthropic(t, out)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) || stopped || errEvent == "" {
+					t.Fatalf("err %v, stopped %v, error event %q; want an error event for %q and no message_stop", err, stopped, errEvent, c.wantErr)
+				}
+				// The non-stream answer is refused alike.
+				if body := filepath.Join("testdata", "chat", c.name+".json"); fileExists(body) {
+					if _, err := p.Response(readFile(t, body)); err == nil {
+						t.Errorf("the non-stream answer translates")
+					}
+				}
+				return
+			}
+			if err != nil || !stopped {
+				t.Fatalf("err %v, stopped %v", err, stopped)
+			}
+			body, err := p.Response(readFile(t, filepath.Join("testdata", "chat", c.name+".json")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want anthropic.Message
+			if err := json.Unmarshal(body, &want); err != nil {
+				t.Fatal(err)
+			}
+			sameMessage(t, msg, want)
+			if c.check != nil {
+				c.check(t, msg)
+			}
+		})
+	}
+}
+
+// Every byte-level re-chunking of a target stream gives the same client bytes.
+func TestAnthropicFromChatStreamRechunked(t *testing.T) {
+	p, _ := For(Anthropic, OpenAI)
+	files, _ := filepath.Glob(filepath.Join("testdata", "chat", "*.sse"))
+	if len(files) < 5 {
+		t.Fatalf("found %d streams", len(files))
+	}
+	for _, f := range files {
+		target := readFile(t, f)
+		whole, wholeErr := runStream(p, target, nil)
+		for _, cuts := range cutSets(len(target)) {
+			out, err := runStream(p, target, cuts)
+			if !bytes.Equal(out, whole) || (err == nil) != (wholeErr == nil) {
+				t.Fatalf("%s cut at %v: output differs", f, cuts)
+			}
+		}
+	}
+}
+
+// Malformed target streams end in the client's error event, never a clean stop.
+func TestAnthropicFromChatStreamMalformed(t *testing.T) {
+	p, _ := For(Anthropic, OpenAI)
+	head := `data: {"id":"x","model":"m","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}` + "\n\n"
+	cases := map[string]string{
+		"done without finish":   head + "data: [DONE]\n\n",
+		"unknown finish_reason": head + `data: {"choices":[{"index":0,"delta":{},"finish_reason":"exploded"}]}` + "\n\ndata: [DONE]\n\n",
+		"second choice":         head + `data: {"choices":[{"index":1,"delta":{"content":"b"}}]}` + "\n\n",
+		"not json":              head + "data: {\"choices\":[\n\n",
+		"error chunk":           head + `data: {"error":{"message":"overloaded","type":"server_error"}}` + "\n\n",
+		"tool without name":     head + `data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"arguments":"{}"}}]}}]}` + "\n\n",
+		"tool resumed":          head + `data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{"}}]}}]}` + "\n\n" + `data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"d","function":{"name":"f","arguments":"{}"}}]}}]}` + "\n\n" + `data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"}"}}]}}]}` + "\n\n",
+		"array arguments":       head + `data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"[1]"}}]},"finish_reason":"tool_calls"}]}` + "\n\ndata: [DONE]\n\n",
+		"empty arguments":       head + `data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":""}}]},"finish_reason":"tool_calls"}]}` + "\n\ndata: [DONE]\n\n",
+		"text after finish":     head + `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" + `data: {"choices":[{"index":0,"delta":{"content":"more"}}]}` + "\n\n",
+		"cut inside an event":   head + `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+	}
+	for name, stream := range cases {
+		t.Run(name, func(t *testing.T) {
+			out, err := runStream(p, []byte(stream), nil)
+			_, stopped, errEvent := accumulateAnthropic(t, out)
+			if err == nil || stopped || errEvent == "" {
+				t.Fatalf("err %v, stopped %v, error event %q\n%s", err, stopped, errEvent, out)
+			}
+		})
+	}
+}
+
+// After message_stop the client's stream is over: whatever follows is an
+// error for the log, and not one more byte for the client.
+func TestAnthropicFromChatStreamAfterStop(t *testing.T) {
+	p, _ := For(Anthropic, OpenAI)
+	clean := `data: {"id":"x","model":"m","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"
+	want, err := runStream(p, []byte(clean), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := runStream(p, []byte(clean+clean), nil)
+	if !errors.Is(err, ErrAfterEnd) || !bytes.Equal(out, want) {
+		t.Errorf("err %v, output\n%s", err, out)
+	}
+}
+
+func TestAnthropicFromChatStreamUpstreamError(t *testing.T) {
+	p, _ := For(Anthropic, OpenAI)
+	stream := `data: {"id":"x","model":"m","choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n" +
+		`data: {"error":{"message":"This model's maximum context length is 8 tokens","type":"invalid_request_error","code":"context_length_exceeded"}}` + "\n\n"
+	out, _ := runStream(p, []byte(stream), nil)
+	_, _, errEvent := accumulateAnthropic(t, out)
+	var e struct {
+		Error struct{ Type, Message string }
+	}
+	_ = json.Unmarshal([]byte(errEvent), &e)
+	if e.Error.Type != "invalid_request_error" || !strings.HasPrefix(e.Error.Message, "prompt is too long") {
+		t.Errorf("error event %s", errEvent)
+	}
+}

@@ -1,0 +1,144 @@
+package translate
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Anthropic Messages requests, encoded from the intermediate form.
+
+type anthropicOutMessage struct {
+	Role    string           `json:"role"`
+	Content []anthropicBlock `json:"content"`
+}
+
+type anthropicRequest struct {
+	Model         string                `json:"model"`
+	MaxTokens     int                   `json:"max_tokens"`
+	System        []anthropicBlock      `json:"system,omitempty"`
+	Messages      []anthropicOutMessage `json:"messages"`
+	Tools         []anthropicTool       `json:"tools,omitempty"`
+	ToolChoice    *anthropicToolChoice  `json:"tool_choice,omitempty"`
+	StopSequences []string              `json:"stop_sequences,omitempty"`
+	Temperature   *float64              `json:"temperature,omitempty"`
+	TopP          *float64              `json:"top_p,omitempty"`
+	TopK          *int                  `json:"top_k,omitempty"`
+	Stream        bool                  `json:"stream,omitempty"`
+}
+
+var ephemeral = json.RawMessage(`{"type":"ephemeral"}`)
+
+func encodeAnthropicRequest(r *Request, model string) ([]byte, []Loss, error) {
+	var losses []Loss
+	out := anthropicRequest{Model: model, MaxTokens: r.MaxTokens, StopSequences: r.Stop,
+		Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK, Stream: r.Stream, Messages: []anthropicOutMessage{}}
+	if out.MaxTokens == 0 {
+		out.MaxTokens = DefaultMaxTokens
+		losses = addLoss(losses, fmt.Sprintf("unlimited output (max_tokens %d)", DefaultMaxTokens), false)
+	}
+	for _, b := range r.System {
+		if b.Kind != KindText {
+			losses = addLoss(losses, "non-text system content", true)
+			continue
+		}
+		out.System = append(out.System, anthropicText(b))
+	}
+	for _, m := range r.Messages {
+		var blocks []anthropicBlock
+		for _, b := range m.Blocks {
+			ab, ok, more := anthropicBlockOut(b, losses)
+			losses = more
+			if ok {
+				blocks = append(blocks, ab)
+			}
+		}
+		if len(blocks) > 0 {
+			out.Messages = append(out.Messages, anthropicOutMessage{Role: m.Role, Content: blocks})
+		}
+	}
+	for _, t := range r.Tools {
+		at := anthropicTool{Name: t.Name, Description: t.Description, InputSchema: t.Schema}
+		if t.Cache {
+			at.CacheControl = ephemeral
+		}
+		out.Tools = append(out.Tools, at)
+	}
+	switch r.ToolChoice.Mode {
+	case ChoiceDefault:
+		if r.ToolChoice.DisableParallel && len(out.Tools) > 0 {
+			out.ToolChoice = &anthropicToolChoice{Type: "auto", DisableParallelToolUse: true}
+		}
+	case ChoiceAuto, ChoiceAny, ChoiceTool:
+		out.ToolChoice = &anthropicToolChoice{Type: r.ToolChoice.Mode, Name: r.ToolChoice.Name,
+			DisableParallelToolUse: r.ToolChoice.DisableParallel}
+	case ChoiceNone:
+		out.ToolChoice = &anthropicToolChoice{Type: "none"}
+	default:
+		return nil, nil, fmt.Errorf("tool_choice %q has no Anthropic equivalent", r.ToolChoice.Mode)
+	}
+	body, err := json.Marshal(out)
+	return body, losses, err
+}
+
+func anthropicText(b Block) anthropicBlock {
+	t := b.Text
+	ab := anthropicBlock{Type: "text", Text: &t}
+	if b.Cache {
+		ab.CacheControl = ephemeral
+	}
+	return ab
+}
+
+func anthropicBlockOut(b Block, losses []Loss) (anthropicBlock, bool, []Loss) {
+	var ab anthropicBlock
+	switch b.Kind {
+	case KindText:
+		if b.Text == "" {
+			return ab, false, losses // Anthropic refuses empty text blocks
+		}
+		return anthropicText(b), true, losses
+	case KindImage, KindDocument:
+		ab.Type = "image"
+		if b.Kind == KindDocument {
+			ab.Type, ab.Title = "document", b.Text
+		}
+		if b.URL != "" {
+			ab.Source = &anthropicSource{Type: "url", URL: b.URL}
+		} else {
+			ab.Source = &anthropicSource{Type: "base64", MediaType: b.MediaType, Data: b.Data}
+		}
+	case KindToolCall:
+		ab = anthropicBlock{Type: "tool_use", ID: b.ToolID, Name: b.ToolName, Input: b.Args}
+	case KindToolResult:
+		ab = anthropicBlock{Type: "tool_result", ToolUseID: b.ToolID, IsError: b.IsError}
+		var content []anthropicBlock
+		for _, r := range b.Result {
+			rb, ok, more := anthropicBlockOut(r, losses)
+			losses = more
+			if ok {
+				content = append(content, rb)
+			}
+		}
+		if content == nil {
+			content = []anthropicBlock{}
+		}
+		ab.Content, _ = json.Marshal(content)
+	case KindReasoning:
+		if b.Opaque == nil || b.Opaque.Origin != Anthropic {
+			return ab, false, reasoningLoss(losses, b, Anthropic)
+		}
+		if b.Opaque.Kind == "redacted_thinking" {
+			ab = anthropicBlock{Type: "redacted_thinking", Data: b.Opaque.Value}
+		} else {
+			t := b.Text
+			ab = anthropicBlock{Type: "thinking", Thinking: &t, Signature: b.Opaque.Value}
+		}
+		return ab, true, losses
+	default:
+		return ab, false, addLoss(losses, fmt.Sprintf("block kind %d", b.Kind), true)
+	}
+	if b.Cache {
+		ab.CacheControl = ephemeral
+	}
+	return ab, true, losses
+}

@@ -1,0 +1,129 @@
+package translate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
+
+// runStream feeds a target stream, read in pieces ending at cuts, through
+// a fresh Stream of p and returns the client's bytes; err is the stream's
+// error (after which Fail's bytes end the output).
+func runStream(p Pair, target []byte, cuts []int) (out []byte, err error) {
+	rd := sse.NewReader(&ssetest.SplitReader{Data: target, Cuts: cuts}, 0)
+	s := p.NewStream()
+	for {
+		ev, rerr := rd.Next()
+		if rerr == io.EOF {
+			if out, err = s.End(out); err != nil {
+				return s.Fail(out, err), err
+			}
+			return out, nil
+		}
+		if rerr != nil {
+			return s.Fail(out, rerr), rerr
+		}
+		if out, err = s.Event(out, ev); err != nil {
+			return s.Fail(out, err), err
+		}
+	}
+}
+
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// golden compares got with testdata/golden/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want := readFile(t, path)
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (-update rewrites it)\ngot:\n%s\nwant:\n%s", name, got, want)
+	}
+}
+
+// sseEvents splits client output into events.
+func sseEvents(t testing.TB, out []byte) []sse.Event {
+	t.Helper()
+	rd := sse.NewReader(bytes.NewReader(out), 0)
+	var evs []sse.Event
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return evs
+		}
+		if err != nil {
+			t.Fatalf("client output is not a valid event stream: %v", err)
+		}
+		evs = append(evs, sse.Event{Name: bytes.Clone(ev.Name), Data: bytes.Clone(ev.Data)})
+	}
+}
+
+// jsonEqual compares two JSON documents by value.
+func jsonEqual(t testing.TB, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, a)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, b)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// cutsEvery returns, for a stream of n bytes, every single cut and a few
+// cuts of every byte.
+func cutSets(n int) [][]int {
+	sets := [][]int{nil}
+	for i := 1; i < n; i++ {
+		sets = append(sets, []int{i})
+	}
+	every := make([]int, 0, n)
+	for i := 1; i < n; i++ {
+		every = append(every, i)
+	}
+	sets = append(sets, every)
+	for step := 2; step < 40; step += 7 {
+		var c []int
+		for i := step; i < n; i += step {
+			c = append(c, i)
+		}
+		sets = append(sets, c)
+	}
+	return sets
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func stringsReader(s string) io.Reader { return bytes.NewReader([]byte(s)) }
+
+// The tests' clock: created_at is the same in every run.
+func init() { now = func() time.Time { return time.Unix(1733000000, 0) } }

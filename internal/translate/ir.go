@@ -1,0 +1,149 @@
+package translate
+
+import "encoding/json"
+
+// The intermediate form: a superset of the four formats. A client request
+// is decoded into it (with the losses no target could carry), and the
+// target's request is encoded from it (with the losses that target adds).
+
+// Kind is the kind of one content block.
+type Kind int
+
+const (
+	KindText Kind = iota
+	KindImage
+	KindDocument
+	KindToolCall
+	KindToolResult
+	KindReasoning
+)
+
+// Opaque is provider state only its origin can read: Anthropic thinking
+// signatures and redacted thinking, Gemini thoughtSignature, Responses
+// encrypted reasoning. It goes back to its origin only, never forged.
+type Opaque struct {
+	Origin string // the format that produced it
+	Kind   string // "signature", "redacted_thinking", "thought_signature", "encrypted_content"
+	Value  string
+}
+
+// Block is one content block.
+type Block struct {
+	Kind Kind
+	Text string // text, reasoning text, document title
+
+	// Image and document sources: base64 Data with its MediaType, or a URL.
+	MediaType string
+	Data      string
+	URL       string
+
+	// Tool calls and results.
+	ToolID   string
+	ToolName string
+	Args     json.RawMessage // a JSON object, exactly as the model wrote it
+	Result   []Block         // a tool result's content
+	IsError  bool
+
+	Opaque *Opaque
+	Cache  bool // a cache breakpoint ends here
+}
+
+// Message is one turn: Role is "user" or "assistant".
+type Message struct {
+	Role   string
+	Blocks []Block
+}
+
+// Tool is a function the model may call.
+type Tool struct {
+	Name        string
+	Description string
+	Schema      json.RawMessage // JSON Schema of the arguments object
+	Cache       bool
+}
+
+// Tool choice modes.
+const (
+	ChoiceDefault = ""     // not stated: the target's default
+	ChoiceAuto    = "auto" // may call tools
+	ChoiceAny     = "any"  // must call some tool
+	ChoiceNone    = "none" // must not call tools
+	ChoiceTool    = "tool" // must call Name
+)
+
+// ToolChoice is what the model must do with the tools.
+type ToolChoice struct {
+	Mode            string
+	Name            string
+	DisableParallel bool
+}
+
+// Request is one completion request.
+type Request struct {
+	Model       string
+	System      []Block // text blocks
+	Messages    []Message
+	Tools       []Tool
+	ToolChoice  ToolChoice
+	MaxTokens   int // 0: not stated
+	Temperature *float64
+	TopP        *float64
+	TopK        *int
+	Stop        []string
+	Stream      bool
+}
+
+// Stop reasons of the intermediate form (Anthropic's names, the richest set).
+const (
+	StopEnd      = "end_turn"
+	StopMax      = "max_tokens"
+	StopSequence = "stop_sequence"
+	StopTool     = "tool_use"
+	StopRefusal  = "refusal"
+)
+
+// Usage counts tokens: Input excludes the cached reads and writes, as
+// Anthropic counts; the OpenAI formats' input is the sum of the three.
+type Usage struct {
+	Input      int64
+	Output     int64
+	CacheRead  int64
+	CacheWrite int64
+	Reasoning  int64 // part of Output
+}
+
+// Response is one complete answer.
+type Response struct {
+	ID      string
+	Model   string
+	Blocks  []Block
+	Stop    string
+	StopSeq string
+	Usage   Usage
+}
+
+// addLoss records a loss once. Names hold client input (a field, a block
+// type), so they are clipped and kept to printable ASCII: they go into
+// logs and a response header.
+func addLoss(losses []Loss, what string, material bool) []Loss {
+	what = printable(what, 100)
+	for _, l := range losses {
+		if l.What == what {
+			return losses
+		}
+	}
+	return append(losses, Loss{What: what, Material: material})
+}
+
+func printable(s string, limit int) string {
+	b := []byte(s)
+	if len(b) > limit {
+		b = append(b[:limit:limit], "..."...)
+	}
+	for i, c := range b {
+		if c < 0x20 || c >= 0x7f {
+			b[i] = '?'
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,53 @@
+package translate
+
+import "unicode/utf8"
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string, escaped as encoding/json
+// does (without its HTML escaping).
+func appendJSONString[S string | []byte](dst []byte, s S) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(string(s[i:min(i+4, len(s))]))
+			if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+				dst = append(dst, s[start:i]...)
+				if r == utf8.RuneError {
+					dst = append(dst, `\ufffd`...)
+				} else {
+					dst = append(dst, `\u202`...)
+					dst = append(dst, hexDigits[r&0xF])
+				}
+				i += size
+				start = i
+				continue
+			}
+			i += size
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+		}
+		i++
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

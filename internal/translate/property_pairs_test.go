@@ -1,0 +1,156 @@
+package translate
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// itemProjection is what an item-ordered target (Responses, or Anthropic
+// from a Responses client) holds of r: the system joined into one block,
+// text-only tool results joined into one text, turns of one role merged;
+// lost names the losses that explain the rest.
+func itemProjection(r *Request, model string, dropEmptyText bool) (*Request, []string) {
+	var lost []string
+	note := func(s string) {
+		if !slices.Contains(lost, s) {
+			lost = append(lost, s)
+		}
+	}
+	out := *r
+	out.Model = model
+	out.System = nil
+	if len(r.System) > 0 {
+		var parts []string
+		for _, b := range r.System {
+			parts = append(parts, b.Text)
+			if b.Cache {
+				note("cache_control breakpoints")
+			}
+		}
+		out.System = []Block{{Kind: KindText, Text: strings.Join(parts, "\n\n")}}
+	}
+	out.Messages = nil
+	for _, m := range r.Messages {
+		var blocks []Block
+		for _, b := range m.Blocks {
+			if b.Cache {
+				note("cache_control breakpoints")
+				b.Cache = false
+			}
+			switch b.Kind {
+			case KindReasoning:
+				note("anthropic reasoning state (kept for anthropic only)")
+				continue
+			case KindToolResult:
+				if b.IsError {
+					note("tool_result is_error flag")
+					b.IsError = false
+				}
+				b.Result = projectResult(b.Result, dropEmptyText)
+			}
+			blocks = append(blocks, b)
+		}
+		if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == m.Role {
+			out.Messages[n-1].Blocks = append(out.Messages[n-1].Blocks, blocks...)
+		} else if len(blocks) > 0 {
+			out.Messages = append(out.Messages, Message{Role: m.Role, Blocks: blocks})
+		}
+	}
+	if r.ToolChoice.DisableParallel && r.ToolChoice.Mode == ChoiceDefault {
+		out.ToolChoice.Mode = ChoiceAuto
+	}
+	return &out, lost
+}
+
+// projectResult: text-only results travel as one string; with an image
+// they travel as parts.
+func projectResult(result []Block, dropEmptyText bool) []Block {
+	var text strings.Builder
+	for _, b := range result {
+		if b.Kind != KindText {
+			var out []Block
+			for _, b := range result {
+				b.Cache = false
+				if !(dropEmptyText && b.Kind == KindText && b.Text == "") {
+					out = append(out, b)
+				}
+			}
+			return out
+		}
+		text.WriteString(b.Text)
+	}
+	if dropEmptyText && text.Len() == 0 {
+		return nil
+	}
+	return []Block{{Kind: KindText, Text: text.String()}}
+}
+
+// checkRoundTrip compares a translated request read back with the
+// projection, and the declared losses with the ones the changes need.
+func checkRoundTrip(t *testing.T, i int, client []byte, got, want *Request, losses []Loss, lost []string) {
+	t.Helper()
+	normalize(got)
+	normalize(want)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("case %d: the conversation changed beyond its losses\nclient: %s\n%s", i, client, firstDiff(got, want))
+	}
+	var declared []string
+	for _, l := range losses {
+		declared = append(declared, l.What)
+	}
+	slices.Sort(declared)
+	slices.Sort(lost)
+	if !slices.Equal(declared, lost) {
+		t.Fatalf("case %d: declared losses %q, the changes need %q\nclient: %s", i, declared, lost, client)
+	}
+}
+
+func TestPropertyAnthropicToResponsesRoundTrip(t *testing.T) {
+	p, _ := For(Anthropic, Responses)
+	rng := rand.New(rand.NewPCG(2, 26))
+	for i := range 500 {
+		conv := randomConversation(rng)
+		client, _, err := encodeAnthropicRequest(conv, conv.Model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, losses, err := p.Request(client, "gpt-5")
+		if err != nil {
+			t.Fatalf("case %d: %v\n%s", i, err, client)
+		}
+		got, _, err := decodeResponsesRequest(out)
+		if err != nil {
+			t.Fatalf("case %d: the translated body does not read back: %v\n%s", i, err, out)
+		}
+		want, lost := itemProjection(conv, "gpt-5", false)
+		checkRoundTrip(t, i, client, got, want, losses, lost)
+	}
+}
+
+func TestPropertyResponsesToAnthropicRoundTrip(t *testing.T) {
+	p, _ := For(Responses, Anthropic)
+	rng := rand.New(rand.NewPCG(3, 26))
+	for i := range 500 {
+		conv := randomConversation(rng)
+		// What a Responses client can say: no cache marks, no error
+		// flags, no Anthropic reasoning.
+		clean, _ := itemProjection(conv, conv.Model, false)
+		client, clientLosses, err := encodeResponsesRequest(clean, conv.Model)
+		if err != nil || len(clientLosses) > 0 {
+			t.Fatalf("case %d: writing the client's request: %v %v", i, err, clientLosses)
+		}
+		out, losses, err := p.Request(client, "claude-sonnet-4-5")
+		if err != nil {
+			t.Fatalf("case %d: %v\n%s", i, err, client)
+		}
+		got, _, err := decodeAnthropicRequest(out)
+		if err != nil {
+			t.Fatalf("case %d: the translated body does not read back: %v\n%s", i, err, out)
+		}
+		want, lost := itemProjection(clean, "claude-sonnet-4-5", true)
+		checkRoundTrip(t, i, client, got, want, losses, lost)
+	}
+}

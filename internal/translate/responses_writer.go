@@ -1,0 +1,235 @@
+package translate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// responsesWriter writes an OpenAI Responses event stream as a strict
+// state machine: response.created and .in_progress once; per output item
+// output_item.added, its deltas, its .done events and output_item.done,
+// one item at a time; then response.completed (or response.incomplete)
+// carrying the whole response. Tool arguments must parse as a JSON object
+// when their item is done, else an error, never a clean stop.
+type responsesWriter struct {
+	seq               int64
+	started, finished bool
+	id, model         string
+	created           int64
+	items             []streamItem
+	open              int // index of the open item, -1 when none
+}
+
+// streamItem is one output item being streamed.
+type streamItem struct {
+	kind         Kind
+	id           string
+	callID, name string
+	block        int    // the target's block index, for item ids
+	buf          []byte // the text or arguments so far, decoded
+}
+
+func newResponsesWriter() responsesWriter { return responsesWriter{open: -1} }
+
+// event writes the head of one event, up to and including its
+// sequence_number; the caller appends the rest of the object.
+func (w *responsesWriter) event(dst []byte, typ string) []byte {
+	dst = append(dst, "event: "...)
+	dst = append(dst, typ...)
+	dst = append(dst, "\ndata: {\"type\":\""...)
+	dst = append(dst, typ...)
+	dst = append(dst, `","sequence_number":`...)
+	dst = strconv.AppendInt(dst, w.seq, 10)
+	w.seq++
+	return dst
+}
+
+// eventJSON writes one whole event whose other fields are marshalled.
+func (w *responsesWriter) eventJSON(dst []byte, typ string, fields map[string]any) []byte {
+	dst = w.event(dst, typ)
+	b, _ := json.Marshal(fields)
+	if len(b) > 2 {
+		dst = append(dst, ',')
+		dst = append(dst, b[1:len(b)-1]...)
+	}
+	return append(dst, "}\n\n"...)
+}
+
+func (w *responsesWriter) start(dst []byte, id, model string) ([]byte, error) {
+	if w.started {
+		return dst, malformed("a second message start")
+	}
+	w.started, w.id, w.model, w.created = true, id, model, now().Unix()
+	resp := &responsesBody{ID: responsesID(id), Object: "response", CreatedAt: w.created, Status: "in_progress",
+		Model: model, Output: []responsesOutItem{}, ParallelToolCalls: true, ToolChoice: "auto", Tools: []any{}}
+	dst = w.eventJSON(dst, "response.created", map[string]any{"response": resp})
+	return w.eventJSON(dst, "response.in_progress", map[string]any{"response": resp}), nil
+}
+
+func (w *responsesWriter) live() error {
+	switch {
+	case !w.started:
+		return malformed("content before the message start")
+	case w.finished:
+		return malformed("content after the message end")
+	}
+	return nil
+}
+
+// itemID is the id of the output item for the target's block: the same
+// as the non-stream body's.
+func (w *responsesWriter) itemID(block int, kind Kind, toolID string) string {
+	r := Response{ID: w.id}
+	return responsesItemID(&r, block, Block{Kind: kind, ToolID: toolID})
+}
+
+// openItem starts an output item for the target's block.
+func (w *responsesWriter) openItem(dst []byte, kind Kind, block int, callID, name string) ([]byte, error) {
+	if err := w.live(); err != nil {
+		return dst, err
+	}
+	if w.open >= 0 {
+		return dst, malformed("an output item starts while another is open")
+	}
+	w.open = len(w.items)
+	if cap(w.items) > len(w.items) {
+		w.items = w.items[:len(w.items)+1]
+	} else {
+		w.items = append(w.items, streamItem{})
+	}
+	it := &w.items[w.open]
+	*it = streamItem{kind: kind, id: w.itemID(block, kind, callID), callID: callID, name: name, block: block, buf: it.buf[:0]}
+	item := w.itemObject(it, "in_progress")
+	dst = w.eventJSON(dst, "response.output_item.added", map[string]any{"output_index": w.open, "item": item})
+	if kind == KindText {
+		dst = w.eventJSON(dst, "response.content_part.added", map[string]any{"item_id": it.id, "output_index": w.open,
+			"content_index": 0, "part": responsesOutPart{Type: "output_text", Annotations: []any{}, Logprobs: []any{}}})
+	}
+	return dst, nil
+}
+
+func (w *responsesWriter) itemObject(it *streamItem, status string) responsesOutItem {
+	out := responsesOutItem{ID: it.id, Status: status}
+	if it.kind == KindText {
+		out.Type, out.Role = "message", "assistant"
+		out.Content = []responsesOutPart{}
+		if status == "completed" {
+			out.Content = append(out.Content, responsesOutPart{Type: "output_text", Text: string(it.buf), Annotations: []any{}, Logprobs: []any{}})
+		}
+		return out
+	}
+	args := string(it.buf)
+	out.Type, out.CallID, out.Name, out.Arguments = "function_call", it.callID, it.name, &args
+	return out
+}
+
+// delta appends a fragment (the escaped body of a JSON string) to the
+// open item: text to a message, arguments to a function call.
+func (w *responsesWriter) delta(dst []byte, kind Kind, escaped []byte) ([]byte, error) {
+	if err := w.live(); err != nil {
+		return dst, err
+	}
+	if w.open < 0 || w.items[w.open].kind != kind {
+		return dst, malformed("a delta outside an output item of its kind")
+	}
+	if len(escaped) == 0 {
+		return dst, nil
+	}
+	it := &w.items[w.open]
+	it.buf = appendUnescaped(it.buf, escaped)
+	if kind == KindText {
+		dst = w.event(dst, "response.output_text.delta")
+		dst = append(dst, `,"item_id":`...)
+		dst = appendJSONString(dst, it.id)
+		dst = append(dst, `,"output_index":`...)
+		dst = strconv.AppendInt(dst, int64(w.open), 10)
+		dst = append(dst, `,"content_index":0,"delta":"`...)
+		dst = append(dst, escaped...)
+		return append(dst, "\",\"logprobs\":[]}\n\n"...), nil
+	}
+	dst = w.event(dst, "response.function_call_arguments.delta")
+	dst = append(dst, `,"item_id":`...)
+	dst = appendJSONString(dst, it.id)
+	dst = append(dst, `,"output_index":`...)
+	dst = strconv.AppendInt(dst, int64(w.open), 10)
+	dst = append(dst, `,"delta":"`...)
+	dst = append(dst, escaped...)
+	return append(dst, "\"}\n\n"...), nil
+}
+
+// closeItem finishes the open item; a function call's arguments must
+// parse as an object by then.
+func (w *responsesWriter) closeItem(dst []byte) ([]byte, error) {
+	if err := w.live(); err != nil {
+		return dst, err
+	}
+	if w.open < 0 {
+		return dst, malformed("no output item is open")
+	}
+	it := &w.items[w.open]
+	idx := w.open
+	if it.kind == KindToolCall {
+		if err := checkArgs(it.buf); err != nil {
+			return dst, fmt.Errorf("%w: %w", errMalformed, err)
+		}
+		dst = w.eventJSON(dst, "response.function_call_arguments.done", map[string]any{"item_id": it.id,
+			"output_index": idx, "name": it.name, "arguments": string(it.buf)})
+	} else {
+		dst = w.eventJSON(dst, "response.output_text.done", map[string]any{"item_id": it.id, "output_index": idx,
+			"content_index": 0, "text": string(it.buf), "logprobs": []any{}})
+		dst = w.eventJSON(dst, "response.content_part.done", map[string]any{"item_id": it.id, "output_index": idx,
+			"content_index": 0, "part": responsesOutPart{Type: "output_text", Text: string(it.buf), Annotations: []any{}, Logprobs: []any{}}})
+	}
+	w.open = -1
+	return w.eventJSON(dst, "response.output_item.done", map[string]any{"output_index": idx, "item": w.itemObject(it, "completed")}), nil
+}
+
+// finish writes response.completed, or response.incomplete when the stop
+// reason says the answer was cut.
+func (w *responsesWriter) finish(dst []byte, stop string, u Usage) ([]byte, error) {
+	if err := w.live(); err != nil {
+		return dst, err
+	}
+	if w.open >= 0 {
+		return dst, malformed("the message ends inside an output item")
+	}
+	r := &Response{ID: w.id, Model: w.model, Stop: stop, Usage: u}
+	for i := range w.items {
+		it := &w.items[i]
+		b := Block{Kind: it.kind, Text: string(it.buf), ToolID: it.callID, ToolName: it.name, Args: json.RawMessage(it.buf)}
+		for len(r.Blocks) < it.block {
+			r.Blocks = append(r.Blocks, Block{Kind: KindReasoning}) // a block not shown keeps the numbering
+		}
+		r.Blocks = append(r.Blocks, b)
+	}
+	body, err := responsesObject(r, w.created)
+	if err != nil {
+		return dst, fmt.Errorf("%w: %w", errMalformed, err)
+	}
+	w.finished = true
+	typ := "response.completed"
+	if body.Status == "incomplete" {
+		typ = "response.incomplete"
+	}
+	return w.eventJSON(dst, typ, map[string]any{"response": body}), nil
+}
+
+// fail writes the Responses error event and ends the stream; after the
+// terminal event nothing more is written.
+func (w *responsesWriter) fail(dst []byte, err error) []byte {
+	if w.finished {
+		return dst
+	}
+	w.finished = true
+	code, msg := "server_error", err.Error()
+	var ue *UpstreamError
+	if errors.As(err, &ue) {
+		code, msg = ue.Code, ue.Message
+		if code == "" {
+			code = ue.Type
+		}
+	}
+	return w.eventJSON(dst, "error", map[string]any{"code": code, "message": msg, "param": nil})
+}
