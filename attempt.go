@@ -21,6 +21,7 @@ import (
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
+	"github.com/llmhedge/caddy-llm-hedge/internal/translate"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -70,6 +71,9 @@ type attempt struct {
 	elapsed    time.Duration
 	usage      wire.Usage
 	outcome    string // for the decision chain
+
+	xl       *xlTarget        // serving the client's format by translation (translate.go); nil: native
+	xlLosses []translate.Loss // what the translation dropped with notice
 }
 
 func (a *attempt) ok() bool { return a.class == wire.ClassNone && a.err == nil }
@@ -78,8 +82,19 @@ func (a *attempt) ok() bool { return a.class == wire.ClassNone && a.err == nil }
 // reports on done. It never writes to the client.
 func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *caddy.Replacer, done chan<- *attempt) {
 	defer func() { a.elapsed = time.Since(a.start); done <- a }()
+	client := req.Dialect
+	path, query := req.Dialect.UpstreamPath(r.URL.Path, a.model), a.p.upstreamQuery(r.URL.RawQuery)
+	if a.xl = a.p.translation(client); a.xl != nil {
+		treq, tpath, tquery, losses, err := a.xl.translateRequest(req, a.model)
+		if err != nil {
+			a.fail(wire.ClassRequest, fmt.Errorf("provider %s: translating to %s: %w", a.p.name, a.xl.target, err))
+			return
+		}
+		req, path, query, a.xlLosses = treq, tpath, tquery, losses
+		h.metrics.translations.WithLabelValues(a.p.name, client.String(), "sent").Inc()
+	}
 	body := req.BodyFor(a.model)
-	up, err := http.NewRequestWithContext(a.ctx, http.MethodPost, a.p.url(req.Dialect.UpstreamPath(r.URL.Path, a.model), a.p.upstreamQuery(r.URL.RawQuery)), bytes.NewReader(body))
+	up, err := http.NewRequestWithContext(a.ctx, http.MethodPost, a.p.url(path, query), bytes.NewReader(body))
 	if err != nil {
 		a.fail(wire.ClassConnect, fmt.Errorf("provider %s: building request: %w", a.p.name, err))
 		return
@@ -89,6 +104,11 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 		secret = a.key.Secret
 	}
 	up.Header = a.p.upstreamHeader(r.Header, req.Dialect, repl, secret)
+	if a.xl != nil {
+		for _, k := range client.CredentialHeaders() {
+			up.Header.Del(k)
+		}
+	}
 	up.Header.Set("Content-Type", "application/json")
 	up.ContentLength = int64(len(body))
 	if a.p.proto != nil {
@@ -139,6 +159,9 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 	}
 	if resp.StatusCode != http.StatusOK {
 		h.readUpstreamError(a, req.Dialect, r.Context())
+		if a.xl != nil {
+			a.translateError()
+		}
 		if verdict.Class != wire.ClassNone && a.class != wire.ClassClientAbort {
 			a.class = verdict.Class
 		}
@@ -157,10 +180,18 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 			a.fail(wire.ClassMalformed, fmt.Errorf("provider %s: answered a non-streaming request with an event stream", a.p.name))
 			return
 		}
-		h.gateStream(a, req.Dialect, r.Context())
+		if a.xl != nil {
+			_ = a.translateAnswer()
+		}
+		h.gateStream(a, client, r.Context())
 		return
 	}
 	h.readCompleteBody(a, req.Dialect, r.Context())
+	if a.xl != nil && a.ok() {
+		if err := a.translateAnswer(); err != nil {
+			a.fail(wire.ClassMalformed, fmt.Errorf("provider %s: translating its answer: %w", a.p.name, err))
+		}
+	}
 	if req.Stream && a.ok() {
 		// The client asked for a stream and its SDK would choke on a JSON
 		// body: a provider that ignores `stream` is as broken as a fake-200.

@@ -32,6 +32,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			weight      <int>
 //			models      <glob...>
 //			model       <from|*> <to>
+//			translate   <client-format...>
 //			header_up   [+|-]<field> [<value>]
 //			max_in_flight <n>
 //			first_byte_timeout <duration>

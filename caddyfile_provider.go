@@ -97,6 +97,11 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser, lines optionLines) error
 			if len(p.Models) == 0 {
 				return d.ArgErr()
 			}
+		case "translate":
+			p.Translate = append(p.Translate, d.RemainingArgs()...)
+			if len(p.Translate) == 0 {
+				return d.ArgErr()
+			}
 		case "model":
 			a := d.RemainingArgs()
 			if len(a) != 2 {
@@ -137,6 +142,9 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser, lines optionLines) error
 	}
 	if err := p.Options.Check(p.API, p.Key != ""); err != nil {
 		return d.Errf("provider %q: %v", p.Name, err)
+	}
+	if _, cloud := parseProtocol(p.API); len(p.Translate) > 0 && p.Key == "" && !cloud {
+		return d.Errf("provider %q: translate needs the provider's own key (a client's credential never crosses vendors)", p.Name)
 	}
 	h.Providers = append(h.Providers, p)
 	return nil

@@ -20,7 +20,13 @@ import (
 func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestState, a *attempt) {
 	defer a.cancel(nil)
 	defer a.resp.Body.Close()
-	copyHeader(w.Header(), a.resp.Header)
+	if a.xl != nil {
+		// The target's own headers describe its format, not the client's.
+		w.Header().Set("Content-Type", a.resp.Header.Get("Content-Type"))
+		translationHeaders(w.Header(), st, a)
+	} else {
+		copyHeader(w.Header(), a.resp.Header)
+	}
 	st.status = http.StatusOK
 	if a.body != nil {
 		w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
@@ -83,7 +89,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 // events the gate buffered (already written): nil when continuation is
 // off or the dialect or request cannot be continued.
 func (h *Handler) newResumer(st *requestState, a *attempt) wire.Resumer {
-	if *h.Stream.Resume <= 0 {
+	if *h.Stream.Resume <= 0 || a.xl != nil { // a continuation never crosses formats
 		return nil
 	}
 	rs := wire.NewResumer(st.dialect, st.req)

@@ -35,6 +35,7 @@ type handlerMetrics struct {
 	resumes    *prometheus.CounterVec
 	resumeIn   *prometheus.CounterVec
 	discovers  *prometheus.CounterVec
+	translations *prometheus.CounterVec
 }
 
 const ns, sub = "caddy", "llm_hedge"
@@ -66,6 +67,8 @@ func newHandlerMetrics() *handlerMetrics {
 			Help: "Input tokens the continuations' providers reported: the price of continuing, by provider."}, []string{"provider"}),
 		discovers: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "discoveries_total",
 			Help: "Discoveries of a provider-held object this instance did not know, by outcome (found, not_found)."}, []string{"outcome"}),
+		translations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "translations_total",
+			Help: "Attempts on a provider serving another format by translation, by provider, client format and outcome (sent; skipped: a material loss, nothing sent)."}, []string{"provider", "client", "outcome"}),
 		keys: keyCollector{
 			state: prometheus.NewDesc(ns+"_"+sub+"_key_state",
 				"State of each configured key, by fingerprint: 0 ok, 1 cooling, 2 exhausted, 3 disabled.", []string{"provider", "key"}, nil),
@@ -96,7 +99,7 @@ func provisionMetrics(ctx caddy.Context) (*handlerMetrics, error) {
 // lists their series; TestReadmeMetricsTable compares the two).
 func (m *handlerMetrics) all() []prometheus.Collector {
 	return []prometheus.Collector{m.requests, m.attempts, m.hedges, m.firstEvent, m.tokens, m.retries,
-		m.exhausted, m.state, m.quotaSkips, m.keys, m.resumes, m.resumeIn, m.discovers}
+		m.exhausted, m.state, m.quotaSkips, m.keys, m.resumes, m.resumeIn, m.discovers, m.translations}
 }
 
 // The recording methods do nothing on a nil *handlerMetrics, so a handler

@@ -8,14 +8,12 @@
 package llmhedge
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -337,6 +335,9 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 		passThrough(w, last)
 		return
 	}
+	if st.plan != nil && len(st.plan.cands) == 0 && refuseUntranslatable(w, st) {
+		return
+	}
 	if st.plan != nil && len(st.plan.cands) == 0 {
 		// No configured provider serves this model in this dialect: the
 		// request names something that does not exist here.
@@ -413,33 +414,6 @@ func passThrough(w http.ResponseWriter, a *attempt) {
 	hdr.Set("Content-Length", strconv.Itoa(len(a.errBody)))
 	w.WriteHeader(a.status)
 	_, _ = w.Write(a.errBody)
-}
-
-// requestContext bounds the whole request by timeouts.total while keeping
-// it tied to the client's connection, never to the module. A client
-// deadline (X-Stainless-Timeout) lowers the bound for this request: the
-// proxy never works for a client that has given up.
-func (h *Handler) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
-	total := time.Duration(h.Timeouts.Total)
-	if d, ok := clientDeadline(r.Header); ok && d < total {
-		total = d
-	}
-	return context.WithTimeoutCause(r.Context(), total, wire.ErrTotalTimeout)
-}
-
-// clientDeadline reads X-Stainless-Timeout, the request timeout in seconds
-// that the official SDKs and Claude Code send. Anything but a positive,
-// finite number is ignored.
-func clientDeadline(h http.Header) (time.Duration, bool) {
-	v := strings.TrimSpace(h.Get("X-Stainless-Timeout"))
-	if v == "" {
-		return 0, false
-	}
-	secs, err := strconv.ParseFloat(v, 64)
-	if err != nil || math.IsNaN(secs) || secs <= 0 || secs > maxClientDeadline.Seconds() {
-		return 0, false
-	}
-	return time.Duration(secs * float64(time.Second)), true
 }
 
 // Interface guards

@@ -1,9 +1,12 @@
 package llmhedge
 
 import (
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
@@ -201,4 +204,40 @@ func (h *Handler) settle(st *requestState, a *attempt) {
 		p.health.Release(a.probe)
 		h.metrics.attempt(p.name, "failed_"+string(a.class))
 	}
+}
+
+// providerPool holds the health of every provider, keyed by healthKey. It is
+// package-level so that a config reload, which provisions new handlers before
+// cleaning up the old ones, finds the same entries and keeps what was learned.
+var providerPool = caddy.NewUsagePool()
+
+// healthKey identifies a provider across handlers: two llm_hedge handlers
+// naming the same upstream share its health.
+func healthKey(name, baseURL string) string {
+	return name + "|" + baseURL
+}
+
+// loadHealth returns the shared health of a provider, creating it on first
+// use, and records vendor (the latest Provision wins). Every call must be
+// paired with releaseHealth in Cleanup.
+func loadHealth(name, baseURL, vendor string) (*health.Provider, error) {
+	val, _, err := providerPool.LoadOrNew(healthKey(name, baseURL), func() (caddy.Destructor, error) {
+		return &health.Provider{Name: name, BaseURL: baseURL, Latency: health.NewLatencyTracker()}, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provider %s: loading health: %w", name, err)
+	}
+	ph, ok := val.(*health.Provider)
+	if !ok {
+		return nil, fmt.Errorf("provider %s: loading health: unexpected %T in pool", name, val)
+	}
+	ph.Vendor.Store(&vendor)
+	return ph, nil
+}
+
+// releaseHealth drops one reference taken by loadHealth. The state is
+// forgotten only when no handler of the running config names the provider.
+func releaseHealth(name, baseURL string) {
+	// Destruct never fails, and Delete on a missing key is a no-op.
+	_, _ = providerPool.Delete(healthKey(name, baseURL))
 }

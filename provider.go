@@ -72,6 +72,10 @@ type Provider struct {
 	// otherwise (a Gemini request on vertex included: Gemini answers a
 	// trailing model turn from the start).
 	Prefill *bool `json:"prefill,omitempty"`
+	// Client formats this provider serves by translation into its own
+	// (`translate anthropic`): SPEC 19, docs/translation.md. Needs the
+	// provider's own key. Default: none.
+	Translate []string `json:"translate,omitempty"`
 	// Overrides timeouts.first_byte for this provider.
 	FirstByteTimeout caddy.Duration `json:"first_byte_timeout,omitempty"`
 	// PEM file of extra certificate authorities trusted for this provider
@@ -97,6 +101,7 @@ type provider struct {
 	transport *http.Transport
 	health    *health.Provider
 	latency   *health.LatencyTracker
+	xl        map[wire.Dialect]*xlTarget // client formats served by translation (translate.go)
 }
 
 func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, error) {
@@ -184,6 +189,9 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 		}
 	}
 	p.prefill = pc.Prefill
+	if err := p.translations(pc); err != nil {
+		return nil, err
+	}
 	if pc.HeadersUp != nil {
 		if err := pc.HeadersUp.Provision(caddy.Context{}); err != nil {
 			return nil, fmt.Errorf("header_up: %w", err)
@@ -245,7 +253,7 @@ func ruleGlobs(rules []ModelRule) []string {
 // serves reports whether the provider takes requests of dialect d for the
 // (requested) model.
 func (p *provider) serves(d wire.Dialect, model string) bool {
-	if !apiServes(p.dialect, d) || p.proto != nil && !p.proto.Serves(d) {
+	if !p.native(d) && p.xl[d] == nil {
 		return false
 	}
 	if len(p.cfg.Models) == 0 {
@@ -414,42 +422,6 @@ func (p *provider) cloudHeader(client http.Header, repl *caddy.Replacer, key str
 		p.cfg.HeadersUp.ApplyTo(out, repl)
 	}
 	return out
-}
-
-// providerPool holds the health of every provider, keyed by healthKey. It is
-// package-level so that a config reload, which provisions new handlers before
-// cleaning up the old ones, finds the same entries and keeps what was learned.
-var providerPool = caddy.NewUsagePool()
-
-// healthKey identifies a provider across handlers: two llm_hedge handlers
-// naming the same upstream share its health.
-func healthKey(name, baseURL string) string {
-	return name + "|" + baseURL
-}
-
-// loadHealth returns the shared health of a provider, creating it on first
-// use, and records vendor (the latest Provision wins). Every call must be
-// paired with releaseHealth in Cleanup.
-func loadHealth(name, baseURL, vendor string) (*health.Provider, error) {
-	val, _, err := providerPool.LoadOrNew(healthKey(name, baseURL), func() (caddy.Destructor, error) {
-		return &health.Provider{Name: name, BaseURL: baseURL, Latency: health.NewLatencyTracker()}, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("provider %s: loading health: %w", name, err)
-	}
-	ph, ok := val.(*health.Provider)
-	if !ok {
-		return nil, fmt.Errorf("provider %s: loading health: unexpected %T in pool", name, val)
-	}
-	ph.Vendor.Store(&vendor)
-	return ph, nil
-}
-
-// releaseHealth drops one reference taken by loadHealth. The state is
-// forgotten only when no handler of the running config names the provider.
-func releaseHealth(name, baseURL string) {
-	// Destruct never fails, and Delete on a missing key is a no-op.
-	_, _ = providerPool.Delete(healthKey(name, baseURL))
 }
 
 // setURL points an upstream request at the provider's base URL joined with

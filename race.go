@@ -37,7 +37,8 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 		repl = caddy.NewReplacer()
 	}
 	st.repl = repl
-	st.plan = newPlan(st.pinPlan(h.candidates(req.Dialect, req.Model, req.SessionKey)), req.Model)
+	h.failback(st)
+	st.plan = newPlan(h.translatable(st, st.pinPlan(h.candidates(req.Dialect, req.Model, req.SessionKey)), req.Model), req.Model)
 	// Every launch path checks attemptsLeft, the forced probe included, so
 	// at most Retry.Attempts attempts ever report: none blocks on its
 	// report, even after race returned (drain reaps them).
@@ -358,7 +359,7 @@ func (st *requestState) launch(h *Handler, r *http.Request, a *attempt) {
 	st.plan.tries[a.p]++
 	st.live++
 	a.begin()
-	go h.run(a, st.req, r, st.repl, st.done)
+	go h.run(a, st.requestFor(a.p), r, st.repl, st.done)
 }
 
 func stoppedTimer() *time.Timer {

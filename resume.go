@@ -181,7 +181,9 @@ func (p *provider) prefills(d wire.Dialect) bool {
 // resumeCandidates are the request's candidates for a continuation: the
 // providers whose stream broke in this request go last.
 func (h *Handler) resumeCandidates(st *requestState) []*provider {
-	cands := slices.Clone(st.pinPlan(h.candidates(st.dialect, st.plan.model, st.req.SessionKey)))
+	// A continuation never crosses formats: native providers only.
+	cands := slices.DeleteFunc(slices.Clone(st.pinPlan(h.candidates(st.dialect, st.plan.model, st.req.SessionKey))),
+		func(p *provider) bool { return !p.native(st.dialect) })
 	slices.SortStableFunc(cands, func(a, b *provider) int {
 		ba, bb := slices.Contains(st.broke, a), slices.Contains(st.broke, b)
 		switch {

@@ -3,13 +3,17 @@ package llmhedge
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
+	"github.com/llmhedge/caddy-llm-hedge/internal/translate"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -55,6 +59,10 @@ type requestState struct {
 	fatal           *attempt // a request-level error that ended the race
 	refused         string
 	forwarded       bool // not a completion: models, token counts, forward globs
+
+	xlRefused  []translate.Loss // what the candidates skipped for a material loss could not carry
+	failback   *wire.Request    // the request for native Anthropic providers after a translated turn (translate.go)
+	failbackOf *wire.Request    // the request failback stands for
 
 	budgetFailoverUsed bool
 
@@ -271,4 +279,31 @@ func (st *requestState) liveOn(p *provider) bool {
 		}
 	}
 	return false
+}
+
+// requestContext bounds the whole request by timeouts.total while keeping
+// it tied to the client's connection, never to the module. A client
+// deadline (X-Stainless-Timeout) lowers the bound for this request: the
+// proxy never works for a client that has given up.
+func (h *Handler) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
+	total := time.Duration(h.Timeouts.Total)
+	if d, ok := clientDeadline(r.Header); ok && d < total {
+		total = d
+	}
+	return context.WithTimeoutCause(r.Context(), total, wire.ErrTotalTimeout)
+}
+
+// clientDeadline reads X-Stainless-Timeout, the request timeout in seconds
+// that the official SDKs and Claude Code send. Anything but a positive,
+// finite number is ignored.
+func clientDeadline(h http.Header) (time.Duration, bool) {
+	v := strings.TrimSpace(h.Get("X-Stainless-Timeout"))
+	if v == "" {
+		return 0, false
+	}
+	secs, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(secs) || secs <= 0 || secs > maxClientDeadline.Seconds() {
+		return 0, false
+	}
+	return time.Duration(secs * float64(time.Second)), true
 }

@@ -1,0 +1,295 @@
+package llmhedge
+
+// Cross-vendor translation in the engine (SPEC 19, docs/translation.md):
+// a provider with `translate <format>` serves clients of that format in
+// its own, through internal/translate. The translated attempt speaks the
+// target's dialect upstream (path, body, auth, classification of its
+// errors and fake 200s); its answer reaches the gate, the relay and the
+// client already in the client's dialect, so everything after the attempt
+// is the same code as for a native one. A continuation never crosses
+// formats, and what cannot be carried skips the candidate before a byte
+// is sent.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/translate"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
+)
+
+// HeaderTranslated names, on an answer a translating provider served, the
+// formats (`anthropic->openai`); HeaderDropped what the translation
+// dropped with notice (advisory losses), when anything.
+const (
+	HeaderTranslated = "Llm-Hedge-Translated"
+	HeaderDropped    = "Llm-Hedge-Translation-Dropped"
+)
+
+// xlTarget is how a provider serves one client format by translation.
+type xlTarget struct {
+	pair   translate.Pair
+	target wire.Dialect // the provider's own dialect the pair speaks
+}
+
+// translations provisions a provider's `translate` formats: each needs a
+// pair from it to a dialect the provider serves natively, and the
+// provider's own key or cloud credentials (a client's credential never
+// crosses vendors).
+func (p *provider) translations(pc *Provider) error {
+	if len(pc.Translate) == 0 {
+		return nil
+	}
+	if p.passThroughKey() {
+		return fmt.Errorf("translate: provider needs its own key (a client's credential never crosses vendors)")
+	}
+	p.xl = make(map[wire.Dialect]*xlTarget, len(pc.Translate))
+	for _, name := range pc.Translate {
+		d, ok := parseDialect(name)
+		if !ok || d == wire.DialectNone {
+			return fmt.Errorf("translate: %q is not one of %s", name, dialectNames())
+		}
+		if p.native(d) {
+			return fmt.Errorf("translate %s: the provider serves %s natively", name, d)
+		}
+		if p.xl[d] != nil {
+			return fmt.Errorf("translate %s: named twice", name)
+		}
+		t, err := p.translationTo(d)
+		if err != nil {
+			return err
+		}
+		p.xl[d] = t
+	}
+	return nil
+}
+
+// translationTo finds the pair from client dialect d to a dialect the
+// provider speaks (its `api`, or one its cloud serves).
+func (p *provider) translationTo(d wire.Dialect) (*xlTarget, error) {
+	var formats []string
+	for _, t := range dialects {
+		if t == d || !p.native(t) {
+			continue
+		}
+		if pair, ok := translate.For(d.String(), t.String()); ok {
+			return &xlTarget{pair: pair, target: t}, nil
+		}
+		formats = append(formats, t.String())
+	}
+	if p.dialect == wire.DialectNone && p.proto == nil {
+		return nil, fmt.Errorf("translate %s: the provider needs an api (the format it speaks)", d)
+	}
+	return nil, fmt.Errorf("translate %s: no translation from %s to %s (supported: %s)", d, d, strings.Join(formats, ", "), pairNames())
+}
+
+func pairNames() string {
+	var names []string
+	for _, pr := range translate.Pairs() {
+		names = append(names, pr[0]+"->"+pr[1])
+	}
+	return strings.Join(names, ", ")
+}
+
+// native reports whether the provider takes requests of dialect d as they
+// are.
+func (p *provider) native(d wire.Dialect) bool {
+	return apiServes(p.dialect, d) && (p.proto == nil || p.proto.Serves(d))
+}
+
+// translation is how p serves dialect d by translation, or nil when it
+// serves it natively (or not at all).
+func (p *provider) translation(d wire.Dialect) *xlTarget {
+	if p.xl == nil || p.native(d) {
+		return nil
+	}
+	return p.xl[d]
+}
+
+// translatable drops the candidates that would translate the request with
+// a material loss, before anything is sent to them: each is named in the
+// decision chain (translate_skip) and counted; what they could not carry
+// is kept for the refusal when no candidate is left. The losses of the
+// others are kept for the answer's header.
+func (h *Handler) translatable(st *requestState, cands []*provider, model string) []*provider {
+	out := cands[:0:0]
+	for _, p := range cands {
+		xl := p.translation(st.dialect)
+		if xl == nil {
+			out = append(out, p)
+			continue
+		}
+		_, losses, err := xl.pair.Request(st.req.Body, model)
+		if err != nil {
+			losses = append(losses, translate.Loss{What: err.Error(), Material: true})
+		}
+		if translate.Material(losses) {
+			st.skip(p, "translate_skip")
+			st.xlRefused = append(st.xlRefused, losses...)
+			h.metrics.translations.WithLabelValues(p.name, st.dialect.String(), "skipped").Inc()
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// translateRequest is the upstream request of a translated attempt: the
+// target dialect's body for model, its path and query.
+func (xl *xlTarget) translateRequest(req *wire.Request, model string) (treq *wire.Request, path, query string, losses []translate.Loss, err error) {
+	body, losses, err := xl.pair.Request(req.Body, model)
+	if err != nil {
+		return nil, "", "", nil, err
+	}
+	if translate.Material(losses) {
+		return nil, "", "", nil, fmt.Errorf("translation would lose %s", translate.Describe(losses, true))
+	}
+	t := *req
+	t.Dialect, t.Body, t.Model = xl.target, body, model
+	path, query, _ = strings.Cut(translate.TargetPath(xl.target.String(), model, req.Stream), "?")
+	return &t, path, query, losses, nil
+}
+
+// translateAnswer turns a translated attempt's 200 into the client's
+// dialect: a stream is translated event by event as the gate and the
+// relay read it; a complete body at once (an answer that cannot be carried
+// exactly fails the attempt, before commit).
+func (a *attempt) translateAnswer() error {
+	if isEventStream(a.resp.Header) {
+		a.resp.Body = &xlBody{rd: sse.NewReader(a.resp.Body, 0), s: a.xl.pair.NewStream(), body: a.resp.Body}
+		return nil
+	}
+	if a.body == nil {
+		return nil
+	}
+	out, err := a.xl.pair.Response(a.body)
+	if err != nil {
+		return err
+	}
+	a.body = out
+	return nil
+}
+
+// translateError puts a translated attempt's error answer in the client's
+// shape, after the target's dialect classified it.
+func (a *attempt) translateError() {
+	if a.errBody != nil {
+		_, a.errBody = a.xl.pair.Error(a.status, a.errBody)
+		a.errHeader = http.Header{"Content-Type": {"application/json"}}
+	}
+}
+
+// xlBody is a translated event stream: the target's events in, the
+// client's SSE bytes out. A target stream that cannot be carried on ends
+// with the client's error event (translate's Fail), never a clean stop;
+// a read error of the upstream is returned as is (the relay reports it).
+type xlBody struct {
+	rd   *sse.Reader
+	s    translate.Stream
+	body io.Closer
+	buf  []byte
+	off  int
+	err  error
+}
+
+func (x *xlBody) Read(p []byte) (int, error) {
+	for x.off >= len(x.buf) {
+		if x.err != nil {
+			return 0, x.err
+		}
+		x.buf, x.off = x.buf[:0], 0
+		ev, err := x.rd.Next()
+		switch {
+		case errors.Is(err, io.EOF):
+			if x.buf, err = x.s.End(x.buf); err != nil {
+				x.buf = x.s.Fail(x.buf, err)
+			}
+			x.err = io.EOF
+		case err != nil:
+			x.err = err
+		default:
+			if x.buf, err = x.s.Event(x.buf, ev); errors.Is(err, translate.ErrAfterEnd) {
+				x.err = io.EOF
+			} else if err != nil {
+				x.buf = x.s.Fail(x.buf, err)
+				x.err = io.EOF
+			}
+		}
+	}
+	n := copy(p, x.buf[x.off:])
+	x.off += n
+	return n, nil
+}
+
+func (x *xlBody) Close() error { return x.body.Close() }
+
+// translationHeaders names a translated answer's formats and what it
+// dropped, on the client's response.
+func translationHeaders(h http.Header, st *requestState, a *attempt) {
+	h.Set(HeaderTranslated, st.dialect.String()+"->"+a.xl.target.String())
+	if s := translate.Describe(a.xlLosses, false); s != "" {
+		h.Set(HeaderDropped, s)
+	}
+}
+
+// refuseUntranslatable answers a request no candidate could carry, when
+// translating candidates were skipped: the client's 400 naming what could
+// not be carried. It reports whether it answered.
+func refuseUntranslatable(w http.ResponseWriter, st *requestState) bool {
+	if len(st.xlRefused) == 0 {
+		return false
+	}
+	st.outcome = outcomeClientError
+	status, body := translate.Refusal(st.dialect.String(), st.xlRefused)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+	st.status = status
+	return true
+}
+
+// failback prepares, once per request, what an Anthropic request sends to
+// a native Anthropic provider when a provider of the handler translates
+// Anthropic: a history a translation served may need thinking off
+// (translate.AnthropicFailback; an advisory loss, in the log).
+func (h *Handler) failback(st *requestState) {
+	if st.dialect.String() != translate.Anthropic || !bytes.Contains(st.req.Body, []byte(`"thinking"`)) || !h.translates(st.dialect) {
+		return
+	}
+	body, losses, err := translate.AnthropicFailback(st.req.Body)
+	if err != nil || len(losses) == 0 {
+		return
+	}
+	f := *st.req
+	f.Body = body
+	st.failback, st.failbackOf = &f, st.req
+	h.logger.Info("failback to the original vendor: "+translate.Describe(losses, false),
+		zap.String("dialect", st.dialect.String()))
+}
+
+// translates reports whether any provider serves dialect d by translation.
+func (h *Handler) translates(d wire.Dialect) bool {
+	for _, p := range h.providers {
+		if p.xl[d] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// requestFor is the request an attempt on p sends: the failback body for a
+// native Anthropic provider, else the request as the client sent it (a
+// translating provider translates it in run).
+func (st *requestState) requestFor(p *provider) *wire.Request {
+	if st.failback != nil && st.req == st.failbackOf && p.native(st.dialect) {
+		return st.failback
+	}
+	return st.req
+}
