@@ -22,19 +22,19 @@ var (
 )
 
 type handlerMetrics struct {
-	requests   *prometheus.CounterVec
-	attempts   *prometheus.CounterVec
-	hedges     *prometheus.CounterVec
-	firstEvent *prometheus.HistogramVec
-	tokens     *prometheus.CounterVec
-	retries    *prometheus.CounterVec
-	exhausted  *prometheus.CounterVec
-	state      prometheus.Collector
-	quotaSkips *prometheus.CounterVec
-	keys       prometheus.Collector
-	resumes    *prometheus.CounterVec
-	resumeIn   *prometheus.CounterVec
-	discovers  *prometheus.CounterVec
+	requests     *prometheus.CounterVec
+	attempts     *prometheus.CounterVec
+	hedges       *prometheus.CounterVec
+	firstEvent   *prometheus.HistogramVec
+	tokens       *prometheus.CounterVec
+	retries      *prometheus.CounterVec
+	exhausted    *prometheus.CounterVec
+	state        prometheus.Collector
+	quotaSkips   *prometheus.CounterVec
+	keys         prometheus.Collector
+	resumes      *prometheus.CounterVec
+	resumeIn     *prometheus.CounterVec
+	discovers    *prometheus.CounterVec
 	translations *prometheus.CounterVec
 }
 
