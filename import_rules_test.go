@@ -21,10 +21,12 @@ var importRules = map[string][]string{
 	"internal/limit":       nil,
 	// The layers below the root (docs/architecture.md). A new package is
 	// added here, in its layer, or the test fails.
-	"internal/wire":     {"internal/sse", "internal/jsonscan"},
-	"internal/stream":   {"internal/wire", "internal/sse", "internal/jsonscan"},
-	"internal/health":   {"github.com/beorn7/perks/quantile", "internal/jsonscan"}, // jsonscan: rate-limit numbers in an error body
-	"internal/affinity": {"github.com/cespare/xxhash/v2"},
+	"internal/wire": {"internal/sse", "internal/jsonscan"},
+	// Translation between formats: pure functions over bytes and events.
+	"internal/translate": {"internal/sse", "internal/jsonscan"},
+	"internal/stream":    {"internal/wire", "internal/sse", "internal/jsonscan"},
+	"internal/health":    {"github.com/beorn7/perks/quantile", "internal/jsonscan"}, // jsonscan: rate-limit numbers in an error body
+	"internal/affinity":  {"github.com/cespare/xxhash/v2"},
 	// A dialect reads its providers' retry hints with limit's parsers (a leaf).
 	"internal/dialect/*": {"internal/wire", "internal/sse", "internal/jsonscan", "internal/limit"},
 	// Responses is Chat Completions' successor and reuses its codec: the one sibling edge.
