@@ -355,6 +355,7 @@ func (st *requestState) launch(h *Handler, r *http.Request, a *attempt) {
 	st.plan.tries[a.p]++
 	st.live++
 	a.begin()
+	traceAttempt(st, a)
 	go h.run(a, st.req, r, st.repl, st.done)
 }
 

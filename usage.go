@@ -18,6 +18,8 @@ type usage struct {
 	// Model is the model the provider reported (message_start.message.model,
 	// chunk.model, body.model), the first one seen.
 	Model string
+	// finish is why the response stopped, read when its attempt is traced (trace_finish.go).
+	finish finishReasons
 }
 
 var usageKey = []byte(`"usage"`)
@@ -30,6 +32,9 @@ func (u *usage) observeEvent(d dialect, ev sse.Event) {
 		return
 	}
 	d.observeEvent(u, ev)
+	if u.finish.on {
+		u.finish.observeEvent(d, ev)
+	}
 }
 
 // observeBody records the usage of a complete non-stream response body.
@@ -38,6 +43,9 @@ func (u *usage) observeBody(d dialect, body []byte) {
 		return
 	}
 	d.observeBody(u, body)
+	if u.finish.on {
+		u.finish.observeBody(d, body)
+	}
 }
 
 // observeModel takes the "model" member of obj, if none was seen yet,
