@@ -162,6 +162,20 @@ func TestTraceFinishReasons(t *testing.T) {
 		if got := u.finish.list(); !slices.Equal(got, c.want) {
 			t.Errorf("case %d (%s): %q, want %q", i, c.d, got, c.want)
 		}
+		// Per event, reading them allocates nothing (known words are shared).
+		evs := make([]sse.Event, len(c.events))
+		for j, e := range c.events {
+			evs[j].Data = []byte(e)
+		}
+		allocs := testing.AllocsPerRun(100, func() {
+			f := finishReasons{on: true}
+			for _, ev := range evs {
+				f.observeEvent(c.d, ev)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("case %d (%s): %.1f allocations reading finish reasons", i, c.d, allocs)
+		}
 	}
 }
 
