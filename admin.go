@@ -151,7 +151,9 @@ func providerViews(now time.Time, keep func(*providerHealth) bool) []providerVie
 	})
 	views := make([]providerView, 0, len(hs))
 	for _, ph := range hs {
-		views = append(views, ph.snapshot(now))
+		v := ph.snapshot(now)
+		v.MaxInFlight = maxInFlightOf(v.Name)
+		views = append(views, v)
 	}
 	sort.Slice(views, func(i, j int) bool {
 		if views[i].Name != views[j].Name {
@@ -273,6 +275,7 @@ type providerView struct {
 	ConsecutiveFailures int64               `json:"consecutive_failures"`
 	OpenUntil           string              `json:"open_until,omitempty"`
 	InFlight            int64               `json:"in_flight"`
+	MaxInFlight         int64               `json:"max_in_flight"` // 0: unlimited
 	Requests            int64               `json:"requests"`
 	Failures            int64               `json:"failures"`
 	HedgesWon           int64               `json:"hedges_won"`

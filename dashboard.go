@@ -1,6 +1,7 @@
 package llmhedge
 
 import (
+	"sync"
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/dashboard"
@@ -25,7 +26,7 @@ func recordDashboard(st *requestState, now time.Time, total time.Duration, model
 		if a == st.winner || end <= a.offset {
 			end = total // a winner lasts the whole stream; one not yet reported ended with the request
 		}
-		board.series.RecordAttempt(a.p.name, now, dashboard.ClassifyOutcome(a.outcome), a.firstEvent)
+		board.series.RecordAttemptEvents(a.p.name, now, dashboard.ClassifyOutcome(a.outcome), a.firstEvent, dashboard.ClassifyEvents(a.reason, a.outcome))
 		if n == len(chain) {
 			continue
 		}
@@ -60,4 +61,17 @@ func configuredProvider() func(string) bool {
 		return true
 	})
 	return func(n string) bool { return names[n] }
+}
+
+// maxInFlight is each provider's max_in_flight (0: unlimited) as last
+// provisioned, by name, for the admin view: the page shows the in-flight
+// attempts against it.
+var maxInFlight sync.Map
+
+func noteMaxInFlight(name string, max int) { maxInFlight.Store(name, int64(max)) }
+
+func maxInFlightOf(name string) int64 {
+	v, _ := maxInFlight.Load(name)
+	n, _ := v.(int64)
+	return n
 }

@@ -204,6 +204,7 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 		return nil, err
 	}
 	p.latency = p.health.latency
+	noteMaxInFlight(p.name, pc.MaxInFlight)
 	for _, k := range secrets {
 		st := p.health.keys.key(keyFingerprint(k))
 		if st.disabled.Swap(false) { // a reload gives a refused key another chance
