@@ -83,7 +83,7 @@ type series struct {
 }
 
 // Series keeps a provider's attempts per step. Memory: Buckets × (4 + 4 + 40)
-// counters of 4 bytes plus a mutex and a step number: ~36 KB per provider.
+// counters of 4 bytes plus a mutex and a step number: ~37 KB per provider.
 type Series struct {
 	mu        sync.RWMutex // guards the map only: taken for a lookup, or to add a provider
 	providers map[string]*series
@@ -192,9 +192,12 @@ func (c MsColumn) appendJSON(b []byte) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		if v == 0 {
+		switch j := sort.SearchFloat64s(binUpperMs[:], v); {
+		case v == 0:
 			b = append(b, "null"...)
-		} else {
+		case j < latencyBins && binUpperMs[j] == v: // a quantile: a bin's bound, written once
+			b = append(b, binUpperText[j]...)
+		default:
 			b = strconv.AppendFloat(b, v, 'f', 1, 64)
 		}
 	}
@@ -267,6 +270,14 @@ func (s *Series) Snapshot(now time.Time) []ProviderSeries {
 var binUpperMs = func() (t [latencyBins]float64) {
 	for i := range t {
 		t[i] = math.Round(binUpper(i)*10) / 10
+	}
+	return t
+}()
+
+// binUpperText is binUpperMs as JSON.
+var binUpperText = func() (t [latencyBins][]byte) {
+	for i, v := range binUpperMs {
+		t[i] = strconv.AppendFloat(nil, v, 'f', 1, 64)
 	}
 	return t
 }()
