@@ -250,7 +250,9 @@ http://127.0.0.1:%d {
 				t.Fatalf("attempt span %q is not within its server span", a.Name)
 			}
 		}
-		slices.SortFunc(under, func(a, b *tracepb.Span) int { return strings.Compare(spanAttrs(a)["llm_hedge.attempt.number"], spanAttrs(b)["llm_hedge.attempt.number"]) })
+		slices.SortFunc(under, func(a, b *tracepb.Span) int {
+			return strings.Compare(spanAttrs(a)["llm_hedge.attempt.number"], spanAttrs(b)["llm_hedge.attempt.number"])
+		})
 		if len(under) > 0 && spanAttrs(under[0])["llm_hedge.dialect"] == "anthropic" {
 			hedged = under
 		} else {
