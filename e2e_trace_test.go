@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -251,7 +252,9 @@ http://127.0.0.1:%d {
 			}
 		}
 		slices.SortFunc(under, func(a, b *tracepb.Span) int {
-			return strings.Compare(spanAttrs(a)["llm_hedge.attempt.number"], spanAttrs(b)["llm_hedge.attempt.number"])
+			na, _ := strconv.Atoi(spanAttrs(a)["llm_hedge.attempt.number"])
+			nb, _ := strconv.Atoi(spanAttrs(b)["llm_hedge.attempt.number"])
+			return na - nb
 		})
 		if len(under) > 0 && spanAttrs(under[0])["llm_hedge.dialect"] == "anthropic" {
 			hedged = under
