@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/genai"
 )
 
 // Attempt spans. With Caddy's `tracing` directive the request's server span
@@ -47,9 +49,9 @@ func tracing(ctx context.Context) bool {
 }
 
 // traceAttempt marks an attempt about to start when its request is traced:
-// its response's finish reasons are then kept for its span.
+// its response's finish reasons are then read for its span (usage.go).
 func traceAttempt(st *requestState, a *attempt) {
-	a.usage.finish.on = tracing(st.r.Context())
+	a.usage.finish.On = tracing(st.r.Context())
 }
 
 // traceAttempts writes one span per attempt of a finished completion under
@@ -70,7 +72,7 @@ func traceAttempts(st *requestState, end time.Time) {
 }
 
 func writeAttemptSpan(ctx context.Context, tracer trace.Tracer, st *requestState, a *attempt, end time.Time) {
-	op := genAIOperation(st.dialect)
+	op := genai.Operation(st.dialect.String())
 	_, span := tracer.Start(ctx, op+" "+a.model,
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithTimestamp(a.start),
@@ -138,80 +140,24 @@ func attemptAttributes(st *requestState, a *attempt, op string) []attribute.KeyV
 	if u.CacheWrite > 0 {
 		kv = append(kv, attribute.Int64("gen_ai.usage.cache_creation.input_tokens", u.CacheWrite))
 	}
-	if reasons := u.finish.list(); len(reasons) > 0 {
+	if reasons := u.finish.List(); len(reasons) > 0 {
 		kv = append(kv, attribute.StringSlice("gen_ai.response.finish_reasons", reasons))
 	}
 	return kv
 }
 
-// genAIOperation is gen_ai.operation.name: Gemini's generateContent is the
-// registry's generate_content; Messages, Chat Completions and Responses
-// are chat.
-func genAIOperation(d dialect) string {
-	if d != nil && d.String() == "gemini" {
-		return "generate_content"
-	}
-	return "chat"
-}
-
-// genAIProvider is gen_ai.provider.name, a value of the semantic
-// conventions' registry: the cloud an attempt goes through, else a vendor
-// named with a registry value, else a well-known API host, else the API
-// the provider speaks (a self-hosted OpenAI-compatible server is "openai").
+// genAIProvider is gen_ai.provider.name for an attempt on p of a request
+// in dialect requested (genai.ProviderName).
 func genAIProvider(p *provider, requested dialect) string {
+	cloud := ""
 	if p.proto != nil {
-		switch p.proto.String() {
-		case "bedrock":
-			return "aws.bedrock"
-		case "vertex":
-			return "gcp.vertex_ai"
-		case "azure":
-			return "azure.ai.openai"
-		}
+		cloud = p.proto.String()
 	}
-	if v := p.cfg.Vendor; v != "" {
-		for _, known := range genAIProviders {
-			if v == known.name {
-				return v
-			}
-		}
+	api := p.dialect
+	if api == nil {
+		api = requested
 	}
-	host := p.baseURL.Hostname()
-	for _, known := range genAIProviders {
-		if known.host != "" && (host == known.host || strings.HasSuffix(host, "."+known.host)) {
-			return known.name
-		}
-	}
-	d := p.dialect
-	if d == nil {
-		d = requested
-	}
-	switch d.String() {
-	case "anthropic":
-		return "anthropic"
-	case "gemini":
-		return "gcp.gemini"
-	}
-	return "openai"
-}
-
-// genAIProviders are the registry's provider names and the API host each
-// is recognised by.
-var genAIProviders = []struct{ name, host string }{
-	{"anthropic", "anthropic.com"},
-	{"openai", "openai.com"},
-	{"gcp.gemini", "generativelanguage.googleapis.com"},
-	{"gcp.vertex_ai", "aiplatform.googleapis.com"},
-	{"aws.bedrock", "amazonaws.com"},
-	{"azure.ai.openai", "openai.azure.com"},
-	{"azure.ai.inference", "models.ai.azure.com"},
-	{"deepseek", "deepseek.com"},
-	{"groq", "groq.com"},
-	{"mistral_ai", "mistral.ai"},
-	{"x_ai", "x.ai"},
-	{"perplexity", "perplexity.ai"},
-	{"cohere", "cohere.com"},
-	{"ibm.watsonx.ai", "watsonx.ai"},
+	return genai.ProviderName(cloud, p.cfg.Vendor, p.baseURL.Hostname(), api.String())
 }
 
 // attemptRoute is how the attempt reached its provider: its own API, or a

@@ -4,15 +4,12 @@ import (
 	"context"
 	"net/http/httptest"
 	"net/url"
-	"slices"
 	"testing"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
 // tracedRequest is a finished hedged request (a cancelled loser, a winner)
@@ -55,7 +52,7 @@ func TestTraceOffCostsNothing(t *testing.T) {
 				t.Fatalf("the trace hooks allocate %.1f times per request with tracing off", allocs)
 			}
 			for _, a := range st.attempts {
-				if a.usage.finish.on {
+				if a.usage.finish.On {
 					t.Fatalf("attempt %d reads finish reasons with tracing off", a.n)
 				}
 			}
@@ -72,7 +69,7 @@ func TestTraceAttemptAttributes(t *testing.T) {
 	ctx, server := tp.Tracer("test").Start(context.Background(), "server", trace.WithSpanKind(trace.SpanKindServer))
 	st := tracedRequest(ctx)
 	traceAttempt(st, st.attempts[1])
-	if !st.attempts[1].usage.finish.on {
+	if !st.attempts[1].usage.finish.On {
 		t.Fatal("a traced attempt does not read its finish reasons")
 	}
 	traceAttempts(st, time.Now())
@@ -129,52 +126,6 @@ func TestTraceGenAIProvider(t *testing.T) {
 		p := &provider{cfg: &Provider{Vendor: c.vendor}, baseURL: u, proto: c.proto}
 		if got := genAIProvider(p, c.d); got != c.want {
 			t.Errorf("%s (vendor %q): %q, want %q", c.base, c.vendor, got, c.want)
-		}
-	}
-}
-
-// Finish reasons come from each dialect's own place, once each; a value
-// that is not an enum word is never kept.
-func TestTraceFinishReasons(t *testing.T) {
-	cases := []struct {
-		d      dialect
-		events []string
-		body   string
-		want   []string
-	}{
-		{d: dialectAnthropic, events: []string{`{"type":"message_start","message":{"stop_reason":null}}`, `{"type":"message_delta","delta":{"stop_reason":"max_tokens"}}`}, want: []string{"max_tokens"}},
-		{d: dialectAnthropic, body: `{"content":[{"type":"text","text":"\"stop_reason\":\"x\""}],"stop_reason":"end_turn"}`, want: []string{"end_turn"}},
-		{d: dialectOpenAI, events: []string{`{"choices":[{"index":0,"finish_reason":null}]}`, `{"choices":[{"index":0,"finish_reason":"stop"},{"index":1,"finish_reason":"length"}]}`}, want: []string{"stop", "length"}},
-		{d: dialectOpenAI, body: `{"choices":[{"finish_reason":"tool_calls"},{"finish_reason":"tool_calls"}]}`, want: []string{"tool_calls"}},
-		{d: dialectGemini, events: []string{`{"candidates":[{"content":{}}]}`, `{"candidates":[{"finishReason":"STOP"}]}`}, want: []string{"STOP"}},
-		{d: dialectResponses, events: []string{`{"type":"response.output_item.done","item":{"status":"completed"}}`, `{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}}`}, want: []string{"max_output_tokens"}},
-		{d: dialectResponses, body: `{"status":"completed"}`, want: []string{"completed"}},
-		{d: dialectOpenAI, body: `{"choices":[{"finish_reason":"my secret words"}]}`, want: nil},
-	}
-	for i, c := range cases {
-		u := usage{finish: finishReasons{on: true}}
-		for _, e := range c.events {
-			u.observeEvent(c.d, sse.Event{Data: []byte(e)})
-		}
-		if c.body != "" {
-			u.observeBody(c.d, []byte(c.body))
-		}
-		if got := u.finish.list(); !slices.Equal(got, c.want) {
-			t.Errorf("case %d (%s): %q, want %q", i, c.d, got, c.want)
-		}
-		// Per event, reading them allocates nothing (known words are shared).
-		evs := make([]sse.Event, len(c.events))
-		for j, e := range c.events {
-			evs[j].Data = []byte(e)
-		}
-		allocs := testing.AllocsPerRun(100, func() {
-			f := finishReasons{on: true}
-			for _, ev := range evs {
-				f.observeEvent(c.d, ev)
-			}
-		})
-		if allocs != 0 {
-			t.Errorf("case %d (%s): %.1f allocations reading finish reasons", i, c.d, allocs)
 		}
 	}
 }

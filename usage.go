@@ -1,6 +1,7 @@
 package llmhedge
 
 import (
+	"github.com/llmhedge/caddy-llm-hedge/internal/genai"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
@@ -18,8 +19,8 @@ type usage struct {
 	// Model is the model the provider reported (message_start.message.model,
 	// chunk.model, body.model), the first one seen.
 	Model string
-	// finish is why the response stopped, read when its attempt is traced (trace_finish.go).
-	finish finishReasons
+	// finish is why the response stopped, read when its attempt is traced (trace.go).
+	finish genai.FinishReasons
 }
 
 var usageKey = []byte(`"usage"`)
@@ -32,8 +33,8 @@ func (u *usage) observeEvent(d dialect, ev sse.Event) {
 		return
 	}
 	d.observeEvent(u, ev)
-	if u.finish.on {
-		u.finish.observeEvent(d, ev)
+	if u.finish.On {
+		u.finish.ObserveEvent(d.String(), ev.Data)
 	}
 }
 
@@ -43,8 +44,8 @@ func (u *usage) observeBody(d dialect, body []byte) {
 		return
 	}
 	d.observeBody(u, body)
-	if u.finish.on {
-		u.finish.observeBody(d, body)
+	if u.finish.On {
+		u.finish.ObserveBody(d.String(), body)
 	}
 }
 

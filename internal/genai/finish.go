@@ -1,20 +1,23 @@
-package llmhedge
+// Package genai holds what the attempt spans take from the OpenTelemetry
+// GenAI semantic conventions: the operation and provider names of the
+// registry, and the finish reasons a response reports. It knows dialects
+// by name only ("anthropic", "openai", "responses", "gemini").
+package genai
 
 import (
 	"bytes"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
-	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
-// finishReasons are why a response says it stopped, for the attempt span's
-// gen_ai.response.finish_reasons. They are read only when the attempt is
-// traced (on, set by traceAttempt), from the events and bodies the usage
-// is read from. A reason is a provider's enum word (end_turn, stop, STOP,
-// max_tokens, ...): a value that is not a short word is dropped, so no text
-// of an answer can pass for one.
-type finishReasons struct {
-	on bool
+// FinishReasons are why a response says it stopped, for
+// gen_ai.response.finish_reasons. They are read only when On (the attempt
+// is traced), from the events and bodies the usage is read from. A reason
+// is a provider's enum word (end_turn, stop, STOP, max_tokens, ...): a
+// value that is not a short word is dropped, so no text of an answer can
+// pass for one.
+type FinishReasons struct {
+	On bool
 	n  uint8
 	r  [maxFinishReasons]string
 }
@@ -40,21 +43,18 @@ var (
 	responsesStatusKey = []byte(`"status"`)
 )
 
-// list is the reasons seen, in order; nil when none.
-func (f *finishReasons) list() []string {
+// List is the reasons seen, in order; nil when none.
+func (f *FinishReasons) List() []string {
 	if f.n == 0 {
 		return nil
 	}
 	return f.r[:f.n]
 }
 
-// observeEvent reads the reasons a stream event of dialect d carries.
-func (f *finishReasons) observeEvent(d dialect, ev sse.Event) {
-	if d == nil {
-		return
-	}
-	data := ev.Data
-	switch d.String() {
+// ObserveEvent reads the reasons the data of a stream event of dialect
+// carries.
+func (f *FinishReasons) ObserveEvent(dialect string, data []byte) {
+	switch dialect {
 	case "anthropic": // message_delta: {"delta":{"stop_reason":"end_turn"}}
 		if bytes.Contains(data, stopReasonKey) {
 			v, _ := jsonscan.Lookup(data, "delta", "stop_reason")
@@ -79,12 +79,9 @@ func (f *finishReasons) observeEvent(d dialect, ev sse.Event) {
 	}
 }
 
-// observeBody reads the reasons of a complete non-stream body.
-func (f *finishReasons) observeBody(d dialect, body []byte) {
-	if d == nil {
-		return
-	}
-	switch d.String() {
+// ObserveBody reads the reasons of a complete non-stream body of dialect.
+func (f *FinishReasons) ObserveBody(dialect string, body []byte) {
+	switch dialect {
 	case "anthropic":
 		v, _ := jsonscan.Lookup(body, "stop_reason")
 		f.add(v)
@@ -99,7 +96,7 @@ func (f *finishReasons) observeBody(d dialect, body []byte) {
 
 // observeResponse reads a Responses object: its status, or why it is
 // incomplete.
-func (f *finishReasons) observeResponse(resp []byte) {
+func (f *FinishReasons) observeResponse(resp []byte) {
 	status, _ := jsonscan.Lookup(resp, "status")
 	if jsonscan.StringIs(status, "incomplete") {
 		if why, ok := jsonscan.Lookup(resp, "incomplete_details", "reason"); ok {
@@ -110,7 +107,7 @@ func (f *finishReasons) observeResponse(resp []byte) {
 }
 
 // addEach adds the member key of every element of the array at list.
-func (f *finishReasons) addEach(obj []byte, list, key string) {
+func (f *FinishReasons) addEach(obj []byte, list, key string) {
 	arr, ok := jsonscan.Lookup(obj, list)
 	if !ok {
 		return
@@ -124,7 +121,7 @@ func (f *finishReasons) addEach(obj []byte, list, key string) {
 
 // add keeps the raw JSON string v as a reason, once; null, an empty
 // string or anything but a short word is skipped.
-func (f *finishReasons) add(v []byte) {
+func (f *FinishReasons) add(v []byte) {
 	if !jsonscan.IsString(v) || len(v) < 3 || len(v) > maxFinishReasonLen+2 {
 		return
 	}
