@@ -51,7 +51,7 @@ func tracing(ctx context.Context) bool {
 // traceAttempt marks an attempt about to start when its request is traced:
 // its response's finish reasons are then read for its span (usage.go).
 func traceAttempt(st *requestState, a *attempt) {
-	a.usage.finish.On = tracing(st.r.Context())
+	a.usage.Finish.On = tracing(st.r.Context())
 }
 
 // traceAttempts writes one span per attempt of a finished completion under
@@ -98,7 +98,7 @@ func attemptAttributes(st *requestState, a *attempt, op string) []attribute.KeyV
 	kv := make([]attribute.KeyValue, 0, 24)
 	kv = append(kv,
 		attribute.String("gen_ai.operation.name", op),
-		attribute.String("gen_ai.provider.name", genAIProvider(a.p, st.dialect)),
+		attribute.String("gen_ai.provider.name", genAIProvider(a.p, st.dialect.String())),
 		attribute.String("gen_ai.request.model", a.model),
 		attribute.String("server.address", a.p.baseURL.Hostname()),
 		attribute.String(attrProvider, a.p.name),
@@ -140,24 +140,23 @@ func attemptAttributes(st *requestState, a *attempt, op string) []attribute.KeyV
 	if u.CacheWrite > 0 {
 		kv = append(kv, attribute.Int64("gen_ai.usage.cache_creation.input_tokens", u.CacheWrite))
 	}
-	if reasons := u.finish.List(); len(reasons) > 0 {
+	if reasons := u.Finish.List(); len(reasons) > 0 {
 		kv = append(kv, attribute.StringSlice("gen_ai.response.finish_reasons", reasons))
 	}
 	return kv
 }
 
 // genAIProvider is gen_ai.provider.name for an attempt on p of a request
-// in dialect requested (genai.ProviderName).
-func genAIProvider(p *provider, requested dialect) string {
-	cloud := ""
+// in the dialect named requested (genai.ProviderName).
+func genAIProvider(p *provider, requested string) string {
+	cloud, api := "", requested
 	if p.proto != nil {
 		cloud = p.proto.String()
 	}
-	api := p.dialect
-	if api == nil {
-		api = requested
+	if p.dialect != nil { // else it serves whichever the request speaks
+		api = p.dialect.String()
 	}
-	return genai.ProviderName(cloud, p.cfg.Vendor, p.baseURL.Hostname(), api.String())
+	return genai.ProviderName(cloud, p.cfg.Vendor, p.baseURL.Hostname(), api)
 }
 
 // attemptRoute is how the attempt reached its provider: its own API, or a
@@ -219,9 +218,9 @@ func attemptOutcome(a *attempt) string {
 }
 
 // attemptFailure is the error.type of a failed attempt: its error class,
-// else its chain outcome (a continuation that diverged, a refused key).
+// else its chain outcome (a continuation that diverged).
 func attemptFailure(a *attempt) string {
-	if a.class != classNone && a.class != classLoser {
+	if a.class != "" {
 		return string(a.class)
 	}
 	if a.outcome != "" {

@@ -22,10 +22,11 @@ func tracedRequest(ctx context.Context) *requestState {
 	q := &provider{name: "backup", cfg: &Provider{}, baseURL: u, vendor: "backup", proto: &bedrockProtocol{}}
 	start := time.Now()
 	loser := &attempt{n: 1, p: p, model: "claude-x", reason: "initial", start: start, elapsed: 300 * time.Millisecond,
-		status: 200, class: classLoser, outcome: "hedge_loser_cancelled"}
+		status: 200, outcome: "hedge_loser_cancelled"}
 	winner := &attempt{n: 2, p: q, model: "claude-x", reason: launchHedgeReason, start: start.Add(200 * time.Millisecond),
 		offset: 200 * time.Millisecond, elapsed: 80 * time.Millisecond, firstEvent: 80 * time.Millisecond,
-		status: 200, outcome: "hedge_winner", usage: usage{Input: 30, Output: 9, Model: "claude-x-1"}}
+		status: 200, outcome: "hedge_winner"}
+	winner.usage.Input, winner.usage.Output, winner.usage.Model = 30, 9, "claude-x-1"
 	st.attempts, st.winner, st.hedged = []*attempt{loser, winner}, winner, true
 	return st
 }
@@ -52,7 +53,7 @@ func TestTraceOffCostsNothing(t *testing.T) {
 				t.Fatalf("the trace hooks allocate %.1f times per request with tracing off", allocs)
 			}
 			for _, a := range st.attempts {
-				if a.usage.finish.On {
+				if a.usage.Finish.On {
 					t.Fatalf("attempt %d reads finish reasons with tracing off", a.n)
 				}
 			}
@@ -69,7 +70,7 @@ func TestTraceAttemptAttributes(t *testing.T) {
 	ctx, server := tp.Tracer("test").Start(context.Background(), "server", trace.WithSpanKind(trace.SpanKindServer))
 	st := tracedRequest(ctx)
 	traceAttempt(st, st.attempts[1])
-	if !st.attempts[1].usage.finish.On {
+	if !st.attempts[1].usage.Finish.On {
 		t.Fatal("a traced attempt does not read its finish reasons")
 	}
 	traceAttempts(st, time.Now())
@@ -124,7 +125,7 @@ func TestTraceGenAIProvider(t *testing.T) {
 	for _, c := range cases {
 		u, _ := url.Parse(c.base)
 		p := &provider{cfg: &Provider{Vendor: c.vendor}, baseURL: u, proto: c.proto}
-		if got := genAIProvider(p, c.d); got != c.want {
+		if got := genAIProvider(p, c.d.String()); got != c.want {
 			t.Errorf("%s (vendor %q): %q, want %q", c.base, c.vendor, got, c.want)
 		}
 	}

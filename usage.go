@@ -19,8 +19,8 @@ type usage struct {
 	// Model is the model the provider reported (message_start.message.model,
 	// chunk.model, body.model), the first one seen.
 	Model string
-	// finish is why the response stopped, read when its attempt is traced (trace.go).
-	finish genai.FinishReasons
+	// Finish is why the response stopped, read when its attempt is traced (trace.go).
+	Finish genai.FinishReasons
 }
 
 var usageKey = []byte(`"usage"`)
@@ -33,8 +33,8 @@ func (u *usage) observeEvent(d dialect, ev sse.Event) {
 		return
 	}
 	d.observeEvent(u, ev)
-	if u.finish.On {
-		u.finish.ObserveEvent(d.String(), ev.Data)
+	if u.Finish.On {
+		u.Finish.ObserveEvent(d.String(), ev.Data)
 	}
 }
 
@@ -44,8 +44,8 @@ func (u *usage) observeBody(d dialect, body []byte) {
 		return
 	}
 	d.observeBody(u, body)
-	if u.finish.On {
-		u.finish.ObserveBody(d.String(), body)
+	if u.Finish.On {
+		u.Finish.ObserveBody(d.String(), body)
 	}
 }
 
