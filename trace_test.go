@@ -110,22 +110,22 @@ func TestTraceGenAIProvider(t *testing.T) {
 	cases := []struct {
 		base, vendor string
 		proto        protocol
-		d            dialect
+		d            string // the request's dialect
 		want         string
 	}{
-		{"https://bedrock-runtime.us-east-1.amazonaws.com", "", &bedrockProtocol{}, dialectAnthropic, "aws.bedrock"},
-		{"https://us-east5-aiplatform.googleapis.com", "", &vertexProtocol{}, dialectGemini, "gcp.vertex_ai"},
-		{"https://x.openai.azure.com", "", &azureProtocol{}, dialectOpenAI, "azure.ai.openai"},
-		{"https://generativelanguage.googleapis.com", "", nil, dialectGemini, "gcp.gemini"},
-		{"https://api.deepseek.com", "", nil, dialectOpenAI, "deepseek"},
-		{"http://10.0.0.7:8000", "groq", nil, dialectOpenAI, "groq"},
-		{"http://127.0.0.1:9001", "lab", nil, dialectAnthropic, "anthropic"},
-		{"http://127.0.0.1:9001", "", nil, dialectResponses, "openai"},
+		{"https://bedrock-runtime.us-east-1.amazonaws.com", "", &bedrockProtocol{}, "anthropic", "aws.bedrock"},
+		{"https://us-east5-aiplatform.googleapis.com", "", &vertexProtocol{}, "gemini", "gcp.vertex_ai"},
+		{"https://x.openai.azure.com", "", &azureProtocol{}, "openai", "azure.ai.openai"},
+		{"https://generativelanguage.googleapis.com", "", nil, "gemini", "gcp.gemini"},
+		{"https://api.deepseek.com", "", nil, "openai", "deepseek"},
+		{"http://10.0.0.7:8000", "groq", nil, "openai", "groq"},
+		{"http://127.0.0.1:9001", "lab", nil, "anthropic", "anthropic"},
+		{"http://127.0.0.1:9001", "", nil, "responses", "openai"},
 	}
 	for _, c := range cases {
 		u, _ := url.Parse(c.base)
 		p := &provider{cfg: &Provider{Vendor: c.vendor}, baseURL: u, proto: c.proto}
-		if got := genAIProvider(p, c.d.String()); got != c.want {
+		if got := genAIProvider(p, c.d); got != c.want {
 			t.Errorf("%s (vendor %q): %q, want %q", c.base, c.vendor, got, c.want)
 		}
 	}
