@@ -124,8 +124,9 @@ const (
 // With Caddy's `tracing` directive, exporting over OTLP/HTTP to a receiver
 // the test runs: a hedged request's server span has two attempt spans under
 // it, the loser cancelled and the winner with the GenAI attributes; a
-// failover's first attempt is an error span with error.type. The site
-// without `tracing` exports nothing.
+// failover's first attempt is an error span with error.type; a stream cut
+// after the commit and continued elsewhere has a continuation span. The
+// site without `tracing` exports nothing.
 func TestTraceAttemptSpans(t *testing.T) {
 	faultNoLeaks(t)
 	rc := newOTLPReceiver(t)
@@ -141,6 +142,7 @@ func TestTraceAttemptSpans(t *testing.T) {
 	fast := newUpstream(t, sim.Config{Model: "claude-test-20261201"})
 	broken := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503}}})
 	good := newUpstream(t, sim.Config{})
+	cut, rescuer := cutOnce(t), newUpstream(t, sim.Config{Tokens: 60, Text: longText})
 	offSlow := newUpstream(t, sim.Config{FirstToken: caddyDur(5 * time.Second)})
 	offFast := newUpstream(t, sim.Config{})
 
@@ -157,7 +159,7 @@ http://127.0.0.1:%d {
 		span llm
 	}
 	llm_hedge {
-%s%s%s%s		hedge {
+%s%s%s%s%s%s		hedge {
 			after 200ms
 		}
 		cooldown {
@@ -175,6 +177,7 @@ http://127.0.0.1:%d {
 `, admin, filepath.Join(t.TempDir(), "caddy.log"), traced,
 		provider("slow", slow, "priority 0", "models claude-*"), provider("fast", fast, "priority 1", "models claude-*"),
 		provider("broken", broken, "priority 0", "models gpt-*"), provider("good", good, "priority 1", "models gpt-*"),
+		provider("cut", cut, "priority 0", "models resume-*", "api anthropic"), provider("rescuer", rescuer, "priority 1", "models resume-*", "api anthropic"),
 		untraced,
 		provider("slow-off", offSlow, "priority 0"), provider("fast-off", offFast, "priority 1"))
 	js, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cfg), nil)
@@ -202,6 +205,12 @@ http://127.0.0.1:%d {
 	chat := openai.ChatCompletionNewParams{Model: "gpt-test", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(tracePrompt)}}
 	if c, err := openaiClient(on, traceSecret).Chat.Completions.New(ctx, chat); err != nil || c.Choices[0].Message.Content != wantText {
 		t.Fatalf("failover request: %v", err)
+	}
+	// Cut after 40 of 60 deltas, continued on rescuer (prefill).
+	resume := prompt
+	resume.Model = "resume-test"
+	if m, err := streamAnthropic(ctx, anthropicClient(on, traceSecret), resume); err != nil || messageText(m) != longText {
+		t.Fatalf("continued request: %q, %v", messageText(m), err)
 	}
 	// Hedged, on the site without tracing.
 	if m, err := streamAnthropic(ctx, anthropicClient(off, traceSecret), prompt); err != nil || messageText(m) != wantText {
@@ -232,14 +241,14 @@ http://127.0.0.1:%d {
 			children[hex.EncodeToString(s.ParentSpanId)] = append(children[hex.EncodeToString(s.ParentSpanId)], s)
 		}
 	}
-	if len(servers) != 2 {
-		t.Fatalf("%d server spans, want 2 (the traced site's requests); spans: %v", len(servers), spanNames(rc.spans))
+	if len(servers) != 3 {
+		t.Fatalf("%d server spans, want 3 (the traced site's requests); spans: %v", len(servers), spanNames(rc.spans))
 	}
 	attempts := 0
 	for _, s := range children {
 		attempts += len(s)
 	}
-	var hedged, failover []*tracepb.Span
+	var hedged, failover, continued []*tracepb.Span
 	for _, srv := range servers {
 		under := children[hex.EncodeToString(srv.SpanId)]
 		attempts -= len(under)
@@ -256,10 +265,16 @@ http://127.0.0.1:%d {
 			nb, _ := strconv.Atoi(spanAttrs(b)["llm_hedge.attempt.number"])
 			return na - nb
 		})
-		if len(under) > 0 && spanAttrs(under[0])["llm_hedge.dialect"] == "anthropic" {
+		if len(under) == 0 {
+			t.Fatalf("server span %x has no attempt spans", srv.SpanId)
+		}
+		switch spanAttrs(under[0])["gen_ai.request.model"] {
+		case "claude-test":
 			hedged = under
-		} else {
+		case "gpt-test":
 			failover = under
+		case "resume-test":
+			continued = under
 		}
 	}
 	if attempts != 0 {
@@ -313,8 +328,21 @@ http://127.0.0.1:%d {
 		t.Fatalf("the failed attempt's status: %v, want error", first.Status)
 	}
 
+	// The continuation: the committed stream broke (a failed attempt that
+	// served the client), the continuation completed it.
+	if len(continued) != 2 {
+		t.Fatalf("the continued request has %d attempt spans, want 2", len(continued))
+	}
+	checkSpanAttrs(t, "continuation", continued, []map[string]string{{
+		"llm_hedge.provider": "cut", "llm_hedge.attempt.reason": "first", "llm_hedge.attempt.outcome": "failed",
+		"llm_hedge.attempt.committed": "true", "error.type": "stream_upstream_cut",
+	}, {
+		"llm_hedge.provider": "rescuer", "llm_hedge.attempt.reason": "continuation", "llm_hedge.attempt.event": "resume_prefill",
+		"llm_hedge.attempt.outcome": "won", "llm_hedge.attempt.committed": "true", "gen_ai.response.finish_reasons": "end_turn",
+	}})
+
 	// Nothing a client sent or was answered, and no key.
-	for _, secret := range []string{traceSecret, tracePrompt, wantText, "quick brown"} {
+	for _, secret := range []string{traceSecret, tracePrompt, wantText, "quick brown", "alpha beta gamma"} {
 		if bytes.Contains(rc.raw.Bytes(), []byte(secret)) {
 			t.Fatalf("an exported span holds %q", secret)
 		}
