@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -162,6 +163,19 @@ func providerViews(now time.Time, keep func(*providerHealth) bool) []providerVie
 		return views[i].URL < views[j].URL
 	})
 	return views
+}
+
+// maxInFlight is each provider's max_in_flight (0: unlimited) as last
+// provisioned, by name, for the admin view: the page shows the in-flight
+// attempts against it.
+var maxInFlight sync.Map
+
+func noteMaxInFlight(name string, max int) { maxInFlight.Store(name, int64(max)) }
+
+func maxInFlightOf(name string) int64 {
+	v, _ := maxInFlight.Load(name)
+	n, _ := v.(int64)
+	return n
 }
 
 func writeAdminJSON(w http.ResponseWriter, v any) error {

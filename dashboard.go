@@ -1,7 +1,6 @@
 package llmhedge
 
 import (
-	"sync"
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/dashboard"
@@ -61,17 +60,4 @@ func configuredProvider() func(string) bool {
 		return true
 	})
 	return func(n string) bool { return names[n] }
-}
-
-// maxInFlight is each provider's max_in_flight (0: unlimited) as last
-// provisioned, by name, for the admin view: the page shows the in-flight
-// attempts against it.
-var maxInFlight sync.Map
-
-func noteMaxInFlight(name string, max int) { maxInFlight.Store(name, int64(max)) }
-
-func maxInFlightOf(name string) int64 {
-	v, _ := maxInFlight.Load(name)
-	n, _ := v.(int64)
-	return n
 }
