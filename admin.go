@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -153,7 +154,9 @@ func providerViews(now time.Time, keep func(*health.Provider) bool) []providerVi
 	})
 	views := make([]providerView, 0, len(hs))
 	for _, ph := range hs {
-		views = append(views, snapshot(ph, now))
+		v := snapshot(ph, now)
+		v.MaxInFlight = maxInFlightOf(v.Name)
+		views = append(views, v)
 	}
 	sort.Slice(views, func(i, j int) bool {
 		if views[i].Name != views[j].Name {
@@ -162,6 +165,19 @@ func providerViews(now time.Time, keep func(*health.Provider) bool) []providerVi
 		return views[i].URL < views[j].URL
 	})
 	return views
+}
+
+// maxInFlight is each provider's max_in_flight (0: unlimited) as last
+// provisioned, by name, for the admin view: the page shows the in-flight
+// attempts against it.
+var maxInFlight sync.Map
+
+func noteMaxInFlight(name string, max int) { maxInFlight.Store(name, int64(max)) }
+
+func maxInFlightOf(name string) int64 {
+	v, _ := maxInFlight.Load(name)
+	n, _ := v.(int64)
+	return n
 }
 
 func writeAdminJSON(w http.ResponseWriter, v any) error {
@@ -275,6 +291,7 @@ type providerView struct {
 	ConsecutiveFailures int64               `json:"consecutive_failures"`
 	OpenUntil           string              `json:"open_until,omitempty"`
 	InFlight            int64               `json:"in_flight"`
+	MaxInFlight         int64               `json:"max_in_flight"` // 0: unlimited
 	Requests            int64               `json:"requests"`
 	Failures            int64               `json:"failures"`
 	HedgesWon           int64               `json:"hedges_won"`

@@ -121,7 +121,7 @@ func TestAdminListJSON(t *testing.T) {
 	}
 
 	// The exact key set: nothing in a view could carry a key or a header.
-	always := []string{"name", "url", "vendor", "state", "consecutive_failures", "in_flight",
+	always := []string{"name", "url", "vendor", "state", "consecutive_failures", "in_flight", "max_in_flight",
 		"requests", "failures", "hedges_won", "hedges_lost", "tokens"}
 	whenFailing := append(slices.Clone(always), "open_until", "last_error", "model_cooldowns")
 	for i, want := range [][]string{whenFailing, whenFailing, always} {

@@ -39,7 +39,7 @@ func recordDashboard(st *requestState, now time.Time, total time.Duration, model
 		if a == st.winner || end <= a.offset {
 			end = total // a winner lasts the whole stream; one not yet reported ended with the request
 		}
-		board.series.RecordAttempt(a.p.name, now, dashboard.ClassifyOutcome(a.outcome), a.firstEvent)
+		board.series.RecordAttemptEvents(a.p.name, now, dashboard.ClassifyOutcome(a.outcome), a.firstEvent, dashboard.ClassifyEvents(a.reason, a.outcome))
 		if n == len(chain) {
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -72,7 +73,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	fast := newUpstream(t, sim.Config{})
 	spare := newUpstream(t, sim.Config{})
 	p := startProxy(t, provider("slow", slow, "priority 0")+provider("fast", fast, "priority 1")+
-		provider("spare", spare, "priority 2")+"hedge {\n after 200ms\n }\n"+healthCooldown(1, "60s"),
+		provider("spare", spare, "priority 2", "max_in_flight 4")+"hedge {\n after 200ms\n }\n"+healthCooldown(1, "60s"),
 		"route /llm_hedge/* {\n llm_hedge_dashboard {\n resets on\n }\n }",
 		"route /readonly/* {\n llm_hedge_dashboard\n }")
 
@@ -152,6 +153,19 @@ func TestDashboardInBrowser(t *testing.T) {
 	eval(`document.querySelector('tr.provider[data-provider="slow"]').children[4].textContent`, &slowDelay)
 	if slowDelay != "200 ms" {
 		t.Fatalf("slow's hedge delay on the page: %q, want 200 ms", slowDelay)
+	}
+	// In flight against max_in_flight; the hedges fast won; slow's lost
+	// attempts of the last minute (every request raced slow).
+	var cells map[string]string
+	eval(`(() => { const c = (p, k) => document.querySelector('tr.provider[data-provider="' + p + '"] .' + k).textContent;
+		return { slowFlight: c("slow", "in-flight"), spareFlight: c("spare", "in-flight"), fastHedges: c("fast", "hedges"),
+			slowHedges: c("slow", "hedges"), slowMinute: c("slow", "per-minute"), fastContinuations: c("fast", "continuations") } })()`, &cells)
+	var won, started, lost int
+	fmt.Sscanf(cells["fastHedges"], "%d / %d", &started, &won)
+	fmt.Sscanf(cells["slowMinute"], "0 / %d / 0 / 0", &lost)
+	if cells["slowFlight"] != "0 / ∞" || cells["spareFlight"] != "0 / 4" || started < 1 || won != started ||
+		cells["slowHedges"] != "0 / 0" || lost != started || cells["fastContinuations"] != "0 / 0" {
+		t.Fatalf("provider cells: %v", cells)
 	}
 
 	// slow starts answering 503: one failure opens it (cooldown failures 1).
@@ -236,7 +250,7 @@ func dashboardScreenshot(t *testing.T, png []byte) {
 // requests the proxy served.
 func TestDashboardAdmin(t *testing.T) {
 	u := newUpstream(t, sim.Config{})
-	p := startProxy(t, provider("only", u), "route /readonly/* {\n llm_hedge_dashboard\n }")
+	p := startProxy(t, provider("only", u, "max_in_flight 3"), "route /readonly/* {\n llm_hedge_dashboard\n }")
 	for range 2 {
 		if _, err := streamAnthropic(ctxTimeout(t, 10*time.Second), anthropicClient(p, "sk-dash-secret"), anthropicParams("claude-dash")); err != nil {
 			t.Fatal(err)
@@ -298,6 +312,15 @@ func TestDashboardAdmin(t *testing.T) {
 	if ok < 2 {
 		t.Fatalf("series of only: %d ok attempts, want at least 2: %s", ok, body)
 	}
+	var views []providerLimitView
+	code, body = get(p.AdminURL + "/llm_hedge/providers")
+	if err := json.Unmarshal([]byte(body), &views); code != http.StatusOK || err != nil {
+		t.Fatalf("providers: %d %v %s", code, err, body)
+	}
+	views = slices.DeleteFunc(views, func(v providerLimitView) bool { return v.Name != "only" })
+	if len(views) != 1 || views[0].MaxInFlight != 3 || views[0].InFlight != 0 {
+		t.Fatalf("providers: %s, want only with in_flight 0 of max_in_flight 3", body)
+	}
 	_, recentBody := get(p.AdminURL + "/llm_hedge/recent")
 	for _, secret := range []string{"sk-dash-secret", `"hello"`, sim.DefaultText[:12]} {
 		if strings.Contains(body+recentBody, secret) {
@@ -316,4 +339,12 @@ func TestDashboardAdmin(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("a reset through a read-only mount: %d, want 403", resp.StatusCode)
 	}
+}
+
+// providerLimitView is a provider's in-flight attempts and its limit, as
+// /llm_hedge/providers shows them.
+type providerLimitView struct {
+	Name        string
+	InFlight    int64 `json:"in_flight"`
+	MaxInFlight int64 `json:"max_in_flight"`
 }

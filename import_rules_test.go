@@ -21,9 +21,10 @@ var importRules = map[string][]string{
 	"internal/limit":       nil,
 	// The layers below the root (docs/architecture.md). A new package is
 	// added here, in its layer, or the test fails.
-	"internal/wire": {"internal/sse", "internal/jsonscan"},
+	"internal/wire": {"internal/sse", "internal/jsonscan", "internal/genai"},
 	// Translation between formats: pure functions over bytes and events.
 	"internal/translate": {"internal/sse", "internal/jsonscan"},
+	"internal/genai":     {"internal/jsonscan"},
 	"internal/stream":    {"internal/wire", "internal/sse", "internal/jsonscan"},
 	"internal/health":    {"github.com/beorn7/perks/quantile", "internal/jsonscan"}, // jsonscan: rate-limit numbers in an error body
 	"internal/affinity":  {"github.com/cespare/xxhash/v2"},

@@ -160,6 +160,7 @@ func (h *Handler) finish(st *requestState) {
 	}
 
 	recordDashboard(st, st.start.Add(total), total, model, provider, firstMs, u)
+	traceAttempts(st, st.start.Add(total))
 
 	// The fields are built only when the line will be written.
 	lvl := requestLogLevel(st)

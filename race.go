@@ -359,6 +359,7 @@ func (st *requestState) launch(h *Handler, r *http.Request, a *attempt) {
 	st.plan.tries[a.p]++
 	st.live++
 	a.begin()
+	traceAttempt(st, a)
 	go h.run(a, st.requestFor(a.p), r, st.repl, st.done)
 }
 

@@ -58,7 +58,21 @@
     refresh();
   }
 
-  function drawProviders(views) {
+  // activity sums a provider's series: attempts by outcome in the last
+  // minute (the last 12 steps of 5 s), hedges and continuations in 15 min.
+  function activity(s) {
+    const out = { ok: 0, lost: 0, error: 0, other: 0, hedges: 0, hedges_won: 0, continuations: 0, continuations_ok: 0 };
+    if (!s) return out;
+    const perMinute = Math.round(60 / s.step_s);
+    for (const k of ["ok", "lost", "error", "other"]) {
+      for (const n of s[k].slice(-perMinute)) out[k] += n;
+    }
+    for (const k of ["hedges", "hedges_won", "continuations", "continuations_ok"]) out[k] = s[k] || 0;
+    return out;
+  }
+
+  function drawProviders(views, series) {
+    const bySeries = new Map((series || []).map((s) => [s.provider, s]));
     const tbody = $("#providers tbody");
     const focused = document.activeElement && document.activeElement.dataset.provider;
     tbody.replaceChildren();
@@ -66,14 +80,18 @@
       const tr = el("tr", { className: "provider" });
       tr.dataset.provider = p.name;
       tr.dataset.state = p.state;
+      const act = activity(bySeries.get(p.name));
       tr.append(
         el("th", { scope: "row", title: p.url }, p.name + (p.vendor ? " (" + p.vendor + ")" : "")),
         el("td", {}, stateCell(p)),
-        el("td", {}, String(p.in_flight)),
+        el("td", { className: "in-flight" }, p.in_flight + " / " + (p.max_in_flight ? p.max_in_flight : "∞")),
         el("td", {}, ms(p.first_event_p50_ms) + " / " + ms(p.first_event_p95_ms)),
         el("td", { title: "the hedge delay last armed after a first attempt on this provider" }, ms(p.hedge_delay_ms)),
         el("td", {}, p.requests + " / " + p.failures),
+        el("td", { className: "per-minute" }, `${act.ok} / ${act.lost} / ${act.error} / ${act.other}`),
+        el("td", { className: "hedges" }, act.hedges + " / " + act.hedges_won),
         el("td", {}, p.hedges_won + " / " + p.hedges_lost),
+        el("td", { className: "continuations" }, act.continuations_ok + " / " + act.continuations),
         keysCell(p));
       const td = el("td");
       if (resets) {
@@ -174,7 +192,7 @@
     busy = true;
     try {
       const [providers, recent, series] = await Promise.all([getJSON("providers"), getJSON("recent"), getJSON("series")]);
-      drawProviders(providers);
+      drawProviders(providers, series);
       drawRecent(recent);
       if (typeof uPlot !== "undefined") drawSeries(series);
       $("#status").textContent = "updated " + new Date().toLocaleTimeString();

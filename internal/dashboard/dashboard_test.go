@@ -107,6 +107,7 @@ func TestSeriesJSONIsWhatEncodingJSONReads(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	s.RecordAttempt("a\"b", now, OutcomeLost, 30*time.Millisecond)
 	s.RecordAttempt("z", now.Add(-Step), OutcomeOther, 0)
+	s.RecordAttemptEvents("z", now, OutcomeOK, 0, ClassifyEvents("hedge_triggered", "hedge_winner"))
 	snap := s.Snapshot(now)
 	var back []ProviderSeries
 	if err := json.Unmarshal(AppendJSON(nil, snap), &back); err != nil {
@@ -126,5 +127,26 @@ func TestSeriesRetainForgetsRemovedProviders(t *testing.T) {
 	got := s.Snapshot(now)
 	if len(got) != 1 || got[0].Provider != "kept" {
 		t.Fatalf("after Retain the series hold %+v, want only \"kept\"", got)
+	}
+}
+
+// Hedges and continuations are counted per provider over the window: a
+// hedge and whether it won, a continuation and whether it completed.
+func TestSeriesCountsHedgesAndContinuations(t *testing.T) {
+	var s Series
+	t0 := time.Unix(1_800_000_000, 0)
+	for _, a := range []struct{ reason, outcome string }{
+		{"hedge_triggered", "hedge_winner"}, {"hedge_triggered", "hedge_loser_cancelled"}, {"initial", "hedge_winner"},
+		{"resume_replay", "resume_replay"}, {"resume_prefill", "resume_broken"}, {"resume_replay", "provider_error"},
+	} {
+		s.RecordAttemptEvents("p", t0, ClassifyOutcome(a.outcome), 0, ClassifyEvents(a.reason, a.outcome))
+	}
+	s.RecordAttemptEvents("p", t0.Add(-Buckets*Step), OutcomeOK, 0, EventHedge|EventHedgeWon) // too old to show
+	got := s.Snapshot(t0)[0]
+	if got.Hedges != 2 || got.HedgesWon != 1 || got.Continuations != 3 || got.ContinuationsOK != 1 {
+		t.Fatalf("hedges %d won %d, continuations %d ok %d; want 2, 1, 3, 1", got.Hedges, got.HedgesWon, got.Continuations, got.ContinuationsOK)
+	}
+	if ok, errs := got.OK[Buckets-1], got.Error[Buckets-1]; ok != 3 || errs != 2 {
+		t.Fatalf("ok %d error %d, want 3 (two winners, a completed continuation) and 2", ok, errs)
 	}
 }

@@ -29,22 +29,51 @@ const (
 )
 
 // ClassifyOutcome maps an attempt's outcome to one of the series' counts.
+// A continuation that completed the stream is ok, one that broke an error.
 func ClassifyOutcome(outcome string) int {
 	switch outcome {
-	case "request_success", "hedge_winner":
+	case "request_success", "hedge_winner", "resume_prefill", "resume_replay", "resume_finish":
 		return OutcomeOK
 	case "hedge_loser_cancelled":
 		return OutcomeLost
-	case "provider_error", "stream_error":
+	case "provider_error", "stream_error", "resume_broken":
 		return OutcomeError
 	}
 	return OutcomeOther
+}
+
+// Events an attempt may count besides its outcome, as a bit set.
+const (
+	EventHedge          = 1 << iota // started as a hedge
+	EventHedgeWon                   // a hedge that won its race
+	EventContinuation               // a mid-stream continuation
+	EventContinuationOK             // a continuation that completed the stream
+	events              = iota
+)
+
+// ClassifyEvents maps an attempt's start reason and outcome to its events.
+func ClassifyEvents(reason, outcome string) uint8 {
+	var ev uint8
+	switch {
+	case reason == "hedge_triggered":
+		ev = EventHedge
+		if outcome == "hedge_winner" {
+			ev |= EventHedgeWon
+		}
+	case len(reason) > 7 && reason[:7] == "resume_":
+		ev = EventContinuation
+		if ClassifyOutcome(outcome) == OutcomeOK {
+			ev |= EventContinuationOK
+		}
+	}
+	return ev
 }
 
 type bucket struct {
 	mu      sync.Mutex
 	step    int64 // the step number (unix time / Step) the counts are for
 	counts  [outcomes]uint32
+	events  [events]uint32
 	latency [latencyBins]uint32
 }
 
@@ -53,8 +82,8 @@ type series struct {
 	buckets [Buckets]bucket
 }
 
-// Series keeps a provider's attempts per step. Memory: Buckets × (4 + 40)
-// counters of 4 bytes plus a mutex and a step number: ~33 KB per provider.
+// Series keeps a provider's attempts per step. Memory: Buckets × (4 + 4 + 40)
+// counters of 4 bytes plus a mutex and a step number: ~37 KB per provider.
 type Series struct {
 	mu        sync.RWMutex // guards the map only: taken for a lookup, or to add a provider
 	providers map[string]*series
@@ -63,6 +92,12 @@ type Series struct {
 // RecordAttempt counts one ended attempt of provider at t; firstEvent > 0
 // adds it to the step's latency distribution.
 func (s *Series) RecordAttempt(provider string, t time.Time, outcome int, firstEvent time.Duration) {
+	s.RecordAttemptEvents(provider, t, outcome, firstEvent, 0)
+}
+
+// RecordAttemptEvents is RecordAttempt that also counts the attempt's
+// events (ClassifyEvents).
+func (s *Series) RecordAttemptEvents(provider string, t time.Time, outcome int, firstEvent time.Duration, ev uint8) {
 	ps := s.provider(provider)
 	step := t.UnixNano() / int64(Step)
 	b := &ps.buckets[step%Buckets]
@@ -72,9 +107,14 @@ func (s *Series) RecordAttempt(provider string, t time.Time, outcome int, firstE
 			b.mu.Unlock()
 			return
 		}
-		b.step, b.counts, b.latency = step, [outcomes]uint32{}, [latencyBins]uint32{}
+		b.step, b.counts, b.events, b.latency = step, [outcomes]uint32{}, [events]uint32{}, [latencyBins]uint32{}
 	}
 	b.counts[outcome]++
+	for i := range events {
+		if ev&(1<<i) != 0 {
+			b.events[i]++
+		}
+	}
 	if firstEvent > 0 {
 		b.latency[latencyBin(firstEvent)]++
 	}
@@ -118,7 +158,8 @@ func binUpper(i int) float64 {
 // ProviderSeries is a provider's last Buckets steps, oldest first, as
 // columns (what a chart library takes): Start is the unix second of the
 // first step, each column has one value per step, and a step with nothing
-// recorded has zero counts and no quantile.
+// recorded has zero counts and no quantile. The event counts are totals
+// over the steps.
 type ProviderSeries struct {
 	Provider string   `json:"provider"`
 	Start    int64    `json:"start"`
@@ -129,6 +170,11 @@ type ProviderSeries struct {
 	Other    []uint32 `json:"other"`
 	P50Ms    MsColumn `json:"p50_ms"`
 	P95Ms    MsColumn `json:"p95_ms"`
+
+	Hedges          uint32 `json:"hedges"`           // attempts started as hedges
+	HedgesWon       uint32 `json:"hedges_won"`       // of which won their race
+	Continuations   uint32 `json:"continuations"`    // mid-stream continuation attempts
+	ContinuationsOK uint32 `json:"continuations_ok"` // of which completed the stream
 }
 
 // MsColumn is a column of milliseconds in which 0 means none: it is
@@ -146,9 +192,12 @@ func (c MsColumn) appendJSON(b []byte) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		if v == 0 {
+		switch j := sort.SearchFloat64s(binUpperMs[:], v); {
+		case v == 0:
 			b = append(b, "null"...)
-		} else {
+		case j < latencyBins && binUpperMs[j] == v: // a quantile: a bin's bound, written once
+			b = append(b, binUpperText[j]...)
+		default:
 			b = strconv.AppendFloat(b, v, 'f', 1, 64)
 		}
 	}
@@ -198,11 +247,15 @@ func (s *Series) Snapshot(now time.Time) []ProviderSeries {
 			b := &ps.buckets[((step%Buckets)+Buckets)%Buckets]
 			b.mu.Lock()
 			ok := b.step == step
-			c, lat := b.counts, b.latency
+			c, ev, lat := b.counts, b.events, b.latency
 			b.mu.Unlock()
 			if !ok {
 				continue
 			}
+			v.Hedges += ev[0]
+			v.HedgesWon += ev[1]
+			v.Continuations += ev[2]
+			v.ContinuationsOK += ev[3]
 			v.OK[i], v.Lost[i], v.Error[i], v.Other[i] = c[OutcomeOK], c[OutcomeLost], c[OutcomeError], c[OutcomeOther]
 			if lat != ([latencyBins]uint32{}) {
 				v.P50Ms[i], v.P95Ms[i] = quantiles(&lat)
@@ -217,6 +270,14 @@ func (s *Series) Snapshot(now time.Time) []ProviderSeries {
 var binUpperMs = func() (t [latencyBins]float64) {
 	for i := range t {
 		t[i] = math.Round(binUpper(i)*10) / 10
+	}
+	return t
+}()
+
+// binUpperText is binUpperMs as JSON.
+var binUpperText = func() (t [latencyBins][]byte) {
+	for i, v := range binUpperMs {
+		t[i] = strconv.AppendFloat(nil, v, 'f', 1, 64)
 	}
 	return t
 }()
@@ -279,6 +340,15 @@ func AppendJSON(b []byte, all []ProviderSeries) []byte {
 		b = s.P50Ms.appendJSON(b)
 		b = append(b, `,"p95_ms":`...)
 		b = s.P95Ms.appendJSON(b)
+		for _, total := range []struct {
+			name string
+			n    uint32
+		}{{"hedges", s.Hedges}, {"hedges_won", s.HedgesWon}, {"continuations", s.Continuations}, {"continuations_ok", s.ContinuationsOK}} {
+			b = append(b, `,"`...)
+			b = append(b, total.name...)
+			b = append(b, `":`...)
+			b = strconv.AppendUint(b, uint64(total.n), 10)
+		}
 		b = append(b, '}')
 	}
 	return append(b, ']', '\n')

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"github.com/llmhedge/caddy-llm-hedge/internal/genai"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
@@ -18,6 +19,8 @@ type Usage struct {
 	// Model is the model the provider reported (message_start.message.model,
 	// chunk.model, body.model), the first one seen.
 	Model string
+	// Finish is why the response stopped, read when its attempt is traced (trace.go).
+	Finish genai.FinishReasons
 }
 
 var UsageKey = []byte(`"usage"`)
@@ -30,6 +33,9 @@ func (u *Usage) ObserveEvent(d Dialect, ev sse.Event) {
 		return
 	}
 	d.ObserveEvent(u, ev)
+	if u.Finish.On {
+		u.Finish.ObserveEvent(d.String(), ev.Data)
+	}
 }
 
 // observeBody records the usage of a complete non-stream response body.
@@ -38,6 +44,9 @@ func (u *Usage) ObserveBody(d Dialect, body []byte) {
 		return
 	}
 	d.ObserveBody(u, body)
+	if u.Finish.On {
+		u.Finish.ObserveBody(d.String(), body)
+	}
 }
 
 // observeModel takes the "model" member of obj, if none was seen yet,
