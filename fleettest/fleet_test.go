@@ -79,6 +79,9 @@ http://127.0.0.1:%d {
 		health_fails 1
 		health_passes 1
 		flush_interval -1
+		transport http {
+			keepalive off
+		}
 	}
 }
 `
@@ -189,6 +192,7 @@ func TestFleet(t *testing.T) {
 		}
 		f.afterRestartOfCreator(t, conv)
 	})
+	t.Run("FilesAcrossInstances", f.filesAcrossInstances)
 	t.Run("RollingRestartUnderLoad", f.rollingRestartUnderLoad)
 	t.Run("DeadPrimaryBound", f.deadPrimaryBound)
 }

@@ -159,6 +159,48 @@ func (p *process) terminate(t *testing.T) {
 	p.wait(t)
 }
 
+// terminateDraining sends SIGTERM and checks that, during shutdown_delay,
+// the health check answers 503 (the balancer's cue) while the process
+// still runs; then waits for exit.
+func (p *process) terminateDraining(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("%s: SIGTERM: %v", p.name, err)
+	}
+	draining := false
+	waitUntil(t, p.name+" draining", func() bool {
+		select {
+		case <-p.exited:
+			return true
+		default:
+		}
+		c := http.Client{Timeout: time.Second}
+		resp, err := c.Get(p.URL() + "/llm_hedge/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		draining = resp.StatusCode == http.StatusServiceUnavailable
+		return draining
+	})
+	if !draining {
+		t.Fatalf("%s exited without its health check answering 503 first", p.name)
+	}
+	p.wait(t)
+}
+
+// reload runs `caddy reload --force` with the same Caddyfile (adapted in
+// the command's process, hence its environment).
+func (p *process) reload(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command(p.bin, "reload", "--config", p.config, "--adapter", "caddyfile",
+		"--address", fmt.Sprintf("127.0.0.1:%d", p.admin), "--force")
+	cmd.Env = append(os.Environ(), p.env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: caddy reload: %v\n%s", p.name, err, out)
+	}
+}
+
 // stop runs `caddy stop` against its admin endpoint and waits for exit.
 func (p *process) stop(t *testing.T) {
 	t.Helper()

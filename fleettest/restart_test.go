@@ -96,7 +96,8 @@ func stream(ctx context.Context, c openai.Client) (instance, failure string) {
 
 // rollingRestartUnderLoad: 20 clients stream through the balancer while
 // each instance in turn is stopped (SIGTERM, `caddy stop`, SIGTERM) and
-// started again: no request fails, no stream is cut or doubled. Streams
+// started again, then reloaded: no request fails, no stream is cut or
+// doubled. Streams
 // last longer than shutdown_delay, so some are still flowing when the
 // server's grace period starts.
 func (f *fleet) rollingRestartUnderLoad(t *testing.T) {
@@ -130,14 +131,22 @@ func (f *fleet) rollingRestartUnderLoad(t *testing.T) {
 	for i, in := range f.instances {
 		sc.waitServed(t, in.name, 0)
 		flowing := f.sims["a"].Stats().InFlight + f.sims["b"].Stats().InFlight
-		if i == 1 {
+		switch i {
+		case 0:
+			in.terminateDraining(t)
+		case 1:
 			in.stop(t)
-		} else {
+		default:
 			in.terminate(t)
 		}
 		in.start(t)
 		sc.waitServed(t, in.name, sc.servedBy(in.name))
 		t.Logf("%s restarted with %d streams in flight at the providers", in.name, flowing)
+	}
+	for _, in := range f.instances { // reloads keep the listener: no delay, old streams drain
+		served := sc.servedBy(in.name)
+		in.reload(t)
+		sc.waitServed(t, in.name, served)
 	}
 	stop()
 	wg.Wait()
