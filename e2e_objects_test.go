@@ -9,6 +9,8 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/conversations"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
@@ -133,5 +135,55 @@ func TestObjectsFileHeldByNobody(t *testing.T) {
 	}
 	if completions(a) != 1 || completions(b) != 1 {
 		t.Fatalf("a saw %d, b %d: each candidate once", completions(a), completions(b))
+	}
+}
+
+const conversationsForward = "forward /v1/conversations /v1/conversations/*"
+
+// turnInConversation is a Responses turn in conversation id.
+func turnInConversation(id string) responses.ResponseNewParams {
+	params := responsesParams("gpt-test")
+	params.Conversation = responses.ResponseNewParamsConversationUnion{OfString: openai.String(id)}
+	return params
+}
+
+// A conversation created through the proxy lands on b (the first of the
+// forward order); the turns in it go there, though the plan puts a first.
+// One created elsewhere is discovered, for a turn and for a GET by id.
+func TestObjectsConversation(t *testing.T) {
+	a, b := newUpstream(t, sim.Config{}), newUpstream(t, sim.Config{})
+	p := startProxy(t, provider("b", b, "weight 1")+provider("a", a, "weight 1000")+discoverBlock+"\n"+conversationsForward)
+	c := openaiClient(p, "sk-client")
+	conv, err := c.Conversations.New(ctxTimeout(t, 10*time.Second), conversations.ConversationNewParams{})
+	if err != nil {
+		t.Fatalf("creating a conversation: %v", err)
+	}
+	for n := range 3 {
+		if _, err := c.Responses.New(ctxTimeout(t, 10*time.Second), turnInConversation(conv.ID)); err != nil {
+			t.Fatalf("turn %d in the conversation: %v", n+1, err)
+		}
+	}
+	if responsesCalls(a) != 0 || responsesCalls(b) != 3 {
+		t.Fatalf("a saw %d turns, b %d: want all at b, the conversation's holder", responsesCalls(a), responsesCalls(b))
+	}
+
+	elsewhere, err := openaiClient(&proxy{URL: b.URL}, "sk-direct").Conversations.New(ctxTimeout(t, 10*time.Second), conversations.ConversationNewParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Conversations.Get(ctxTimeout(t, 10*time.Second), elsewhere.ID)
+	if err != nil || got.ID != elsewhere.ID {
+		t.Fatalf("GET a conversation created elsewhere: %v", err)
+	}
+	other, _ := openaiClient(&proxy{URL: b.URL}, "sk-direct").Conversations.New(ctxTimeout(t, 10*time.Second), conversations.ConversationNewParams{})
+	aBefore := responsesCalls(a)
+	if _, err := c.Responses.New(ctxTimeout(t, 10*time.Second), turnInConversation(other.ID)); err != nil {
+		t.Fatalf("a turn in a conversation created elsewhere: %v", err)
+	}
+	if v := hedgeProviderView(t, p, a); v["state"] != "closed" || v["consecutive_failures"] != 0.0 {
+		t.Fatalf("a's breaker was charged for not holding the conversation: %v", v)
+	}
+	if responsesCalls(a) > aBefore+1 {
+		t.Fatalf("a was asked %d times for one conversation", responsesCalls(a)-aBefore)
 	}
 }

@@ -20,6 +20,12 @@ import (
 // maxStoredFiles bounds the files kept; the oldest are forgotten first.
 const maxStoredFiles = 1000
 
+// heldObjects are the objects besides responses this simulator holds.
+type heldObjects struct {
+	files         fileStore
+	conversations conversationStore
+}
+
 // storedFile is an uploaded file.
 type storedFile struct {
 	id, name, purpose, mime string
@@ -105,15 +111,15 @@ func (ex *exchange) serveFiles() bool {
 		ex.uploadFile(anthropic)
 	case id == "":
 		ex.fail(http.StatusMethodNotAllowed, "Method Not Allowed: use POST")
-	case ex.s.files.get(id) == nil:
+	case ex.s.held.files.get(id) == nil:
 		ex.fileNotFound(id)
 	case ex.r.Method == http.MethodGet && action == "":
-		ex.sendJSON(ex.s.files.get(id).object(), 0)
+		ex.sendJSON(ex.s.held.files.get(id).object(), 0)
 	case ex.r.Method == http.MethodGet:
 		ex.writeHeader(http.StatusOK, "application/octet-stream")
 		_, _ = io.WriteString(ex.w, "simulated file "+id)
 	case ex.r.Method == http.MethodDelete && action == "":
-		ex.s.files.remove(id)
+		ex.s.held.files.remove(id)
 		if anthropic {
 			ex.sendJSON(mustJSON(map[string]string{"id": id, "type": "file_deleted"}), 0)
 		} else {
@@ -144,7 +150,7 @@ func (ex *exchange) uploadFile(anthropic bool) {
 	if anthropic {
 		f.id = "file_" + hex.EncodeToString(raw[:])
 	}
-	ex.s.files.put(f)
+	ex.s.held.files.put(f)
 	ex.sendJSON(f.object(), 0)
 }
 
@@ -170,7 +176,7 @@ func (ex *exchange) resolveFiles(body []byte) bool {
 	if json.Unmarshal(body, &v) != nil {
 		return true
 	}
-	if id := missingFile(v, &ex.s.files); id != "" {
+	if id := missingFile(v, &ex.s.held.files); id != "" {
 		ex.fileNotFound(id)
 		return false
 	}
