@@ -195,4 +195,5 @@ func TestFleet(t *testing.T) {
 	t.Run("FilesAcrossInstances", f.filesAcrossInstances)
 	t.Run("RollingRestartUnderLoad", f.rollingRestartUnderLoad)
 	t.Run("DeadPrimaryBound", f.deadPrimaryBound)
+	t.Run("CodexThroughBalancer", f.codexThroughBalancer)
 }
