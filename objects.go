@@ -101,10 +101,11 @@ func (h *Handler) pinObject(st *requestState, body []byte) {
 
 // objectMissing reports whether an error answer says o is not at that
 // provider, in each API's words: a 404 (OpenAI, Anthropic, Gemini) or a
-// 400 or 403 (a completion naming it; Gemini's PERMISSION_DENIED for a
-// file or cache of another project) whose message names the id and says
-// it is not there; or a 404 of Anthropic's not_found_error or Gemini's
-// NOT_FOUND whose message names the kind. A model not found is never one.
+// 400 or 403 (a completion naming it) whose message names the id and says
+// it is not there; or, with a message naming the kind and not a model, a
+// 404 of Anthropic's not_found_error or Gemini's NOT_FOUND, or Gemini's
+// 403 PERMISSION_DENIED ("CachedContent not found (or permission
+// denied)": another project's cache or file is not visible).
 func objectMissing(o objectRef, status int, body []byte) bool {
 	if status != http.StatusNotFound && status != http.StatusBadRequest && status != http.StatusForbidden {
 		return false
@@ -113,18 +114,21 @@ func objectMissing(o objectRef, status int, body []byte) bool {
 	if bytes.Contains(msg, []byte(o.id)) {
 		return status == http.StatusNotFound || saysAbsent(msg)
 	}
-	if status != http.StatusNotFound {
+	lower := bytes.ToLower(msg)
+	if bytes.Contains(lower, []byte("model")) || !bytes.Contains(lower, []byte(kindWord[o.kind])) {
 		return false
 	}
 	typ, _ := jsonscan.Lookup(body, "error", "type")
 	if len(typ) == 0 {
 		typ, _ = jsonscan.Lookup(body, "error", "status")
 	}
-	if string(typ) != `"not_found_error"` && string(typ) != `"NOT_FOUND"` {
-		return false
+	switch status {
+	case http.StatusNotFound:
+		return string(typ) == `"not_found_error"` || string(typ) == `"NOT_FOUND"`
+	case http.StatusForbidden:
+		return string(typ) == `"PERMISSION_DENIED"` && saysAbsent(msg)
 	}
-	lower := bytes.ToLower(msg)
-	return !bytes.Contains(lower, []byte("model")) && bytes.Contains(lower, []byte(kindWord[o.kind]))
+	return false
 }
 
 // kindWord is how the APIs' messages name a kind.

@@ -101,6 +101,9 @@ func TestObjectMissingShapes(t *testing.T) {
 		{file, 404, `{"type":"error","error":{"type":"not_found_error","message":"model: claude-x"}}`, false},
 		{file, 403, `{"error":{"code":403,"message":"You do not have permission to access the File file-42 or it may not exist.","status":"PERMISSION_DENIED"}}`, true},
 		{objectRef{objectCache, "c1"}, 404, `{"error":{"code":404,"message":"CachedContent not found (or permission denied)","status":"NOT_FOUND"}}`, true},
+		{objectRef{objectCache, "c1"}, 403, `{"error":{"code":403,"message":"CachedContent not found (or permission denied)","status":"PERMISSION_DENIED"}}`, true},
+		{file, 403, `{"error":{"code":403,"message":"Permission denied: the API key lacks access to the model","status":"PERMISSION_DENIED"}}`, false},
+		{file, 403, `{"type":"error","error":{"type":"permission_error","message":"This file is not accessible."}}`, false},
 		{file, 500, `{"error":{"message":"No such File object: file-42"}}`, false},
 		{file, 429, `{"error":{"message":"file-42 not found"}}`, false},
 	}
