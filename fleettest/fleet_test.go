@@ -25,7 +25,7 @@ const instanceCaddyfile = `{
 	admin 127.0.0.1:{$FLEET_ADMIN_PORT}
 	persist_config off
 	grace_period 30s
-	shutdown_delay 600ms
+	shutdown_delay 1s
 }
 
 http://127.0.0.1:{$FLEET_PORT} {

@@ -103,7 +103,7 @@ func stream(ctx context.Context, c openai.Client) (instance, failure string) {
 func (f *fleet) rollingRestartUnderLoad(t *testing.T) {
 	for _, name := range []string{"a", "b"} {
 		cfg := f.sims[name].Config()
-		cfg.TokenDelay = simDuration(120)
+		cfg.TokenDelay = simDuration(150)
 		if err := f.sims[name].SetConfig(cfg); err != nil {
 			t.Fatal(err)
 		}
