@@ -48,9 +48,44 @@ func (o objectRef) tableKey() string {
 	return o.kind.String() + "\x00" + o.id
 }
 
-// objectIDValue decodes a raw JSON string holding an object id, with the
-// rules of a response id (at most 256 printable bytes, no URL delimiters).
-func objectIDValue(v []byte) string { return responseIDValue(v) }
+// maxObjectIDLen bounds an object id the proxy remembers or looks up.
+const maxObjectIDLen = 256
+
+// objectIDValue decodes a raw JSON string holding an object id, or "" for
+// one that is not plausible (validObjectID).
+func objectIDValue(v []byte) string {
+	if !jsonscan.IsString(v) || len(v) > 2+6*maxObjectIDLen {
+		return ""
+	}
+	var buf [maxObjectIDLen]byte
+	id := v[1 : len(v)-1]
+	if bytes.IndexByte(id, '\\') >= 0 {
+		id = jsonscan.AppendString(buf[:0], v)
+	}
+	if !validObjectID(id) {
+		return ""
+	}
+	return string(id)
+}
+
+// validObjectID: ids are stored, logged and matched against request
+// paths, so one is at most 256 bytes of printable ASCII without spaces,
+// quotes, backslashes or the URL delimiters / ? # % (as a response id).
+func validObjectID(id []byte) bool {
+	if len(id) == 0 || len(id) > maxObjectIDLen {
+		return false
+	}
+	for _, c := range id {
+		if c <= ' ' || c >= 0x7f {
+			return false
+		}
+		switch c {
+		case '"', '\\', '/', '?', '#', '%':
+			return false
+		}
+	}
+	return true
+}
 
 // objectOwner returns the configured provider holding o for the client
 // of r, if known.

@@ -44,7 +44,7 @@ func objectOfPath(p string) (objectRef, bool) {
 			continue
 		}
 		id, _, _ := strings.Cut(rest, "/")
-		if validResponseID([]byte(id)) {
+		if validObjectID([]byte(id)) {
 			return objectRef{c.kind, id}, true
 		}
 	}

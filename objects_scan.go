@@ -69,7 +69,7 @@ func topLevelID(body []byte, key string) string {
 // resourceID returns the last segment of a resource name after marker
 // ("cachedContents/abc", ".../v1beta/files/abc" -> "abc"), or "".
 func resourceID(v []byte, marker string) string {
-	if !jsonscan.IsString(v) || len(v) > 2+6*maxResponseIDLen {
+	if !jsonscan.IsString(v) || len(v) > 2+6*maxObjectIDLen {
 		return ""
 	}
 	s := jsonscan.Unquote(v)
@@ -78,7 +78,7 @@ func resourceID(v []byte, marker string) string {
 		return ""
 	}
 	id := s[i+len(marker):]
-	if !validResponseID([]byte(id)) {
+	if !validObjectID([]byte(id)) {
 		return ""
 	}
 	return id
