@@ -82,6 +82,7 @@ type discovery struct {
 	done   chan struct{} // nil: not led (bound reached) or already ended
 	misses int           // not-found answers: they do not count as attempts
 	ended  bool
+	ref    wire.ObjectRef // what is looked for (objects.go); zero: the response key.id
 }
 
 // discoverOwner is called for a Responses id the owner table does not
@@ -114,6 +115,9 @@ func (h *Handler) discoverOwner(r *http.Request, id string) (*provider, *discove
 // provider: OpenAI's previous_response_not_found (400 or 404), or for a
 // call by id a 404 invalid_request_error that names the id.
 func (d *discovery) missing(status int, body []byte) bool {
+	if d.ref.Kind != wire.ObjectResponse {
+		return objectMissing(d.ref, status, body)
+	}
 	if status != http.StatusNotFound && status != http.StatusBadRequest {
 		return false
 	}

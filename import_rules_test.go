@@ -19,6 +19,7 @@ var importRules = map[string][]string{
 	"internal/sse":         nil,
 	"internal/sse/ssetest": nil,
 	"internal/limit":       nil,
+	"fleettest":            nil, // tests only: the fleet of real processes
 	// The layers below the root (docs/architecture.md). A new package is
 	// added here, in its layer, or the test fails.
 	"internal/wire": {"internal/sse", "internal/jsonscan", "internal/genai"},

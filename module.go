@@ -236,8 +236,8 @@ func (h *Handler) Cleanup() error {
 		t.CloseIdleConnections()
 	}
 	if h.owners != nil {
+		// kept: requests of this config outlive a reload and remember ids
 		releaseResponseOwners()
-		h.owners = nil
 	}
 	return nil
 }

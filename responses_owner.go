@@ -197,7 +197,11 @@ func (h *Handler) ownerOf(r *http.Request, id string) *provider {
 // holds it alone, hedging and the fallback models are off; same-provider
 // retries stay.
 func (h *Handler) pinResponse(st *requestState, body []byte) {
-	if st.dialect != dialectResponses || h.owners == nil {
+	if h.owners == nil {
+		return
+	}
+	if st.dialect != dialectResponses {
+		h.pinObject(st, body) // objects.go: a file, a container, a cache
 		return
 	}
 	if id := responses.PreviousResponseID(body); id != "" {
@@ -207,7 +211,9 @@ func (h *Handler) pinResponse(st *requestState, body []byte) {
 				st.skips = append(st.skips, chainEntry{OffsetMs: msSince(st.start), Event: "discover"})
 			}
 		}
+		return
 	}
+	h.pinObject(st, body) // a conversation, a file
 }
 
 // pinPlan narrows the candidates of a pinned request to its owner. An
@@ -283,7 +289,7 @@ func (h *Handler) forwardTargets(w http.ResponseWriter, st *requestState, d wire
 	r := st.r
 	id := responseIDOfPath(r.Method, r.URL.Path)
 	if id == "" {
-		return h.auxCandidates(d), true
+		return h.objectTargets(st, d), true // objects_paths.go
 	}
 	st.dialect = dialectResponses
 	if h.owners != nil {
@@ -312,7 +318,7 @@ func (h *Handler) forwardMissed(st *requestState, a *attempt, last bool) bool {
 	if d == nil || d.ended || a.resp.StatusCode != http.StatusNotFound {
 		return false
 	}
-	h.readUpstreamError(a, dialectResponses, st.r.Context())
+	h.readUpstreamError(a, st.dialect, st.r.Context())
 	a.status = a.resp.StatusCode
 	if !d.missing(a.status, a.errBody) {
 		return false

@@ -133,6 +133,9 @@ func guessWire(r *http.Request) wire {
 }
 
 func (ex *exchange) serve() {
+	if ex.serveFiles() || ex.serveConversations() {
+		return
+	}
 	ep, method, w := route(ex.r)
 	ex.wire, ex.ep = w, ep
 	gw, gemini := w.(*geminiWire)
@@ -266,5 +269,5 @@ func (ex *exchange) readBody(ep endpoint) bool {
 	if ex.p.cfg.Model != "" {
 		ex.model = ex.p.cfg.Model
 	}
-	return true
+	return ex.resolveFiles(body) && ex.resolveConversation(body)
 }

@@ -29,6 +29,8 @@ type Simulator struct {
 	setMu sync.Mutex // serializes SetConfig and SetFaults
 	rec   recorder
 	store responseStore // Responses API responses, for GET by id and previous_response_id
+	held  heldObjects   // uploaded files and conversations (files.go, conversations.go)
+	files fileStore     // uploaded files (files.go)
 	ids   atomic.Uint64
 	quota quotaBook // per-key use of the quotas
 

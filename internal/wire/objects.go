@@ -1,0 +1,185 @@
+package wire
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+)
+
+// AppendKeyIDs appends, as objects of kind, the id values of every member
+// named key at any depth of a JSON body (up to cap(out); a value that is
+// no plausible id is skipped). Bodies are walked in place.
+func AppendKeyIDs(body []byte, key string, kind ObjectKind, out []ObjectRef, id func([]byte) string) []ObjectRef {
+	it, ok := jsonscan.Open(body, 0, 0)
+	if !ok {
+		return out
+	}
+	return walkKeyIDs(&it, key, kind, out, id)
+}
+
+func walkKeyIDs(it *jsonscan.Iter, key string, kind ObjectKind, out []ObjectRef, id func([]byte) string) []ObjectRef {
+	for it.Next() && len(out) < cap(out) {
+		if it.IsObject() && it.KeyIs(key) {
+			if v := id(it.Value()); v != "" {
+				out = append(out, ObjectRef{kind, v})
+			}
+			continue
+		}
+		if c, ok := it.Enter(); ok {
+			out = walkKeyIDs(&c, key, kind, out, id)
+			it.Leave(&c)
+		}
+	}
+	return out
+}
+
+// TopLevelID returns the id a top-level member names: a string id, or an
+// object's "id" (`"conversation": {"id": ...}`, `"container": {...}`).
+func TopLevelID(body []byte, key string) string {
+	var id string
+	_ = jsonscan.ScanTopLevel(body, func(k []byte, s, e int) bool {
+		if jsonscan.KeyIs(k, key) {
+			v := body[s:e]
+			if !jsonscan.IsString(v) {
+				v, _ = jsonscan.Lookup(v, "id")
+			}
+			id = ObjectIDValue(v)
+		}
+		return true
+	})
+	return id
+}
+
+// ResourceID returns the last segment of a resource name after marker
+// ("cachedContents/abc", ".../v1beta/files/abc" -> "abc"), or "".
+func ResourceID(v []byte, marker string) string {
+	if !jsonscan.IsString(v) || len(v) > 2+6*maxObjectIDLen {
+		return ""
+	}
+	s := jsonscan.Unquote(v)
+	i := strings.LastIndex(s, marker)
+	if i < 0 {
+		return ""
+	}
+	id := s[i+len(marker):]
+	if !ValidObjectID([]byte(id)) {
+		return ""
+	}
+	return id
+}
+
+// objectKind is what a provider holds.
+type ObjectKind uint8
+
+const (
+	ObjectResponse ObjectKind = iota
+	ObjectFile
+	ObjectConversation
+	ObjectContainer
+	ObjectCache
+	ObjectBatch
+)
+
+var objectKindNames = [...]string{"response", "file", "conversation", "container", "cache", "batch"}
+
+func (k ObjectKind) String() string { return objectKindNames[k] }
+
+// objectRef names one object.
+type ObjectRef struct {
+	Kind ObjectKind
+	ID   string
+}
+
+// tableKey is the object's key in the owner table: a response's bare id,
+// as the table always held them; other kinds behind their name and a NUL,
+// which no id holds (validResponseID), so kinds never collide.
+func (o ObjectRef) TableKey() string {
+	if o.Kind == ObjectResponse {
+		return o.ID
+	}
+	return o.Kind.String() + "\x00" + o.ID
+}
+
+// maxObjectIDLen bounds an object id the proxy remembers or looks up.
+const maxObjectIDLen = 256
+
+// objectIDValue decodes a raw JSON string holding an object id, or "" for
+// one that is not plausible (validObjectID).
+func ObjectIDValue(v []byte) string {
+	if !jsonscan.IsString(v) || len(v) > 2+6*maxObjectIDLen {
+		return ""
+	}
+	var buf [maxObjectIDLen]byte
+	id := v[1 : len(v)-1]
+	if bytes.IndexByte(id, '\\') >= 0 {
+		id = jsonscan.AppendString(buf[:0], v)
+	}
+	if !ValidObjectID(id) {
+		return ""
+	}
+	return string(id)
+}
+
+// validObjectID: ids are stored, logged and matched against request
+// paths, so one is at most 256 bytes of printable ASCII without spaces,
+// quotes, backslashes or the URL delimiters / ? # % (as a response id).
+func ValidObjectID(id []byte) bool {
+	if len(id) == 0 || len(id) > maxObjectIDLen {
+		return false
+	}
+	for _, c := range id {
+		if c <= ' ' || c >= 0x7f {
+			return false
+		}
+		switch c {
+		case '"', '\\', '/', '?', '#', '%':
+			return false
+		}
+	}
+	return true
+}
+
+// ObjectNamer is the capability of a dialect whose requests name
+// provider-held objects (files, containers, conversations, caches): its
+// rules say where. The engine routes such a request to the objects'
+// holder (objects.go in the root).
+type ObjectNamer interface {
+	ObjectRules() []ObjectRule
+}
+
+// ObjectRule says where a dialect's requests name one kind of object.
+type ObjectRule struct {
+	// Marker: a body without it names no such object (one byte search,
+	// the whole cost for a request that names none).
+	Marker []byte
+	// Key is the member naming the object: at the top level (a string id
+	// or an object's "id") when TopLevel, else at any depth.
+	Key      string
+	Kind     ObjectKind
+	TopLevel bool
+	// ID decodes the member's value into an id; nil: ObjectIDValue.
+	ID func([]byte) string
+}
+
+// NamedObjects appends the objects a body names by rules, up to cap(out).
+func NamedObjects(rules []ObjectRule, body []byte, out []ObjectRef) []ObjectRef {
+	for i := range rules {
+		r := &rules[i]
+		if len(out) >= cap(out) || !bytes.Contains(body, r.Marker) {
+			continue
+		}
+		if r.TopLevel {
+			if id := TopLevelID(body, r.Key); id != "" {
+				out = append(out, ObjectRef{Kind: r.Kind, ID: id})
+			}
+			continue
+		}
+		id := r.ID
+		if id == nil {
+			id = ObjectIDValue
+		}
+		out = AppendKeyIDs(body, r.Key, r.Kind, out, id)
+	}
+	return out
+}
