@@ -40,7 +40,7 @@ type attempt struct {
 	reason      string          // why it started: initial, hedge_triggered, retry, failover, fallback, context_fallback, probe
 	probe       bool            // the half-open probe of p's breaker
 	key         *health.PoolKey // the configured key it uses; nil: the client's own
-	keyAnswered bool            // a response came: no longer awaited on key (keys.go)
+	keyAnswered bool            // a response came: no longer awaited on key (candidates.go)
 	keySent     int64           // its place among the sends with key
 	keyBefore   int64           // the attempts awaiting a response on key when it was sent
 	epoch       int64           // p's health epoch when the attempt began (admin resets)

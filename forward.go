@@ -143,7 +143,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 		}
 		a.firstEvent = max(time.Since(a.start), time.Millisecond)
 		a.outcome = "request_success"
-		h.noteCreated(st, a) // objects_paths.go
+		h.noteCreated(st, a) // objects.go
 		st.winner, st.status = a, resp.StatusCode
 		h.relayForwarded(w, st, a)
 		return nil

@@ -51,7 +51,7 @@ type responseOwners struct {
 	capacity, perClient int
 	clients             map[uint64]*affinity.Table
 	total               int         // ids held, expired ones not yet swept included
-	flights             discoveries // of ids not in the table (discover.go)
+	flights             discoveries // of ids not in the table (objects.go)
 }
 
 // Destruct implements caddy.Destructor; the table holds no goroutine.
@@ -283,13 +283,13 @@ func responseIDOfPath(method, p string) string {
 // forwardTargets are the providers a forwarded call may go to: a call on
 // a response by id goes to its creator alone; one whose creator is not
 // known is discovered among the providers serving Responses clients
-// (discover.go); one that no provider serves is 404 in OpenAI's shape
+// (objects.go); one that no provider serves is 404 in OpenAI's shape
 // (false: answered). Any other call goes to the providers of its dialect.
 func (h *Handler) forwardTargets(w http.ResponseWriter, st *requestState, d wire.Dialect) ([]*provider, bool) {
 	r := st.r
 	id := responseIDOfPath(r.Method, r.URL.Path)
 	if id == "" {
-		return h.objectTargets(st, d), true // objects_paths.go
+		return h.objectTargets(st, d), true // objects.go
 	}
 	st.dialect = dialectResponses
 	if h.owners != nil {

@@ -73,10 +73,10 @@ type requestState struct {
 	quotaUntil   int64
 
 	// pinned is the creator of previous_response_id: the only candidate
-	// (responses_pin.go).
+	// (responses_owner.go).
 	pinned *provider
 	// discover is the discovery of a previous_response_id or path id
-	// this instance does not know (discover.go), or nil.
+	// this instance does not know (objects.go), or nil.
 	discover *discovery
 
 	// continuation (resume.go): the strategy of the race running now

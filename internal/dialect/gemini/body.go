@@ -1,6 +1,6 @@
 package gemini
 
-// The Gemini dialect (dialect_gemini.go): complete bodies, usage and cachedContent.
+// The Gemini dialect (dialect.go): complete bodies, usage and cachedContent.
 
 import (
 	"bytes"

@@ -1,6 +1,6 @@
 package gemini
 
-// The Gemini dialect (dialect_gemini.go): error shapes, statuses and classification.
+// The Gemini dialect (dialect.go): error shapes, statuses and classification.
 
 import (
 	"encoding/json"

@@ -1,6 +1,6 @@
 package gemini
 
-// The Gemini dialect (dialect_gemini.go): what the chunks of a stream say.
+// The Gemini dialect (dialect.go): what the chunks of a stream say.
 
 import (
 	"bytes"

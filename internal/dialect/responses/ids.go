@@ -1,6 +1,6 @@
 package responses
 
-// The Responses dialect (dialect_responses.go): response ids, session keys and error shapes.
+// The Responses dialect (dialect.go): response ids, session keys and error shapes.
 
 import (
 	"bytes"
