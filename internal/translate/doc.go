@@ -23,22 +23,23 @@
 // Before dialing a candidate whose format differs from the client's:
 //
 //	pair, _ := translate.For(clientFormat, providerAPI)
-//	body, losses, err := pair.Request(clientBody, targetModel)
+//	tr, err := pair.Request(clientBody, targetModel)   // tr.Body, tr.Losses
 //	// err: the client's body is not a valid request:
 //	//   translate.ClientError(clientFormat, 400, err.Error()).
-//	// translate.Material(losses): skip this candidate before sending a byte
+//	// translate.Material(tr.Losses): skip this candidate before sending a byte
 //	//   (chain "translate_skip", metric); when no candidate is left, answer
 //	//   translate.Refusal(clientFormat, allLosses), which names them.
-//	// otherwise: send body to translate.TargetPath(providerAPI, targetModel, stream),
-//	//   with the provider's own auth; name translate.Describe(losses, false)
+//	// otherwise: send tr.Body to translate.TargetPath(providerAPI, targetModel, stream),
+//	//   with the provider's own auth; name translate.Describe(tr.Losses, false)
 //	//   in the log and a response header when it is not "".
 //
 // The target's answer, classified by the target's own dialect (first valid
-// event, terminal, fake 200), reaches the client through the pair:
+// event, terminal, fake 200), reaches the client through the translation
+// of that request:
 //
-//	non-stream 2xx:  out, err := pair.Response(targetBody)   // err: a bad answer, fail over before commit
+//	non-stream 2xx:  out, err := tr.Response(targetBody)   // err: a bad answer, fail over before commit
 //	error status:    status, out := pair.Error(status, targetBody)
-//	stream:          s := pair.NewStream()   // one per attempt
+//	stream:          s := tr.NewStream()   // one per attempt
 //	                 for each target event: dst, err = s.Event(dst, ev)
 //	                 at the target's end of body: dst, err = s.End(dst)
 //	                 on any err (or the caller's own, e.g. a read error):

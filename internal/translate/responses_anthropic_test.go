@@ -78,7 +78,7 @@ func TestResponsesToAnthropicRequest(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, losses, err := p.Request([]byte(c.body), "claude-sonnet-4-5")
+			out, losses, err := request(p, []byte(c.body), "claude-sonnet-4-5")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +109,7 @@ func TestResponsesToAnthropicRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, losses, err := p.Request([]byte(c.body), "claude")
+			_, losses, err := request(p, []byte(c.body), "claude")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,7 +164,7 @@ func TestResponsesToAnthropicRequestErrors(t *testing.T) {
 		`{"model":"m","input":[{"role":"tool","content":"x"}]}`,
 		`{"model":"m","input":"x","tool_choice":"sometimes"}`,
 	} {
-		if _, _, err := p.Request([]byte(body), "claude"); err == nil {
+		if _, _, err := request(p, []byte(body), "claude"); err == nil {
 			t.Errorf("%s: no error", body)
 		} else if strings.Contains(err.Error(), "panic") {
 			t.Error(err)

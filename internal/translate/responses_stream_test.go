@@ -146,7 +146,7 @@ func TestResponsesFromAnthropicStream(t *testing.T) {
 			if err != nil || final == nil {
 				t.Fatalf("err %v, clean %v", err, final != nil)
 			}
-			body, err := p.Response(readFile(t, filepath.Join("testdata", "anthropic", c.name+".json")))
+			body, err := minimal(p).Response(readFile(t, filepath.Join("testdata", "anthropic", c.name+".json")))
 			if err != nil {
 				t.Fatal(err)
 			}

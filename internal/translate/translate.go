@@ -67,21 +67,35 @@ type Pair interface {
 	Target() string
 	// Request translates a client request body into the target's body
 	// for targetModel, keeping the stream flag (a streamed Chat request
-	// also asks for usage). It returns every loss; when Material(losses)
-	// the body must not be sent. err is a body that is not a valid
-	// request of the client's format.
-	Request(body []byte, targetModel string) (out []byte, losses []Loss, err error)
-	// Response translates the target's complete non-stream answer into
-	// the client's. An answer that cannot be carried exactly (arguments
-	// that do not parse, an unknown stop reason) is an error.
-	Response(body []byte) ([]byte, error)
-	// NewStream returns the translator of one streamed attempt.
-	NewStream() Stream
+	// also asks for usage), with every loss; when Material(t.Losses) the
+	// body must not be sent. err is a body that is not a valid request of
+	// the client's format. The Translation also reads the target's
+	// answers to this request.
+	Request(body []byte, targetModel string) (*Translation, error)
 	// Error translates the target's error answer (status and body) into
 	// the client's error shape, keeping what agents act on: overload,
 	// rate limits and context overflow.
 	Error(status int, body []byte) (int, []byte)
 }
+
+// Translation is one request translated: the target's body, what it
+// lost, and the way back for the target's answers to it (which may depend
+// on the request, e.g. which tools were the client's custom tools).
+type Translation struct {
+	Body   []byte
+	Losses []Loss
+
+	response  func(body []byte) ([]byte, error)
+	newStream func() Stream
+}
+
+// Response translates the target's complete non-stream answer into the
+// client's. An answer that cannot be carried exactly (arguments that do
+// not parse, an unknown stop reason) is an error.
+func (t *Translation) Response(body []byte) ([]byte, error) { return t.response(body) }
+
+// NewStream returns the translator of one streamed attempt.
+func (t *Translation) NewStream() Stream { return t.newStream() }
 
 // Stream translates one streamed answer, event by event.
 type Stream interface {

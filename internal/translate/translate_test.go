@@ -10,7 +10,7 @@ func TestLossNamesArePrintable(t *testing.T) {
 	p, _ := For(Anthropic, OpenAI)
 	key := "evil\r\nSet-Cookie: x=" + strings.Repeat("a", 300)
 	body := `{"model":"c","max_tokens":1,"messages":[{"role":"user","content":"x"}],` + `"` + strings.ReplaceAll(strings.ReplaceAll(key, "\r", `\r`), "\n", `\n`) + `":1}`
-	_, losses, err := p.Request([]byte(body), "gpt-5")
+	_, losses, err := request(p, []byte(body), "gpt-5")
 	if err != nil {
 		t.Fatal(err)
 	}
