@@ -22,8 +22,13 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // a fresh Stream of p and returns the client's bytes; err is the stream's
 // error (after which Fail's bytes end the output).
 func runStream(p Pair, target []byte, cuts []int) (out []byte, err error) {
+	return runTranslation(minimal(p), target, cuts)
+}
+
+// runTranslation is runStream for the translation of a given request.
+func runTranslation(tr *Translation, target []byte, cuts []int) (out []byte, err error) {
 	rd := sse.NewReader(&ssetest.SplitReader{Data: target, Cuts: cuts}, 0)
-	s := minimal(p).NewStream()
+	s := tr.NewStream()
 	for {
 		ev, rerr := rd.Next()
 		if rerr == io.EOF {

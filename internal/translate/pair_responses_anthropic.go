@@ -16,15 +16,16 @@ func (responsesToAnthropic) Request(body []byte, model string) (*Translation, er
 	if err != nil {
 		return nil, err
 	}
+	custom := customSet(r)
 	return &Translation{Body: out, Losses: mergeLosses(losses, more),
 		response: func(body []byte) ([]byte, error) {
 			r, err := decodeAnthropicResponse(body)
 			if err != nil {
 				return nil, err
 			}
-			return encodeResponsesResponse(r)
+			return encodeResponsesResponse(r, custom)
 		},
-		newStream: func() Stream { return newAnthropicToResponsesStream() },
+		newStream: func() Stream { return newAnthropicToResponsesStream(custom) },
 	}, nil
 }
 
