@@ -67,8 +67,8 @@ func TestResponsesToAnthropicRequest(t *testing.T) {
 		{
 			name:   "no max_output_tokens, stored, reasoning, include, encrypted reasoning in history",
 			body:   `{"model":"gpt-5","reasoning":{"effort":"high"},"include":["reasoning.encrypted_content"],"input":[{"role":"user","content":"x"},{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAAA"},{"role":"assistant","content":"y"},{"role":"user","content":"z"}],"tool_choice":"required","tools":[{"type":"function","name":"f","parameters":{"type":"object"}}]}`,
-			want:   `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]},{"role":"assistant","content":[{"type":"text","text":"y"}]},{"role":"user","content":[{"type":"text","text":"z"}]}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"}}`,
-			losses: "reasoning (dropped); store (the response is not kept for later retrieval) (dropped); include reasoning.encrypted_content (dropped); unlimited output (max_tokens 8192) (dropped); responses reasoning state (kept for responses only) (dropped)",
+			want:   `{"model":"claude-sonnet-4-5","max_tokens":32000,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]},{"role":"assistant","content":[{"type":"text","text":"y"}]},{"role":"user","content":[{"type":"text","text":"z"}]}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"}}`,
+			losses: "reasoning (dropped); store (the response is not kept for later retrieval) (dropped); include reasoning.encrypted_content (dropped); unlimited output (max_tokens 32000) (dropped); responses reasoning state (kept for responses only) (dropped)",
 		},
 		{
 			name: "tool_choice function, none",

@@ -10,8 +10,10 @@ import (
 // OpenAI Responses requests, decoded into the intermediate form.
 
 // DefaultMaxTokens is the max_tokens sent to a target that requires one
-// (Anthropic) when the client stated none; named as an advisory loss.
-var DefaultMaxTokens = 8192
+// (Anthropic) when the client stated none (Codex never does); named as an
+// advisory loss. 32000 is the output limit of Claude Opus 4.x, and below
+// Sonnet's and Haiku 4.5's.
+var DefaultMaxTokens = 32000
 
 // responsesFields classifies the request fields: carried, advisory (how
 // it is served) or material (what it asks for). A field not listed is
