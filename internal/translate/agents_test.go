@@ -44,7 +44,7 @@ func TestAgentRequestsCarry(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.client+"->"+c.target, func(t *testing.T) {
 			p, _ := For(c.client, c.target)
-			tr, err := p.Request([]byte(c.body), "target-model")
+			tr, err := p.Translate([]byte(c.body), "target-model")
 			if err != nil {
 				t.Fatal(err)
 			}

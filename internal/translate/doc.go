@@ -23,7 +23,7 @@
 // Before dialing a candidate whose format differs from the client's:
 //
 //	pair, _ := translate.For(clientFormat, providerAPI)
-//	tr, err := pair.Request(clientBody, targetModel)   // tr.Body, tr.Losses
+//	tr, err := pair.Translate(clientBody, targetModel)   // tr.Body, tr.Losses
 //	// err: the client's body is not a valid request:
 //	//   translate.ClientError(clientFormat, 400, err.Error()).
 //	// translate.Material(tr.Losses): skip this candidate before sending a byte
@@ -44,6 +44,11 @@
 //	                 at the target's end of body: dst, err = s.End(dst)
 //	                 on any err (or the caller's own, e.g. a read error):
 //	                     dst = s.Fail(dst, err)   // the client's error event, then end the response
+//
+// pair.Request, pair.Response and pair.NewStream are the same without the
+// request at hand for the answers: what only a Translation carries back (a
+// Responses client's custom tools, e.g. Codex's apply_patch) is then a
+// material loss.
 //
 // Failback: an Anthropic request bound for an Anthropic provider (the
 // original vendor, recovered) goes through AnthropicFailback first: with

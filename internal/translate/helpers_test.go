@@ -27,8 +27,12 @@ func runStream(p Pair, target []byte, cuts []int) (out []byte, err error) {
 
 // runTranslation is runStream for the translation of a given request.
 func runTranslation(tr *Translation, target []byte, cuts []int) (out []byte, err error) {
+	return runStreamOf(tr.NewStream(), target, cuts...)
+}
+
+// runStreamOf feeds a target stream through s.
+func runStreamOf(s Stream, target []byte, cuts ...int) (out []byte, err error) {
 	rd := sse.NewReader(&ssetest.SplitReader{Data: target, Cuts: cuts}, 0)
-	s := tr.NewStream()
 	for {
 		ev, rerr := rd.Next()
 		if rerr == io.EOF {
@@ -135,7 +139,7 @@ func init() { now = func() time.Time { return time.Unix(1733000000, 0) } }
 
 // request is Pair.Request as the table tests read it.
 func request(p Pair, body []byte, model string) ([]byte, []Loss, error) {
-	tr, err := p.Request(body, model)
+	tr, err := p.Translate(body, model)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -149,7 +153,7 @@ func minimal(p Pair) *Translation {
 	if p.Client() == Responses {
 		body = `{"model":"m","input":"x","store":false}`
 	}
-	tr, err := p.Request([]byte(body), "target-model")
+	tr, err := p.Translate([]byte(body), "target-model")
 	if err != nil {
 		panic(err)
 	}

@@ -7,7 +7,7 @@ type anthropicToChat struct{}
 func (anthropicToChat) Client() string { return Anthropic }
 func (anthropicToChat) Target() string { return OpenAI }
 
-func (anthropicToChat) Request(body []byte, model string) (*Translation, error) {
+func (anthropicToChat) Translate(body []byte, model string) (*Translation, error) {
 	r, losses, err := decodeAnthropicRequest(body)
 	if err != nil {
 		return nil, err
@@ -38,3 +38,17 @@ func mergeLosses(a, b []Loss) []Loss {
 	}
 	return a
 }
+
+func (p anthropicToChat) Request(body []byte, model string) ([]byte, []Loss, error) {
+	return requestOnly(p, body, model)
+}
+
+func (anthropicToChat) Response(body []byte) ([]byte, error) {
+	r, err := decodeChatResponse(body)
+	if err != nil {
+		return nil, err
+	}
+	return encodeAnthropicResponse(r)
+}
+
+func (anthropicToChat) NewStream() Stream { return newChatToAnthropicStream() }

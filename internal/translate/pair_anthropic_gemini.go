@@ -8,7 +8,7 @@ func (anthropicToGemini) Client() string { return Anthropic }
 func (anthropicToGemini) Target() string { return Gemini }
 
 // Request ignores targetModel: Gemini names the model in the path (TargetPath).
-func (anthropicToGemini) Request(body []byte, _ string) (*Translation, error) {
+func (anthropicToGemini) Translate(body []byte, _ string) (*Translation, error) {
 	r, losses, err := decodeAnthropicRequest(body)
 	if err != nil {
 		return nil, err
@@ -32,3 +32,17 @@ func (anthropicToGemini) Request(body []byte, _ string) (*Translation, error) {
 func (anthropicToGemini) Error(status int, body []byte) (int, []byte) {
 	return geminiErrorToAnthropic(status, body)
 }
+
+func (p anthropicToGemini) Request(body []byte, model string) ([]byte, []Loss, error) {
+	return requestOnly(p, body, model)
+}
+
+func (anthropicToGemini) Response(body []byte) ([]byte, error) {
+	r, err := decodeGeminiResponse(body)
+	if err != nil {
+		return nil, err
+	}
+	return encodeAnthropicResponse(r)
+}
+
+func (anthropicToGemini) NewStream() Stream { return &geminiToAnthropicStream{} }

@@ -7,7 +7,7 @@ type anthropicToResponses struct{}
 func (anthropicToResponses) Client() string { return Anthropic }
 func (anthropicToResponses) Target() string { return Responses }
 
-func (anthropicToResponses) Request(body []byte, model string) (*Translation, error) {
+func (anthropicToResponses) Translate(body []byte, model string) (*Translation, error) {
 	r, losses, err := decodeAnthropicRequest(body)
 	if err != nil {
 		return nil, err
@@ -31,3 +31,17 @@ func (anthropicToResponses) Request(body []byte, model string) (*Translation, er
 func (anthropicToResponses) Error(status int, body []byte) (int, []byte) {
 	return openAIErrorToAnthropic(status, body)
 }
+
+func (p anthropicToResponses) Request(body []byte, model string) ([]byte, []Loss, error) {
+	return requestOnly(p, body, model)
+}
+
+func (anthropicToResponses) Response(body []byte) ([]byte, error) {
+	r, err := decodeResponsesAnswer(body)
+	if err != nil {
+		return nil, err
+	}
+	return encodeAnthropicResponse(r)
+}
+
+func (anthropicToResponses) NewStream() Stream { return newResponsesToAnthropicStream() }

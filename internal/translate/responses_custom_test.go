@@ -20,7 +20,7 @@ const codexCustomRequest = `{"model":"gpt-5-codex","store":false,"stream":true,"
 
 func TestResponsesCustomToolRequest(t *testing.T) {
 	p, _ := For(Responses, Anthropic)
-	tr, err := p.Request([]byte(codexCustomRequest), "claude-sonnet-4-5")
+	tr, err := p.Translate([]byte(codexCustomRequest), "claude-sonnet-4-5")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestResponsesCustomToolRequest(t *testing.T) {
 
 func TestResponsesCustomToolAnswer(t *testing.T) {
 	p, _ := For(Responses, Anthropic)
-	tr, err := p.Request([]byte(codexCustomRequest), "claude-sonnet-4-5")
+	tr, err := p.Translate([]byte(codexCustomRequest), "claude-sonnet-4-5")
 	if err != nil {
 		t.Fatal(err)
 	}
