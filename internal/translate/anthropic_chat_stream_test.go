@@ -114,7 +114,7 @@ func TestAnthropicFromChatStream(t *testing.T) {
 				}
 				// The non-stream answer is refused alike.
 				if body := filepath.Join("testdata", "chat", c.name+".json"); fileExists(body) {
-					if _, err := p.Response(readFile(t, body)); err == nil {
+					if _, err := minimal(p).Response(readFile(t, body)); err == nil {
 						t.Errorf("the non-stream answer translates")
 					}
 				}
@@ -123,7 +123,7 @@ func TestAnthropicFromChatStream(t *testing.T) {
 			if err != nil || !stopped {
 				t.Fatalf("err %v, stopped %v", err, stopped)
 			}
-			body, err := p.Response(readFile(t, filepath.Join("testdata", "chat", c.name+".json")))
+			body, err := minimal(p).Response(readFile(t, filepath.Join("testdata", "chat", c.name+".json")))
 			if err != nil {
 				t.Fatal(err)
 			}

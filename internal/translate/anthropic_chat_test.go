@@ -103,7 +103,7 @@ func TestAnthropicToChatRequest(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, losses, err := p.Request([]byte(c.body), "gpt-5")
+			out, losses, err := request(p, []byte(c.body), "gpt-5")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,7 +140,7 @@ func TestAnthropicToChatRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, losses, err := p.Request([]byte(c.body), "gpt-5")
+			_, losses, err := request(p, []byte(c.body), "gpt-5")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -163,7 +163,7 @@ func TestAnthropicToChatRequestErrors(t *testing.T) {
 		`{"model":"c","messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"sometimes"}}`,
 		`{"model":"c","messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":[1]}]}]}`,
 	} {
-		if _, _, err := p.Request([]byte(body), "gpt-5"); err == nil {
+		if _, _, err := request(p, []byte(body), "gpt-5"); err == nil {
 			t.Errorf("%s: no error", body)
 		}
 	}

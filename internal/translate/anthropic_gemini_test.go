@@ -72,7 +72,7 @@ func TestAnthropicToGeminiRequest(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, losses, err := p.Request([]byte(c.body), "gemini-2.5-pro")
+			out, losses, err := request(p, []byte(c.body), "gemini-2.5-pro")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,7 +98,7 @@ func TestAnthropicToGeminiRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, losses, err := p.Request([]byte(c.body), "g")
+			_, losses, err := request(p, []byte(c.body), "g")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +178,7 @@ func TestAnthropicFromGeminiStream(t *testing.T) {
 					t.Fatalf("err %v, stopped %v, error event %q", err, stopped, errEvent)
 				}
 				if body := filepath.Join("testdata", "gemini", c.name+".json"); fileExists(body) {
-					if _, err := p.Response(readFile(t, body)); err == nil {
+					if _, err := minimal(p).Response(readFile(t, body)); err == nil {
 						t.Errorf("the non-stream answer translates")
 					}
 				}
@@ -187,7 +187,7 @@ func TestAnthropicFromGeminiStream(t *testing.T) {
 			if err != nil || !stopped {
 				t.Fatalf("err %v, stopped %v", err, stopped)
 			}
-			body, err := p.Response(readFile(t, filepath.Join("testdata", "gemini", c.name+".json")))
+			body, err := minimal(p).Response(readFile(t, filepath.Join("testdata", "gemini", c.name+".json")))
 			if err != nil {
 				t.Fatal(err)
 			}

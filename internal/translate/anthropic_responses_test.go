@@ -54,7 +54,7 @@ func TestAnthropicToResponsesRequest(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, losses, err := p.Request([]byte(c.body), "gpt-5")
+			out, losses, err := request(p, []byte(c.body), "gpt-5")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +78,7 @@ func TestAnthropicToResponsesRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, losses, err := p.Request([]byte(c.body), "gpt-5")
+			_, losses, err := request(p, []byte(c.body), "gpt-5")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,7 +127,7 @@ func TestAnthropicFromResponsesStream(t *testing.T) {
 					t.Fatalf("err %v, stopped %v, error event %q", err, stopped, errEvent)
 				}
 				if body := filepath.Join("testdata", "responses", c.name+".json"); fileExists(body) {
-					if _, err := p.Response(readFile(t, body)); err == nil {
+					if _, err := minimal(p).Response(readFile(t, body)); err == nil {
 						t.Errorf("the non-stream answer translates")
 					}
 				}
@@ -136,7 +136,7 @@ func TestAnthropicFromResponsesStream(t *testing.T) {
 			if err != nil || !stopped {
 				t.Fatalf("err %v, stopped %v", err, stopped)
 			}
-			body, err := p.Response(readFile(t, filepath.Join("testdata", "responses", c.name+".json")))
+			body, err := minimal(p).Response(readFile(t, filepath.Join("testdata", "responses", c.name+".json")))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,8 +23,8 @@ type anthropicToResponsesStream struct {
 	done     bool // message_stop arrived
 }
 
-func newAnthropicToResponsesStream() *anthropicToResponsesStream {
-	return &anthropicToResponsesStream{w: newResponsesWriter(), open: -1}
+func newAnthropicToResponsesStream(custom map[string]bool) *anthropicToResponsesStream {
+	return &anthropicToResponsesStream{w: newResponsesWriter(custom), open: -1}
 }
 
 // anthropicEvent is what one event carries, as raw slices of its data.

@@ -23,26 +23,32 @@
 // Before dialing a candidate whose format differs from the client's:
 //
 //	pair, _ := translate.For(clientFormat, providerAPI)
-//	body, losses, err := pair.Request(clientBody, targetModel)
+//	tr, err := pair.Translate(clientBody, targetModel)   // tr.Body, tr.Losses
 //	// err: the client's body is not a valid request:
 //	//   translate.ClientError(clientFormat, 400, err.Error()).
-//	// translate.Material(losses): skip this candidate before sending a byte
+//	// translate.Material(tr.Losses): skip this candidate before sending a byte
 //	//   (chain "translate_skip", metric); when no candidate is left, answer
 //	//   translate.Refusal(clientFormat, allLosses), which names them.
-//	// otherwise: send body to translate.TargetPath(providerAPI, targetModel, stream),
-//	//   with the provider's own auth; name translate.Describe(losses, false)
+//	// otherwise: send tr.Body to translate.TargetPath(providerAPI, targetModel, stream),
+//	//   with the provider's own auth; name translate.Describe(tr.Losses, false)
 //	//   in the log and a response header when it is not "".
 //
 // The target's answer, classified by the target's own dialect (first valid
-// event, terminal, fake 200), reaches the client through the pair:
+// event, terminal, fake 200), reaches the client through the translation
+// of that request:
 //
-//	non-stream 2xx:  out, err := pair.Response(targetBody)   // err: a bad answer, fail over before commit
+//	non-stream 2xx:  out, err := tr.Response(targetBody)   // err: a bad answer, fail over before commit
 //	error status:    status, out := pair.Error(status, targetBody)
-//	stream:          s := pair.NewStream()   // one per attempt
+//	stream:          s := tr.NewStream()   // one per attempt
 //	                 for each target event: dst, err = s.Event(dst, ev)
 //	                 at the target's end of body: dst, err = s.End(dst)
 //	                 on any err (or the caller's own, e.g. a read error):
 //	                     dst = s.Fail(dst, err)   // the client's error event, then end the response
+//
+// pair.Request, pair.Response and pair.NewStream are the same without the
+// request at hand for the answers: what only a Translation carries back (a
+// Responses client's custom tools, e.g. Codex's apply_patch) is then a
+// material loss.
 //
 // Failback: an Anthropic request bound for an Anthropic provider (the
 // original vendor, recovered) goes through AnthropicFailback first: with

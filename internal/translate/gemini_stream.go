@@ -31,7 +31,15 @@ func (s *geminiToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error
 	if s.finish != "" {
 		return dst, malformed("gemini chunk after the finishReason")
 	}
-	var cands, usage, errVal, id, model []byte
+	var err error
+	if !s.w.started {
+		if dst, err = s.start(dst, data); err != nil {
+			return dst, err
+		}
+	}
+	// One pass: candidates are applied as the scanner reaches them, so a
+	// text part is read once.
+	var usage, errVal []byte
 	it, ok := jsonscan.Open(data, 0, 0)
 	if !ok || !it.IsObject() {
 		return dst, malformed("gemini chunk is not a JSON object")
@@ -39,15 +47,25 @@ func (s *geminiToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error
 	for it.Next() {
 		switch {
 		case it.KeyIs("candidates"):
-			cands = it.Value()
+			arr, ok := it.Enter()
+			if !ok || arr.IsObject() {
+				return dst, malformed("gemini candidates is not an array")
+			}
+			for n := 0; arr.Next(); n++ {
+				c, ok := arr.Enter()
+				if n > 0 || !ok || !c.IsObject() {
+					return dst, malformed("gemini chunk with a second candidate, or one that is not an object")
+				}
+				if dst, err = s.candidate(dst, &c); err != nil {
+					return dst, err
+				}
+				arr.Leave(&c)
+			}
+			it.Leave(&arr)
 		case it.KeyIs("usageMetadata"):
 			usage = it.Value()
 		case it.KeyIs("error"):
 			errVal = it.Value()
-		case it.KeyIs("responseId"):
-			id = it.Value()
-		case it.KeyIs("modelVersion"):
-			model = it.Value()
 		}
 	}
 	if !it.End() {
@@ -59,43 +77,57 @@ func (s *geminiToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error
 	if len(usage) > 0 && usage[0] == '{' {
 		s.usage = geminiStreamUsage(usage)
 	}
-	var err error
-	if !s.w.started {
-		if dst, err = s.w.start(dst, rawString(id), rawString(model), Usage{Input: s.usage.Input, CacheRead: s.usage.CacheRead}); err != nil {
-			return dst, err
-		}
-	}
-	if len(cands) == 0 {
-		return dst, nil
-	}
-	arr, ok := jsonscan.Open(cands, 0, 0)
-	if !ok || arr.IsObject() {
-		return dst, malformed("gemini candidates is not an array")
-	}
-	n := 0
-	for arr.Next() {
-		if n++; n > 1 {
-			return dst, malformed("gemini chunk with more than one candidate")
-		}
-		c, ok := arr.Enter()
-		if !ok {
-			return dst, malformed("gemini candidate is not an object")
-		}
-		if dst, err = s.candidate(dst, &c); err != nil {
-			return dst, err
-		}
-		arr.Leave(&c)
-	}
 	return dst, nil
 }
 
+// start writes the message start from the first chunk, whose id, model
+// and usage follow its candidates.
+func (s *geminiToAnthropicStream) start(dst, data []byte) ([]byte, error) {
+	if !jsonscan.Valid(data) {
+		return dst, malformed("gemini chunk is not valid JSON")
+	}
+	if e, ok := jsonscan.Lookup(data, "error"); ok && !jsonscan.IsNull(e) {
+		return dst, geminiUpstreamError(e)
+	}
+	id, _ := jsonscan.Lookup(data, "responseId")
+	model, _ := jsonscan.Lookup(data, "modelVersion")
+	if u, ok := jsonscan.Lookup(data, "usageMetadata"); ok && len(u) > 0 && u[0] == '{' {
+		s.usage = geminiStreamUsage(u)
+	}
+	return s.w.start(dst, rawString(id), rawString(model), Usage{Input: s.usage.Input, CacheRead: s.usage.CacheRead})
+}
+
 func (s *geminiToAnthropicStream) candidate(dst []byte, c *jsonscan.Iter) ([]byte, error) {
-	var parts, finish []byte
+	var finish []byte
+	var err error
 	for c.Next() {
 		switch {
 		case c.KeyIs("content"):
-			content := c.Value()
-			parts, _ = jsonscan.Lookup(content, "parts")
+			content, ok := c.Enter()
+			if !ok || !content.IsObject() {
+				return dst, malformed("gemini content is not an object")
+			}
+			for content.Next() {
+				if !content.KeyIs("parts") {
+					continue
+				}
+				parts, ok := content.Enter()
+				if !ok || parts.IsObject() {
+					return dst, malformed("gemini parts is not an array")
+				}
+				for parts.Next() {
+					p, ok := parts.Enter()
+					if !ok || !p.IsObject() {
+						return dst, malformed("gemini part is not an object")
+					}
+					if dst, err = s.part(dst, &p); err != nil {
+						return dst, err
+					}
+					parts.Leave(&p)
+				}
+				content.Leave(&parts)
+			}
+			c.Leave(&content)
 		case c.KeyIs("finishReason"):
 			finish = c.Value()
 		case c.KeyIs("index"):
@@ -104,18 +136,7 @@ func (s *geminiToAnthropicStream) candidate(dst []byte, c *jsonscan.Iter) ([]byt
 			}
 		}
 	}
-	var err error
-	if len(parts) > 0 {
-		it, ok := jsonscan.Open(parts, 0, 0)
-		if !ok || it.IsObject() {
-			return dst, malformed("gemini parts is not an array")
-		}
-		for it.Next() {
-			if dst, err = s.part(dst, it.Value()); err != nil {
-				return dst, err
-			}
-		}
-	}
+	// The finish is applied after the parts, whichever comes first.
 	if len(finish) > 0 && !jsonscan.IsNull(finish) {
 		stop, ok := geminiFinish[rawString(finish)]
 		if !ok {
@@ -129,13 +150,9 @@ func (s *geminiToAnthropicStream) candidate(dst []byte, c *jsonscan.Iter) ([]byt
 	return dst, nil
 }
 
-func (s *geminiToAnthropicStream) part(dst []byte, p []byte) ([]byte, error) {
+func (s *geminiToAnthropicStream) part(dst []byte, it *jsonscan.Iter) ([]byte, error) {
 	var text, call []byte
 	thought := false
-	it, ok := jsonscan.Open(p, 0, 0)
-	if !ok || !it.IsObject() {
-		return dst, malformed("gemini part is not an object")
-	}
 	for it.Next() {
 		switch {
 		case it.KeyIs("text"):

@@ -22,8 +22,17 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // a fresh Stream of p and returns the client's bytes; err is the stream's
 // error (after which Fail's bytes end the output).
 func runStream(p Pair, target []byte, cuts []int) (out []byte, err error) {
+	return runTranslation(minimal(p), target, cuts)
+}
+
+// runTranslation is runStream for the translation of a given request.
+func runTranslation(tr *Translation, target []byte, cuts []int) (out []byte, err error) {
+	return runStreamOf(tr.NewStream(), target, cuts...)
+}
+
+// runStreamOf feeds a target stream through s.
+func runStreamOf(s Stream, target []byte, cuts ...int) (out []byte, err error) {
 	rd := sse.NewReader(&ssetest.SplitReader{Data: target, Cuts: cuts}, 0)
-	s := p.NewStream()
 	for {
 		ev, rerr := rd.Next()
 		if rerr == io.EOF {
@@ -127,3 +136,26 @@ func stringsReader(s string) io.Reader { return bytes.NewReader([]byte(s)) }
 
 // The tests' clock: created_at is the same in every run.
 func init() { now = func() time.Time { return time.Unix(1733000000, 0) } }
+
+// request is Pair.Request as the table tests read it.
+func request(p Pair, body []byte, model string) ([]byte, []Loss, error) {
+	tr, err := p.Translate(body, model)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tr.Body, tr.Losses, nil
+}
+
+// minimal is the translation of a plain request of p's client format,
+// whose answers the goldens feed.
+func minimal(p Pair) *Translation {
+	body := `{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"x"}]}`
+	if p.Client() == Responses {
+		body = `{"model":"m","input":"x","store":false}`
+	}
+	tr, err := p.Translate([]byte(body), "target-model")
+	if err != nil {
+		panic(err)
+	}
+	return tr
+}

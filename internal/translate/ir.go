@@ -1,6 +1,9 @@
 package translate
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // The intermediate form: a superset of the four formats. A client request
 // is decoded into it (with the losses no target could carry), and the
@@ -60,6 +63,39 @@ type Tool struct {
 	Description string
 	Schema      json.RawMessage // JSON Schema of the arguments object
 	Cache       bool
+	// Custom marks a Responses custom tool: its input is free text,
+	// carried to other formats as the string member "input" of the
+	// arguments (customToolSchema).
+	Custom bool
+}
+
+// customToolSchema is the arguments schema a custom tool's free-text
+// input travels in.
+var customToolSchema = json.RawMessage(`{"type":"object","properties":{"input":{"type":"string","description":"The tool input, as free text."}},"required":["input"]}`)
+
+// customSet names the custom tools of a request.
+func customSet(r *Request) map[string]bool {
+	var set map[string]bool
+	for _, t := range r.Tools {
+		if t.Custom {
+			if set == nil {
+				set = map[string]bool{}
+			}
+			set[t.Name] = true
+		}
+	}
+	return set
+}
+
+// customInput reads a custom tool call's free text from its arguments.
+func customInput(args []byte) (string, error) {
+	var in struct {
+		Input *string `json:"input"`
+	}
+	if err := json.Unmarshal(args, &in); err != nil || in.Input == nil {
+		return "", fmt.Errorf("custom tool arguments without a string input: %.80q", args)
+	}
+	return *in.Input, nil
 }
 
 // Tool choice modes.

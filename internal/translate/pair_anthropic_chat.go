@@ -7,27 +7,26 @@ type anthropicToChat struct{}
 func (anthropicToChat) Client() string { return Anthropic }
 func (anthropicToChat) Target() string { return OpenAI }
 
-func (anthropicToChat) Request(body []byte, model string) ([]byte, []Loss, error) {
+func (anthropicToChat) Translate(body []byte, model string) (*Translation, error) {
 	r, losses, err := decodeAnthropicRequest(body)
-	if err != nil {
-		return nil, nil, err
-	}
-	out, more, err := encodeChatRequest(r, model)
-	if err != nil {
-		return nil, nil, err
-	}
-	return out, mergeLosses(losses, more), nil
-}
-
-func (anthropicToChat) Response(body []byte) ([]byte, error) {
-	r, err := decodeChatResponse(body)
 	if err != nil {
 		return nil, err
 	}
-	return encodeAnthropicResponse(r)
+	out, more, err := encodeChatRequest(r, model)
+	if err != nil {
+		return nil, err
+	}
+	return &Translation{Body: out, Losses: mergeLosses(losses, more),
+		response: func(body []byte) ([]byte, error) {
+			r, err := decodeChatResponse(body)
+			if err != nil {
+				return nil, err
+			}
+			return encodeAnthropicResponse(r)
+		},
+		newStream: func() Stream { return newChatToAnthropicStream() },
+	}, nil
 }
-
-func (anthropicToChat) NewStream() Stream { return newChatToAnthropicStream() }
 
 func (anthropicToChat) Error(status int, body []byte) (int, []byte) {
 	return openAIErrorToAnthropic(status, body)
@@ -39,3 +38,17 @@ func mergeLosses(a, b []Loss) []Loss {
 	}
 	return a
 }
+
+func (p anthropicToChat) Request(body []byte, model string) ([]byte, []Loss, error) {
+	return requestOnly(p, body, model)
+}
+
+func (anthropicToChat) Response(body []byte) ([]byte, error) {
+	r, err := decodeChatResponse(body)
+	if err != nil {
+		return nil, err
+	}
+	return encodeAnthropicResponse(r)
+}
+
+func (anthropicToChat) NewStream() Stream { return newChatToAnthropicStream() }

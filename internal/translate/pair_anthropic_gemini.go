@@ -8,16 +8,33 @@ func (anthropicToGemini) Client() string { return Anthropic }
 func (anthropicToGemini) Target() string { return Gemini }
 
 // Request ignores targetModel: Gemini names the model in the path (TargetPath).
-func (anthropicToGemini) Request(body []byte, _ string) ([]byte, []Loss, error) {
+func (anthropicToGemini) Translate(body []byte, _ string) (*Translation, error) {
 	r, losses, err := decodeAnthropicRequest(body)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	out, more, err := encodeGeminiRequest(r)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return out, mergeLosses(losses, more), nil
+	return &Translation{Body: out, Losses: mergeLosses(losses, more),
+		response: func(body []byte) ([]byte, error) {
+			r, err := decodeGeminiResponse(body)
+			if err != nil {
+				return nil, err
+			}
+			return encodeAnthropicResponse(r)
+		},
+		newStream: func() Stream { return &geminiToAnthropicStream{} },
+	}, nil
+}
+
+func (anthropicToGemini) Error(status int, body []byte) (int, []byte) {
+	return geminiErrorToAnthropic(status, body)
+}
+
+func (p anthropicToGemini) Request(body []byte, model string) ([]byte, []Loss, error) {
+	return requestOnly(p, body, model)
 }
 
 func (anthropicToGemini) Response(body []byte) ([]byte, error) {
@@ -29,7 +46,3 @@ func (anthropicToGemini) Response(body []byte) ([]byte, error) {
 }
 
 func (anthropicToGemini) NewStream() Stream { return &geminiToAnthropicStream{} }
-
-func (anthropicToGemini) Error(status int, body []byte) (int, []byte) {
-	return geminiErrorToAnthropic(status, body)
-}

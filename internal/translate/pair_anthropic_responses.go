@@ -7,16 +7,33 @@ type anthropicToResponses struct{}
 func (anthropicToResponses) Client() string { return Anthropic }
 func (anthropicToResponses) Target() string { return Responses }
 
-func (anthropicToResponses) Request(body []byte, model string) ([]byte, []Loss, error) {
+func (anthropicToResponses) Translate(body []byte, model string) (*Translation, error) {
 	r, losses, err := decodeAnthropicRequest(body)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	out, more, err := encodeResponsesRequest(r, model)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return out, mergeLosses(losses, more), nil
+	return &Translation{Body: out, Losses: mergeLosses(losses, more),
+		response: func(body []byte) ([]byte, error) {
+			r, err := decodeResponsesAnswer(body)
+			if err != nil {
+				return nil, err
+			}
+			return encodeAnthropicResponse(r)
+		},
+		newStream: func() Stream { return newResponsesToAnthropicStream() },
+	}, nil
+}
+
+func (anthropicToResponses) Error(status int, body []byte) (int, []byte) {
+	return openAIErrorToAnthropic(status, body)
+}
+
+func (p anthropicToResponses) Request(body []byte, model string) ([]byte, []Loss, error) {
+	return requestOnly(p, body, model)
 }
 
 func (anthropicToResponses) Response(body []byte) ([]byte, error) {
@@ -28,7 +45,3 @@ func (anthropicToResponses) Response(body []byte) ([]byte, error) {
 }
 
 func (anthropicToResponses) NewStream() Stream { return newResponsesToAnthropicStream() }
-
-func (anthropicToResponses) Error(status int, body []byte) (int, []byte) {
-	return openAIErrorToAnthropic(status, body)
-}

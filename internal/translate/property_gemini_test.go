@@ -168,7 +168,7 @@ func TestPropertyAnthropicToGeminiRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, losses, err := p.Request(client, "gemini-2.5-pro")
+		out, losses, err := request(p, client, "gemini-2.5-pro")
 		if err != nil {
 			t.Fatalf("case %d: %v\n%s", i, err, client)
 		}

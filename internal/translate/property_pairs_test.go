@@ -117,7 +117,7 @@ func TestPropertyAnthropicToResponsesRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, losses, err := p.Request(client, "gpt-5")
+		out, losses, err := request(p, client, "gpt-5")
 		if err != nil {
 			t.Fatalf("case %d: %v\n%s", i, err, client)
 		}
@@ -142,7 +142,7 @@ func TestPropertyResponsesToAnthropicRoundTrip(t *testing.T) {
 		if err != nil || len(clientLosses) > 0 {
 			t.Fatalf("case %d: writing the client's request: %v %v", i, err, clientLosses)
 		}
-		out, losses, err := p.Request(client, "claude-sonnet-4-5")
+		out, losses, err := request(p, client, "claude-sonnet-4-5")
 		if err != nil {
 			t.Fatalf("case %d: %v\n%s", i, err, client)
 		}

@@ -285,7 +285,7 @@ func TestPropertyAnthropicToChatRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, losses, err := p.Request(client, "gpt-5")
+		out, losses, err := request(p, client, "gpt-5")
 		if err != nil {
 			t.Fatalf("case %d: %v\n%s", i, err, client)
 		}

@@ -67,8 +67,8 @@ func TestResponsesToAnthropicRequest(t *testing.T) {
 		{
 			name:   "no max_output_tokens, stored, reasoning, include, encrypted reasoning in history",
 			body:   `{"model":"gpt-5","reasoning":{"effort":"high"},"include":["reasoning.encrypted_content"],"input":[{"role":"user","content":"x"},{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAAA"},{"role":"assistant","content":"y"},{"role":"user","content":"z"}],"tool_choice":"required","tools":[{"type":"function","name":"f","parameters":{"type":"object"}}]}`,
-			want:   `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]},{"role":"assistant","content":[{"type":"text","text":"y"}]},{"role":"user","content":[{"type":"text","text":"z"}]}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"}}`,
-			losses: "reasoning (dropped); store (the response is not kept for later retrieval) (dropped); include reasoning.encrypted_content (dropped); unlimited output (max_tokens 8192) (dropped); responses reasoning state (kept for responses only) (dropped)",
+			want:   `{"model":"claude-sonnet-4-5","max_tokens":32000,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]},{"role":"assistant","content":[{"type":"text","text":"y"}]},{"role":"user","content":[{"type":"text","text":"z"}]}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"}}`,
+			losses: "reasoning (dropped); store (the response is not kept for later retrieval) (dropped); include reasoning.encrypted_content (dropped); unlimited output (max_tokens 32000) (dropped); responses reasoning state (kept for responses only) (dropped)",
 		},
 		{
 			name: "tool_choice function, none",
@@ -78,7 +78,7 @@ func TestResponsesToAnthropicRequest(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, losses, err := p.Request([]byte(c.body), "claude-sonnet-4-5")
+			out, losses, err := request(p, []byte(c.body), "claude-sonnet-4-5")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,14 +102,15 @@ func TestResponsesToAnthropicRefusals(t *testing.T) {
 			"hosted tool file_search, hosted tool code_interpreter"},
 		{"item_reference", `{"model":"m","store":false,"input":[{"type":"item_reference","id":"msg_1"}]}`, "item_reference (items stored at OpenAI)"},
 		{"structured output", `{"model":"m","store":false,"input":"x","text":{"format":{"type":"json_schema","name":"n","schema":{}}}}`, "text.format json_schema"},
-		{"custom tool", `{"model":"m","store":false,"input":"x","tools":[{"type":"custom","name":"apply_patch"}]}`, "hosted tool custom"},
+		{"custom tool of an unknown format", `{"model":"m","store":false,"input":"x","tools":[{"type":"custom","name":"apply_patch","format":{"type":"regex"}}]}`, "custom tool format regex"},
+		{"local shell", `{"model":"m","store":false,"input":"x","tools":[{"type":"local_shell"}]}`, "hosted tool local_shell"},
 		{"hosted tool_choice", `{"model":"m","store":false,"input":"x","tool_choice":{"type":"web_search_preview"}}`, "tool_choice web_search_preview"},
 		{"input file", `{"model":"m","store":false,"input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]}`, "content part input_file"},
 		{"unknown field", `{"model":"m","store":false,"input":"x","conversation":"conv_1"}`, "field conversation"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, losses, err := p.Request([]byte(c.body), "claude")
+			_, losses, err := request(p, []byte(c.body), "claude")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,7 +165,7 @@ func TestResponsesToAnthropicRequestErrors(t *testing.T) {
 		`{"model":"m","input":[{"role":"tool","content":"x"}]}`,
 		`{"model":"m","input":"x","tool_choice":"sometimes"}`,
 	} {
-		if _, _, err := p.Request([]byte(body), "claude"); err == nil {
+		if _, _, err := request(p, []byte(body), "claude"); err == nil {
 			t.Errorf("%s: no error", body)
 		} else if strings.Contains(err.Error(), "panic") {
 			t.Error(err)

@@ -10,8 +10,10 @@ import (
 // OpenAI Responses requests, decoded into the intermediate form.
 
 // DefaultMaxTokens is the max_tokens sent to a target that requires one
-// (Anthropic) when the client stated none; named as an advisory loss.
-var DefaultMaxTokens = 8192
+// (Anthropic) when the client stated none (Codex never does); named as an
+// advisory loss. 32000 is the output limit of Claude Opus 4.x, and below
+// Sonnet's and Haiku 4.5's.
+var DefaultMaxTokens = 32000
 
 // responsesFields classifies the request fields: carried, advisory (how
 // it is served) or material (what it asks for). A field not listed is
@@ -45,6 +47,7 @@ type responsesItem struct {
 	Arguments *string         `json:"arguments"`
 	Output    json.RawMessage `json:"output"`
 	Encrypted string          `json:"encrypted_content"`
+	Input     *string         `json:"input"`
 	Summary   []responsesPart `json:"summary"`
 }
 
@@ -136,9 +139,26 @@ func decodeResponsesRequest(body []byte) (*Request, []Loss, error) {
 			Description string          `json:"description"`
 			Parameters  json.RawMessage `json:"parameters"`
 			Strict      *bool           `json:"strict"`
+			Format      *struct {
+				Type       string `json:"type"`
+				Syntax     string `json:"syntax"`
+				Definition string `json:"definition"`
+			} `json:"format"`
 		}
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return nil, nil, fmt.Errorf("responses request: tool: %w", err)
+		}
+		if t.Type == "custom" {
+			tool := Tool{Name: t.Name, Description: t.Description, Schema: customToolSchema, Custom: true}
+			if f := t.Format; f != nil && f.Type == "grammar" {
+				// The target cannot constrain the input: it is told the grammar.
+				tool.Description += "\n\nThe input follows this " + f.Syntax + " grammar:\n" + f.Definition
+				losses = addLoss(losses, "grammar of custom tool "+t.Name+" (told, not enforced)", false)
+			} else if f != nil && f.Type != "text" {
+				losses = addLoss(losses, "custom tool format "+f.Type, true)
+			}
+			r.Tools = append(r.Tools, tool)
+			continue
 		}
 		if t.Type != "function" {
 			losses = addLoss(losses, "hosted tool "+t.Type, true)
@@ -186,7 +206,7 @@ func responsesToolChoice(raw json.RawMessage, losses []Loss) (ToolChoice, []Loss
 	if err := json.Unmarshal(raw, &tc); err != nil {
 		return ToolChoice{}, losses, fmt.Errorf("responses request: tool_choice: %w", err)
 	}
-	if tc.Type == "function" && tc.Name != "" {
+	if (tc.Type == "function" || tc.Type == "custom") && tc.Name != "" {
 		return ToolChoice{Mode: ChoiceTool, Name: tc.Name}, losses, nil
 	}
 	return ToolChoice{}, addLoss(losses, "tool_choice "+tc.Type, true), nil
@@ -253,7 +273,13 @@ func responsesInput(r *Request, raw json.RawMessage, losses []Loss) ([]Loss, err
 				return losses, fmt.Errorf("responses request: input %d: function_call without call_id or name", i)
 			}
 			add("assistant", Block{Kind: KindToolCall, ToolID: it.CallID, ToolName: it.Name, Args: compactJSON(json.RawMessage(args))})
-		case "function_call_output":
+		case "custom_tool_call":
+			if it.CallID == "" || it.Name == "" || it.Input == nil {
+				return losses, fmt.Errorf("responses request: input %d: custom_tool_call without call_id, name or input", i)
+			}
+			args, _ := json.Marshal(map[string]string{"input": *it.Input})
+			add("assistant", Block{Kind: KindToolCall, ToolID: it.CallID, ToolName: it.Name, Args: args})
+		case "function_call_output", "custom_tool_call_output":
 			if it.CallID == "" {
 				return losses, fmt.Errorf("responses request: input %d: function_call_output without call_id", i)
 			}

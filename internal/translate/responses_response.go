@@ -63,6 +63,7 @@ type responsesOutItem struct {
 	CallID    string             `json:"call_id,omitempty"`
 	Name      string             `json:"name,omitempty"`
 	Arguments *string            `json:"arguments,omitempty"`
+	Input     *string            `json:"input,omitempty"`
 }
 
 type responsesBody struct {
@@ -85,7 +86,10 @@ func responsesID(id string) string {
 	return "resp_" + strings.TrimPrefix(id, "msg_")
 }
 
-func responsesItemID(r *Response, i int, b Block) string {
+func responsesItemID(r *Response, i int, b Block, custom bool) string {
+	if custom {
+		return "ctc_" + idChars(b.ToolID)
+	}
 	if b.Kind == KindToolCall {
 		return "fc_" + idChars(b.ToolID)
 	}
@@ -95,16 +99,25 @@ func responsesItemID(r *Response, i int, b Block) string {
 // responsesOutput builds the output items of an answer: a message item per
 // text block, a function_call item per tool call. Reasoning from another
 // vendor is not shown (its opaque state stays with its origin).
-func responsesOutput(r *Response) ([]responsesOutItem, error) {
+func responsesOutput(r *Response, custom map[string]bool) ([]responsesOutItem, error) {
 	out := []responsesOutItem{}
 	for i, b := range r.Blocks {
 		switch b.Kind {
 		case KindText:
-			out = append(out, responsesOutItem{ID: responsesItemID(r, i, b), Type: "message", Status: "completed",
+			out = append(out, responsesOutItem{ID: responsesItemID(r, i, b, false), Type: "message", Status: "completed",
 				Role: "assistant", Content: []responsesOutPart{{Type: "output_text", Text: b.Text, Annotations: []any{}, Logprobs: []any{}}}})
 		case KindToolCall:
+			if custom[b.ToolName] {
+				input, err := customInput(b.Args)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, responsesOutItem{ID: responsesItemID(r, i, b, true), Type: "custom_tool_call", Status: "completed",
+					CallID: b.ToolID, Name: b.ToolName, Input: &input})
+				continue
+			}
 			args := string(b.Args)
-			out = append(out, responsesOutItem{ID: responsesItemID(r, i, b), Type: "function_call", Status: "completed",
+			out = append(out, responsesOutItem{ID: responsesItemID(r, i, b, false), Type: "function_call", Status: "completed",
 				CallID: b.ToolID, Name: b.ToolName, Arguments: &args})
 		case KindReasoning:
 		default:
@@ -116,12 +129,12 @@ func responsesOutput(r *Response) ([]responsesOutItem, error) {
 
 // responsesObject is the Response object of an answer, as the non-stream
 // body and the stream's last event carry it.
-func responsesObject(r *Response, created int64) (*responsesBody, error) {
+func responsesObject(r *Response, created int64, custom map[string]bool) (*responsesBody, error) {
 	st, ok := responsesStatus[r.Stop]
 	if !ok {
 		return nil, fmt.Errorf("stop reason %q has no Responses equivalent", r.Stop)
 	}
-	output, err := responsesOutput(r)
+	output, err := responsesOutput(r, custom)
 	if err != nil {
 		return nil, err
 	}
@@ -134,8 +147,8 @@ func responsesObject(r *Response, created int64) (*responsesBody, error) {
 	return body, nil
 }
 
-func encodeResponsesResponse(r *Response) ([]byte, error) {
-	body, err := responsesObject(r, now().Unix())
+func encodeResponsesResponse(r *Response, custom map[string]bool) ([]byte, error) {
+	body, err := responsesObject(r, now().Unix(), custom)
 	if err != nil {
 		return nil, err
 	}

@@ -56,7 +56,7 @@ func checkResponsesStream(t testing.TB, out []byte) (final *responses.Response, 
 			if int(e.OutputIndex) != open {
 				return nil, fmt.Errorf("%s outside the open item", e.Type)
 			}
-		case "response.output_text.delta", "response.function_call_arguments.delta":
+		case "response.output_text.delta", "response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
 			if int(e.OutputIndex) != open {
 				return nil, fmt.Errorf("%s outside the open item", e.Type)
 			}
@@ -64,6 +64,10 @@ func checkResponsesStream(t testing.TB, out []byte) (final *responses.Response, 
 		case "response.output_text.done":
 			if int(e.OutputIndex) != open || e.Text != text.String() {
 				return nil, fmt.Errorf("text done %q, deltas %q", e.Text, text.String())
+			}
+		case "response.custom_tool_call_input.done":
+			if int(e.OutputIndex) != open || e.Input != text.String() {
+				return nil, fmt.Errorf("custom input done %q, deltas %q", e.Input, text.String())
 			}
 		case "response.function_call_arguments.done":
 			if int(e.OutputIndex) != open || e.Arguments != text.String() || checkArgs([]byte(e.Arguments)) != nil {
@@ -146,7 +150,7 @@ func TestResponsesFromAnthropicStream(t *testing.T) {
 			if err != nil || final == nil {
 				t.Fatalf("err %v, clean %v", err, final != nil)
 			}
-			body, err := p.Response(readFile(t, filepath.Join("testdata", "anthropic", c.name+".json")))
+			body, err := minimal(p).Response(readFile(t, filepath.Join("testdata", "anthropic", c.name+".json")))
 			if err != nil {
 				t.Fatal(err)
 			}

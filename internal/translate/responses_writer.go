@@ -19,7 +19,8 @@ type responsesWriter struct {
 	id, model         string
 	created           int64
 	items             []streamItem
-	open              int // index of the open item, -1 when none
+	open              int             // index of the open item, -1 when none
+	custom            map[string]bool // the request's custom tools
 }
 
 // streamItem is one output item being streamed.
@@ -29,9 +30,12 @@ type streamItem struct {
 	callID, name string
 	block        int    // the target's block index, for item ids
 	buf          []byte // the text or arguments so far, decoded
+	custom       bool   // a custom tool call: its input is sent whole at the end
 }
 
-func newResponsesWriter() responsesWriter { return responsesWriter{open: -1} }
+func newResponsesWriter(custom map[string]bool) responsesWriter {
+	return responsesWriter{open: -1, custom: custom}
+}
 
 // event writes the head of one event, up to and including its
 // sequence_number; the caller appends the rest of the object.
@@ -80,9 +84,9 @@ func (w *responsesWriter) live() error {
 
 // itemID is the id of the output item for the target's block: the same
 // as the non-stream body's.
-func (w *responsesWriter) itemID(block int, kind Kind, toolID string) string {
+func (w *responsesWriter) itemID(block int, kind Kind, toolID string, custom bool) string {
 	r := Response{ID: w.id}
-	return responsesItemID(&r, block, Block{Kind: kind, ToolID: toolID})
+	return responsesItemID(&r, block, Block{Kind: kind, ToolID: toolID}, custom)
 }
 
 // openItem starts an output item for the target's block.
@@ -100,7 +104,9 @@ func (w *responsesWriter) openItem(dst []byte, kind Kind, block int, callID, nam
 		w.items = append(w.items, streamItem{})
 	}
 	it := &w.items[w.open]
-	*it = streamItem{kind: kind, id: w.itemID(block, kind, callID), callID: callID, name: name, block: block, buf: it.buf[:0]}
+	custom := kind == KindToolCall && w.custom[name]
+	*it = streamItem{kind: kind, id: w.itemID(block, kind, callID, custom), callID: callID, name: name, block: block,
+		buf: it.buf[:0], custom: custom}
 	item := w.itemObject(it, "in_progress")
 	dst = w.eventJSON(dst, "response.output_item.added", map[string]any{"output_index": w.open, "item": item})
 	if kind == KindText {
@@ -118,6 +124,14 @@ func (w *responsesWriter) itemObject(it *streamItem, status string) responsesOut
 		if status == "completed" {
 			out.Content = append(out.Content, responsesOutPart{Type: "output_text", Text: string(it.buf), Annotations: []any{}, Logprobs: []any{}})
 		}
+		return out
+	}
+	if it.custom {
+		input := ""
+		if status == "completed" {
+			input, _ = customInput(it.buf)
+		}
+		out.Type, out.CallID, out.Name, out.Input = "custom_tool_call", it.callID, it.name, &input
 		return out
 	}
 	args := string(it.buf)
@@ -139,6 +153,9 @@ func (w *responsesWriter) delta(dst []byte, kind Kind, escaped []byte) ([]byte, 
 	}
 	it := &w.items[w.open]
 	it.buf = appendUnescaped(it.buf, escaped)
+	if it.custom {
+		return dst, nil // the input is inside the arguments' JSON: sent whole when they parse
+	}
 	if kind == KindText {
 		dst = w.event(dst, "response.output_text.delta")
 		dst = append(dst, `,"item_id":`...)
@@ -174,9 +191,21 @@ func (w *responsesWriter) closeItem(dst []byte) ([]byte, error) {
 		if err := checkArgs(it.buf); err != nil {
 			return dst, fmt.Errorf("%w: %w", errMalformed, err)
 		}
+	}
+	switch {
+	case it.custom:
+		input, err := customInput(it.buf)
+		if err != nil {
+			return dst, fmt.Errorf("%w: %w", errMalformed, err)
+		}
+		dst = w.eventJSON(dst, "response.custom_tool_call_input.delta", map[string]any{"item_id": it.id,
+			"output_index": idx, "delta": input})
+		dst = w.eventJSON(dst, "response.custom_tool_call_input.done", map[string]any{"item_id": it.id,
+			"output_index": idx, "input": input})
+	case it.kind == KindToolCall:
 		dst = w.eventJSON(dst, "response.function_call_arguments.done", map[string]any{"item_id": it.id,
 			"output_index": idx, "name": it.name, "arguments": string(it.buf)})
-	} else {
+	default:
 		dst = w.eventJSON(dst, "response.output_text.done", map[string]any{"item_id": it.id, "output_index": idx,
 			"content_index": 0, "text": string(it.buf), "logprobs": []any{}})
 		dst = w.eventJSON(dst, "response.content_part.done", map[string]any{"item_id": it.id, "output_index": idx,
@@ -204,7 +233,7 @@ func (w *responsesWriter) finish(dst []byte, stop string, u Usage) ([]byte, erro
 		}
 		r.Blocks = append(r.Blocks, b)
 	}
-	body, err := responsesObject(r, w.created)
+	body, err := responsesObject(r, w.created, w.custom)
 	if err != nil {
 		return dst, fmt.Errorf("%w: %w", errMalformed, err)
 	}

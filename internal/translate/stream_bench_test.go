@@ -59,7 +59,7 @@ func feedHead(t testing.TB, s Stream, dst []byte, head string) []byte {
 func TestStreamEventAllocs(t *testing.T) {
 	for _, st := range steadyStates {
 		p, _ := For(st.client, st.target)
-		s := p.NewStream()
+		s := minimal(p).NewStream()
 		dst := make([]byte, 0, 4096)
 		var err error
 		dst = feedHead(t, s, dst, st.head)
@@ -79,13 +79,14 @@ func TestStreamEventAllocs(t *testing.T) {
 func benchStream(b *testing.B, client, target, head, delta string, translate bool) {
 	const deltas = 1000
 	p, _ := For(client, target)
+	tr := minimal(p)
 	rd := sse.NewReader(nil, 0)
 	dst := make([]byte, 0, 64<<10)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(head) + deltas*len(delta)))
 	for b.Loop() {
 		rd.Reset(&ssetest.RepeatReader{Event: []byte(delta), N: deltas, Tail: nil})
-		s := p.NewStream()
+		s := tr.NewStream()
 		out := feedHead(b, s, dst[:0], head)
 		for {
 			ev, err := rd.Next()

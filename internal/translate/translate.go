@@ -65,11 +65,17 @@ func Describe(losses []Loss, material bool) string {
 type Pair interface {
 	Client() string
 	Target() string
-	// Request translates a client request body into the target's body
+	// Translate translates a client request body into the target's body
 	// for targetModel, keeping the stream flag (a streamed Chat request
-	// also asks for usage). It returns every loss; when Material(losses)
-	// the body must not be sent. err is a body that is not a valid
-	// request of the client's format.
+	// also asks for usage), with every loss; when Material(t.Losses) the
+	// body must not be sent. err is a body that is not a valid request of
+	// the client's format. The Translation reads the target's answers to
+	// this request, including what depends on it (a Responses client's
+	// custom tools).
+	Translate(body []byte, targetModel string) (*Translation, error)
+	// Request is Translate for answers read by Response and NewStream,
+	// which know nothing of the request: what only Translate's answers
+	// can carry (custom tools) is a material loss here.
 	Request(body []byte, targetModel string) (out []byte, losses []Loss, err error)
 	// Response translates the target's complete non-stream answer into
 	// the client's. An answer that cannot be carried exactly (arguments
@@ -81,6 +87,39 @@ type Pair interface {
 	// the client's error shape, keeping what agents act on: overload,
 	// rate limits and context overflow.
 	Error(status int, body []byte) (int, []byte)
+}
+
+// Translation is one request translated: the target's body, what it
+// lost, and the way back for the target's answers to it.
+type Translation struct {
+	Body   []byte
+	Losses []Loss
+
+	response  func(body []byte) ([]byte, error)
+	newStream func() Stream
+	// needs names what the answers carry only through this Translation.
+	needs []string
+}
+
+// Response translates the target's complete non-stream answer into the
+// client's. An answer that cannot be carried exactly (arguments that do
+// not parse, an unknown stop reason) is an error.
+func (t *Translation) Response(body []byte) ([]byte, error) { return t.response(body) }
+
+// NewStream returns the translator of one streamed attempt.
+func (t *Translation) NewStream() Stream { return t.newStream() }
+
+// requestOnly is Pair.Request from Pair.Translate.
+func requestOnly(p Pair, body []byte, model string) ([]byte, []Loss, error) {
+	t, err := p.Translate(body, model)
+	if err != nil {
+		return nil, nil, err
+	}
+	losses := t.Losses
+	for _, n := range t.needs {
+		losses = addLoss(losses, n, true)
+	}
+	return t.Body, losses, nil
 }
 
 // Stream translates one streamed answer, event by event.

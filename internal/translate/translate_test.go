@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"bytes"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -10,7 +12,7 @@ func TestLossNamesArePrintable(t *testing.T) {
 	p, _ := For(Anthropic, OpenAI)
 	key := "evil\r\nSet-Cookie: x=" + strings.Repeat("a", 300)
 	body := `{"model":"c","max_tokens":1,"messages":[{"role":"user","content":"x"}],` + `"` + strings.ReplaceAll(strings.ReplaceAll(key, "\r", `\r`), "\n", `\n`) + `":1}`
-	_, losses, err := p.Request([]byte(body), "gpt-5")
+	_, losses, err := request(p, []byte(body), "gpt-5")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,5 +54,41 @@ func TestRefusal(t *testing.T) {
 	}
 	if b := ClientError(Gemini, 429, "slow down"); string(b) != `{"error":{"code":429,"message":"slow down","status":"RESOURCE_EXHAUSTED"}}` {
 		t.Errorf("gemini %s", b)
+	}
+}
+
+// Pair.Request, Response and NewStream are Translate's for a request whose
+// answers need nothing of it; custom tools need Translate and are refused
+// by Request.
+func TestRequestOnlyMatchesTranslate(t *testing.T) {
+	for _, pr := range Pairs() {
+		p, _ := For(pr[0], pr[1])
+		tr := minimal(p)
+		body := `{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"x"}]}`
+		if p.Client() == Responses {
+			body = `{"model":"m","input":"x","store":false}`
+		}
+		out, losses, err := p.Request([]byte(body), "target-model")
+		if err != nil || string(out) != string(tr.Body) || len(losses) != len(tr.Losses) {
+			t.Errorf("%v: Request %s %v %v, Translate %s %v", pr, out, losses, err, tr.Body, tr.Losses)
+		}
+	}
+	p, _ := For(Responses, Anthropic)
+	_, losses, err := p.Request([]byte(codexCustomRequest), "claude")
+	if err != nil || Describe(losses, true) != "custom tool apply_patch (carried only through Pair.Translate)" {
+		t.Errorf("%v %q", err, Describe(losses, true))
+	}
+	// The request-free answers read plain answers as Translate's do.
+	target := readFile(t, filepath.Join("testdata", "anthropic", "parallel_tools.sse"))
+	a, errA := runStream(p, target, nil)
+	b, errB := runStreamOf(p.NewStream(), target)
+	if errA != nil || errB != nil || !bytes.Equal(a, b) {
+		t.Errorf("stream differs: %v %v", errA, errB)
+	}
+	body := readFile(t, filepath.Join("testdata", "anthropic", "parallel_tools.json"))
+	x, errX := p.Response(body)
+	y, errY := minimal(p).Response(body)
+	if errX != nil || errY != nil || !bytes.Equal(x, y) {
+		t.Errorf("answer differs: %v %v", errX, errY)
 	}
 }
