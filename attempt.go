@@ -72,8 +72,8 @@ type attempt struct {
 	usage      wire.Usage
 	outcome    string // for the decision chain
 
-	xl       *xlTarget        // serving the client's format by translation (translate.go); nil: native
-	xlLosses []translate.Loss // what the translation dropped with notice
+	xl    *xlTarget              // serving the client's format by translation (translate.go); nil: native
+	xlReq *translate.Translation // the request translated, and the way back for its answers
 }
 
 func (a *attempt) ok() bool { return a.class == wire.ClassNone && a.err == nil }
@@ -85,12 +85,12 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 	client := req.Dialect
 	path, query := req.Dialect.UpstreamPath(r.URL.Path, a.model), a.p.upstreamQuery(r.URL.RawQuery)
 	if a.xl = a.p.translation(client); a.xl != nil {
-		treq, tpath, tquery, losses, err := a.xl.translateRequest(req, a.model)
+		treq, tpath, tquery, tr, err := a.xl.translateRequest(req, a.model)
 		if err != nil {
 			a.fail(wire.ClassRequest, fmt.Errorf("provider %s: translating to %s: %w", a.p.name, a.xl.target, err))
 			return
 		}
-		req, path, query, a.xlLosses = treq, tpath, tquery, losses
+		req, path, query, a.xlReq = treq, tpath, tquery, tr
 		h.metrics.translations.WithLabelValues(a.p.name, client.String(), "sent").Inc()
 	}
 	body := req.BodyFor(a.model)

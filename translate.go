@@ -126,9 +126,11 @@ func (h *Handler) translatable(st *requestState, cands []*provider, model string
 			out = append(out, p)
 			continue
 		}
-		_, losses, err := xl.pair.Request(st.req.Body, model)
-		if err != nil {
-			losses = append(losses, translate.Loss{What: err.Error(), Material: true})
+		var losses []translate.Loss
+		if tr, err := xl.pair.Translate(st.req.Body, model); err != nil {
+			losses = []translate.Loss{{What: err.Error(), Material: true}}
+		} else {
+			losses = tr.Losses
 		}
 		if translate.Material(losses) {
 			st.skip(p, "translate_skip")
@@ -143,18 +145,18 @@ func (h *Handler) translatable(st *requestState, cands []*provider, model string
 
 // translateRequest is the upstream request of a translated attempt: the
 // target dialect's body for model, its path and query.
-func (xl *xlTarget) translateRequest(req *wire.Request, model string) (treq *wire.Request, path, query string, losses []translate.Loss, err error) {
-	body, losses, err := xl.pair.Request(req.Body, model)
+func (xl *xlTarget) translateRequest(req *wire.Request, model string) (treq *wire.Request, path, query string, tr *translate.Translation, err error) {
+	tr, err = xl.pair.Translate(req.Body, model)
 	if err != nil {
 		return nil, "", "", nil, err
 	}
-	if translate.Material(losses) {
-		return nil, "", "", nil, fmt.Errorf("translation would lose %s", translate.Describe(losses, true))
+	if translate.Material(tr.Losses) {
+		return nil, "", "", nil, fmt.Errorf("translation would lose %s", translate.Describe(tr.Losses, true))
 	}
 	t := *req
-	t.Dialect, t.Body, t.Model = xl.target, body, model
+	t.Dialect, t.Body, t.Model = xl.target, tr.Body, model
 	path, query, _ = strings.Cut(translate.TargetPath(xl.target.String(), model, req.Stream), "?")
-	return &t, path, query, losses, nil
+	return &t, path, query, tr, nil
 }
 
 // translateAnswer turns a translated attempt's 200 into the client's
@@ -163,13 +165,13 @@ func (xl *xlTarget) translateRequest(req *wire.Request, model string) (treq *wir
 // exactly fails the attempt, before commit).
 func (a *attempt) translateAnswer() error {
 	if isEventStream(a.resp.Header) {
-		a.resp.Body = &xlBody{rd: sse.NewReader(a.resp.Body, 0), s: a.xl.pair.NewStream(), body: a.resp.Body}
+		a.resp.Body = &xlBody{rd: sse.NewReader(a.resp.Body, 0), s: a.xlReq.NewStream(), body: a.resp.Body}
 		return nil
 	}
 	if a.body == nil {
 		return nil
 	}
-	out, err := a.xl.pair.Response(a.body)
+	out, err := a.xlReq.Response(a.body)
 	if err != nil {
 		return err
 	}
@@ -234,7 +236,7 @@ func (x *xlBody) Close() error { return x.body.Close() }
 // dropped, on the client's response.
 func translationHeaders(h http.Header, st *requestState, a *attempt) {
 	h.Set(HeaderTranslated, st.dialect.String()+"->"+a.xl.target.String())
-	if s := translate.Describe(a.xlLosses, false); s != "" {
+	if s := translate.Describe(a.xlReq.Losses, false); s != "" {
 		h.Set(HeaderDropped, s)
 	}
 }
