@@ -236,3 +236,43 @@ func TestDiscoverDefaultPolicyStream(t *testing.T) {
 		t.Fatalf("a saw %d, b saw %d", responsesCalls(a), responsesCalls(b))
 	}
 }
+
+// A discovery never carries the client's own key to another vendor (SPEC
+// 15): with pass-through providers of two vendors, the response held by
+// the second is not looked for there (its simulator never sees the
+// client's key), and the client gets the first's not-found. Providers
+// marked as one vendor (mirrors of one API) are all asked.
+func TestDiscoverKeepsClientKeyWithinVendor(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		vendorB      string
+		wantFound    bool
+		wantBReached int
+	}{
+		{"other vendor", "vendor other", false, 1},
+		{"same vendor", "vendor same", true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := newUpstream(t, sim.Config{}), newUpstream(t, sim.Config{})
+			vendorA := "vendor other-a"
+			if tc.wantFound {
+				vendorA = "vendor same"
+			}
+			p := startProxy(t, provider("a", a, "priority 0", vendorA)+provider("b", b, "priority 1", tc.vendorB)+discoverBlock)
+			id := discoverCreated(t, b) // b's first request
+			params := responsesParams("gpt-test")
+			params.PreviousResponseID = openai.String(id)
+			_, err := openaiClient(p, "sk-client").Responses.New(ctxTimeout(t, 10*time.Second), params)
+			var apiErr *openai.Error
+			switch {
+			case tc.wantFound && err != nil:
+				t.Fatalf("same vendor: %v", err)
+			case !tc.wantFound && (!errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound):
+				t.Fatalf("other vendor: err %v, want a's 404", err)
+			}
+			if got := responsesCalls(b); got != tc.wantBReached {
+				t.Fatalf("b saw %d requests, want %d", got, tc.wantBReached)
+			}
+		})
+	}
+}

@@ -193,11 +193,32 @@ func (h *Handler) objectTargets(st *requestState, d wire.Dialect) []*provider {
 		return []*provider{p}
 	}
 	st.discover = disc // ended by finish when no provider is asked
-	cands := h.auxCandidates(d)
+	cands := discoveryCandidates(h.auxCandidates(d))
 	if len(cands) > 0 && disc != nil {
 		st.skips = append(st.skips, chainEntry{OffsetMs: msSince(st.start), Event: "discover"})
 	}
 	return cands
+}
+
+// discoveryCandidates are the candidates a discovery may ask without
+// carrying the client's own key to another vendor (SPEC 15): every
+// provider with a key of its own, and the pass-through ones of the vendor
+// of the first (`vendor`, by default the base URL's host: set one vendor
+// on mirrors of one API to let a discovery ask them all).
+func discoveryCandidates(cands []*provider) []*provider {
+	vendor := ""
+	out := cands[:0:0]
+	for _, p := range cands {
+		if p.passThroughKey() {
+			if vendor == "" {
+				vendor = p.vendor
+			} else if p.vendor != vendor {
+				continue
+			}
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // noteCreated remembers the holder of an object a forwarded create made:

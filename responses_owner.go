@@ -223,6 +223,9 @@ func (h *Handler) pinResponse(st *requestState, body []byte) {
 // the provider's own error answers.
 func (st *requestState) pinPlan(cands []*provider) []*provider {
 	if st.pinned == nil {
+		if st.discover != nil {
+			return discoveryCandidates(cands)
+		}
 		return cands
 	}
 	for _, p := range cands {
@@ -297,7 +300,7 @@ func (h *Handler) forwardTargets(w http.ResponseWriter, st *requestState, d wire
 		if p != nil {
 			return []*provider{p}, true
 		}
-		if cands := h.auxCandidates(dialectResponses); len(cands) > 0 {
+		if cands := discoveryCandidates(h.auxCandidates(dialectResponses)); len(cands) > 0 {
 			st.discover = disc
 			st.skips = append(st.skips, chainEntry{OffsetMs: msSince(st.start), Event: "discover"})
 			return cands, true
