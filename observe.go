@@ -192,6 +192,9 @@ func (h *Handler) finish(st *requestState) {
 	if w != nil && w.commitBy != "" {
 		fields = append(fields, zap.String("committed_by", w.commitBy))
 	}
+	if w != nil && w.xl != nil {
+		fields = append(fields, translationFields(st, w)...)
+	}
 	if st.relay.Dropped > 0 {
 		fields = append(fields, zap.Int("dropped_malformed", st.relay.Dropped))
 	}

@@ -295,3 +295,15 @@ func (st *requestState) requestFor(p *provider) *wire.Request {
 	}
 	return st.req
 }
+
+// translationFields name a translated answer in the request log line: the
+// formats, and what the translation dropped with notice.
+func translationFields(st *requestState, a *attempt) []zap.Field {
+	f := []zap.Field{zap.String("translated", st.dialect.String()+"->"+a.xl.target.String())}
+	if a.xlReq != nil {
+		if s := translate.Describe(a.xlReq.Losses, false); s != "" {
+			f = append(f, zap.String("translation_dropped", s))
+		}
+	}
+	return f
+}
