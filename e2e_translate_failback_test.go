@@ -81,3 +81,34 @@ func TestTranslateFailbackThinking(t *testing.T) {
 		t.Fatal("no log line names the failback")
 	}
 }
+
+// A translated stream that breaks after commit (cut, or an event that is
+// not JSON) ends with the client's error event, never a clean stop; the
+// text before it is what the target sent, translated burst by burst.
+func TestTranslateStreamBreaks(t *testing.T) {
+	for _, kind := range []sim.FaultKind{sim.FaultCut, sim.FaultMalformed} {
+		t.Run(string(kind), func(t *testing.T) {
+			gpt := newUpstream(t, sim.Config{Key: "sk-openai-own", Text: "one two three four five six", Tokens: 6,
+				Faults: []sim.Fault{{Kind: kind, After: 3}}})
+			p := startProxy(t, provider("gpt", gpt, "api openai", "key sk-openai-own", "translate anthropic", "model * gpt-5")+
+				"retry {\n same_provider 0\n }\n")
+			c := anthropicClient(p, "sk-ant-client")
+			s := c.Messages.NewStreaming(ctxTimeout(t, 10e9), anthropicParams("claude-sonnet-4-5"))
+			var msg anthropic.Message
+			var stopped bool
+			for s.Next() {
+				ev := s.Current()
+				stopped = stopped || ev.Type == "message_stop"
+				if err := msg.Accumulate(ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if s.Err() == nil || stopped {
+				t.Fatalf("a broken translated stream ended cleanly (message_stop %v, text %q)", stopped, messageText(msg))
+			}
+			if got := messageText(msg); got != "one two three " {
+				t.Fatalf("text before the break %q, want the 3 deltas sent", got)
+			}
+		})
+	}
+}
