@@ -20,7 +20,8 @@ import (
 // (RequireThinkingSignatures): the translated turn holds no signed
 // thinking, so the same history sent to it as the client wrote it is a
 // 400. Through the proxy it is accepted: translate.AnthropicFailback turns
-// thinking off for that turn. anthropic-sdk-go, stream and non-stream.
+// thinking off for that turn. anthropic-sdk-go, stream and non-stream;
+// the stream's result turn also carries a text block, as Claude Code's do.
 func TestTranslateFailbackThinking(t *testing.T) {
 	claude := newUpstream(t, sim.Config{RequireThinkingSignatures: true, ToolCalls: xlCalls, ToolAnswer: xlAnswer,
 		Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 529, Turn: sim.TurnToolCall}}})
@@ -29,7 +30,7 @@ func TestTranslateFailbackThinking(t *testing.T) {
 		provider("gpt", gpt, "api openai", "key sk-openai-own", "translate anthropic", "priority 1", "model * gpt-5")+
 		"hedge off\n retry {\n same_provider 0\n }\n cooldown {\n failures 100\n }\n")
 	c := anthropicClient(p, "sk-ant-client")
-	for _, stream := range []bool{false, true} {
+	for i, stream := range []bool{false, true} {
 		params := anthropic.MessageNewParams{
 			Model: "claude-sonnet-4-5", MaxTokens: 2048,
 			Thinking: anthropic.ThinkingConfigParamOfEnabled(1024),
@@ -49,6 +50,9 @@ func TestTranslateFailbackThinking(t *testing.T) {
 			if b.Type == "tool_use" {
 				results = append(results, anthropic.NewToolResultBlock(b.ID, "sunny", false))
 			}
+		}
+		if i == 1 { // Claude Code sends reminders beside its tool results
+			results = append(results, anthropic.NewTextBlock("<system-reminder>be brief</system-reminder>"))
 		}
 		params.Messages = append(params.Messages, call.ToParam(), anthropic.NewUserMessage(results...))
 
