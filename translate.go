@@ -207,27 +207,42 @@ func (x *xlBody) Read(p []byte) (int, error) {
 			return 0, x.err
 		}
 		x.buf, x.off = x.buf[:0], 0
-		ev, err := x.rd.Next()
-		switch {
-		case errors.Is(err, io.EOF):
-			if x.buf, err = x.s.End(x.buf); err != nil {
-				x.buf = x.s.Fail(x.buf, err)
+		x.translate(x.rd.Next())
+		// The events read with it are translated too: the relay then
+		// writes the burst to the client at once, as it does a native one,
+		// instead of flushing each event.
+		for x.err == nil {
+			ev, ok := x.rd.Buffered()
+			if !ok {
+				break
 			}
-			x.err = io.EOF
-		case err != nil:
-			x.err = err
-		default:
-			if x.buf, err = x.s.Event(x.buf, ev); errors.Is(err, translate.ErrAfterEnd) {
-				x.err = io.EOF
-			} else if err != nil {
-				x.buf = x.s.Fail(x.buf, err)
-				x.err = io.EOF
-			}
+			x.translate(ev, nil)
 		}
 	}
 	n := copy(p, x.buf[x.off:])
 	x.off += n
 	return n, nil
+}
+
+// translate appends the client's bytes for one target event (or the end
+// of the target's stream, or its read error) to x.buf.
+func (x *xlBody) translate(ev sse.Event, err error) {
+	switch {
+	case errors.Is(err, io.EOF):
+		if x.buf, err = x.s.End(x.buf); err != nil {
+			x.buf = x.s.Fail(x.buf, err)
+		}
+		x.err = io.EOF
+	case err != nil:
+		x.err = err
+	default:
+		if x.buf, err = x.s.Event(x.buf, ev); errors.Is(err, translate.ErrAfterEnd) {
+			x.err = io.EOF
+		} else if err != nil {
+			x.buf = x.s.Fail(x.buf, err)
+			x.err = io.EOF
+		}
+	}
 }
 
 func (x *xlBody) Close() error { return x.body.Close() }

@@ -119,6 +119,9 @@ func caddyEnv(config string) []string {
 
 // modeSite is the Caddyfile site body of config for mode m.
 func modeSite(m benchMode, config string, sims []*simServer) string {
+	if m.translate != "" {
+		return translateSite(m, config, sims)
+	}
 	if m.wire != sim.WireBedrock {
 		return site(config, sims, "")
 	}

@@ -27,6 +27,10 @@ type benchMode struct {
 	wire  string
 	raw   *benchMode
 	extra []string
+
+	// A translating mode (translate.go): the format llm_hedge's providers
+	// speak, translating the client's Anthropic requests.
+	translate string
 }
 
 const prompt = "Write a short paragraph about the sea."
@@ -50,7 +54,8 @@ var benchModes = map[string]benchMode{
 		body:   fmt.Appendf(nil, `{"contents":[{"role":"user","parts":[{"text":%q}]}],"generationConfig":{"maxOutputTokens":1024}}`, prompt),
 		check:  checkGeminiStream,
 	},
-	"bedrock-stream": bedrockStreamMode(),
+	"bedrock-stream":   bedrockStreamMode(),
+	"translate-stream": translateStreamMode(),
 }
 
 // anthropicMode is an Anthropic Messages shape; its answer ends in
@@ -150,7 +155,7 @@ func parseModes(s string) ([]string, error) {
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		if _, ok := benchModes[f]; !ok {
-			return nil, fmt.Errorf("unknown mode %q (have non-stream, stream, responses-stream, gemini-stream, bedrock-stream)", f)
+			return nil, fmt.Errorf("unknown mode %q (have non-stream, stream, responses-stream, gemini-stream, bedrock-stream, translate-stream)", f)
 		}
 		out = append(out, f)
 	}

@@ -27,7 +27,7 @@ import (
 func TestBenchModesCheck(t *testing.T) {
 	// bedrock-stream: the client of llm_hedge reads Anthropic SSE (the
 	// Bedrock request is TestBedrockStreamMode's).
-	wantEvents := map[string]int{"non-stream": 0, "stream": 60, "responses-stream": 62, "gemini-stream": 55, "bedrock-stream": 60}
+	wantEvents := map[string]int{"non-stream": 0, "stream": 60, "responses-stream": 62, "gemini-stream": 55, "bedrock-stream": 60, "translate-stream": 60}
 	for name, m := range benchModes {
 		t.Run(name, func(t *testing.T) {
 			srv := httptest.NewServer(sim.New(sim.Config{Tokens: m.tokens}))
@@ -227,5 +227,45 @@ func TestBedrockStreamMode(t *testing.T) {
 	}
 	if caddyEnv("llm_hedge") != nil {
 		t.Error("llm_hedge gets AWS credentials")
+	}
+}
+
+// TestTranslateStreamMode: llm_hedge's sites of the translate-stream cell
+// hold translating providers with their own key, and adapt and provision;
+// direct and reverse_proxy send the untranslated stream's request.
+func TestTranslateStreamMode(t *testing.T) {
+	m := benchModes["translate-stream"]
+	if got := modeConfigs(m, []string{"direct", "reverse_proxy", "llm_hedge", "llm_hedge_3"}); !slices.Equal(got, []string{"direct", "reverse_proxy", "llm_hedge", "llm_hedge_3"}) {
+		t.Errorf("configs %v", got)
+	}
+	if s := benchModes["stream"]; !bytes.Equal(m.forConfig("reverse_proxy").body, s.body) || m.path != s.path {
+		t.Errorf("translate-stream's request differs from stream's")
+	}
+	sims := make([]*simServer, sigv4Sim+1)
+	for i := range sims {
+		sims[i] = &simServer{URL: "http://127.0.0.1:" + string(rune('1'+i))}
+	}
+	for config, parts := range map[string][]string{
+		"reverse_proxy": {"reverse_proxy 127.0.0.1:1"},
+		"llm_hedge":     {"provider sim-a http://127.0.0.1:1 {", "api openai", "translate anthropic", "key " + translateKey, "model * gpt-bench"},
+		"llm_hedge_3":   {"http://127.0.0.1:3 {", "vendor c", "translate anthropic", "hedge {"},
+	} {
+		st := modeSite(m, config, sims)
+		for _, p := range parts {
+			if !strings.Contains(st, p) {
+				t.Errorf("%s site lacks %q:\n%s", config, p, st)
+			}
+		}
+		js, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile(freePort(), freePort(), "", st)), nil)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", config, err, st)
+		}
+		var c caddy.Config
+		if err := json.Unmarshal(js, &c); err != nil {
+			t.Fatal(err)
+		}
+		if err := caddy.Validate(&c); err != nil {
+			t.Errorf("%s: %v", config, err)
+		}
 	}
 }

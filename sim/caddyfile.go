@@ -40,6 +40,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		prefill     on|off|restart   # continue a conversation ending in an assistant turn; off: 400 "... assistant message prefill ..."; restart: the whole answer; default on
 //		sampling    deterministic|sampled  # sampled: the words after the first two reordered per request; default deterministic
 //		seed        <n>              # seed of the random choices; default the clock
+//		require_thinking_signatures  # Anthropic's 400s for unsigned thinking and a tool-use cycle without it, with thinking on
 //		tool_call   <name> [<arguments>]  # a scripted tool loop: call this tool (arguments a JSON object) when offered; repeatable
 //		tool_answer <text...>        # the answer after a tool result; {result} is its text; default "The tool returned: {result}"
 //		fault <kind> [status <code>] [percent <p>] [count <n>] [after <n>] [retry_after <value>] [no_retry] [model <glob>] [header <field>] [turn tool_call|tool_result] [delay <duration>] [message <text>]
@@ -112,6 +113,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return d.Errf("seed %q: not an integer", v)
 				}
 			}
+		case "require_thinking_signatures":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.RequireThinkingSignatures = true
 		case "tool_call":
 			args := d.RemainingArgs()
 			if len(args) < 1 || len(args) > 2 {

@@ -148,6 +148,17 @@ type Config struct {
 	// result's text. Default "The tool returned: {result}".
 	ToolAnswer string `json:"tool_answer,omitempty"`
 
+	// Anthropic's checks of thinking in the history, on /v1/messages (the
+	// native wire): with thinking on (enabled or adaptive), a thinking
+	// block of an assistant turn whose signature the simulator did not
+	// issue (ThinkingSignature) gets 400 invalid_request_error "Invalid
+	// `signature` in `thinking` block", and so does a conversation ending
+	// in a user turn with a tool_result whose assistant turn before it
+	// does not start with a thinking or redacted_thinking block ("Expected
+	// `thinking` or `redacted_thinking`..."). Checked before the quota and
+	// any fault. The simulator's answers carry no thinking. Default false.
+	RequireThinkingSignatures bool `json:"require_thinking_signatures,omitempty"`
+
 	// Injected faults; the first one that matches a request applies to it.
 	// Default none.
 	Faults []Fault `json:"faults,omitempty"`

@@ -269,5 +269,5 @@ func (ex *exchange) readBody(ep endpoint) bool {
 	if ex.p.cfg.Model != "" {
 		ex.model = ex.p.cfg.Model
 	}
-	return ex.resolveFiles(body) && ex.resolveConversation(body)
+	return ex.resolveFiles(body) && ex.resolveConversation(body) && ex.checkThinking(body)
 }

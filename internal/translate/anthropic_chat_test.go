@@ -158,7 +158,7 @@ func TestAnthropicToChatRequestErrors(t *testing.T) {
 	p, _ := For(Anthropic, OpenAI)
 	for _, body := range []string{
 		`not json`,
-		`{"model":"c","messages":[{"role":"system","content":"x"}]}`,
+		`{"model":"c","messages":[{"role":"tool","content":"x"}]}`,
 		`{"model":"c","messages":[{"role":"user","content":[{"type":"tool_use","name":"f"}]}]}`,
 		`{"model":"c","messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"sometimes"}}`,
 		`{"model":"c","messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":[1]}]}]}`,

@@ -55,7 +55,7 @@ var anthropicKnown = map[string]bool{
 	"model": true, "messages": true, "system": true, "max_tokens": true, "stop_sequences": true,
 	"stream": true, "temperature": true, "top_p": true, "top_k": true, "tools": true,
 	"tool_choice": true, "metadata": true, "thinking": true, "service_tier": true,
-	"context_management": true,
+	"context_management": true, "output_config": true,
 }
 
 // anthropicAdvisory are the fields no other format carries that change how
@@ -67,6 +67,30 @@ var anthropicAdvisory = map[string]string{
 	// Server-side clearing of old tool results: without it the target sees
 	// more context, never other content.
 	"context_management": "context_management",
+}
+
+// outputConfigLosses classifies output_config: its effort changes how
+// much the model thinks, not what is asked (advisory); anything else (a
+// structured output format) is material.
+func outputConfigLosses(raw json.RawMessage, losses []Loss) []Loss {
+	if isNullish(raw) {
+		return losses
+	}
+	var cfg map[string]json.RawMessage
+	if json.Unmarshal(raw, &cfg) != nil {
+		return addLoss(losses, "field output_config", true)
+	}
+	keys := make([]string, 0, len(cfg))
+	for k := range cfg {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !isNullish(cfg[k]) {
+			losses = addLoss(losses, "output_config."+k, k != "effort")
+		}
+	}
+	return losses
 }
 
 // decodeAnthropicRequest reads a Messages request into the intermediate
@@ -86,6 +110,8 @@ func decodeAnthropicRequest(body []byte) (*Request, []Loss, error) {
 		switch {
 		case !anthropicKnown[k]:
 			losses = addLoss(losses, "field "+k, true)
+		case k == "output_config":
+			losses = outputConfigLosses(top[k], losses)
 		case anthropicAdvisory[k] != "" && !isNullish(top[k]):
 			if k == "thinking" && bytes.Contains(top[k], []byte(`"disabled"`)) {
 				continue
@@ -123,12 +149,22 @@ func decodeAnthropicRequest(body []byte) (*Request, []Loss, error) {
 		if err := json.Unmarshal(raw, &m); err != nil {
 			return nil, nil, fmt.Errorf("anthropic request: message %d: %w", i, err)
 		}
-		if m.Role != "user" && m.Role != "assistant" {
+		if m.Role != "user" && m.Role != "assistant" && m.Role != "system" {
 			return nil, nil, fmt.Errorf("anthropic request: message %d: role %q", i, m.Role)
 		}
 		msg := Message{Role: m.Role}
 		if msg.Blocks, losses, err = anthropicContent(m.Content, losses); err != nil {
 			return nil, nil, fmt.Errorf("anthropic request: message %d: %w", i, err)
+		}
+		if m.Role == "system" {
+			// A system message in the conversation (Claude Code sends its
+			// environment so) joins the system prompt, as a Responses
+			// client's developer message does.
+			if len(r.Messages) > 0 {
+				losses = addLoss(losses, "system message after the conversation began (moved to the system prompt)", false)
+			}
+			r.System = append(r.System, msg.Blocks...)
+			continue
 		}
 		r.Messages = append(r.Messages, msg)
 	}

@@ -32,7 +32,7 @@ func AnthropicFailback(body []byte) ([]byte, []Loss, error) {
 		return body, nil, nil
 	}
 	last, prev := in.Messages[len(in.Messages)-1], in.Messages[len(in.Messages)-2]
-	if last.Role != "user" || prev.Role != "assistant" || !onlyToolResults(last.Content) {
+	if last.Role != "user" || prev.Role != "assistant" || !carriesToolResult(last.Content) {
 		return body, nil, nil // not inside a tool-use cycle
 	}
 	var blocks []struct {
@@ -51,19 +51,22 @@ func AnthropicFailback(body []byte) ([]byte, []Loss, error) {
 	return out, []Loss{{What: "extended thinking for this tool-use cycle (its calls came from another vendor)"}}, nil
 }
 
-func onlyToolResults(content json.RawMessage) bool {
+// carriesToolResult reports whether a user turn answers tool calls: it
+// holds a tool_result block, beside others or not (Claude Code sends
+// reminders as text blocks next to its results).
+func carriesToolResult(content json.RawMessage) bool {
 	var blocks []struct {
 		Type string `json:"type"`
 	}
-	if err := json.Unmarshal(content, &blocks); err != nil || len(blocks) == 0 {
+	if err := json.Unmarshal(content, &blocks); err != nil {
 		return false
 	}
 	for _, b := range blocks {
-		if b.Type != "tool_result" {
-			return false
+		if b.Type == "tool_result" {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // withoutField removes one top-level member of a JSON object, keeping

@@ -70,6 +70,11 @@ func TestAnthropicFailbackLeavesOthersAlone(t *testing.T) {
 	if err != nil || len(losses) != 1 || !strings.HasPrefix(string(out), `{"model":"c"`) {
 		t.Errorf("%v %v %s", err, losses, out)
 	}
+	// A reminder beside the tool result (Claude Code's): still the cycle.
+	mixed := strings.Replace(first, `"content":"x"}]`, `"content":"x"},{"type":"text","text":"<system-reminder>r</system-reminder>"}]`, 1)
+	if out, losses, err := AnthropicFailback([]byte(mixed)); err != nil || len(losses) != 1 || strings.Contains(string(out), `"thinking":{`) {
+		t.Errorf("a tool result with text beside it: %v %v %s", err, losses, out)
+	}
 }
 
 func mustJSON(v any) []byte {

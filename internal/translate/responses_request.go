@@ -27,7 +27,8 @@ var responsesFields = map[string]string{
 	"metadata": "advisory", "user": "advisory", "safety_identifier": "advisory",
 	"prompt_cache_key": "advisory", "prompt_cache_retention": "advisory", "service_tier": "advisory",
 	"reasoning": "advisory", "truncation": "advisory",
-	"conversation": "material", "prompt": "material", "max_tool_calls": "material",
+	"client_metadata": "advisory", // Codex's ids of its installation, session and turn
+	"conversation":    "material", "prompt": "material", "max_tool_calls": "material",
 }
 
 type responsesPart struct {

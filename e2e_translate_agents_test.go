@@ -1,0 +1,111 @@
+package llmhedge_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/sim"
+)
+
+// The real agents through cross-vendor translation (issue 26): each
+// agent's own vendor is down (every request 529), and the only provider
+// that works speaks another vendor's format, with `translate` and its own
+// key. The simulators speak only that format and script the tool loop.
+
+// Claude Code reads a file with its Read tool through a pool whose only
+// working provider is an OpenAI Chat Completions one translating
+// Anthropic: both turns (the call, the answer quoting the file) are
+// translated, streamed, and Claude Code exits 0 with the file's token.
+func TestClaudeCodeTranslated(t *testing.T) {
+	dir := t.TempDir()
+	token := fmt.Sprintf("hedge-token-%x", time.Now().UnixNano())
+	file := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(file, []byte(token+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	claude := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 529}}})
+	gpt := newUpstream(t, sim.Config{Key: "sk-openai-own",
+		ToolCalls:  []sim.ToolCall{{Name: "Read", Arguments: json.RawMessage(fmt.Sprintf(`{"file_path":%q}`, file))}},
+		ToolAnswer: "The file holds: {result}"})
+	p := startProxy(t, provider("claude", claude, "api anthropic")+
+		provider("gpt", gpt, "api openai", "key sk-openai-own", "translate anthropic", "priority 1", "model * gpt-5")+
+		"hedge off\n retry {\n same_provider 0\n }\n")
+
+	out, res := runClaudeIn(t, p, dir, []string{"-p", "What does notes.txt say?", "--allowedTools", "Read"}, "CLAUDE_CODE_MAX_RETRIES=0")
+	recs := xlAgentTrace(gpt, "/v1/chat/completions")
+	if res.Exit != 0 || out.IsError || !strings.Contains(out.Result, token) || !strings.HasPrefix(out.Result, "The file holds:") {
+		t.Fatalf("want exit 0 and the file's token %s in the answer, got is_error=%v result=%q\n%s%s\n%s", token, out.IsError, out.Result, recs, res, p.logs(t))
+	}
+	checkXLAgentLoop(t, gpt, "/v1/chat/completions", "Read")
+	if n := len(messageRecs(claude)); n == 0 {
+		t.Fatalf("the Anthropic provider was never tried: the translation served a request its own vendor should have seen first")
+	}
+}
+
+// Codex runs a shell command through an Anthropic-only pool: its Responses
+// provider is down, and an Anthropic Messages provider translating
+// Responses serves both turns. Codex 0.171 offers its shell as the function
+// exec_command {cmd}; the simulator calls it, Codex runs the command, and
+// the answer quotes its output. Codex's hosted web_search tool and its
+// multi_agent_v1 namespace of tools are turned off: Anthropic carries
+// neither (docs/translation.md), and a request offering them is refused.
+func TestCodexTranslated(t *testing.T) {
+	dir := t.TempDir()
+	token := fmt.Sprintf("hedge-token-%x", time.Now().UnixNano())
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte(token+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gpt := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 529}}})
+	claude := newUpstream(t, sim.Config{Key: "sk-ant-own",
+		ToolCalls:  []sim.ToolCall{{Name: "exec_command", Arguments: json.RawMessage(`{"cmd":"cat notes.txt"}`)}},
+		ToolAnswer: "The command printed: {result}"})
+	p := startProxy(t, provider("gpt", gpt, "api responses")+
+		provider("claude", claude, "api anthropic", "key sk-ant-own", "translate responses", "priority 1", "model * claude-sonnet-4-5")+
+		"hedge off\n retry {\n same_provider 0\n }\n")
+
+	last, res := runCodexIn(t, p, dir, "What does notes.txt say?", "--dangerously-bypass-approvals-and-sandbox",
+		"-c", `web_search="disabled"`, "-c", "features.multi_agent=false")
+	if res.Exit != 0 || !strings.Contains(last, token) || !strings.HasPrefix(strings.TrimSpace(last), "The command printed:") {
+		t.Fatalf("want exit 0 and the command's output %s in the answer, got last message %q\n%s%s\n%s", token, last, xlAgentTrace(claude, "/v1/messages"), res, p.logs(t))
+	}
+	checkXLAgentLoop(t, claude, "/v1/messages", "exec_command")
+}
+
+// checkXLAgentLoop fails the test unless the translating provider's
+// simulator saw the loop as scripted, in its own format: one call of the
+// tool, then one request carrying its result, each answered 200.
+func checkXLAgentLoop(t *testing.T, u *upstream, path, tool string) {
+	t.Helper()
+	var calls, results int
+	for _, r := range u.Requests() {
+		if r.Path != path || r.Status != 200 {
+			continue
+		}
+		switch {
+		case r.ToolCall == tool:
+			calls++
+		case r.ToolResult:
+			results++
+		}
+	}
+	if calls != 1 || results != 1 {
+		t.Fatalf("the translating provider saw %d calls of %s and %d tool results on %s, want 1 and 1\n%s", calls, tool, results, path, xlAgentTrace(u, ""))
+	}
+}
+
+// xlAgentTrace lists an upstream's requests (on path, or all), for failure
+// messages.
+func xlAgentTrace(u *upstream, path string) string {
+	var b strings.Builder
+	for _, r := range u.Requests() {
+		if path == "" || r.Path == path {
+			fmt.Fprintf(&b, "%s %s stream=%v status=%d call=%q result=%v\n", r.Method, r.Path, r.Stream, r.Status, r.ToolCall, r.ToolResult)
+		}
+	}
+	return b.String()
+}
