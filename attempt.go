@@ -85,7 +85,7 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 	client := req.Dialect
 	path, query := req.Dialect.UpstreamPath(r.URL.Path, a.model), a.p.upstreamQuery(r.URL.RawQuery)
 	if a.xl = a.p.translation(client); a.xl != nil {
-		treq, tpath, tquery, tr, err := a.xl.translateRequest(req, a.model)
+		treq, tpath, tquery, tr, err := a.xl.translateRequest(req, a.model, a.xlReq)
 		if err != nil {
 			a.fail(wire.ClassRequest, fmt.Errorf("provider %s: translating to %s: %w", a.p.name, a.xl.target, err))
 			return

@@ -360,7 +360,9 @@ func (st *requestState) launch(h *Handler, r *http.Request, a *attempt) {
 	st.live++
 	a.begin()
 	traceAttempt(st, a)
-	go h.run(a, st.requestFor(a.p), r, st.repl, st.done)
+	req := st.requestFor(a.p)
+	a.xlReq = st.translated(a.p, a.model, req)
+	go h.run(a, req, r, st.repl, st.done)
 }
 
 func stoppedTimer() *time.Timer {

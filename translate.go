@@ -127,10 +127,15 @@ func (h *Handler) translatable(st *requestState, cands []*provider, model string
 			continue
 		}
 		var losses []translate.Loss
-		if tr, err := xl.pair.Translate(st.req.Body, model); err != nil {
+		upstream := p.upstreamModel(model)
+		if tr, err := xl.pair.Translate(st.req.Body, upstream); err != nil {
 			losses = []translate.Loss{{What: err.Error(), Material: true}}
 		} else {
 			losses = tr.Losses
+			if st.xlDone == nil {
+				st.xlDone = make(map[*provider]xlDone, 1)
+			}
+			st.xlDone[p] = xlDone{model: upstream, req: st.req, tr: tr}
 		}
 		if translate.Material(losses) {
 			st.skip(p, "translate_skip")
@@ -143,12 +148,30 @@ func (h *Handler) translatable(st *requestState, cands []*provider, model string
 	return out
 }
 
+// xlDone is a request translated for a provider when the plan was made,
+// reused by its attempts (a Translation is read-only).
+type xlDone struct {
+	model string
+	req   *wire.Request
+	tr    *translate.Translation
+}
+
+// translated is the plan's translation of req for p's model, or nil.
+func (st *requestState) translated(p *provider, model string, req *wire.Request) *translate.Translation {
+	if d, ok := st.xlDone[p]; ok && d.model == model && d.req == req {
+		return d.tr
+	}
+	return nil
+}
+
 // translateRequest is the upstream request of a translated attempt: the
-// target dialect's body for model, its path and query.
-func (xl *xlTarget) translateRequest(req *wire.Request, model string) (treq *wire.Request, path, query string, tr *translate.Translation, err error) {
-	tr, err = xl.pair.Translate(req.Body, model)
-	if err != nil {
-		return nil, "", "", nil, err
+// target dialect's body for model (tr when the plan translated it
+// already), its path and query.
+func (xl *xlTarget) translateRequest(req *wire.Request, model string, tr *translate.Translation) (treq *wire.Request, path, query string, _ *translate.Translation, err error) {
+	if tr == nil {
+		if tr, err = xl.pair.Translate(req.Body, model); err != nil {
+			return nil, "", "", nil, err
+		}
 	}
 	if translate.Material(tr.Losses) {
 		return nil, "", "", nil, fmt.Errorf("translation would lose %s", translate.Describe(tr.Losses, true))
