@@ -54,7 +54,7 @@ func TopLevelID(body []byte, key string) string {
 // ResourceID returns the last segment of a resource name after marker
 // ("cachedContents/abc", ".../v1beta/files/abc" -> "abc"), or "".
 func ResourceID(v []byte, marker string) string {
-	if !jsonscan.IsString(v) || len(v) > 2+6*maxObjectIDLen {
+	if !jsonscan.IsString(v) || len(v) > 2+6*MaxObjectIDLen {
 		return ""
 	}
 	s := jsonscan.Unquote(v)
@@ -101,16 +101,16 @@ func (o ObjectRef) TableKey() string {
 	return o.Kind.String() + "\x00" + o.ID
 }
 
-// maxObjectIDLen bounds an object id the proxy remembers or looks up.
-const maxObjectIDLen = 256
+// MaxObjectIDLen bounds an object id the proxy remembers or looks up.
+const MaxObjectIDLen = 256
 
-// objectIDValue decodes a raw JSON string holding an object id, or "" for
+// ObjectIDValue decodes a raw JSON string holding an object id, or "" for
 // one that is not plausible (validObjectID).
 func ObjectIDValue(v []byte) string {
-	if !jsonscan.IsString(v) || len(v) > 2+6*maxObjectIDLen {
+	if !jsonscan.IsString(v) || len(v) > 2+6*MaxObjectIDLen {
 		return ""
 	}
-	var buf [maxObjectIDLen]byte
+	var buf [MaxObjectIDLen]byte
 	id := v[1 : len(v)-1]
 	if bytes.IndexByte(id, '\\') >= 0 {
 		id = jsonscan.AppendString(buf[:0], v)
@@ -121,11 +121,11 @@ func ObjectIDValue(v []byte) string {
 	return string(id)
 }
 
-// validObjectID: ids are stored, logged and matched against request
+// ValidObjectID: ids are stored, logged and matched against request
 // paths, so one is at most 256 bytes of printable ASCII without spaces,
 // quotes, backslashes or the URL delimiters / ? # % (as a response id).
 func ValidObjectID(id []byte) bool {
-	if len(id) == 0 || len(id) > maxObjectIDLen {
+	if len(id) == 0 || len(id) > MaxObjectIDLen {
 		return false
 	}
 	for _, c := range id {

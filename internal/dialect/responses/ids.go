@@ -3,7 +3,6 @@ package responses
 // The Responses dialect (dialect.go): response ids, session keys and error shapes.
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -15,7 +14,7 @@ import (
 )
 
 // maxResponseIDLen bounds a response id the proxy remembers or looks up.
-const MaxResponseIDLen = 256
+const MaxResponseIDLen = wire.MaxObjectIDLen
 
 // responsesCreatedID returns the id of the response a response.created
 // event announces (response.id), or "" for any other event or an id that
@@ -57,40 +56,13 @@ func PreviousResponseID(body []byte) string {
 	return id
 }
 
-// responseIDValue decodes a raw JSON string holding a response id. Ids
-// are stored, logged and matched against request paths, so one is at most
-// 256 bytes of printable ASCII without spaces, quotes, backslashes or the
-// URL delimiters / ? # %; anything else is "".
-func responseIDValue(v []byte) string {
-	if !jsonscan.IsString(v) || len(v) > 2+6*MaxResponseIDLen {
-		return ""
-	}
-	var buf [MaxResponseIDLen]byte
-	id := v[1 : len(v)-1]
-	if bytes.IndexByte(id, '\\') >= 0 {
-		id = jsonscan.AppendString(buf[:0], v)
-	}
-	if !ValidResponseID(id) {
-		return ""
-	}
-	return string(id)
-}
+// responseIDValue decodes a raw JSON string holding a response id: a
+// provider-held object id as wire.ObjectIDValue reads one.
+func responseIDValue(v []byte) string { return wire.ObjectIDValue(v) }
 
-func ValidResponseID(id []byte) bool {
-	if len(id) == 0 || len(id) > MaxResponseIDLen {
-		return false
-	}
-	for _, c := range id {
-		if c <= ' ' || c >= 0x7f {
-			return false
-		}
-		switch c {
-		case '"', '\\', '/', '?', '#', '%':
-			return false
-		}
-	}
-	return true
-}
+// ValidResponseID reports whether id is one the proxy stores, logs and
+// matches against request paths (wire.ValidObjectID).
+func ValidResponseID(id []byte) bool { return wire.ValidObjectID(id) }
 
 // responsesSessionKey returns the key that identifies a conversation for
 // affinity, or "": with headerName set only that header; otherwise the
