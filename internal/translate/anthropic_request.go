@@ -198,15 +198,8 @@ func isNullish(v json.RawMessage) bool {
 
 // anthropicContent reads a content value: a string, or an array of blocks.
 func anthropicContent(raw json.RawMessage, losses []Loss) ([]Block, []Loss, error) {
-	if isNullish(raw) {
-		return nil, losses, nil
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, losses, err
-		}
-		return []Block{{Kind: KindText, Text: s}}, losses, nil
+	if blocks, isString, err := stringContent(raw); isString {
+		return blocks, losses, err
 	}
 	var in []anthropicBlock
 	if err := json.Unmarshal(raw, &in); err != nil {

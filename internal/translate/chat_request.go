@@ -113,23 +113,14 @@ func encodeChatRequest(r *Request, model string) ([]byte, []Loss, error) {
 		out.Tools = append(out.Tools, chatTool{Type: "function",
 			Function: chatToolFunction{Name: t.Name, Description: t.Description, Parameters: t.Schema}})
 	}
-	switch r.ToolChoice.Mode {
-	case ChoiceDefault:
-	case ChoiceAuto:
-		out.ToolChoice = "auto"
-	case ChoiceAny:
-		out.ToolChoice = "required"
-	case ChoiceNone:
-		out.ToolChoice = "none"
-	case ChoiceTool:
-		out.ToolChoice = map[string]any{"type": "function", "function": map[string]string{"name": r.ToolChoice.Name}}
-	default:
-		return nil, nil, fmt.Errorf("tool_choice %q has no Chat Completions equivalent", r.ToolChoice.Mode)
+	var err error
+	out.ToolChoice, err = openAIToolChoice(r.ToolChoice, "Chat Completions", func(name string) any {
+		return map[string]any{"type": "function", "function": map[string]string{"name": name}}
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	if r.ToolChoice.DisableParallel && len(out.Tools) > 0 {
-		f := false
-		out.ParallelToolCalls = &f
-	}
+	out.ParallelToolCalls = openAIParallelToolCalls(r.ToolChoice, len(out.Tools))
 	body, err := json.Marshal(out)
 	return body, losses, err
 }

@@ -2,7 +2,6 @@ package translate
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 )
 
@@ -84,23 +83,14 @@ func encodeResponsesRequest(r *Request, model string) ([]byte, []Loss, error) {
 		}
 		out.Tools = append(out.Tools, responsesTool{Type: "function", Name: t.Name, Description: t.Description, Parameters: params})
 	}
-	switch r.ToolChoice.Mode {
-	case ChoiceDefault:
-	case ChoiceAuto:
-		out.ToolChoice = "auto"
-	case ChoiceAny:
-		out.ToolChoice = "required"
-	case ChoiceNone:
-		out.ToolChoice = "none"
-	case ChoiceTool:
-		out.ToolChoice = map[string]string{"type": "function", "name": r.ToolChoice.Name}
-	default:
-		return nil, nil, fmt.Errorf("tool_choice %q has no Responses equivalent", r.ToolChoice.Mode)
+	var err error
+	out.ToolChoice, err = openAIToolChoice(r.ToolChoice, "Responses", func(name string) any {
+		return map[string]string{"type": "function", "name": name}
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	if r.ToolChoice.DisableParallel && len(out.Tools) > 0 {
-		f := false
-		out.ParallelToolCalls = &f
-	}
+	out.ParallelToolCalls = openAIParallelToolCalls(r.ToolChoice, len(out.Tools))
 	body, err := json.Marshal(out)
 	return body, losses, err
 }

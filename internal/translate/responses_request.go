@@ -312,15 +312,8 @@ func responsesInput(r *Request, raw json.RawMessage, losses []Loss) ([]Loss, err
 // responsesContent reads a message's content or a call's output: a
 // string, or an array of parts.
 func responsesContent(raw json.RawMessage, losses []Loss) ([]Block, []Loss, error) {
-	if isNullish(raw) {
-		return nil, losses, nil
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, losses, err
-		}
-		return []Block{{Kind: KindText, Text: s}}, losses, nil
+	if blocks, isString, err := stringContent(raw); isString {
+		return blocks, losses, err
 	}
 	var parts []responsesPart
 	if err := json.Unmarshal(raw, &parts); err != nil {

@@ -1,0 +1,56 @@
+package translate
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Request-side rules that more than one dialect spells the same way.
+
+// stringContent reads a content value in the form Anthropic and Responses
+// share: null (no blocks), a string (one text block), or an array of the
+// dialect's own parts. isString is false only for the array, which the
+// caller decodes.
+func stringContent(raw json.RawMessage) (blocks []Block, isString bool, err error) {
+	if isNullish(raw) {
+		return nil, true, nil
+	}
+	if raw[0] != '"' {
+		return nil, false, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, true, err
+	}
+	return []Block{{Kind: KindText, Text: s}}, true, nil
+}
+
+// openAIToolChoice spells a tool choice for Chat Completions or Responses:
+// both name the modes with the same strings and differ only in the object
+// that names one tool, which named builds. target names the API in the error.
+func openAIToolChoice(tc ToolChoice, target string, named func(name string) any) (any, error) {
+	switch tc.Mode {
+	case ChoiceDefault:
+		return nil, nil
+	case ChoiceAuto:
+		return "auto", nil
+	case ChoiceAny:
+		return "required", nil
+	case ChoiceNone:
+		return "none", nil
+	case ChoiceTool:
+		return named(tc.Name), nil
+	}
+	return nil, fmt.Errorf("tool_choice %q has no %s equivalent", tc.Mode, target)
+}
+
+// openAIParallelToolCalls is parallel_tool_calls for both OpenAI APIs:
+// false when the request forbids parallel calls and sends tools, else
+// left out (the APIs' default allows them).
+func openAIParallelToolCalls(tc ToolChoice, tools int) *bool {
+	if tc.DisableParallel && tools > 0 {
+		f := false
+		return &f
+	}
+	return nil
+}
