@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -16,13 +15,13 @@ import (
 // clean stop. Every decoder of a target stream for an Anthropic client
 // writes through it.
 type anthropicWriter struct {
-	started, finished bool
-	open              bool
-	openKind          Kind
-	next              int    // index of the next block
-	args              []byte // the open tool block's arguments, decoded
-	ids               toolIDs
-	id                string // the message id, for synthesized tool ids
+	writerPhase
+	open     bool
+	openKind Kind
+	next     int    // index of the next block
+	args     []byte // the open tool block's arguments, decoded
+	ids      toolIDs
+	id       string // the message id, for synthesized tool ids
 }
 
 func (w *anthropicWriter) reset() {
@@ -55,16 +54,6 @@ func appendAnthropicUsage(dst []byte, u Usage) []byte {
 	dst = append(dst, `,"output_tokens":`...)
 	dst = strconv.AppendInt(dst, u.Output, 10)
 	return append(dst, '}')
-}
-
-func (w *anthropicWriter) live() error {
-	switch {
-	case !w.started:
-		return malformed("content before the message start")
-	case w.finished:
-		return malformed("content after the message end")
-	}
-	return nil
 }
 
 // text appends text (the escaped body of a JSON string) to a text block,
@@ -193,15 +182,11 @@ func (w *anthropicWriter) fail(dst []byte, err error) []byte {
 		return dst
 	}
 	w.finished = true
-	typ, msg := "api_error", err.Error()
-	var ue *UpstreamError
-	if errors.As(err, &ue) {
-		typ, msg = ue.Type, ue.Message
-	}
+	e := clientStreamError(err, "api_error")
 	dst = append(dst, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":"...)
-	dst = appendJSONString(dst, typ)
+	dst = appendJSONString(dst, e.Type)
 	dst = append(dst, `,"message":`...)
-	dst = appendJSONString(dst, msg)
+	dst = appendJSONString(dst, e.Message)
 	return append(dst, "}}\n\n"...)
 }
 

@@ -2,7 +2,6 @@ package translate
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 )
@@ -14,13 +13,13 @@ import (
 // carrying the whole response. Tool arguments must parse as a JSON object
 // when their item is done, else an error, never a clean stop.
 type responsesWriter struct {
-	seq               int64
-	started, finished bool
-	id, model         string
-	created           int64
-	items             []streamItem
-	open              int             // index of the open item, -1 when none
-	custom            map[string]bool // the request's custom tools
+	seq int64
+	writerPhase
+	id, model string
+	created   int64
+	items     []streamItem
+	open      int             // index of the open item, -1 when none
+	custom    map[string]bool // the request's custom tools
 }
 
 // streamItem is one output item being streamed.
@@ -70,16 +69,6 @@ func (w *responsesWriter) start(dst []byte, id, model string) ([]byte, error) {
 		Model: model, Output: []responsesOutItem{}, ParallelToolCalls: true, ToolChoice: "auto", Tools: []any{}}
 	dst = w.eventJSON(dst, "response.created", map[string]any{"response": resp})
 	return w.eventJSON(dst, "response.in_progress", map[string]any{"response": resp}), nil
-}
-
-func (w *responsesWriter) live() error {
-	switch {
-	case !w.started:
-		return malformed("content before the message start")
-	case w.finished:
-		return malformed("content after the message end")
-	}
-	return nil
 }
 
 // itemID is the id of the output item for the target's block: the same
@@ -252,13 +241,10 @@ func (w *responsesWriter) fail(dst []byte, err error) []byte {
 		return dst
 	}
 	w.finished = true
-	code, msg := "server_error", err.Error()
-	var ue *UpstreamError
-	if errors.As(err, &ue) {
-		code, msg = ue.Code, ue.Message
-		if code == "" {
-			code = ue.Type
-		}
+	e := clientStreamError(err, "server_error")
+	code := e.Code
+	if code == "" {
+		code = e.Type
 	}
-	return w.eventJSON(dst, "error", map[string]any{"code": code, "message": msg, "param": nil})
+	return w.eventJSON(dst, "error", map[string]any{"code": code, "message": e.Message, "param": nil})
 }
