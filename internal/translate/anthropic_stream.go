@@ -109,6 +109,18 @@ func (s *anthropicToResponsesStream) index(e *anthropicEvent) (int, error) {
 	return int(n), nil
 }
 
+// atOpenBlock is an error unless the delta or stop event names the open block.
+func (s *anthropicToResponsesStream) atOpenBlock(e *anthropicEvent, event string) error {
+	n, err := s.index(e)
+	if err != nil {
+		return err
+	}
+	if n != s.open {
+		return malformed("%s for block %d, open %d", event, n, s.open)
+	}
+	return nil
+}
+
 func (s *anthropicToResponsesStream) blockStart(dst []byte, e *anthropicEvent) ([]byte, error) {
 	n, err := s.index(e)
 	if err != nil {
@@ -147,12 +159,8 @@ func (s *anthropicToResponsesStream) blockStart(dst []byte, e *anthropicEvent) (
 }
 
 func (s *anthropicToResponsesStream) blockDelta(dst []byte, e *anthropicEvent) ([]byte, error) {
-	n, err := s.index(e)
-	if err != nil {
+	if err := s.atOpenBlock(e, "content_block_delta"); err != nil {
 		return dst, err
-	}
-	if n != s.open {
-		return dst, malformed("content_block_delta for block %d, open %d", n, s.open)
 	}
 	var typ, text []byte
 	it, ok := jsonscan.Open(e.delta, 0, 0)
@@ -182,12 +190,8 @@ func (s *anthropicToResponsesStream) blockDelta(dst []byte, e *anthropicEvent) (
 }
 
 func (s *anthropicToResponsesStream) blockStop(dst []byte, e *anthropicEvent) ([]byte, error) {
-	n, err := s.index(e)
-	if err != nil {
+	if err := s.atOpenBlock(e, "content_block_stop"); err != nil {
 		return dst, err
-	}
-	if n != s.open {
-		return dst, malformed("content_block_stop for block %d, open %d", n, s.open)
 	}
 	s.open = -1
 	switch s.openKind {
@@ -197,8 +201,8 @@ func (s *anthropicToResponsesStream) blockStop(dst []byte, e *anthropicEvent) ([
 		if !s.argsSeen {
 			// Anthropic streams no argument bytes for an empty input: its
 			// documented start value {} stands.
-			dst, err = s.w.delta(dst, KindToolCall, []byte("{}"))
-			if err != nil {
+			var err error
+			if dst, err = s.w.delta(dst, KindToolCall, []byte("{}")); err != nil {
 				return dst, err
 			}
 		}
