@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 )
 
 // Anthropic Messages requests: decoding a client's, encoding a target's.
@@ -80,12 +81,7 @@ func outputConfigLosses(raw json.RawMessage, losses []Loss) []Loss {
 	if json.Unmarshal(raw, &cfg) != nil {
 		return addLoss(losses, "field output_config", true)
 	}
-	keys := make([]string, 0, len(cfg))
-	for k := range cfg {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(cfg)) {
 		if !isNullish(cfg[k]) {
 			losses = addLoss(losses, "output_config."+k, k != "effort")
 		}
@@ -101,12 +97,7 @@ func decodeAnthropicRequest(body []byte) (*Request, []Loss, error) {
 		return nil, nil, fmt.Errorf("anthropic request: %w", err)
 	}
 	var losses []Loss
-	keys := make([]string, 0, len(top))
-	for k := range top {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(top)) {
 		switch {
 		case !anthropicKnown[k]:
 			losses = addLoss(losses, "field "+k, true)

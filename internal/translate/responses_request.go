@@ -3,7 +3,8 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -58,12 +59,7 @@ func decodeResponsesRequest(body []byte) (*Request, []Loss, error) {
 		return nil, nil, fmt.Errorf("responses request: %w", err)
 	}
 	var losses []Loss
-	keys := make([]string, 0, len(top))
-	for k := range top {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(top)) {
 		if isNullish(top[k]) {
 			continue
 		}
