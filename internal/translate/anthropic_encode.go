@@ -45,13 +45,7 @@ func encodeAnthropicRequest(r *Request, model string) ([]byte, []Loss, error) {
 	}
 	for _, m := range r.Messages {
 		var blocks []anthropicBlock
-		for _, b := range m.Blocks {
-			ab, ok, more := anthropicBlockOut(b, losses)
-			losses = more
-			if ok {
-				blocks = append(blocks, ab)
-			}
-		}
+		blocks, losses = anthropicBlocksOut(m.Blocks, losses)
 		if len(blocks) > 0 {
 			out.Messages = append(out.Messages, anthropicOutMessage{Role: m.Role, Content: blocks})
 		}
@@ -89,6 +83,21 @@ func anthropicText(b Block) anthropicBlock {
 	return ab
 }
 
+// anthropicBlocksOut encodes a turn's or a tool result's blocks, leaving
+// out those Anthropic cannot carry (their losses are recorded); nil when
+// none is left.
+func anthropicBlocksOut(bs []Block, losses []Loss) ([]anthropicBlock, []Loss) {
+	var out []anthropicBlock
+	for _, b := range bs {
+		ab, ok, more := anthropicBlockOut(b, losses)
+		losses = more
+		if ok {
+			out = append(out, ab)
+		}
+	}
+	return out, losses
+}
+
 func anthropicBlockOut(b Block, losses []Loss) (anthropicBlock, bool, []Loss) {
 	var ab anthropicBlock
 	switch b.Kind {
@@ -112,13 +121,7 @@ func anthropicBlockOut(b Block, losses []Loss) (anthropicBlock, bool, []Loss) {
 	case KindToolResult:
 		ab = anthropicBlock{Type: "tool_result", ToolUseID: b.ToolID, IsError: b.IsError}
 		var content []anthropicBlock
-		for _, r := range b.Result {
-			rb, ok, more := anthropicBlockOut(r, losses)
-			losses = more
-			if ok {
-				content = append(content, rb)
-			}
-		}
+		content, losses = anthropicBlocksOut(b.Result, losses)
 		if content == nil {
 			content = []anthropicBlock{}
 		}
