@@ -7,7 +7,7 @@ type anthropicToChat struct{}
 func (anthropicToChat) Client() string { return Anthropic }
 func (anthropicToChat) Target() string { return OpenAI }
 
-func (anthropicToChat) Translate(body []byte, model string) (*Translation, error) {
+func (p anthropicToChat) Translate(body []byte, model string) (*Translation, error) {
 	r, losses, err := decodeAnthropicRequest(body)
 	if err != nil {
 		return nil, err
@@ -17,14 +17,7 @@ func (anthropicToChat) Translate(body []byte, model string) (*Translation, error
 		return nil, err
 	}
 	return &Translation{Body: out, Losses: mergeLosses(losses, more),
-		response: func(body []byte) ([]byte, error) {
-			r, err := decodeChatResponse(body)
-			if err != nil {
-				return nil, err
-			}
-			return encodeAnthropicResponse(r)
-		},
-		newStream: func() Stream { return newChatToAnthropicStream() },
+		response: p.Response, newStream: p.NewStream,
 	}, nil
 }
 

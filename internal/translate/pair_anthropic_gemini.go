@@ -8,7 +8,7 @@ func (anthropicToGemini) Client() string { return Anthropic }
 func (anthropicToGemini) Target() string { return Gemini }
 
 // Request ignores targetModel: Gemini names the model in the path (TargetPath).
-func (anthropicToGemini) Translate(body []byte, _ string) (*Translation, error) {
+func (p anthropicToGemini) Translate(body []byte, _ string) (*Translation, error) {
 	r, losses, err := decodeAnthropicRequest(body)
 	if err != nil {
 		return nil, err
@@ -18,14 +18,7 @@ func (anthropicToGemini) Translate(body []byte, _ string) (*Translation, error) 
 		return nil, err
 	}
 	return &Translation{Body: out, Losses: mergeLosses(losses, more),
-		response: func(body []byte) ([]byte, error) {
-			r, err := decodeGeminiResponse(body)
-			if err != nil {
-				return nil, err
-			}
-			return encodeAnthropicResponse(r)
-		},
-		newStream: func() Stream { return &geminiToAnthropicStream{} },
+		response: p.Response, newStream: p.NewStream,
 	}, nil
 }
 

@@ -7,7 +7,7 @@ type anthropicToResponses struct{}
 func (anthropicToResponses) Client() string { return Anthropic }
 func (anthropicToResponses) Target() string { return Responses }
 
-func (anthropicToResponses) Translate(body []byte, model string) (*Translation, error) {
+func (p anthropicToResponses) Translate(body []byte, model string) (*Translation, error) {
 	r, losses, err := decodeAnthropicRequest(body)
 	if err != nil {
 		return nil, err
@@ -17,14 +17,7 @@ func (anthropicToResponses) Translate(body []byte, model string) (*Translation, 
 		return nil, err
 	}
 	return &Translation{Body: out, Losses: mergeLosses(losses, more),
-		response: func(body []byte) ([]byte, error) {
-			r, err := decodeResponsesAnswer(body)
-			if err != nil {
-				return nil, err
-			}
-			return encodeAnthropicResponse(r)
-		},
-		newStream: func() Stream { return newResponsesToAnthropicStream() },
+		response: p.Response, newStream: p.NewStream,
 	}, nil
 }
 
