@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -104,35 +103,7 @@ func TestAnthropicFromChatStream(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			target := readFile(t, filepath.Join("testdata", "chat", c.name+".sse"))
-			out, err := runStream(p, target, nil)
-			golden(t, "anthropic_from_chat_"+c.name+".sse", out)
-			msg, stopped, errEvent := accumulateAnthropic(t, out)
-			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) || stopped || errEvent == "" {
-					t.Fatalf("err %v, stopped %v, error event %q; want an error event for %q and no message_stop", err, stopped, errEvent, c.wantErr)
-				}
-				// The non-stream answer is refused alike.
-				if body := filepath.Join("testdata", "chat", c.name+".json"); fileExists(body) {
-					if _, err := minimal(p).Response(readFile(t, body)); err == nil {
-						t.Errorf("the non-stream answer translates")
-					}
-				}
-				return
-			}
-			if err != nil || !stopped {
-				t.Fatalf("err %v, stopped %v", err, stopped)
-			}
-			body, err := minimal(p).Response(readFile(t, filepath.Join("testdata", "chat", c.name+".json")))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want anthropic.Message
-			if err := json.Unmarshal(body, &want); err != nil {
-				t.Fatal(err)
-			}
-			sameMessage(t, msg, want)
-			if c.check != nil {
+			if msg, ok := anthropicStreamCase(t, p, "chat", c.name, c.wantErr); ok && c.check != nil {
 				c.check(t, msg)
 			}
 		})
@@ -142,20 +113,7 @@ func TestAnthropicFromChatStream(t *testing.T) {
 // Every byte-level re-chunking of a target stream gives the same client bytes.
 func TestAnthropicFromChatStreamRechunked(t *testing.T) {
 	p, _ := For(Anthropic, OpenAI)
-	files, _ := filepath.Glob(filepath.Join("testdata", "chat", "*.sse"))
-	if len(files) < 5 {
-		t.Fatalf("found %d streams", len(files))
-	}
-	for _, f := range files {
-		target := readFile(t, f)
-		whole, wholeErr := runStream(p, target, nil)
-		for _, cuts := range cutSets(len(target)) {
-			out, err := runStream(p, target, cuts)
-			if !bytes.Equal(out, whole) || (err == nil) != (wholeErr == nil) {
-				t.Fatalf("%s cut at %v: output differs", f, cuts)
-			}
-		}
-	}
+	checkRechunked(t, p, "chat")
 }
 
 // Malformed target streams end in the client's error event, never a clean stop.

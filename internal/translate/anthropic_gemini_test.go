@@ -3,7 +3,6 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -167,54 +166,14 @@ func TestAnthropicFromGeminiStream(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := runStream(p, readFile(t, filepath.Join("testdata", "gemini", c.name+".sse")), nil)
-			golden(t, "anthropic_from_gemini_"+c.name+".sse", out)
-			if _, gerr := checkAnthropicStream(t, out); gerr != nil {
-				t.Fatalf("grammar: %v\n%s", gerr, out)
+			if msg, ok := anthropicStreamCase(t, p, "gemini", c.name, c.wantErr); ok {
+				c.check(t, msg)
 			}
-			msg, stopped, errEvent := accumulateAnthropic(t, out)
-			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) || stopped || errEvent == "" {
-					t.Fatalf("err %v, stopped %v, error event %q", err, stopped, errEvent)
-				}
-				if body := filepath.Join("testdata", "gemini", c.name+".json"); fileExists(body) {
-					if _, err := minimal(p).Response(readFile(t, body)); err == nil {
-						t.Errorf("the non-stream answer translates")
-					}
-				}
-				return
-			}
-			if err != nil || !stopped {
-				t.Fatalf("err %v, stopped %v", err, stopped)
-			}
-			body, err := minimal(p).Response(readFile(t, filepath.Join("testdata", "gemini", c.name+".json")))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want anthropic.Message
-			if err := json.Unmarshal(body, &want); err != nil {
-				t.Fatal(err)
-			}
-			sameMessage(t, msg, want)
-			c.check(t, msg)
 		})
 	}
 }
 
 func TestAnthropicFromGeminiStreamRechunked(t *testing.T) {
 	p, _ := For(Anthropic, Gemini)
-	files, _ := filepath.Glob(filepath.Join("testdata", "gemini", "*.sse"))
-	if len(files) < 5 {
-		t.Fatalf("found %d streams", len(files))
-	}
-	for _, f := range files {
-		target := readFile(t, f)
-		whole, wholeErr := runStream(p, target, nil)
-		for _, cuts := range cutSets(len(target)) {
-			out, err := runStream(p, target, cuts)
-			if !bytes.Equal(out, whole) || (err == nil) != (wholeErr == nil) {
-				t.Fatalf("%s cut at %v: output differs", f, cuts)
-			}
-		}
-	}
+	checkRechunked(t, p, "gemini")
 }

@@ -9,8 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/anthropics/anthropic-sdk-go"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
@@ -158,4 +161,65 @@ func minimal(p Pair) *Translation {
 		panic(err)
 	}
 	return tr
+}
+
+// checkRechunked asserts that every byte-level re-chunking of each
+// testdata/<dir>/*.sse target stream gives p's client the same bytes and
+// the same outcome.
+func checkRechunked(t *testing.T, p Pair, dir string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join("testdata", dir, "*.sse"))
+	if len(files) < 5 {
+		t.Fatalf("found %d streams", len(files))
+	}
+	for _, f := range files {
+		target := readFile(t, f)
+		whole, wholeErr := runStream(p, target, nil)
+		for _, cuts := range cutSets(len(target)) {
+			out, err := runStream(p, target, cuts)
+			if !bytes.Equal(out, whole) || (err == nil) != (wholeErr == nil) {
+				t.Fatalf("%s cut at %v: output differs", f, cuts)
+			}
+		}
+	}
+}
+
+// anthropicStreamCase runs testdata/<dir>/<name>.sse through p, an Anthropic
+// client's pair, and checks the client's stream against its golden file
+// and Anthropic's grammar. With wantErr the stream must end in an error
+// event naming it, and the non-stream answer (where there is one) must be
+// refused alike; ok is then false. Else the stream must stop cleanly with
+// the message the non-stream answer gives, which it returns.
+func anthropicStreamCase(t *testing.T, p Pair, dir, name, wantErr string) (msg anthropic.Message, ok bool) {
+	t.Helper()
+	out, err := runStream(p, readFile(t, filepath.Join("testdata", dir, name+".sse")), nil)
+	golden(t, "anthropic_from_"+dir+"_"+name+".sse", out)
+	if _, gerr := checkAnthropicStream(t, out); gerr != nil {
+		t.Fatalf("grammar: %v\n%s", gerr, out)
+	}
+	msg, stopped, errEvent := accumulateAnthropic(t, out)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) || stopped || errEvent == "" {
+			t.Fatalf("err %v, stopped %v, error event %q; want an error event for %q and no message_stop", err, stopped, errEvent, wantErr)
+		}
+		if body := filepath.Join("testdata", dir, name+".json"); fileExists(body) {
+			if _, err := minimal(p).Response(readFile(t, body)); err == nil {
+				t.Errorf("the non-stream answer translates")
+			}
+		}
+		return msg, false
+	}
+	if err != nil || !stopped {
+		t.Fatalf("err %v, stopped %v", err, stopped)
+	}
+	body, err := minimal(p).Response(readFile(t, filepath.Join("testdata", dir, name+".json")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want anthropic.Message
+	if err := json.Unmarshal(body, &want); err != nil {
+		t.Fatal(err)
+	}
+	sameMessage(t, msg, want)
+	return msg, true
 }

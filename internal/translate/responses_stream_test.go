@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -187,20 +186,7 @@ func sameResponse(t *testing.T, got, want *responses.Response) {
 
 func TestResponsesFromAnthropicStreamRechunked(t *testing.T) {
 	p, _ := For(Responses, Anthropic)
-	files, _ := filepath.Glob(filepath.Join("testdata", "anthropic", "*.sse"))
-	if len(files) < 5 {
-		t.Fatalf("found %d streams", len(files))
-	}
-	for _, f := range files {
-		target := readFile(t, f)
-		whole, wholeErr := runStream(p, target, nil)
-		for _, cuts := range cutSets(len(target)) {
-			out, err := runStream(p, target, cuts)
-			if !bytes.Equal(out, whole) || (err == nil) != (wholeErr == nil) {
-				t.Fatalf("%s cut at %v: output differs", f, cuts)
-			}
-		}
-	}
+	checkRechunked(t, p, "anthropic")
 }
 
 func TestResponsesFromAnthropicStreamMalformed(t *testing.T) {
