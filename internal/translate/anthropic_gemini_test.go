@@ -71,16 +71,7 @@ func TestAnthropicToGeminiRequest(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, losses, err := request(p, []byte(c.body), "gemini-2.5-pro")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := lossNames(losses); got != c.losses {
-				t.Errorf("losses = %q, want %q", got, c.losses)
-			}
-			if !jsonEqual(t, out, []byte(c.want)) {
-				t.Errorf("body:\n got %s\nwant %s", out, c.want)
-			}
+			out := checkRequest(t, p, c.body, "gemini-2.5-pro", c.want, c.losses)
 			geminiParams(t, out)
 		})
 	}
@@ -97,13 +88,7 @@ func TestAnthropicToGeminiRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, losses, err := request(p, []byte(c.body), "g")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := Describe(losses, true); got != c.want {
-				t.Errorf("material losses = %q, want %q (all: %s)", got, c.want, lossNames(losses))
-			}
+			checkRefusal(t, p, c.body, "g", c.want)
 		})
 	}
 }

@@ -52,16 +52,7 @@ func TestAnthropicToResponsesRequest(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, losses, err := request(p, []byte(c.body), "gpt-5")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := lossNames(losses); got != c.losses {
-				t.Errorf("losses = %q, want %q", got, c.losses)
-			}
-			if !jsonEqual(t, out, []byte(c.want)) {
-				t.Errorf("body:\n got %s\nwant %s", out, c.want)
-			}
+			out := checkRequest(t, p, c.body, "gpt-5", c.want, c.losses)
 			responsesParams(t, out)
 		})
 	}
@@ -76,13 +67,7 @@ func TestAnthropicToResponsesRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, losses, err := request(p, []byte(c.body), "gpt-5")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := Describe(losses, true); got != c.want {
-				t.Errorf("material losses = %q, want %q", got, c.want)
-			}
+			checkRefusal(t, p, c.body, "gpt-5", c.want)
 		})
 	}
 }

@@ -223,3 +223,37 @@ func anthropicStreamCase(t *testing.T, p Pair, dir, name, wantErr string) (msg a
 	sameMessage(t, msg, want)
 	return msg, true
 }
+
+// checkRequest translates a client's request body through p for model and
+// checks the body and the losses (lossNames' form) it gives; it returns
+// the body for the target SDK's own check.
+func checkRequest(t *testing.T, p Pair, body, model, want, wantLosses string) []byte {
+	t.Helper()
+	out, losses, err := request(p, []byte(body), model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lossNames(losses); got != wantLosses {
+		t.Errorf("losses = %q, want %q", got, wantLosses)
+	}
+	if !jsonEqual(t, out, []byte(want)) {
+		t.Errorf("body:\n got %s\nwant %s", out, want)
+	}
+	return out
+}
+
+// checkRefusal asserts that p's translation of body for model loses
+// something material, described as want.
+func checkRefusal(t *testing.T, p Pair, body, model, want string) {
+	t.Helper()
+	_, losses, err := request(p, []byte(body), model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Material(losses) {
+		t.Fatalf("losses %q hold nothing material", lossNames(losses))
+	}
+	if got := Describe(losses, true); got != want {
+		t.Errorf("material losses = %q, want %q (all: %s)", got, want, lossNames(losses))
+	}
+}
