@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -256,4 +257,30 @@ func checkRefusal(t *testing.T, p Pair, body, model, want string) {
 	if got := Describe(losses, true); got != want {
 		t.Errorf("material losses = %q, want %q (all: %s)", got, want, lossNames(losses))
 	}
+}
+
+// expectedLosses collects the losses a projection expects, each once, in
+// the order first noted.
+type expectedLosses []string
+
+func (l *expectedLosses) note(s string) {
+	if !slices.Contains(*l, s) {
+		*l = append(*l, s)
+	}
+}
+
+// joinedSystem is the system prompt as both OpenAI targets hold it: one
+// text block, the parts joined by blank lines (nil when there is none).
+func joinedSystem(sys []Block, note func(string)) []Block {
+	if len(sys) == 0 {
+		return nil
+	}
+	var parts []string
+	for _, b := range sys {
+		parts = append(parts, b.Text)
+		if b.Cache {
+			note("cache_control breakpoints")
+		}
+	}
+	return []Block{{Kind: KindText, Text: strings.Join(parts, "\n\n")}}
 }

@@ -3,7 +3,6 @@ package translate
 import (
 	"encoding/json"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -98,12 +97,8 @@ func decodeGeminiRequest(t *testing.T, body []byte) *Request {
 // their error flag, turns of one role merged, no stream flag or model in
 // the body (the path has them).
 func geminiProjection(r *Request) (*Request, []string) {
-	var lost []string
-	note := func(s string) {
-		if !slices.Contains(lost, s) {
-			lost = append(lost, s)
-		}
-	}
+	var lost expectedLosses
+	note := lost.note
 	out := *r
 	out.Model, out.Stream = "", false
 	out.System = nil

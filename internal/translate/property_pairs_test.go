@@ -13,25 +13,11 @@ import (
 // text-only tool results joined into one text, turns of one role merged;
 // lost names the losses that explain the rest.
 func itemProjection(r *Request, model string, dropEmptyText bool) (*Request, []string) {
-	var lost []string
-	note := func(s string) {
-		if !slices.Contains(lost, s) {
-			lost = append(lost, s)
-		}
-	}
+	var lost expectedLosses
+	note := lost.note
 	out := *r
 	out.Model = model
-	out.System = nil
-	if len(r.System) > 0 {
-		var parts []string
-		for _, b := range r.System {
-			parts = append(parts, b.Text)
-			if b.Cache {
-				note("cache_control breakpoints")
-			}
-		}
-		out.System = []Block{{Kind: KindText, Text: strings.Join(parts, "\n\n")}}
-	}
+	out.System = joinedSystem(r.System, note)
 	out.Messages = nil
 	for _, m := range r.Messages {
 		var blocks []Block

@@ -90,25 +90,11 @@ func randomConversation(rng *rand.Rand) *Request {
 // explain the rest: system blocks joined, tool results first in a user
 // turn and flattened to text, text before calls in an assistant turn.
 func chatProjection(r *Request) (*Request, []string) {
-	var lost []string
-	note := func(s string) {
-		if !slices.Contains(lost, s) {
-			lost = append(lost, s)
-		}
-	}
+	var lost expectedLosses
+	note := lost.note
 	out := *r
 	out.Model = "gpt-5"
-	out.System = nil
-	if len(r.System) > 0 {
-		var parts []string
-		for _, b := range r.System {
-			parts = append(parts, b.Text)
-			if b.Cache {
-				note("cache_control breakpoints")
-			}
-		}
-		out.System = []Block{{Kind: KindText, Text: strings.Join(parts, "\n\n")}}
-	}
+	out.System = joinedSystem(r.System, note)
 	out.Messages = nil
 	for _, m := range r.Messages {
 		var results, rest []Block
