@@ -2,7 +2,6 @@ package translate
 
 import (
 	"encoding/json"
-	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -156,18 +155,8 @@ func geminiProjection(r *Request) (*Request, []string) {
 
 func TestPropertyAnthropicToGeminiRoundTrip(t *testing.T) {
 	p, _ := For(Anthropic, Gemini)
-	rng := rand.New(rand.NewPCG(4, 26))
-	for i := range 500 {
-		conv := randomConversation(rng)
-		client, _, err := encodeAnthropicRequest(conv, conv.Model)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, losses, err := request(p, client, "gemini-2.5-pro")
-		if err != nil {
-			t.Fatalf("case %d: %v\n%s", i, err, client)
-		}
+	eachAnthropicTranslation(t, p, "gemini-2.5-pro", 4, func(i int, conv *Request, client, out []byte, losses []Loss) {
 		want, lost := geminiProjection(conv)
 		checkRoundTrip(t, i, client, decodeGeminiRequest(t, out), want, losses, lost)
-	}
+	})
 }

@@ -74,6 +74,26 @@ func projectResult(result []Block, dropEmptyText bool) []Block {
 	return []Block{{Kind: KindText, Text: text.String()}}
 }
 
+// eachAnthropicTranslation sends 500 random conversations (from seed), as
+// an Anthropic client writes them, through p for model, and hands each
+// translation to check.
+func eachAnthropicTranslation(t *testing.T, p Pair, model string, seed uint64, check func(i int, conv *Request, client, out []byte, losses []Loss)) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 26))
+	for i := range 500 {
+		conv := randomConversation(rng)
+		client, _, err := encodeAnthropicRequest(conv, conv.Model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, losses, err := request(p, client, model)
+		if err != nil {
+			t.Fatalf("case %d: %v\n%s", i, err, client)
+		}
+		check(i, conv, client, out, losses)
+	}
+}
+
 // checkRoundTrip compares a translated request read back with the
 // projection, and the declared losses with the ones the changes need.
 func checkRoundTrip(t *testing.T, i int, client []byte, got, want *Request, losses []Loss, lost []string) {
@@ -96,24 +116,14 @@ func checkRoundTrip(t *testing.T, i int, client []byte, got, want *Request, loss
 
 func TestPropertyAnthropicToResponsesRoundTrip(t *testing.T) {
 	p, _ := For(Anthropic, Responses)
-	rng := rand.New(rand.NewPCG(2, 26))
-	for i := range 500 {
-		conv := randomConversation(rng)
-		client, _, err := encodeAnthropicRequest(conv, conv.Model)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, losses, err := request(p, client, "gpt-5")
-		if err != nil {
-			t.Fatalf("case %d: %v\n%s", i, err, client)
-		}
+	eachAnthropicTranslation(t, p, "gpt-5", 2, func(i int, conv *Request, client, out []byte, losses []Loss) {
 		got, _, err := decodeResponsesRequest(out)
 		if err != nil {
 			t.Fatalf("case %d: the translated body does not read back: %v\n%s", i, err, out)
 		}
 		want, lost := itemProjection(conv, "gpt-5", false)
 		checkRoundTrip(t, i, client, got, want, losses, lost)
-	}
+	})
 }
 
 func TestPropertyResponsesToAnthropicRoundTrip(t *testing.T) {

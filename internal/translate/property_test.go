@@ -264,37 +264,13 @@ func canonicalJSON(v json.RawMessage) json.RawMessage {
 
 func TestPropertyAnthropicToChatRoundTrip(t *testing.T) {
 	p, _ := For(Anthropic, OpenAI)
-	rng := rand.New(rand.NewPCG(1, 26))
-	for i := range 500 {
-		conv := randomConversation(rng)
-		client, _, err := encodeAnthropicRequest(conv, conv.Model)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, losses, err := request(p, client, "gpt-5")
-		if err != nil {
-			t.Fatalf("case %d: %v\n%s", i, err, client)
-		}
-		got := decodeChatRequest(t, out)
+	eachAnthropicTranslation(t, p, "gpt-5", 1, func(i int, conv *Request, client, out []byte, losses []Loss) {
 		want, lost := chatProjection(conv)
 		if conv.MaxTokens == 0 {
 			want.MaxTokens = 0
 		}
-		normalize(got)
-		normalize(want)
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("case %d: the conversation changed beyond its losses\nclient: %s\n%s", i, client, firstDiff(got, want))
-		}
-		var declared []string
-		for _, l := range losses {
-			declared = append(declared, l.What)
-		}
-		slices.Sort(declared)
-		slices.Sort(lost)
-		if !slices.Equal(declared, lost) {
-			t.Fatalf("case %d: declared losses %q, the changes need %q\nclient: %s", i, declared, lost, client)
-		}
-	}
+		checkRoundTrip(t, i, client, decodeChatRequest(t, out), want, losses, lost)
+	})
 }
 
 // firstDiff names the first part where two requests differ.
