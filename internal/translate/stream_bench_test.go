@@ -105,34 +105,34 @@ func benchStream(b *testing.B, client, target, head, delta string, translate boo
 	}
 }
 
+// benchSteadyState measures steadyStates[i] translated, against the same
+// stream relayed untranslated.
+func benchSteadyState(b *testing.B, i int) {
+	st := steadyStates[i]
+	b.Run("translated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, true) })
+	b.Run("untranslated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, false) })
+}
+
 // BenchmarkTranslateStreamChat: an Anthropic client's stream from a Chat
 // provider, against the same stream relayed untranslated.
 func BenchmarkTranslateStreamChat(b *testing.B) {
-	st := steadyStates[0]
-	b.Run("translated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, true) })
-	b.Run("untranslated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, false) })
+	benchSteadyState(b, 0)
 }
 
 // BenchmarkTranslateStreamResponses: a Responses client's stream from an
 // Anthropic provider.
 func BenchmarkTranslateStreamResponses(b *testing.B) {
-	st := steadyStates[1]
-	b.Run("translated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, true) })
-	b.Run("untranslated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, false) })
+	benchSteadyState(b, 1)
 }
 
 // BenchmarkTranslateStreamGemini: an Anthropic client's stream from a
 // Gemini provider.
 func BenchmarkTranslateStreamGemini(b *testing.B) {
-	st := steadyStates[2]
-	b.Run("translated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, true) })
-	b.Run("untranslated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, false) })
+	benchSteadyState(b, 2)
 }
 
 // BenchmarkTranslateStreamResponsesTarget: an Anthropic client's stream
 // from an OpenAI Responses provider.
 func BenchmarkTranslateStreamResponsesTarget(b *testing.B) {
-	st := steadyStates[3]
-	b.Run("translated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, true) })
-	b.Run("untranslated", func(b *testing.B) { benchStream(b, st.client, st.target, st.head, st.delta, false) })
+	benchSteadyState(b, 3)
 }
