@@ -284,3 +284,29 @@ func joinedSystem(sys []Block, note func(string)) []Block {
 	}
 	return []Block{{Kind: KindText, Text: strings.Join(parts, "\n\n")}}
 }
+
+// resultText is a tool result as the targets that carry only text hold
+// it: its text parts run together, anything else noted as lost.
+func resultText(result []Block, note func(string)) string {
+	var text strings.Builder
+	for _, rb := range result {
+		if rb.Kind != KindText {
+			note("image or document in a tool result")
+			continue
+		}
+		text.WriteString(rb.Text)
+	}
+	return text.String()
+}
+
+// appendTurn adds a turn's blocks, merged into the previous turn when it
+// has the same role (as the item- and parts-based targets do); a turn
+// left with no blocks is dropped.
+func appendTurn(msgs []Message, role string, blocks []Block) []Message {
+	if n := len(msgs); n > 0 && msgs[n-1].Role == role {
+		msgs[n-1].Blocks = append(msgs[n-1].Blocks, blocks...)
+	} else if len(blocks) > 0 {
+		msgs = append(msgs, Message{Role: role, Blocks: blocks})
+	}
+	return msgs
+}

@@ -2,7 +2,6 @@ package translate
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 )
 
@@ -125,23 +124,11 @@ func geminiProjection(r *Request) (*Request, []string) {
 				note("Gemini thought signatures of earlier calls (Google's documented validator skip sent)")
 				b.ToolID = ""
 			case KindToolResult:
-				var text strings.Builder
-				for _, rb := range b.Result {
-					if rb.Kind != KindText {
-						note("image or document in a tool result")
-						continue
-					}
-					text.WriteString(rb.Text)
-				}
-				b = Block{Kind: KindToolResult, ToolName: names[b.ToolID], IsError: b.IsError, Result: []Block{{Kind: KindText, Text: text.String()}}}
+				b = Block{Kind: KindToolResult, ToolName: names[b.ToolID], IsError: b.IsError, Result: []Block{{Kind: KindText, Text: resultText(b.Result, note)}}}
 			}
 			blocks = append(blocks, b)
 		}
-		if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == m.Role {
-			out.Messages[n-1].Blocks = append(out.Messages[n-1].Blocks, blocks...)
-		} else if len(blocks) > 0 {
-			out.Messages = append(out.Messages, Message{Role: m.Role, Blocks: blocks})
-		}
+		out.Messages = appendTurn(out.Messages, m.Role, blocks)
 	}
 	if r.ToolChoice.DisableParallel {
 		note("disable_parallel_tool_use")

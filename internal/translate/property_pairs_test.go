@@ -39,11 +39,7 @@ func itemProjection(r *Request, model string, dropEmptyText bool) (*Request, []s
 			}
 			blocks = append(blocks, b)
 		}
-		if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == m.Role {
-			out.Messages[n-1].Blocks = append(out.Messages[n-1].Blocks, blocks...)
-		} else if len(blocks) > 0 {
-			out.Messages = append(out.Messages, Message{Role: m.Role, Blocks: blocks})
-		}
+		out.Messages = appendTurn(out.Messages, m.Role, blocks)
 	}
 	if r.ToolChoice.DisableParallel && r.ToolChoice.Mode == ChoiceDefault {
 		out.ToolChoice.Mode = ChoiceAuto

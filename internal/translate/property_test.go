@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -106,18 +105,10 @@ func chatProjection(r *Request) (*Request, []string) {
 			case KindReasoning:
 				note("anthropic reasoning state (kept for anthropic only)")
 			case KindToolResult:
-				var text strings.Builder
-				for _, rb := range b.Result {
-					if rb.Kind != KindText {
-						note("image or document in a tool result")
-						continue
-					}
-					text.WriteString(rb.Text)
-				}
 				if b.IsError {
 					note("tool_result is_error flag")
 				}
-				results = append(results, Block{Kind: KindToolResult, ToolID: b.ToolID, Result: []Block{{Kind: KindText, Text: text.String()}}})
+				results = append(results, Block{Kind: KindToolResult, ToolID: b.ToolID, Result: []Block{{Kind: KindText, Text: resultText(b.Result, note)}}})
 			case KindToolCall:
 				rest = append(rest, b)
 			default:
