@@ -310,3 +310,17 @@ func appendTurn(msgs []Message, role string, blocks []Block) []Message {
 	}
 	return msgs
 }
+
+// unmarkedBlock is b without what no other target keeps: its cache mark
+// (noted, cleared); kept is false for Anthropic reasoning (noted, dropped).
+func unmarkedBlock(b Block, note func(string)) (_ Block, kept bool) {
+	if b.Cache {
+		note("cache_control breakpoints")
+		b.Cache = false
+	}
+	if b.Kind == KindReasoning {
+		note("anthropic reasoning state (kept for anthropic only)")
+		return b, false
+	}
+	return b, true
+}

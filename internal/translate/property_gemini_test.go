@@ -111,14 +111,11 @@ func geminiProjection(r *Request) (*Request, []string) {
 	for _, m := range r.Messages {
 		var blocks []Block
 		for _, b := range m.Blocks {
-			if b.Cache {
-				note("cache_control breakpoints")
-				b.Cache = false
+			b, kept := unmarkedBlock(b, note)
+			if !kept {
+				continue
 			}
 			switch b.Kind {
-			case KindReasoning:
-				note("anthropic reasoning state (kept for anthropic only)")
-				continue
 			case KindToolCall:
 				names[b.ToolID] = b.ToolName
 				note("Gemini thought signatures of earlier calls (Google's documented validator skip sent)")

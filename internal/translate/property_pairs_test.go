@@ -22,14 +22,11 @@ func itemProjection(r *Request, model string, dropEmptyText bool) (*Request, []s
 	for _, m := range r.Messages {
 		var blocks []Block
 		for _, b := range m.Blocks {
-			if b.Cache {
-				note("cache_control breakpoints")
-				b.Cache = false
+			b, kept := unmarkedBlock(b, note)
+			if !kept {
+				continue
 			}
 			switch b.Kind {
-			case KindReasoning:
-				note("anthropic reasoning state (kept for anthropic only)")
-				continue
 			case KindToolResult:
 				if b.IsError {
 					note("tool_result is_error flag")
