@@ -86,17 +86,24 @@ func (h *Handler) newResumer(st *requestState, a *attempt) wire.Resumer {
 	if *h.Stream.Resume <= 0 {
 		return nil
 	}
-	rs := wire.NewResumer(st.dialect, st.req)
+	return trackCommitted(st.dialect, st.req, a.gate)
+}
+
+// trackCommitted is d's resumer for req, told the events the gate
+// buffered (already written to the client); nil when req cannot be
+// continued.
+func trackCommitted(d wire.Dialect, req *wire.Request, g *stream.Gate) wire.Resumer {
+	rs := wire.NewResumer(d, req)
 	if rs == nil {
 		return nil
 	}
-	rd := sse.NewReader(bytes.NewReader(a.gate.Buffered()), 0)
+	rd := sse.NewReader(bytes.NewReader(g.Buffered()), 0)
 	for {
 		ev, err := rd.Next()
 		if err != nil {
 			return rs
 		}
-		rs.Track(ev, st.dialect.Inspect(ev, true, nil))
+		rs.Track(ev, d.Inspect(ev, true, nil))
 	}
 }
 

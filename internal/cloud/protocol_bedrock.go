@@ -302,7 +302,7 @@ func appendSSE(b []byte, name []byte, data []byte) []byte {
 		b = append(b, '\n')
 	}
 	for {
-		i := bytes.IndexAny(data, "\r\n")
+		i := indexLineEnd(data)
 		b = append(b, "data: "...)
 		if i < 0 {
 			b = append(b, data...)
@@ -316,6 +316,19 @@ func appendSSE(b []byte, name []byte, data []byte) []byte {
 		data = data[i+1:]
 	}
 	return append(b, "\n\n"...)
+}
+
+// indexLineEnd is bytes.IndexAny(data, "\r\n") with two vectorized
+// searches: compact JSON has neither, so both run to the end.
+func indexLineEnd(data []byte) int {
+	i := bytes.IndexByte(data, '\n')
+	if i < 0 {
+		return bytes.IndexByte(data, '\r')
+	}
+	if j := bytes.IndexByte(data[:i], '\r'); j >= 0 {
+		return j
+	}
+	return i
 }
 
 func isStreamFault(err error) bool {

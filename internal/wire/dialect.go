@@ -208,6 +208,9 @@ type EventInfo struct {
 	By     string // the payload that made it output or finish, for the commit log
 	Text   []byte // raw JSON string of the output text (only when asked for)
 	ErrVal []byte // raw value of the top-level "error" member, if any
+	// Seq is the raw sequence_number of a valid Responses event (the
+	// first one), read in the same walk: the resumer need not look again.
+	Seq []byte
 }
 
 // classifyEvent tells what an event means for the gate and the relay. It
