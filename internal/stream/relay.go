@@ -124,6 +124,7 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 			wd.setLimit(finishGraceOf(opts))
 		}
 	}
+	obs, _ := d.(wire.InfoObserver)
 	for {
 		wd.WaitStart()
 		ev, err := rd.Next()
@@ -153,7 +154,11 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 		}
 		res.Events++
 		res.Bytes += int64(len(ev.Raw))
-		u.ObserveEvent(d, ev)
+		if obs != nil && u != nil {
+			obs.ObserveInfo(u, ev, info) // inspect read the usage members
+		} else {
+			u.ObserveEvent(d, ev)
+		}
 		if opts.Track != nil {
 			opts.Track.Track(ev, info)
 		}
