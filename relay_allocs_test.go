@@ -1,0 +1,71 @@
+package llmhedge
+
+import (
+	"testing"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/responses"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
+)
+
+// Zero allocations per event on every dialect's relay path (issue 24): a
+// committed stream of 400 output tokens costs the allocations of one of
+// 20, but for the continuation transcript's doublings (it keeps the text
+// delivered: a handful in all, none per event).
+func TestRelayAllocsPerEvent(t *testing.T) {
+	few, many := relayCases(t, 20), relayCases(t, 400)
+	for i := range few {
+		allocs := func(c relayCase) float64 {
+			run := newRelayRun(c)
+			return testing.AllocsPerRun(20, func() {
+				var u wire.Usage
+				if res, _ := run.run(t, &u); !res.Complete {
+					t.Fatalf("%s: %+v", c.name, res)
+				}
+			})
+		}
+		a, b := allocs(few[i]), allocs(many[i])
+		t.Logf("%s: %v allocations per stream of 20 tokens, %v of 400", few[i].name, a, b)
+		if b > a+6 {
+			t.Errorf("%s: %v allocations for 20 tokens, %v for 400: the relay allocates per event", few[i].name, a, b)
+		}
+	}
+}
+
+// The resumers' fast paths (inspect's Plain and Seq) leave a resumer as
+// its own walk of every event does.
+func TestResumerFastPathsMatch(t *testing.T) {
+	reqs := map[wire.Dialect]*wire.Request{}
+	for _, c := range relayCases(t, 3) {
+		if !c.bedrock {
+			reqs[c.d] = c.req
+		}
+	}
+	for name, stream := range equivStreams(t) {
+		d := dialectOfStream(name)
+		fast, slow := wire.NewResumer(d, reqs[d]), wire.NewResumer(d, reqs[d])
+		if fast == nil {
+			t.Fatalf("%s: no resumer", name)
+		}
+		var cs wire.ChoiceSet
+		plain := 0
+		for _, ev := range parseEvents(t, string(stream)) {
+			info := d.Inspect(ev, true, &cs)
+			if info.Plain {
+				plain++
+			}
+			fast.Track(ev, info)
+			info.Plain, info.Seq = false, nil
+			slow.Track(ev, info)
+			if fast.Text() != slow.Text() || fast.Finished() != slow.Finished() || fast.Ineligible() != slow.Ineligible() {
+				t.Fatalf("%s: after %q: fast %q %v %q, slow %q %v %q", name, ev.Raw, fast.Text(), fast.Finished(), fast.Ineligible(),
+					slow.Text(), slow.Finished(), slow.Ineligible())
+			}
+			if f, ok := fast.(*responses.Resumer); ok && f.Seq != slow.(*responses.Resumer).Seq {
+				t.Fatalf("%s: after %q: sequence %d, walking finds %d", name, ev.Raw, f.Seq, slow.(*responses.Resumer).Seq)
+			}
+		}
+		if d == dialectGemini && plain == 0 {
+			t.Errorf("%s: no chunk took the fast path", name)
+		}
+	}
+}
