@@ -57,6 +57,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 		},
 	}
 	rs := h.newResumer(st, a)
+	a.gate.Release() // written and tracked
 	if rs != nil {
 		opts.Track, opts.HoldError = rs, true
 	}

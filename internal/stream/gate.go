@@ -186,6 +186,10 @@ func (g *Gate) fail(f GateFailure, err error) GateDecision {
 // including the committing one: what is written to the client at commit.
 func (g *Gate) Buffered() []byte { return g.buf }
 
+// Release drops what the gate buffered, once it was written to the
+// client and read by the resumer: an idle committed stream holds none of it.
+func (g *Gate) Release() { g.buf, g.text, g.scratch = nil, nil, nil }
+
 // err says why the gate failed; nil unless it did.
 func (g *Gate) Err() error { return g.cause }
 

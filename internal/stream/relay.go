@@ -92,17 +92,10 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 
 	write := flush // flush after each event, unless coalescing
 	var flushErr error
+	var cw *coalescer
 	if opts.Coalesce && flush != nil {
-		cw := &coalescer{w: w, flush: flush}
-		rd.BeforeFill = func() {
-			if cw.pending && flushErr == nil {
-				wd.WaitEnd() // a slow client is not an idle upstream
-				flushErr = cw.flushOut()
-				wd.WaitStart()
-			}
-		}
+		cw = &coalescer{w: w, flush: flush}
 		defer func() {
-			rd.BeforeFill = nil
 			if cw.pending && flushErr == nil {
 				_ = cw.flushOut() // an upstream error event, relayed as is
 			}
@@ -110,6 +103,21 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 		}()
 		w, flush, write = cw, cw.flushOut, nil
 	}
+	// The wait for an event starts when the reader has no complete event
+	// left and reads the upstream (the watchdog's clock is read once per
+	// upstream read, not per event); a burst is flushed to the client
+	// first, and a slow client is not an idle upstream.
+	waiting := false
+	rd.BeforeFill = func() {
+		if cw != nil && cw.pending && flushErr == nil {
+			flushErr = cw.flushOut()
+		}
+		if !waiting {
+			waiting = true
+			wd.WaitStart()
+		}
+	}
+	defer func() { rd.BeforeFill = nil }()
 
 	// OpenAI: every choice seen has sent its finish_reason, so the answer
 	// is complete and the grace runs (a stream of n > 1 choices is not
@@ -126,9 +134,11 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 	}
 	obs, _ := d.(wire.InfoObserver)
 	for {
-		wd.WaitStart()
+		waiting = false
 		ev, err := rd.Next()
-		wd.WaitEnd()
+		if waiting {
+			wd.WaitEnd()
+		}
 		if flushErr != nil {
 			res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", flushErr)
 			return res
