@@ -299,4 +299,3 @@ func oldObserveGeminiObject(u *wire.Usage, obj []byte) {
 		}
 	}
 }
-
