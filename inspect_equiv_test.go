@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
@@ -49,6 +50,14 @@ func equivStreams(t *testing.T) map[string][]byte {
 		`{"modelVersio\u006e":"m1","modelVersion":"m2","usageMetadata":[1]}`,
 		`{"candidates":[{"content":{"parts":[{"text":"a"},{"text":"b"}]},"index":0}],"modelVersion":"m"}`,
 		`{"candidates":[{"content":{"parts":[{"text":"a","thought":false}]},"index":0.0}],"modelVersion":"m"}`))
+	out["recorded OpenAI"] = []byte(sseStream(openAIChunk(oContent), "data: "+strings.TrimPrefix(strings.TrimSpace(openAIDeltaChunk), "data: "),
+		`data: {"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":"a","refusal":null}}],"usage":null}`,
+		`data: {"id":"c","choices":[{"index":0,"delta":{"content":"a","content":"b"}}]}`,
+		`data: {"id":"c","choices":[{"index":0,"delta":{"content":"a","tool_calls":[{"index":0}]}}]}`,
+		`data: {"id":"c","choices":[{"index":1,"delta":{"content":"a"}},{"index":0,"delta":{"content":"b"}}]}`,
+		`data: {"id":"c","choices":[{"index":0,"delta":{"content":"a"}}],"usage":{"prompt_tokens":1}}`,
+		`data: {"id":"c","choices":[{"index":0,"delta":{"content":null,"audio":{}}}]}`,
+		`data: {"id":"c","choices":[{"index":0,"delta":{"content":""},"finish_reason":"stop"}]}`, "data: [DONE]"))
 	out["recorded Responses"] = []byte(responsesStream(rCreated, rInProgress, rItemAdded, rPartAdded, rTextDelta, rTextDelta2, rTextDone, rPartDone,
 		rItemDone, rCompleted, rIncomplete, rFailed, rError, rErrorObj, rFnAdded, rFnDelta, rRsAdded, rRsPart, rRsDelta, rRsDone, rRefusal))
 	return out
@@ -61,6 +70,8 @@ func oldInspect(d wire.Dialect, ev sse.Event, withText bool, cs *wire.ChoiceSet)
 		return oldInspectAnthropic(ev, withText)
 	case dialectResponses:
 		return oldInspectResponses(ev, withText)
+	case dialectOpenAI:
+		return oldInspectOpenAI(ev, withText, cs)
 	case dialectGemini:
 		st := oldGeminiStream{candidates: *cs}
 		info := oldInspectGeminiStream(ev, withText, &st)

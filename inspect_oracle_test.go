@@ -210,3 +210,115 @@ func oldResponsesFlatError(code, msg []byte) []byte {
 	}
 	return append(out, '}')
 }
+
+func oldInspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventInfo {
+	var info wire.EventInfo
+	data := ev.Data
+	start := jsonscan.SkipSpace(data, 0)
+	if string(ev.Name) == "error" {
+		info.Class = wire.EvError
+		info.ErrVal, _ = jsonscan.Lookup(data, "error")
+		return info
+	}
+	if start == len(data) {
+		return info // no payload: a comment or keepalive
+	}
+	if data[start] == '[' && oldIsDoneMarker(data[start:]) {
+		info.Class = wire.EvTerminal
+		return info
+	}
+	it, ok := jsonscan.Open(data, start, 0)
+	if !ok || !it.IsObject() {
+		info.Class = wire.EvMalformed
+		return info
+	}
+	finish := false
+	for it.Next() {
+		switch {
+		case it.KeyIs("error"):
+			info.ErrVal = it.Value()
+		case it.KeyIs("choices"):
+			choices, ok := it.Enter()
+			if !ok {
+				continue
+			}
+			for !choices.IsObject() && choices.Next() {
+				choice, ok := choices.Enter()
+				index, finished := int64(0), false // a choice without an index is choice 0
+				for ok && choice.IsObject() && choice.Next() {
+					switch {
+					case choice.KeyIs("finish_reason"):
+						if jsonscan.NonEmpty(choice.Value()) {
+							finish, finished = true, true
+						}
+					case choice.KeyIs("index"):
+						if n, isInt := jsonscan.Int(choice.Value()); isInt {
+							index = n
+						} else {
+							index = -1
+						}
+					case choice.KeyIs("delta"):
+						if delta, ok := choice.Enter(); ok {
+							oldOpenAIDelta(&delta, &info, withText)
+							choice.Leave(&delta)
+						}
+					}
+				}
+				if ok {
+					choices.Leave(&choice)
+					if cs != nil && choice.IsObject() {
+						cs.Note(index, finished)
+					}
+				}
+			}
+			it.Leave(&choices)
+		}
+	}
+	switch {
+	case !it.End():
+		info.Class = wire.EvMalformed
+	case info.ErrVal != nil && !jsonscan.IsNull(info.ErrVal):
+		info.Class = wire.EvError
+	case finish:
+		info.Class = wire.EvFinish
+		if info.By == "" {
+			info.By = "finish_reason"
+		}
+	case info.By != "":
+		info.Class = wire.EvOutput
+	}
+	return info
+}
+
+func oldOpenAIDelta(delta *jsonscan.Iter, info *wire.EventInfo, withText bool) {
+	for delta.IsObject() && delta.Next() {
+		var name string
+		switch {
+		case delta.KeyIs("content"):
+			name = "content"
+		case delta.KeyIs("reasoning_content"):
+			name = "reasoning_content"
+		case delta.KeyIs("reasoning"):
+			name = "reasoning"
+		case delta.KeyIs("tool_calls"):
+			name = "tool_calls"
+		case delta.KeyIs("function_call"):
+			name = "function_call"
+		case delta.KeyIs("refusal"):
+			name = "refusal"
+		default:
+			continue
+		}
+		v := delta.Value()
+		if info.By == "" && jsonscan.NonEmpty(v) {
+			info.By = name
+		}
+		if withText && name == "content" && info.Text == nil && jsonscan.IsString(v) {
+			info.Text = v
+		}
+	}
+}
+
+func oldIsDoneMarker(b []byte) bool {
+	return len(b) >= 6 && string(b[:6]) == "[DONE]" && jsonscan.SkipSpace(b, 6) == len(b)
+}
