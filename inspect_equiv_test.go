@@ -183,39 +183,46 @@ func TestInspectMatchesOldClassification(t *testing.T) {
 // event name dropped or changed.
 func TestInspectMatchesOldClassificationMutated(t *testing.T) {
 	rng := rand.New(rand.NewPCG(24, 2))
-	const alphabet = "\"\\{}[],: \t\n0123456789aeltnurx-.E\x00\xff"
 	for name, stream := range equivStreams(t) {
 		d := dialectOfStream(name)
 		for _, ev := range parseEvents(t, string(stream)) {
 			for range 40 {
-				data := bytes.Clone(ev.Data)
-				switch i := rng.IntN(len(data) + 1); rng.IntN(4) {
-				case 0:
-					data = data[:i]
-				case 1:
-					if i < len(data) {
-						data = append(data[:i], data[i+1:]...)
-					}
-				case 2:
-					if i < len(data) {
-						data[i] = alphabet[rng.IntN(len(alphabet))]
-					}
-				case 3:
-					data = append(data[:i], append([]byte{alphabet[rng.IntN(len(alphabet))]}, data[i:]...)...)
-				}
-				m := sse.Event{Raw: ev.Raw, Name: ev.Name, Data: data}
-				switch rng.IntN(6) {
-				case 0:
-					m.Name = nil
-				case 1:
-					m.Name = []byte("error")
-				case 2:
-					m.Name = []byte("ping")
-				}
+				m := mutateEvent(rng, ev)
 				if err := compareEvents(d, []sse.Event{m}); err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
 			}
 		}
 	}
+}
+
+// mutateEvent is ev with a byte of its data dropped, changed or inserted,
+// or the data cut short, and perhaps its name dropped or changed.
+func mutateEvent(rng *rand.Rand, ev sse.Event) sse.Event {
+	const alphabet = "\"\\{}[],: \t\n0123456789aeltnurx-.E\x00\xff"
+	data := bytes.Clone(ev.Data)
+	switch i := rng.IntN(len(data) + 1); rng.IntN(4) {
+	case 0:
+		data = data[:i]
+	case 1:
+		if i < len(data) {
+			data = append(data[:i], data[i+1:]...)
+		}
+	case 2:
+		if i < len(data) {
+			data[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+	case 3:
+		data = append(data[:i], append([]byte{alphabet[rng.IntN(len(alphabet))]}, data[i:]...)...)
+	}
+	m := sse.Event{Raw: ev.Raw, Name: ev.Name, Data: data}
+	switch rng.IntN(6) {
+	case 0:
+		m.Name = nil
+	case 1:
+		m.Name = []byte("error")
+	case 2:
+		m.Name = []byte("ping")
+	}
+	return m
 }

@@ -1,9 +1,12 @@
 package llmhedge
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/responses"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -43,15 +46,28 @@ func TestResumerFastPathsMatch(t *testing.T) {
 			reqs[c.d] = c.req
 		}
 	}
+	rng := rand.New(rand.NewPCG(24, 3))
 	for name, stream := range equivStreams(t) {
-		d := dialectOfStream(name)
+		for round := range 20 {
+			// Round 0 is the stream as recorded; the others mutate some events.
+			checkResumerFastPaths(t, fmt.Sprintf("%s round %d", name, round), dialectOfStream(name), reqs, parseEvents(t, string(stream)), rng, round > 0)
+		}
+	}
+}
+
+func checkResumerFastPaths(t *testing.T, name string, d wire.Dialect, reqs map[wire.Dialect]*wire.Request, evs []sse.Event, rng *rand.Rand, mutate bool) {
+	t.Helper()
+	{
 		fast, slow := wire.NewResumer(d, reqs[d]), wire.NewResumer(d, reqs[d])
 		if fast == nil {
 			t.Fatalf("%s: no resumer", name)
 		}
 		var cs wire.ChoiceSet
 		plain := 0
-		for _, ev := range parseEvents(t, string(stream)) {
+		for _, ev := range evs {
+			if mutate && rng.IntN(8) == 0 {
+				ev = mutateEvent(rng, ev)
+			}
 			info := d.Inspect(ev, true, &cs)
 			if info.Plain {
 				plain++
@@ -63,11 +79,14 @@ func TestResumerFastPathsMatch(t *testing.T) {
 				t.Fatalf("%s: after %q: fast %q %v %q, slow %q %v %q", name, ev.Raw, fast.Text(), fast.Finished(), fast.Ineligible(),
 					slow.Text(), slow.Finished(), slow.Ineligible())
 			}
+			if f, ok := fast.(wire.TokenCounter); ok && f.Tokens() != slow.(wire.TokenCounter).Tokens() {
+				t.Fatalf("%s: after %q: %d tokens, walking counts %d", name, ev.Raw, f.Tokens(), slow.(wire.TokenCounter).Tokens())
+			}
 			if f, ok := fast.(*responses.Resumer); ok && f.Seq != slow.(*responses.Resumer).Seq {
 				t.Fatalf("%s: after %q: sequence %d, walking finds %d", name, ev.Raw, f.Seq, slow.(*responses.Resumer).Seq)
 			}
 		}
-		if (d == dialectGemini || d == dialectOpenAI) && plain == 0 {
+		if !mutate && (d == dialectGemini || d == dialectOpenAI) && plain == 0 {
 			t.Errorf("%s: no chunk took the fast path", name)
 		}
 	}
