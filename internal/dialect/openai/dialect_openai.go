@@ -126,7 +126,7 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventIn
 				n++
 				choice, ok := choices.Enter()
 				index, finished := int64(0), false // a choice without an index is choice 0
-				keys := [3]int{} // finish_reason, index, delta
+				keys := [3]int{}                   // finish_reason, index, delta
 				for ok && choice.IsObject() && choice.Next() {
 					switch {
 					case choice.KeyIs("finish_reason"):
