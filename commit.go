@@ -1,7 +1,6 @@
 package llmhedge
 
 import (
-	"bytes"
 	"errors"
 	"net/http"
 	"strconv"
@@ -98,7 +97,8 @@ func trackCommitted(d wire.Dialect, req *wire.Request, g *stream.Gate) wire.Resu
 	if rs == nil {
 		return nil
 	}
-	rd := sse.NewReader(bytes.NewReader(g.Buffered()), 0)
+	var rd sse.Reader
+	rd.ResetBytes(g.Buffered()) // parsed in place: no copy, no buffer
 	for {
 		ev, err := rd.Next()
 		if err != nil {

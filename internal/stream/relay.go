@@ -107,13 +107,12 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 	// left and reads the upstream (the watchdog's clock is read once per
 	// upstream read, not per event); a burst is flushed to the client
 	// first, and a slow client is not an idle upstream.
-	waiting := false
 	rd.BeforeFill = func() {
 		if cw != nil && cw.pending && flushErr == nil {
 			flushErr = cw.flushOut()
 		}
-		if !waiting {
-			waiting = true
+		if !wd.reading {
+			wd.reading = true
 			wd.WaitStart()
 		}
 	}
@@ -134,9 +133,9 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 	}
 	obs, _ := d.(wire.InfoObserver)
 	for {
-		waiting = false
+		wd.reading = false
 		ev, err := rd.Next()
-		if waiting {
+		if wd.reading {
 			wd.WaitEnd()
 		}
 		if flushErr != nil {
@@ -344,6 +343,7 @@ type relayWatchdog struct {
 	base    time.Time
 	waiting atomic.Int64 // nanoseconds since base when the relay began waiting for an event, or watchdogNotWaiting
 	Expired atomic.Bool  // the limit passed and abort was called
+	reading bool         // the relay's goroutine only: this Next read the upstream (the wait started)
 
 	idle    time.Duration
 	onStall func(time.Duration)
