@@ -108,12 +108,15 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventIn
 	// plain: one choice, index 0, whose delta holds at most a content
 	// string and a role, and no usage: what the resumer reads (withText).
 	plain, choiceKeys, n := withText, 0, 0
+	var usage []byte
+	usageOdd := false
 	for it.Next() {
 		switch {
 		case it.KeyIs("error"):
 			info.ErrVal = it.Value()
-		case withText && it.KeyIs("usage"):
-			if jsonscan.NonEmpty(it.Value()) {
+		case it.KeyIs("usage"):
+			usageOdd = usageOdd || usage != nil || string(it.Key) != "usage"
+			if usage = it.Value(); jsonscan.NonEmpty(usage) {
 				plain = false
 			}
 		case it.KeyIs("choices"):
@@ -167,9 +170,11 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventIn
 		}
 	}
 	info.Plain = plain && choiceKeys == 1 && n == 1
+	info.UsageRead, info.Usage = !usageOdd, usage
 	switch {
 	case !it.End():
 		info.Class = wire.EvMalformed
+		info.UsageRead, info.Usage = false, nil
 	case info.ErrVal != nil && !jsonscan.IsNull(info.ErrVal):
 		info.Class = wire.EvError
 	case finish:
@@ -281,6 +286,20 @@ func (Dialect) ObserveEvent(u *wire.Usage, ev sse.Event) {
 }
 
 func (Dialect) ObserveBody(u *wire.Usage, body []byte) { observeOpenAI(u, body) }
+
+// ObserveInfo is ObserveEvent from what inspect read: once the model is
+// known, only a top-level usage object counts, and inspect has it.
+func (d Dialect) ObserveInfo(u *wire.Usage, ev sse.Event, info wire.EventInfo) {
+	if u.Model == "" || !info.UsageRead {
+		if len(ev.Data) > 0 {
+			d.ObserveEvent(u, ev)
+		}
+		return
+	}
+	if uo, ok := jsonscan.Open(info.Usage, 0, 1); ok {
+		u.ReadTokenCounts(&uo, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
+	}
+}
 
 // mayCarryUsage is true unless the chunk has no "usage" member or only a
 // "usage":null (which OpenAI sends on every chunk with include_usage).

@@ -407,6 +407,14 @@ func (Dialect) CheckBodyReject(body []byte, reject [][]byte) error {
 
 func (Dialect) ObserveEvent(u *wire.Usage, ev sse.Event) { ObserveResponsesEvent(u, ev) }
 
+// ObserveInfo skips the output events: valid (inspect walked them), of a
+// type that carries no response object, they tell ObserveEvent nothing.
+func (Dialect) ObserveInfo(u *wire.Usage, ev sse.Event, info wire.EventInfo) {
+	if info.Class != wire.EvOutput {
+		ObserveResponsesEvent(u, ev)
+	}
+}
+
 func (Dialect) ObserveBody(u *wire.Usage, body []byte) { ObserveResponsesBody(u, body) }
 
 func (Dialect) ModelMissing(body []byte) bool { return openai.Dialect{}.ModelMissing(body) }
