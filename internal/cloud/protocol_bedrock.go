@@ -255,17 +255,20 @@ func (s *bedrockStream) next() error {
 	if string(msg.EventType) != "chunk" {
 		return nil // not an answer event: nothing for the client
 	}
-	b64, ok := jsonscan.Lookup(msg.Payload, "bytes")
-	if !ok || len(b64) < 2 || b64[0] != '"' {
-		return &StreamFault{wire.ClassMalformed, "bedrock chunk without bytes"}
+	ev, ok := s.decodeChunk(msg.Payload)
+	if !ok {
+		b64, ok := jsonscan.Lookup(msg.Payload, "bytes")
+		if !ok || len(b64) < 2 || b64[0] != '"' {
+			return &StreamFault{wire.ClassMalformed, "bedrock chunk without bytes"}
+		}
+		ev = slices.Grow(s.ev[:0], base64.StdEncoding.DecodedLen(len(b64)-2))
+		ev = ev[:cap(ev)]
+		n, err := base64.StdEncoding.Decode(ev, b64[1:len(b64)-1])
+		if err != nil {
+			return &StreamFault{wire.ClassMalformed, "bedrock chunk: bytes are not base64"}
+		}
+		ev = ev[:n]
 	}
-	ev := slices.Grow(s.ev[:0], base64.StdEncoding.DecodedLen(len(b64)-2))
-	ev = ev[:cap(ev)]
-	n, err := base64.StdEncoding.Decode(ev, b64[1:len(b64)-1])
-	if err != nil {
-		return &StreamFault{wire.ClassMalformed, "bedrock chunk: bytes are not base64"}
-	}
-	ev = ev[:n]
 	s.ev = ev
 	var name []byte
 	if t, ok := jsonscan.Lookup(ev, "type"); ok {
@@ -277,6 +280,32 @@ func (s *bedrockStream) next() error {
 	}
 	s.out = appendSSE(s.out, name, ev)
 	return nil
+}
+
+// chunkHead is how Bedrock writes a chunk's payload: bytes first.
+var chunkHead = []byte(`{"bytes":"`)
+
+// decodeChunk decodes a payload that starts as Bedrock writes it: the
+// string up to the next quote decodes as base64 only if it holds nothing
+// but the alphabet and line ends (refused), so no escape: it is the value
+// a lookup of "bytes" finds. Anything else returns false, for the lookup to decide.
+func (s *bedrockStream) decodeChunk(payload []byte) ([]byte, bool) {
+	if !bytes.HasPrefix(payload, chunkHead) {
+		return nil, false
+	}
+	b64 := payload[len(chunkHead):]
+	end := bytes.IndexByte(b64, '"')
+	if end < 0 {
+		return nil, false
+	}
+	ev := slices.Grow(s.ev[:0], base64.StdEncoding.DecodedLen(end))
+	ev = ev[:cap(ev)]
+	n, err := base64.StdEncoding.Decode(ev, b64[:end])
+	// The decoder skips line ends, which a JSON string cannot hold.
+	if err != nil || bytes.IndexByte(b64[:end], '\n') >= 0 || bytes.IndexByte(b64[:end], '\r') >= 0 {
+		return nil, false
+	}
+	return ev[:n], true
 }
 
 // plainJSONString reports whether t is a JSON string of printable ASCII
