@@ -26,7 +26,7 @@ func TestBedrockChunkPayloads(t *testing.T) {
 		{`{"bytes":"` + b64 + `","p":"abcdefghij"}`, true},
 		{`{"p":"x","bytes":"` + b64 + `"}`, true},
 		{`{"bytes":"` + b64[:8] + "\n" + b64[8:] + `"}`, false}, // a raw line end: not a JSON string
-		{`{"bytes":"` + b64[:8] + `\/` + b64[8:] + `"}`, false},  // an escape: not base64 as written
+		{`{"bytes":"` + b64[:8] + `\/` + b64[8:] + `"}`, false}, // an escape: not base64 as written
 		{`{"bytes":"` + b64[:7] + `"}`, false},
 		{`{"bytes":1}`, false},
 	} {
