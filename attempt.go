@@ -64,6 +64,8 @@ type attempt struct {
 	errHeader  http.Header
 	rd         *sse.Reader
 	gate       *stream.Gate
+	track      wire.Resumer // the continuation's resumer, told the gate's events (tracked)
+	tracked    bool         // track was set up at launch (it is nil when the request cannot be continued)
 	body       []byte // complete non-stream body
 	firstEvent time.Duration
 	commitBy   string // the payload of the event that committed a stream (gate.committedBy)
@@ -206,6 +208,7 @@ func (h *Handler) readUpstreamError(a *attempt, d wire.Dialect, clientCtx contex
 func (h *Handler) gateStream(a *attempt, d wire.Dialect, clientCtx context.Context) {
 	a.rd = sse.NewReader(a.resp.Body, int(h.Stream.MaxBuffer))
 	a.gate = stream.NewGate(d, h.rejects, int(h.Stream.MaxBuffer), defaultGateEvents)
+	a.gate.Track = a.track
 	for {
 		ev, err := a.rd.Next()
 		if err != nil {

@@ -86,6 +86,9 @@ func (h *Handler) newResumer(st *requestState, a *attempt) wire.Resumer {
 	if *h.Stream.Resume <= 0 {
 		return nil
 	}
+	if a.tracked {
+		return a.track // the gate told it every event it buffered
+	}
 	return trackCommitted(st.dialect, st.req, a.gate)
 }
 

@@ -358,6 +358,11 @@ func (st *requestState) launch(h *Handler, r *http.Request, a *attempt) {
 	st.plan.tries[a.p]++
 	st.live++
 	a.begin()
+	if *h.Stream.Resume > 0 && st.req.Stream && st.resuming == "" {
+		// The resumer a commit would set up, told the events as the gate
+		// reads them.
+		a.track, a.tracked = wire.NewResumer(st.dialect, st.req), true
+	}
 	go h.run(a, st.req, r, st.repl, st.done)
 }
 

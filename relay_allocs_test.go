@@ -7,6 +7,7 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/responses"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -88,6 +89,35 @@ func checkResumerFastPaths(t *testing.T, name string, d wire.Dialect, reqs map[w
 		}
 		if !mutate && (d == dialectGemini || d == dialectOpenAI) && plain == 0 {
 			t.Errorf("%s: no chunk took the fast path", name)
+		}
+	}
+}
+
+// A resumer told the events as the gate reads them ends as one set up
+// from the gate's buffer after the commit (trackCommitted).
+func TestGateTrackMatchesReplay(t *testing.T) {
+	reqs := map[wire.Dialect]*wire.Request{}
+	for _, c := range relayCases(t, 3) {
+		if !c.bedrock {
+			reqs[c.d] = c.req
+		}
+	}
+	for name, s := range equivStreams(t) {
+		d := dialectOfStream(name)
+		g := stream.NewGate(d, nil, 0, 0)
+		g.Track = wire.NewResumer(d, reqs[d])
+		for _, ev := range parseEvents(t, string(s)) {
+			if g.Feed(ev) != stream.GateHold {
+				break
+			}
+		}
+		live, replay := g.Track, trackCommitted(d, reqs[d], g)
+		if live.Text() != replay.Text() || live.Finished() != replay.Finished() || live.Ineligible() != replay.Ineligible() {
+			t.Errorf("%s: told %q %v %q, replayed %q %v %q", name, live.Text(), live.Finished(), live.Ineligible(),
+				replay.Text(), replay.Finished(), replay.Ineligible())
+		}
+		if l, ok := live.(*responses.Resumer); ok && l.Seq != replay.(*responses.Resumer).Seq {
+			t.Errorf("%s: sequence %d, replayed %d", name, l.Seq, replay.(*responses.Resumer).Seq)
 		}
 	}
 }

@@ -19,9 +19,9 @@ import (
 
 // The per-dialect relay benchmarks (issue 24): one simulated answer of the
 // bench's size (54 output tokens) per op, through the path a committed
-// stream takes: the first-event gate, the resumer set up from the gate's
-// buffer, then the coalescing relay with continuation tracking and usage,
-// as commit does. The upstream delivers one event per read, as the
+// stream takes: the first-event gate telling the continuation's resumer
+// each event (as launch sets it up), then the coalescing relay with
+// continuation tracking and usage, as commit does. The upstream delivers one event per read, as the
 // simulator flushes each.
 
 // relayCase is one dialect's recorded stream and the request it answers.
@@ -145,6 +145,8 @@ func (r *relayRun) run(tb testing.TB, u *wire.Usage) (stream.RelayResult, int) {
 	}
 	r.rd.Reset(body)
 	r.gate.Reset(r.c.d, nil, 0, 0)
+	rs := wire.NewResumer(r.c.d, r.c.req) // as launch sets it up: told the gate's events
+	r.gate.Track = rs
 	gated := 0
 	for decision := stream.GateHold; decision == stream.GateHold; {
 		ev, err := r.rd.Next()
@@ -156,7 +158,6 @@ func (r *relayRun) run(tb testing.TB, u *wire.Usage) (stream.RelayResult, int) {
 			tb.Fatalf("%s: gate failed: %v", r.c.name, r.gate.Err())
 		}
 	}
-	rs := trackCommitted(r.c.d, r.c.req, r.gate)
 	opts := stream.RelayOptions{Idle: time.Minute, FinishGrace: time.Second, Choices: r.gate.Choices,
 		Coalesce: true, Track: rs, HoldError: rs != nil}
 	res := stream.Relay(context.Background(), io.Discard, func() error { return nil }, r.rd, r.c.d, u, opts, func() {})

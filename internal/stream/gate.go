@@ -95,6 +95,10 @@ type Gate struct {
 	cause    error
 	by       string
 	Choices  wire.ChoiceSet // OpenAI choices seen in the buffered events
+	// Track, if set, is told every event fed with its inspection (the
+	// text included): the resumer of the stream, should it commit, set
+	// up without reading the buffer again.
+	Track wire.Resumer
 }
 
 // newGate returns a gate for one attempt. reject holds phrases that, found
@@ -134,6 +138,7 @@ func (g *Gate) Reset(d wire.Dialect, reject [][]byte, maxBuffer int, maxEvents i
 	g.text, g.scratch = g.text[:0], g.scratch[:0]
 	g.decision, g.failure, g.cause, g.by = GateHold, GateOK, nil, ""
 	g.Choices = wire.ChoiceSet{}
+	g.Track = nil
 }
 
 // feed takes the next event of the attempt and returns the decision.
@@ -143,7 +148,10 @@ func (g *Gate) Feed(ev sse.Event) GateDecision {
 	}
 	g.buf = append(g.buf, ev.Raw...)
 	g.events++
-	info := g.d.Inspect(ev, len(g.reject) > 0, &g.Choices)
+	info := g.d.Inspect(ev, len(g.reject) > 0 || g.Track != nil, &g.Choices)
+	if g.Track != nil {
+		g.Track.Track(ev, info)
+	}
 	switch info.Class {
 	case wire.EvError:
 		return g.fail(GateErrorEvent, fmt.Errorf("upstream sent an error event: %s", wire.UpstreamErrorMessage(info.ErrVal, ev.Data)))
