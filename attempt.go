@@ -66,7 +66,7 @@ type attempt struct {
 	gate       *stream.Gate
 	track      wire.Resumer // the continuation's resumer, told the gate's events (tracked)
 	tracked    bool         // track was set up at launch (it is nil when the request cannot be continued)
-	body       []byte // complete non-stream body
+	body       []byte       // complete non-stream body
 	firstEvent time.Duration
 	commitBy   string // the payload of the event that committed a stream (gate.committedBy)
 	elapsed    time.Duration
