@@ -208,7 +208,7 @@ func (h *Handler) readUpstreamError(a *attempt, d wire.Dialect, clientCtx contex
 func (h *Handler) gateStream(a *attempt, d wire.Dialect, clientCtx context.Context) {
 	a.rd = sse.NewReader(a.resp.Body, int(h.Stream.MaxBuffer))
 	a.gate = stream.NewGate(d, h.rejects, int(h.Stream.MaxBuffer), defaultGateEvents)
-	a.gate.Track = a.track
+	a.gate.Track, a.gate.Usage = a.track, &a.usage
 	for {
 		ev, err := a.rd.Next()
 		if err != nil {
@@ -224,7 +224,6 @@ func (h *Handler) gateStream(a *attempt, d wire.Dialect, clientCtx context.Conte
 			a.fail(c, fmt.Errorf("provider %s: reading first event: %w", a.p.name, err))
 			return
 		}
-		a.usage.ObserveEvent(d, ev)
 		switch a.gate.Feed(ev) {
 		case stream.GateCommit:
 			a.firstEvent = time.Since(a.start)

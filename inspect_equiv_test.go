@@ -100,25 +100,23 @@ func oldObserve(d wire.Dialect, u *wire.Usage, ev sse.Event) {
 // first difference.
 func compareEvents(d wire.Dialect, evs []sse.Event) error {
 	var oldCS, newCS wire.ChoiceSet
-	var oldU, newU wire.Usage
+	var oldU, newU [2]wire.Usage // by the inspection's withText: the relay's, the gate's
 	obs, _ := d.(wire.InfoObserver)
 	for i, ev := range evs {
-		for _, withText := range []bool{true, false} {
+		for k, withText := range []bool{true, false} {
 			o, n := oldInspect(d, ev, withText, &oldCS), d.Inspect(ev, withText, &newCS)
 			if o.Class != n.Class || o.By != n.By || !bytes.Equal(o.Text, n.Text) || !bytes.Equal(o.ErrVal, n.ErrVal) || oldCS != newCS {
 				return fmt.Errorf("event %d %q (text %v): old %v %q %q %q, new %v %q %q %q", i, ev.Raw, withText,
 					o.Class, o.By, o.Text, o.ErrVal, n.Class, n.By, n.Text, n.ErrVal)
 			}
-			if withText {
-				oldObserve(d, &oldU, ev)
-				if obs != nil {
-					obs.ObserveInfo(&newU, ev, n)
-				} else {
-					newU.ObserveEvent(d, ev)
-				}
-				if oldU != newU {
-					return fmt.Errorf("event %d %q: usage old %+v, new %+v", i, ev.Raw, oldU, newU)
-				}
+			oldObserve(d, &oldU[k], ev)
+			if obs != nil {
+				obs.ObserveInfo(&newU[k], ev, n)
+			} else {
+				newU[k].ObserveEvent(d, ev)
+			}
+			if oldU[k] != newU[k] {
+				return fmt.Errorf("event %d %q (text %v): usage old %+v, new %+v", i, ev.Raw, withText, oldU[k], newU[k])
 			}
 		}
 	}

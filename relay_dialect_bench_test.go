@@ -146,7 +146,7 @@ func (r *relayRun) run(tb testing.TB, u *wire.Usage) (stream.RelayResult, int) {
 	r.rd.Reset(body)
 	r.gate.Reset(r.c.d, nil, 0, 0)
 	rs := wire.NewResumer(r.c.d, r.c.req) // as launch sets it up: told the gate's events
-	r.gate.Track = rs
+	r.gate.Track, r.gate.Usage = rs, u
 	gated := 0
 	for decision := stream.GateHold; decision == stream.GateHold; {
 		ev, err := r.rd.Next()

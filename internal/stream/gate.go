@@ -99,6 +99,9 @@ type Gate struct {
 	// text included): the resumer of the stream, should it commit, set
 	// up without reading the buffer again.
 	Track wire.Resumer
+	// Usage, if set, records what each event fed says about usage, from
+	// the inspection when the dialect reads usage there (InfoObserver).
+	Usage *wire.Usage
 }
 
 // newGate returns a gate for one attempt. reject holds phrases that, found
@@ -138,7 +141,7 @@ func (g *Gate) Reset(d wire.Dialect, reject [][]byte, maxBuffer int, maxEvents i
 	g.text, g.scratch = g.text[:0], g.scratch[:0]
 	g.decision, g.failure, g.cause, g.by = GateHold, GateOK, nil, ""
 	g.Choices = wire.ChoiceSet{}
-	g.Track = nil
+	g.Track, g.Usage = nil, nil
 }
 
 // feed takes the next event of the attempt and returns the decision.
@@ -151,6 +154,13 @@ func (g *Gate) Feed(ev sse.Event) GateDecision {
 	info := g.d.Inspect(ev, len(g.reject) > 0 || g.Track != nil, &g.Choices)
 	if g.Track != nil {
 		g.Track.Track(ev, info)
+	}
+	if g.Usage != nil {
+		if obs, ok := g.d.(wire.InfoObserver); ok {
+			obs.ObserveInfo(g.Usage, ev, info)
+		} else {
+			g.Usage.ObserveEvent(g.d, ev)
+		}
 	}
 	switch info.Class {
 	case wire.EvError:
