@@ -65,7 +65,9 @@ type attempt struct {
 	errHeader  http.Header
 	rd         *sse.Reader
 	gate       *stream.Gate
-	body       []byte // complete non-stream body
+	track      wire.Resumer // the continuation's resumer, told the gate's events (tracked)
+	tracked    bool         // track was set up at launch (it is nil when the request cannot be continued)
+	body       []byte       // complete non-stream body
 	firstEvent time.Duration
 	commitBy   string // the payload of the event that committed a stream (gate.committedBy)
 	elapsed    time.Duration
@@ -237,6 +239,7 @@ func (h *Handler) readUpstreamError(a *attempt, d wire.Dialect, clientCtx contex
 func (h *Handler) gateStream(a *attempt, d wire.Dialect, clientCtx context.Context) {
 	a.rd = sse.NewReader(a.resp.Body, int(h.Stream.MaxBuffer))
 	a.gate = stream.NewGate(d, h.rejects, int(h.Stream.MaxBuffer), defaultGateEvents)
+	a.gate.Track, a.gate.Usage = a.track, &a.usage
 	for {
 		ev, err := a.rd.Next()
 		if err != nil {
@@ -252,7 +255,6 @@ func (h *Handler) gateStream(a *attempt, d wire.Dialect, clientCtx context.Conte
 			a.fail(c, fmt.Errorf("provider %s: reading first event: %w", a.p.name, err))
 			return
 		}
-		a.usage.ObserveEvent(d, ev)
 		switch a.gate.Feed(ev) {
 		case stream.GateCommit:
 			a.firstEvent = time.Since(a.start)

@@ -1,7 +1,6 @@
 package llmhedge
 
 import (
-	"bytes"
 	"errors"
 	"net/http"
 	"strconv"
@@ -63,6 +62,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 		},
 	}
 	rs := h.newResumer(st, a)
+	a.gate.Release() // written and tracked
 	if rs != nil {
 		opts.Track, opts.HoldError = rs, true
 	}
@@ -92,17 +92,28 @@ func (h *Handler) newResumer(st *requestState, a *attempt) wire.Resumer {
 	if *h.Stream.Resume <= 0 || a.xl != nil { // a continuation never crosses formats
 		return nil
 	}
-	rs := wire.NewResumer(st.dialect, st.req)
+	if a.tracked {
+		return a.track // the gate told it every event it buffered
+	}
+	return trackCommitted(st.dialect, st.req, a.gate)
+}
+
+// trackCommitted is d's resumer for req, told the events the gate
+// buffered (already written to the client); nil when req cannot be
+// continued.
+func trackCommitted(d wire.Dialect, req *wire.Request, g *stream.Gate) wire.Resumer {
+	rs := wire.NewResumer(d, req)
 	if rs == nil {
 		return nil
 	}
-	rd := sse.NewReader(bytes.NewReader(a.gate.Buffered()), 0)
+	var rd sse.Reader
+	rd.ResetBytes(g.Buffered()) // parsed in place: no copy, no buffer
 	for {
 		ev, err := rd.Next()
 		if err != nil {
 			return rs
 		}
-		rs.Track(ev, st.dialect.Inspect(ev, true, nil))
+		rs.Track(ev, d.Inspect(ev, true, nil))
 	}
 }
 

@@ -362,6 +362,12 @@ func (st *requestState) launch(h *Handler, r *http.Request, a *attempt) {
 	traceAttempt(st, a)
 	req := st.requestFor(a.p)
 	a.xlReq = st.translated(a.p, a.model, req)
+	if *h.Stream.Resume > 0 && st.req.Stream && st.resuming == "" && a.p.translation(st.dialect) == nil {
+		// The resumer a commit would set up, told the events as the gate
+		// reads them (a continuation never crosses formats: none for a
+		// translated attempt).
+		a.track, a.tracked = wire.NewResumer(st.dialect, st.req), true
+	}
 	go h.run(a, req, r, st.repl, st.done)
 }
 

@@ -386,17 +386,17 @@ func benchmarkRelayWith(b *testing.B, d wire.Dialect, event, tail string, opts s
 	}
 }
 
-func BenchmarkRelayAnthropic(b *testing.B) {
+func BenchmarkRelayAnthropicDelta(b *testing.B) {
 	benchmarkRelay(b, dialectAnthropic, ssetest.AnthropicDelta, sseStream(anthropicEvent("message_stop", aMessageStop)))
 }
 
 // The relay of a stream that may be continued: every event is also
 // tracked (its text kept for a continuation).
-func BenchmarkRelayAnthropicTracked(b *testing.B) {
+func BenchmarkRelayAnthropicDeltaTracked(b *testing.B) {
 	benchmarkRelayWith(b, dialectAnthropic, ssetest.AnthropicDelta, sseStream(anthropicEvent("message_stop", aMessageStop)),
 		stream.RelayOptions{Idle: time.Minute, Track: &anthropic.Resumer{}, HoldError: true})
 }
 
-func BenchmarkRelayOpenAI(b *testing.B) {
+func BenchmarkRelayOpenAIDelta(b *testing.B) {
 	benchmarkRelay(b, dialectOpenAI, openAIDeltaChunk, "data: [DONE]\n\n")
 }

@@ -2,7 +2,6 @@ package cloud
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -255,17 +254,20 @@ func (s *bedrockStream) next() error {
 	if string(msg.EventType) != "chunk" {
 		return nil // not an answer event: nothing for the client
 	}
-	b64, ok := jsonscan.Lookup(msg.Payload, "bytes")
-	if !ok || len(b64) < 2 || b64[0] != '"' {
-		return &StreamFault{wire.ClassMalformed, "bedrock chunk without bytes"}
+	ev, ok := s.decodeChunk(msg.Payload)
+	if !ok {
+		b64, ok := jsonscan.Lookup(msg.Payload, "bytes")
+		if !ok || len(b64) < 2 || b64[0] != '"' {
+			return &StreamFault{wire.ClassMalformed, "bedrock chunk without bytes"}
+		}
+		ev = slices.Grow(s.ev[:0], base64.StdEncoding.DecodedLen(len(b64)-2))
+		ev = ev[:cap(ev)]
+		n, err := base64.StdEncoding.Decode(ev, b64[1:len(b64)-1])
+		if err != nil {
+			return &StreamFault{wire.ClassMalformed, "bedrock chunk: bytes are not base64"}
+		}
+		ev = ev[:n]
 	}
-	ev := slices.Grow(s.ev[:0], base64.StdEncoding.DecodedLen(len(b64)-2))
-	ev = ev[:cap(ev)]
-	n, err := base64.StdEncoding.Decode(ev, b64[1:len(b64)-1])
-	if err != nil {
-		return &StreamFault{wire.ClassMalformed, "bedrock chunk: bytes are not base64"}
-	}
-	ev = ev[:n]
 	s.ev = ev
 	var name []byte
 	if t, ok := jsonscan.Lookup(ev, "type"); ok {
@@ -302,7 +304,7 @@ func appendSSE(b []byte, name []byte, data []byte) []byte {
 		b = append(b, '\n')
 	}
 	for {
-		i := bytes.IndexAny(data, "\r\n")
+		i := indexLineEnd(data)
 		b = append(b, "data: "...)
 		if i < 0 {
 			b = append(b, data...)

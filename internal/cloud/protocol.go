@@ -144,8 +144,7 @@ func CloudBody(body []byte, drop []string, set map[string]json.RawMessage) ([]by
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		q, _ := json.Marshal(k) // a JSON string: cannot fail
-		out = append(out, q...)
+		out = wire.AppendJSONString(out, k)
 		out = append(out, ':')
 		out = append(out, set[k]...)
 	}

@@ -411,3 +411,12 @@ func ScanTopLevel(body []byte, fn func(key []byte, vStart, vEnd int) bool) error
 
 // unquote decodes a raw JSON string value.
 func Unquote(v []byte) string { return string(AppendString(nil, v)) }
+
+// StringEnd returns the index past the JSON string whose opening quote is
+// at b[i], or -1 when there is no valid string there.
+func StringEnd(b []byte, i int) int {
+	if i >= len(b) || b[i] != '"' {
+		return -1
+	}
+	return jsonSkipString(b, i)
+}

@@ -51,14 +51,15 @@ type Reader struct {
 
 	// The event being parsed. Offsets are relative to start, so they
 	// survive compaction of buf.
-	fields  bool // a non-blank line (field or comment) was seen
-	hasName bool
-	nameOff int
-	nameLen int
-	dataN   int // data lines seen
-	dataOff int // the first data line's value, used as is when it is the only one
-	dataLen int
-	scratch []byte // the joined data when there is more than one data line
+	fields   bool // a non-blank line (field or comment) was seen
+	hasName  bool
+	nameOff  int
+	nameLen  int
+	dataN    int // data lines seen
+	dataOff  int // the first data line's value, used as is when it is the only one
+	dataLen  int
+	scratch  []byte // the joined data when there is more than one data line
+	borrowed bool   // buf is ResetBytes's: never written
 
 	// beforeFill, if set, runs before each read of r: the moment the
 	// reader has no complete event left and may wait (the relay flushes
@@ -79,9 +80,26 @@ func NewReader(r io.Reader, maxEvent int) *Reader {
 
 // Reset makes s read a new stream from r, keeping its buffers.
 func (s *Reader) Reset(r io.Reader) {
+	if s.borrowed { // ResetBytes's buffer is not the reader's to fill
+		s.buf, s.borrowed = nil, false
+	}
 	s.r = r
 	s.start, s.scan, s.end, s.seen = 0, 0, 0, 0
 	s.err = nil
+	s.crLF = false
+	s.resetEvent()
+}
+
+// ResetBytes makes s read the events of b, which holds the whole stream
+// (the gate's buffer): they are parsed where they are, nothing is copied
+// or allocated, and b is never written.
+func (s *Reader) ResetBytes(b []byte) {
+	if s.maxEvent <= 0 {
+		s.maxEvent = DefaultMaxEvent
+	}
+	s.r, s.buf, s.borrowed = nil, b, true
+	s.start, s.scan, s.end, s.seen = 0, 0, len(b), 0
+	s.err = io.EOF
 	s.crLF = false
 	s.resetEvent()
 }

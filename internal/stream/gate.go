@@ -95,6 +95,13 @@ type Gate struct {
 	cause    error
 	by       string
 	Choices  wire.ChoiceSet // OpenAI choices seen in the buffered events
+	// Track, if set, is told every event fed with its inspection (the
+	// text included): the resumer of the stream, should it commit, set
+	// up without reading the buffer again.
+	Track wire.Resumer
+	// Usage, if set, records what each event fed says about usage, from
+	// the inspection when the dialect reads usage there (InfoObserver).
+	Usage *wire.Usage
 }
 
 // newGate returns a gate for one attempt. reject holds phrases that, found
@@ -134,6 +141,7 @@ func (g *Gate) Reset(d wire.Dialect, reject [][]byte, maxBuffer int, maxEvents i
 	g.text, g.scratch = g.text[:0], g.scratch[:0]
 	g.decision, g.failure, g.cause, g.by = GateHold, GateOK, nil, ""
 	g.Choices = wire.ChoiceSet{}
+	g.Track, g.Usage = nil, nil
 }
 
 // feed takes the next event of the attempt and returns the decision.
@@ -143,7 +151,17 @@ func (g *Gate) Feed(ev sse.Event) GateDecision {
 	}
 	g.buf = append(g.buf, ev.Raw...)
 	g.events++
-	info := g.d.Inspect(ev, len(g.reject) > 0, &g.Choices)
+	info := g.d.Inspect(ev, len(g.reject) > 0 || g.Track != nil, &g.Choices)
+	if g.Track != nil {
+		g.Track.Track(ev, info)
+	}
+	if g.Usage != nil {
+		if obs, ok := g.d.(wire.InfoObserver); ok {
+			obs.ObserveInfo(g.Usage, ev, info)
+		} else {
+			g.Usage.ObserveEvent(g.d, ev)
+		}
+	}
 	switch info.Class {
 	case wire.EvError:
 		return g.fail(GateErrorEvent, fmt.Errorf("upstream sent an error event: %s", wire.UpstreamErrorMessage(info.ErrVal, ev.Data)))
@@ -185,6 +203,10 @@ func (g *Gate) fail(f GateFailure, err error) GateDecision {
 // buffered returns the raw bytes of every event fed so far, in order,
 // including the committing one: what is written to the client at commit.
 func (g *Gate) Buffered() []byte { return g.buf }
+
+// Release drops what the gate buffered, once it was written to the
+// client and read by the resumer: an idle committed stream holds none of it.
+func (g *Gate) Release() { g.buf, g.text, g.scratch = nil, nil, nil }
 
 // err says why the gate failed; nil unless it did.
 func (g *Gate) Err() error { return g.cause }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
@@ -92,17 +91,10 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 
 	write := flush // flush after each event, unless coalescing
 	var flushErr error
+	var cw *coalescer
 	if opts.Coalesce && flush != nil {
-		cw := &coalescer{w: w, flush: flush}
-		rd.BeforeFill = func() {
-			if cw.pending && flushErr == nil {
-				wd.WaitEnd() // a slow client is not an idle upstream
-				flushErr = cw.flushOut()
-				wd.WaitStart()
-			}
-		}
+		cw = &coalescer{w: w, flush: flush}
 		defer func() {
-			rd.BeforeFill = nil
 			if cw.pending && flushErr == nil {
 				_ = cw.flushOut() // an upstream error event, relayed as is
 			}
@@ -110,6 +102,20 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 		}()
 		w, flush, write = cw, cw.flushOut, nil
 	}
+	// The wait for an event starts when the reader has no complete event
+	// left and reads the upstream (the watchdog's clock is read once per
+	// upstream read, not per event); a burst is flushed to the client
+	// first, and a slow client is not an idle upstream.
+	rd.BeforeFill = func() {
+		if cw != nil && cw.pending && flushErr == nil {
+			flushErr = cw.flushOut()
+		}
+		if !wd.reading {
+			wd.reading = true
+			wd.WaitStart()
+		}
+	}
+	defer func() { rd.BeforeFill = nil }()
 
 	// OpenAI: every choice seen has sent its finish_reason, so the answer
 	// is complete and the grace runs (a stream of n > 1 choices is not
@@ -124,10 +130,13 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 			wd.setLimit(finishGraceOf(opts))
 		}
 	}
+	obs, _ := d.(wire.InfoObserver)
 	for {
-		wd.WaitStart()
+		wd.reading = false
 		ev, err := rd.Next()
-		wd.WaitEnd()
+		if wd.reading {
+			wd.WaitEnd()
+		}
 		if flushErr != nil {
 			res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", flushErr)
 			return res
@@ -153,7 +162,11 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 		}
 		res.Events++
 		res.Bytes += int64(len(ev.Raw))
-		u.ObserveEvent(d, ev)
+		if obs != nil && u != nil {
+			obs.ObserveInfo(u, ev, info) // inspect read the usage members
+		} else {
+			u.ObserveEvent(d, ev)
+		}
 		if opts.Track != nil {
 			opts.Track.Track(ev, info)
 		}
@@ -319,127 +332,6 @@ func endRelay(ctx context.Context, w io.Writer, flush func() error, d wire.Diale
 	// The client is told; if it cannot be, it is gone anyway.
 	_ = WriteClientEvent(w, flush, wire.ErrorEvent(d, status, message))
 	return res
-}
-
-// relayWatchdog ends a stalled stream. The relay only stores the time it
-// started waiting in an atomic; one AfterFunc timer checks that time when
-// it fires and re-arms itself for the remainder, so nothing is allocated
-// or reset per event.
-type relayWatchdog struct {
-	base    time.Time
-	waiting atomic.Int64 // nanoseconds since base when the relay began waiting for an event, or watchdogNotWaiting
-	Expired atomic.Bool  // the limit passed and abort was called
-
-	idle    time.Duration
-	onStall func(time.Duration)
-	abort   func()
-
-	mu      sync.Mutex
-	cond    sync.Cond // signalled when a callback finds the watchdog stopped
-	timer   *time.Timer
-	limit   time.Duration // current limit: Idle, or the finish grace
-	pending int           // callbacks scheduled or running
-	stalled bool          // OnStall was called (or will not be)
-	stopped bool
-}
-
-func NewRelayWatchdog(opts RelayOptions, abort func()) *relayWatchdog {
-	w := &relayWatchdog{base: time.Now(), idle: opts.Idle, onStall: opts.OnStall, abort: abort}
-	w.cond.L = &w.mu
-	w.waiting.Store(watchdogNotWaiting)
-	if opts.Idle > 0 {
-		w.setLimit(opts.Idle)
-	}
-	return w
-}
-
-// watchdogNotWaiting marks the relay busy writing to the client: a slow
-// client is not an idle upstream.
-const watchdogNotWaiting = -1
-
-func (w *relayWatchdog) WaitStart() { w.waiting.Store(int64(time.Since(w.base))) }
-
-func (w *relayWatchdog) WaitEnd() { w.waiting.Store(watchdogNotWaiting) }
-
-// gap is how long the relay has been waiting for the current event.
-func (w *relayWatchdog) gap() time.Duration {
-	since := w.waiting.Load()
-	if since == watchdogNotWaiting {
-		return 0
-	}
-	return time.Since(w.base) - time.Duration(since)
-}
-
-// setLimit changes the longest wait and (re)arms the timer for it.
-func (w *relayWatchdog) setLimit(limit time.Duration) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopped {
-		return
-	}
-	if limit != w.idle {
-		w.stalled = true // OnStall is about Idle
-	}
-	w.limit = limit
-	w.arm(w.untilNext(w.gap()))
-}
-
-// untilNext is how long after a wait of gap the timer must look again.
-func (w *relayWatchdog) untilNext(gap time.Duration) time.Duration {
-	next := w.limit - gap
-	if !w.stalled && w.onStall != nil {
-		next = min(next, w.idle/2-gap)
-	}
-	return max(next, time.Millisecond)
-}
-
-// arm schedules fire after d; w.mu is held.
-func (w *relayWatchdog) arm(d time.Duration) {
-	switch {
-	case w.timer == nil:
-		w.timer = time.AfterFunc(d, w.fire)
-		w.pending++
-	case !w.timer.Reset(d):
-		w.pending++ // the previous run had already started
-	}
-}
-
-func (w *relayWatchdog) fire() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.pending--
-	if w.stopped {
-		w.cond.Broadcast()
-		return
-	}
-	if w.Expired.Load() {
-		return
-	}
-	gap := w.gap()
-	if gap >= w.limit {
-		w.Expired.Store(true)
-		w.abort()
-		return
-	}
-	if !w.stalled && w.onStall != nil && gap >= w.idle/2 {
-		w.stalled = true
-		w.onStall(gap)
-	}
-	w.arm(w.untilNext(gap))
-}
-
-// stop disarms the watchdog and waits for a callback in flight, so none
-// runs after the relay returns.
-func (w *relayWatchdog) Stop() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.stopped = true
-	if w.timer != nil && w.timer.Stop() {
-		w.pending--
-	}
-	for w.pending > 0 {
-		w.cond.Wait()
-	}
 }
 
 // streamDefaultFinishGrace is an OpenAI stream's wait for [DONE] after its

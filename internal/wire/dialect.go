@@ -208,6 +208,27 @@ type EventInfo struct {
 	By     string // the payload that made it output or finish, for the commit log
 	Text   []byte // raw JSON string of the output text (only when asked for)
 	ErrVal []byte // raw value of the top-level "error" member, if any
+	// Seq is the raw sequence_number of a valid Responses event (the
+	// first one), read in the same walk: the resumer need not look again.
+	Seq []byte
+	// Plain (asked for with the text) says the event is the one answer's
+	// text and nothing else, as the dialect's resumer reads it: Text (nil
+	// for none) is all it adds, and the class says whether it finished.
+	// The resumer then need not walk the event again.
+	Plain bool
+	// UsageRead says the walk saw every member ObserveEvent would read
+	// (each once, spelled plainly): Usage and Model are their raw values
+	// (nil when absent), and an InfoObserver reads them instead of
+	// walking the event again.
+	UsageRead    bool
+	Usage, Model []byte
+}
+
+// InfoObserver is the capability of a dialect whose Inspect reads the
+// usage members in its walk (EventInfo.UsageRead): ObserveInfo records
+// what ObserveEvent would, from info. The relay asserts it once.
+type InfoObserver interface {
+	ObserveInfo(u *Usage, ev sse.Event, info EventInfo)
 }
 
 // classifyEvent tells what an event means for the gate and the relay. It

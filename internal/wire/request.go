@@ -188,12 +188,26 @@ func (req *Request) SpliceModel(model string) []byte {
 	if model == req.Model {
 		return req.Body
 	}
-	q, _ := json.Marshal(model) // a JSON string, never Go syntax: cannot fail
-	out := make([]byte, 0, len(req.Body)-(req.modelEnd-req.ModelStart)+len(q))
+	out := make([]byte, 0, len(req.Body)-(req.modelEnd-req.ModelStart)+len(model)+2)
 	out = append(out, req.Body[:req.ModelStart]...)
-	out = append(out, q...)
+	out = AppendJSONString(out, model)
 	out = append(out, req.Body[req.modelEnd:]...)
 	return out
+}
+
+// AppendJSONString appends s as json.Marshal encodes it: a name of plain
+// printable ASCII (the usual model name or member key) is quoted as is,
+// anything else goes through encoding/json.
+func AppendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a JSON string, never Go syntax: cannot fail
+			return append(dst, q...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // StripKeyParam removes every `key` parameter (Google's API key) (by its decoded name, so

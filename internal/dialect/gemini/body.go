@@ -180,54 +180,79 @@ func observeGeminiObject(u *wire.Usage, obj []byte) {
 	for ok && it.IsObject() && it.Next() {
 		switch {
 		case it.KeyIs("modelVersion"):
-			if v := it.Value(); u.Model == "" && len(v) > 2 && v[0] == '"' {
-				name := wire.JSONStringValue(v)
-				if len(name) > wire.MaxModelLen {
-					name = name[:wire.MaxModelLen]
-				}
-				u.Model = name
-			}
+			observeGeminiModel(u, it.Value())
 		case it.KeyIs("usageMetadata"):
 			um, ok := it.Enter()
 			if !ok {
 				continue
 			}
-			var prompt, tool, cands, thoughts, cached int64
-			var hasPrompt, hasOutput, hasCached bool
-			for um.IsObject() && um.Next() {
-				var n *int64
-				switch {
-				case um.KeyIs("promptTokenCount"):
-					n, hasPrompt = &prompt, true
-				case um.KeyIs("toolUsePromptTokenCount"):
-					n = &tool
-				case um.KeyIs("candidatesTokenCount"):
-					n, hasOutput = &cands, true
-				case um.KeyIs("thoughtsTokenCount"):
-					n, hasOutput = &thoughts, true
-				case um.KeyIs("cachedContentTokenCount"):
-					n, hasCached = &cached, true
-				default:
-					continue
-				}
-				if v, ok := jsonscan.Int(um.Value()); ok {
-					*n = v
-				}
-			}
+			observeGeminiUsage(u, &um)
 			it.Leave(&um)
-			if !um.IsObject() {
-				continue
-			}
-			if hasPrompt {
-				u.Input = prompt + tool
-			}
-			if hasOutput {
-				u.Output = cands + thoughts
-			}
-			if hasCached {
-				u.CacheRead = cached
-			}
 		}
+	}
+}
+
+// ObserveInfo is ObserveEvent from what inspect read: the usageMetadata
+// and modelVersion of a chunk, without walking it again.
+func (Dialect) ObserveInfo(u *wire.Usage, ev sse.Event, info wire.EventInfo) {
+	if u == nil || len(ev.Data) == 0 {
+		return
+	}
+	if !info.UsageRead {
+		ObserveGeminiEvent(u, ev)
+		return
+	}
+	observeGeminiModel(u, info.Model)
+	if um, ok := jsonscan.Open(info.Usage, 0, 1); ok {
+		observeGeminiUsage(u, &um)
+	}
+}
+
+func observeGeminiModel(u *wire.Usage, v []byte) {
+	if u.Model == "" && len(v) > 2 && v[0] == '"' {
+		name := wire.JSONStringValue(v)
+		if len(name) > wire.MaxModelLen {
+			name = name[:wire.MaxModelLen]
+		}
+		u.Model = name
+	}
+}
+
+// observeGeminiUsage reads a usageMetadata object (um walks it).
+func observeGeminiUsage(u *wire.Usage, um *jsonscan.Iter) {
+	var prompt, tool, cands, thoughts, cached int64
+	var hasPrompt, hasOutput, hasCached bool
+	for um.IsObject() && um.Next() {
+		var n *int64
+		switch {
+		case um.KeyIs("promptTokenCount"):
+			n, hasPrompt = &prompt, true
+		case um.KeyIs("toolUsePromptTokenCount"):
+			n = &tool
+		case um.KeyIs("candidatesTokenCount"):
+			n, hasOutput = &cands, true
+		case um.KeyIs("thoughtsTokenCount"):
+			n, hasOutput = &thoughts, true
+		case um.KeyIs("cachedContentTokenCount"):
+			n, hasCached = &cached, true
+		default:
+			continue
+		}
+		if v, ok := jsonscan.Int(um.Value()); ok {
+			*n = v
+		}
+	}
+	if !um.IsObject() {
+		return
+	}
+	if hasPrompt {
+		u.Input = prompt + tool
+	}
+	if hasOutput {
+		u.Output = cands + thoughts
+	}
+	if hasCached {
+		u.CacheRead = cached
 	}
 }
 

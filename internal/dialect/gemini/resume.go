@@ -168,6 +168,14 @@ func (r *Resumer) Track(ev sse.Event, info wire.EventInfo) {
 		r.Fail("an event that is not a chunk")
 		return
 	}
+	if info.Plain && r.framed && r.modelVersion != nil && r.responseID != nil {
+		// inspect read the one candidate's text: nothing else to learn
+		if info.Text != nil {
+			r.AppendJSON(info.Text)
+		}
+		r.stopped = r.stopped || info.Class == wire.EvFinish
+		return
+	}
 	if jsonscan.SkipSpace(ev.Data, 0) == len(ev.Data) {
 		return // a comment or keepalive
 	}

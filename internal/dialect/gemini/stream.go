@@ -64,11 +64,21 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 	}
 	var sc geminiCandidates
 	var feedback []byte
+	candidateKeys := 0
+	var usage, model []byte
+	usageOdd := false
 	for it.Next() {
 		switch {
+		case it.KeyIs("usageMetadata"):
+			usageOdd = usageOdd || usage != nil || string(it.Key) != "usageMetadata"
+			usage = it.Value()
+		case it.KeyIs("modelVersion"):
+			usageOdd = usageOdd || model != nil || string(it.Key) != "modelVersion"
+			model = it.Value()
 		case it.KeyIs("error"):
 			info.ErrVal = it.Value()
 		case it.KeyIs("candidates"):
+			candidateKeys++
 			sc = geminiCandidates{} // the last of duplicate keys counts
 			arr, ok := it.Enter()
 			if !ok {
@@ -98,6 +108,8 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 	}
 	info.ErrVal = nil
 	info.By = sc.by
+	info.Plain = withText && candidateKeys == 1 && sc.n == 1 && sc.plain
+	info.UsageRead, info.Usage, info.Model = !usageOdd, usage, model
 	if st != nil {
 		st.candidates.Merge(&sc.notes)
 	}
@@ -129,6 +141,9 @@ type geminiCandidates struct {
 	by       string
 	text     []byte
 	notes    wire.ChoiceSet
+	// plain: the one candidate is text and nothing else, as the resumer
+	// reads it (withText only; see EventInfo.Plain).
+	plain bool
 }
 
 // scan walks a candidates array once: each candidate's index and
@@ -150,17 +165,24 @@ func (sc *geminiCandidates) scan(arr *jsonscan.Iter, withText bool) {
 		var reason, index []byte
 		var by string
 		var text []byte
+		var contents, reasons, indexes int
+		plain := withText && sc.n == 1
 		for cand.Next() {
 			switch {
 			case cand.KeyIs("content"):
+				contents++
 				by, text = "", nil
 				if content, ok := cand.Enter(); ok {
-					by, text = geminiScanContent(&content, withText)
+					by, text = geminiScanContent(&content, withText, &plain)
 					cand.Leave(&content)
+				} else {
+					plain = false
 				}
 			case cand.KeyIs("finishReason"):
+				reasons++
 				reason = cand.Value()
 			case cand.KeyIs("index"):
+				indexes++
 				index = cand.Value()
 			}
 		}
@@ -178,6 +200,9 @@ func (sc *geminiCandidates) scan(arr *jsonscan.Iter, withText bool) {
 			}
 		}
 		sc.notes.Note(idx, finished)
+		if sc.n == 1 {
+			sc.plain = plain && idx == 0 && contents == 1 && reasons <= 1 && indexes <= 1
+		}
 		if sc.by == "" {
 			sc.by = by
 		}
@@ -188,22 +213,36 @@ func (sc *geminiCandidates) scan(arr *jsonscan.Iter, withText bool) {
 }
 
 // geminiScanContent reads a candidate's content: what its parts carry.
-func geminiScanContent(content *jsonscan.Iter, withText bool) (by string, text []byte) {
+func geminiScanContent(content *jsonscan.Iter, withText bool, plain *bool) (by string, text []byte) {
+	partsKeys, texts := 0, 0
+	if !content.IsObject() {
+		*plain = false
+	}
 	for content.IsObject() && content.Next() {
 		if !content.KeyIs("parts") {
 			continue
 		}
+		partsKeys++
 		by, text = "", nil
 		parts, ok := content.Enter()
+		if !ok || parts.IsObject() {
+			*plain = false
+		}
 		if !ok {
 			continue
 		}
 		for !parts.IsObject() && parts.Next() {
 			part, ok := parts.Enter()
+			if !ok || !part.IsObject() {
+				*plain = false
+			}
 			if !ok {
 				continue
 			}
-			pby, ptext := geminiScanPart(&part)
+			pby, ptext := geminiScanPart(&part, plain)
+			if ptext != nil {
+				texts++
+			}
 			parts.Leave(&part)
 			if by == "" {
 				by = pby
@@ -213,6 +252,9 @@ func geminiScanContent(content *jsonscan.Iter, withText bool) (by string, text [
 			}
 		}
 		content.Leave(&parts)
+	}
+	if partsKeys != 1 || texts > 1 {
+		*plain = false
 	}
 	return by, text
 }
@@ -238,19 +280,32 @@ func geminiPartOutput(part []byte) (by string, text []byte) {
 	if !ok {
 		return "", nil
 	}
-	return geminiScanPart(&it)
+	plain := false
+	return geminiScanPart(&it, &plain)
 }
 
 // geminiScanPart is geminiPartOutput of the part it walks (nothing for an
 // array). Output is non-empty text (thought text when "thought" is true),
 // or a functionCall, inlineData, executableCode or codeExecutionResult
-// object.
-func geminiScanPart(it *jsonscan.Iter) (by string, text []byte) {
+// object. A part with any member but one string text and a
+// thoughtSignature is not plain.
+func geminiScanPart(it *jsonscan.Iter, plain *bool) (by string, text []byte) {
 	var txt, thought, fc, inline, code, result []byte
+	texts := 0
 	for it.IsObject() && it.Next() {
 		switch {
 		case it.KeyIs("text"):
+			texts++
 			txt = it.Value()
+			if texts > 1 || !jsonscan.IsString(txt) {
+				*plain = false
+			}
+			continue
+		case it.KeyIs("thoughtSignature"):
+			continue
+		}
+		*plain = false
+		switch {
 		case it.KeyIs("thought"):
 			thought = it.Value()
 		case it.KeyIs("functionCall"):

@@ -105,36 +105,59 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventIn
 		return info
 	}
 	finish := false
+	// plain: one choice, index 0, whose delta holds at most a content
+	// string and a role, and no usage: what the resumer reads (withText).
+	plain, choiceKeys, n := withText, 0, 0
+	var usage []byte
+	usageOdd := false
 	for it.Next() {
 		switch {
 		case it.KeyIs("error"):
 			info.ErrVal = it.Value()
+		case it.KeyIs("usage"):
+			usageOdd = usageOdd || usage != nil || string(it.Key) != "usage"
+			if usage = it.Value(); jsonscan.NonEmpty(usage) {
+				plain = false
+			}
 		case it.KeyIs("choices"):
+			choiceKeys++
 			choices, ok := it.Enter()
 			if !ok {
 				continue
 			}
 			for !choices.IsObject() && choices.Next() {
+				n++
 				choice, ok := choices.Enter()
 				index, finished := int64(0), false // a choice without an index is choice 0
+				keys := [3]int{}                   // finish_reason, index, delta
 				for ok && choice.IsObject() && choice.Next() {
 					switch {
 					case choice.KeyIs("finish_reason"):
+						keys[0]++
 						if jsonscan.NonEmpty(choice.Value()) {
 							finish, finished = true, true
 						}
 					case choice.KeyIs("index"):
+						keys[1]++
 						if n, isInt := jsonscan.Int(choice.Value()); isInt {
 							index = n
 						} else {
 							index = -1
 						}
 					case choice.KeyIs("delta"):
+						keys[2]++
 						if delta, ok := choice.Enter(); ok {
-							openAIDelta(&delta, &info, withText)
+							if !openAIDelta(&delta, &info, withText) || !delta.IsObject() {
+								plain = false
+							}
 							choice.Leave(&delta)
+						} else {
+							plain = false
 						}
 					}
+				}
+				if !ok || !choice.IsObject() || index != 0 || keys[0] > 1 || keys[1] > 1 || keys[2] > 1 {
+					plain = false
 				}
 				if ok {
 					choices.Leave(&choice)
@@ -146,9 +169,12 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventIn
 			it.Leave(&choices)
 		}
 	}
+	info.Plain = plain && choiceKeys == 1 && n == 1
+	info.UsageRead, info.Usage = !usageOdd, usage
 	switch {
 	case !it.End():
 		info.Class = wire.EvMalformed
+		info.UsageRead, info.Usage = false, nil
 	case info.ErrVal != nil && !jsonscan.IsNull(info.ErrVal):
 		info.Class = wire.EvError
 	case finish:
@@ -163,13 +189,17 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventIn
 }
 
 // openAIDelta notes which member of a choice's delta carries output (the
-// first one, for the commit log) and the raw content string.
-func openAIDelta(delta *jsonscan.Iter, info *wire.EventInfo, withText bool) {
+// first one, for the commit log) and the raw content string. plain (with
+// the text) says the delta holds at most one content string and a role.
+func openAIDelta(delta *jsonscan.Iter, info *wire.EventInfo, withText bool) (plain bool) {
+	plain = withText
+	contents := 0
 	for delta.IsObject() && delta.Next() {
 		var name string
 		switch {
 		case delta.KeyIs("content"):
 			name = "content"
+			contents++
 		case delta.KeyIs("reasoning_content"):
 			name = "reasoning_content"
 		case delta.KeyIs("reasoning"):
@@ -180,10 +210,21 @@ func openAIDelta(delta *jsonscan.Iter, info *wire.EventInfo, withText bool) {
 			name = "function_call"
 		case delta.KeyIs("refusal"):
 			name = "refusal"
+		case withText && delta.KeyIs("role"):
+			continue
 		default:
+			if withText && jsonscan.NonEmpty(delta.Value()) {
+				plain = false // output the resumer does not continue
+			}
 			continue
 		}
 		v := delta.Value()
+		if withText && name != "content" && jsonscan.NonEmpty(v) {
+			plain = false
+		}
+		if withText && name == "content" && (contents > 1 || !jsonscan.IsString(v) && jsonscan.NonEmpty(v)) {
+			plain = false
+		}
 		if info.By == "" && jsonscan.NonEmpty(v) {
 			info.By = name
 		}
@@ -191,6 +232,7 @@ func openAIDelta(delta *jsonscan.Iter, info *wire.EventInfo, withText bool) {
 			info.Text = v
 		}
 	}
+	return plain
 }
 
 func isDoneMarker(b []byte) bool {
@@ -244,6 +286,20 @@ func (Dialect) ObserveEvent(u *wire.Usage, ev sse.Event) {
 }
 
 func (Dialect) ObserveBody(u *wire.Usage, body []byte) { observeOpenAI(u, body) }
+
+// ObserveInfo is ObserveEvent from what inspect read: once the model is
+// known, only a top-level usage object counts, and inspect has it.
+func (d Dialect) ObserveInfo(u *wire.Usage, ev sse.Event, info wire.EventInfo) {
+	if u.Model == "" || !info.UsageRead {
+		if len(ev.Data) > 0 {
+			d.ObserveEvent(u, ev)
+		}
+		return
+	}
+	if uo, ok := jsonscan.Open(info.Usage, 0, 1); ok {
+		u.ReadTokenCounts(&uo, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
+	}
+}
 
 // mayCarryUsage is true unless the chunk has no "usage" member or only a
 // "usage":null (which OpenAI sends on every chunk with include_usage).

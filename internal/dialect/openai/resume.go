@@ -142,6 +142,17 @@ func (r *Resumer) Track(ev sse.Event, info wire.EventInfo) {
 		r.Fail("an event that is not a chunk")
 		return
 	}
+	if info.Plain && r.id != nil {
+		// inspect read the one choice's content: nothing else to learn
+		if info.Text != nil {
+			if len(info.Text) > 2 { // not ""
+				r.chunks++
+			}
+			r.AppendJSON(info.Text)
+		}
+		r.stopped = r.stopped || info.Class == wire.EvFinish
+		return
+	}
 	if jsonscan.SkipSpace(ev.Data, 0) == len(ev.Data) {
 		return // a comment or keepalive
 	}

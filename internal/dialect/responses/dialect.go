@@ -37,7 +37,7 @@ func InspectResponses(ev sse.Event, withText bool) wire.EventInfo {
 		}
 		return info
 	}
-	var typ, delta, resp, code, msg []byte
+	var typ, delta, resp, code, msg, seq []byte
 	it, ok := jsonscan.Open(data, start, 0)
 	if ok && it.IsObject() {
 		for it.Next() {
@@ -54,6 +54,8 @@ func InspectResponses(ev sse.Event, withText bool) wire.EventInfo {
 				code = it.Value()
 			case it.KeyIs("message"):
 				msg = it.Value()
+			case seq == nil && it.KeyIs("sequence_number"):
+				seq = it.Value() // the first, as a lookup finds it
 			}
 		}
 	}
@@ -81,6 +83,7 @@ func InspectResponses(ev sse.Event, withText bool) wire.EventInfo {
 		return info
 	}
 	info.ErrVal = nil
+	info.Seq = seq
 	info.Class, info.By = responsesClass(kind)
 	if withText && info.By == "response.output_text.delta" && jsonscan.IsString(delta) {
 		info.Text = delta
@@ -403,6 +406,14 @@ func (Dialect) CheckBodyReject(body []byte, reject [][]byte) error {
 }
 
 func (Dialect) ObserveEvent(u *wire.Usage, ev sse.Event) { ObserveResponsesEvent(u, ev) }
+
+// ObserveInfo skips the output events: valid (inspect walked them), of a
+// type that carries no response object, they tell ObserveEvent nothing.
+func (Dialect) ObserveInfo(u *wire.Usage, ev sse.Event, info wire.EventInfo) {
+	if info.Class != wire.EvOutput {
+		ObserveResponsesEvent(u, ev)
+	}
+}
 
 func (Dialect) ObserveBody(u *wire.Usage, body []byte) { ObserveResponsesBody(u, body) }
 

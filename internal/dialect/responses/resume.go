@@ -71,7 +71,11 @@ func responsesEventKind(ev sse.Event, info wire.EventInfo) string {
 }
 
 func (r *Resumer) Track(ev sse.Event, info wire.EventInfo) {
-	if n, ok := jsonscan.Lookup(ev.Data, "sequence_number"); ok {
+	n := info.Seq // inspect's reading of a valid event
+	if n == nil {
+		n, _ = jsonscan.Lookup(ev.Data, "sequence_number")
+	}
+	if n != nil {
 		if v, ok := wire.ParseSeq(n); ok && v > r.Seq {
 			r.Seq = v
 		}
@@ -86,14 +90,14 @@ func (r *Resumer) Track(ev sse.Event, info wire.EventInfo) {
 		r.AppendJSON(info.Text)
 		return
 	case "response.created":
-		if resp, ok := jsonscan.Lookup(ev.Data, "response"); ok && len(resp) > 0 && resp[0] == '{' && json.Valid(resp) {
+		if resp, ok := jsonscan.Lookup(ev.Data, "response"); ok && len(resp) > 0 && resp[0] == '{' { // valid: the scanner's Value is json.Valid's
 			r.created = append([]byte(nil), resp...)
 		}
 		return
 	case "response.output_item.added":
-		var f responsesFrame
+		f, err := readFrame(ev.Data)
 		switch {
-		case json.Unmarshal(ev.Data, &f) != nil || f.Item == nil:
+		case err != nil || f.Item == nil:
 			r.Fail("an unreadable output item")
 		case f.Item.Type != "message":
 			r.Fail("an output item that is not a message (" + f.Item.Type + ")")
@@ -106,9 +110,9 @@ func (r *Resumer) Track(ev sse.Event, info wire.EventInfo) {
 		}
 		return
 	case "response.content_part.added":
-		var f responsesFrame
+		f, err := readFrame(ev.Data)
 		switch {
-		case json.Unmarshal(ev.Data, &f) != nil || f.Part == nil:
+		case err != nil || f.Part == nil:
 			r.Fail("an unreadable content part")
 		case f.Part.Type != "output_text":
 			r.Fail("a content part that is not output_text (" + f.Part.Type + ")")
@@ -210,14 +214,12 @@ func (r *Resumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEvent {
 		}
 		return wire.ContEvent{Kind: wire.ContText, Text: string(jsonscan.AppendString(nil, info.Text))}
 	case "response.output_item.added", "response.output_item.done":
-		var f responsesFrame
-		if json.Unmarshal(ev.Data, &f) != nil || f.Item == nil || f.Item.Type != "message" {
+		if f, err := readFrame(ev.Data); err != nil || f.Item == nil || f.Item.Type != "message" {
 			return wire.ContEvent{Kind: wire.ContOther}
 		}
 		return wire.ContEvent{Kind: wire.ContSkip}
 	case "response.content_part.added", "response.content_part.done":
-		var f responsesFrame
-		if json.Unmarshal(ev.Data, &f) != nil || f.Part == nil || f.Part.Type != "output_text" {
+		if f, err := readFrame(ev.Data); err != nil || f.Part == nil || f.Part.Type != "output_text" {
 			return wire.ContEvent{Kind: wire.ContOther}
 		}
 		return wire.ContEvent{Kind: wire.ContSkip}

@@ -1,0 +1,226 @@
+package llmhedge
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
+)
+
+// Issue 24: the relay path reads events by their shape and in one walk.
+// These tests hold the new classification to the old one
+// (inspect_oracle_test.go) on the recorded streams: the simulator's five
+// stream modes, the providers' recorded events of the dialect tests, each
+// split into reads at random offsets, and random mutations of every event.
+
+// equivStreams are the streams of every dialect, as SSE.
+func equivStreams(t *testing.T) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for _, tokens := range []int{1, 7, relayBenchTokens} {
+		for _, c := range relayCases(t, tokens) {
+			s := c.stream
+			if c.bedrock {
+				var err error
+				if s, err = io.ReadAll(cloud.NewBedrockStream(&eventReads{data: c.stream, bedrock: true})); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out[fmt.Sprintf("sim %s %d", c.name, tokens)] = s
+		}
+	}
+	out["recorded Anthropic"] = []byte(sseStream(anthropicEvent("message_start", aMessageStart), anthropicEvent("content_block_start", aBlockStart),
+		anthropicEvent("ping", aPing), anthropicEvent("content_block_delta", aTextDelta), "data: "+aTextDelta, anthropicEvent("content_block_stop", aBlockStop),
+		anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":01,"delta":{"type":"text_delta","text":"x"}}`),
+		anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x\u00e9"}} `),
+		anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"},"error":{}}`),
+		anthropicEvent("message_delta", aMessageDelta), anthropicEvent("error", aError), anthropicEvent("message_stop", aMessageStop)))
+	out["recorded Gemini"] = []byte(geminiSSE(gText1, gText2, gThought, gSigOnly, gFnCall, gFnCall2, gImage, gCode, gSafety, gBlocked, gFeedback,
+		gUsage, gEmpty, gTwoA, gTwoHalf, gTwoEnd, gMaxTok, gUnspec, gErr503, gErr500,
+		// spellings at the edge of the one-walk usage reading
+		`{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usage\u004detadata":{"promptTokenCount":3},"usageMetadata":{"candidatesTokenCount":4}}`,
+		`{"usageMetadata":{"promptTokenCount":3},"usageMetadata":{"candidatesTokenCount":4},"modelVersion":"m"}`,
+		`{"modelVersio\u006e":"m1","modelVersion":"m2","usageMetadata":[1]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a"},{"text":"b"}]},"index":0}],"modelVersion":"m"}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a","thought":false}]},"index":0.0}],"modelVersion":"m"}`))
+	out["recorded OpenAI"] = []byte(sseStream(openAIChunk(oContent), "data: "+strings.TrimPrefix(strings.TrimSpace(openAIDeltaChunk), "data: "),
+		`data: {"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":"a","refusal":null}}],"usage":null}`,
+		`data: {"id":"c","choices":[{"index":0,"delta":{"content":"a","content":"b"}}]}`,
+		`data: {"id":"c","choices":[{"index":0,"delta":{"content":"a","tool_calls":[{"index":0}]}}]}`,
+		`data: {"id":"c","choices":[{"index":1,"delta":{"content":"a"}},{"index":0,"delta":{"content":"b"}}]}`,
+		`data: {"id":"c","choices":[{"index":0,"delta":{"content":"a"}}],"usage":{"prompt_tokens":1}}`,
+		`data: {"id":"c","choices":[{"index":0,"delta":{"content":null,"audio":{}}}]}`,
+		`data: {"id":"c","choices":[{"index":0,"delta":{"content":""},"finish_reason":"stop"}]}`, "data: [DONE]"))
+	out["recorded Responses"] = []byte(responsesStream(rCreated, rInProgress, rItemAdded, rPartAdded, rTextDelta, rTextDelta2, rTextDone, rPartDone,
+		rItemDone, rCompleted, rIncomplete, rFailed, rError, rErrorObj, rFnAdded, rFnDelta, rRsAdded, rRsPart, rRsDelta, rRsDone, rRefusal))
+	return out
+}
+
+// oldInspect is the oracle's classification for d.
+func oldInspect(d wire.Dialect, ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventInfo {
+	switch d {
+	case dialectAnthropic:
+		return oldInspectAnthropic(ev, withText)
+	case dialectResponses:
+		return oldInspectResponses(ev, withText)
+	case dialectOpenAI:
+		return oldInspectOpenAI(ev, withText, cs)
+	case dialectGemini:
+		st := oldGeminiStream{candidates: *cs}
+		info := oldInspectGeminiStream(ev, withText, &st)
+		*cs = st.candidates
+		if st.blocked {
+			cs.Note(0, true)
+		}
+		return info
+	}
+	return d.Inspect(ev, withText, cs)
+}
+
+// oldObserve is the oracle's usage reading for d.
+func oldObserve(d wire.Dialect, u *wire.Usage, ev sse.Event) {
+	if d == dialectGemini {
+		if len(ev.Data) > 0 {
+			oldObserveGeminiEvent(u, ev)
+		}
+		return
+	}
+	u.ObserveEvent(d, ev)
+}
+
+// compareEvents runs events through the old and the new reading, as the
+// relay does (with text, the stream's choices, usage), and reports the
+// first difference.
+func compareEvents(d wire.Dialect, evs []sse.Event) error {
+	var oldCS, newCS wire.ChoiceSet
+	var oldU, newU [2]wire.Usage // by the inspection's withText: the relay's, the gate's
+	obs, _ := d.(wire.InfoObserver)
+	for i, ev := range evs {
+		for k, withText := range []bool{true, false} {
+			o, n := oldInspect(d, ev, withText, &oldCS), d.Inspect(ev, withText, &newCS)
+			if o.Class != n.Class || o.By != n.By || !bytes.Equal(o.Text, n.Text) || !bytes.Equal(o.ErrVal, n.ErrVal) || oldCS != newCS {
+				return fmt.Errorf("event %d %q (text %v): old %v %q %q %q, new %v %q %q %q", i, ev.Raw, withText,
+					o.Class, o.By, o.Text, o.ErrVal, n.Class, n.By, n.Text, n.ErrVal)
+			}
+			oldObserve(d, &oldU[k], ev)
+			if obs != nil {
+				obs.ObserveInfo(&newU[k], ev, n)
+			} else {
+				newU[k].ObserveEvent(d, ev)
+			}
+			if oldU[k] != newU[k] {
+				return fmt.Errorf("event %d %q (text %v): usage old %+v, new %+v", i, ev.Raw, withText, oldU[k], newU[k])
+			}
+		}
+	}
+	return nil
+}
+
+func dialectOfStream(name string) wire.Dialect {
+	switch {
+	case bytes.Contains([]byte(name), []byte("Gemini")):
+		return dialectGemini
+	case bytes.Contains([]byte(name), []byte("Responses")):
+		return dialectResponses
+	case bytes.Contains([]byte(name), []byte("OpenAI")):
+		return dialectOpenAI
+	}
+	return dialectAnthropic
+}
+
+// readSplit parses a stream read in pieces cut at random offsets.
+func readSplit(t *testing.T, stream []byte, rng *rand.Rand) []sse.Event {
+	t.Helper()
+	var cuts []int
+	for c := 0; c < len(stream); c += 1 + rng.IntN(300) {
+		cuts = append(cuts, c)
+	}
+	rd := sse.NewReader(&ssetest.SplitReader{Data: stream, Cuts: cuts}, 0)
+	var out []sse.Event
+	for {
+		ev, err := rd.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := sse.Event{Raw: bytes.Clone(ev.Raw), Data: bytes.Clone(ev.Data)}
+		if ev.Name != nil {
+			c.Name = bytes.Clone(ev.Name)
+		}
+		out = append(out, c)
+	}
+}
+
+func TestInspectMatchesOldClassification(t *testing.T) {
+	rng := rand.New(rand.NewPCG(24, 1))
+	for name, stream := range equivStreams(t) {
+		d := dialectOfStream(name)
+		for round := range 5 {
+			evs := readSplit(t, stream, rng)
+			if len(evs) == 0 {
+				t.Fatalf("%s: no events", name)
+			}
+			if err := compareEvents(d, evs); err != nil {
+				t.Fatalf("%s, split %d: %v", name, round, err)
+			}
+		}
+	}
+}
+
+// Mutated events reach the edges of the shapes the fast paths accept:
+// a byte dropped, changed or inserted anywhere, the data cut short, the
+// event name dropped or changed.
+func TestInspectMatchesOldClassificationMutated(t *testing.T) {
+	rng := rand.New(rand.NewPCG(24, 2))
+	for name, stream := range equivStreams(t) {
+		d := dialectOfStream(name)
+		for _, ev := range parseEvents(t, string(stream)) {
+			for range 40 {
+				m := mutateEvent(rng, ev)
+				if err := compareEvents(d, []sse.Event{m}); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+			}
+		}
+	}
+}
+
+// mutateEvent is ev with a byte of its data dropped, changed or inserted,
+// or the data cut short, and perhaps its name dropped or changed.
+func mutateEvent(rng *rand.Rand, ev sse.Event) sse.Event {
+	const alphabet = "\"\\{}[],: \t\n0123456789aeltnurx-.E\x00\xff"
+	data := bytes.Clone(ev.Data)
+	switch i := rng.IntN(len(data) + 1); rng.IntN(4) {
+	case 0:
+		data = data[:i]
+	case 1:
+		if i < len(data) {
+			data = append(data[:i], data[i+1:]...)
+		}
+	case 2:
+		if i < len(data) {
+			data[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+	case 3:
+		data = append(data[:i], append([]byte{alphabet[rng.IntN(len(alphabet))]}, data[i:]...)...)
+	}
+	m := sse.Event{Raw: ev.Raw, Name: ev.Name, Data: data}
+	switch rng.IntN(6) {
+	case 0:
+		m.Name = nil
+	case 1:
+		m.Name = []byte("error")
+	case 2:
+		m.Name = []byte("ping")
+	}
+	return m
+}

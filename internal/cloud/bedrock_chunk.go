@@ -1,0 +1,49 @@
+package cloud
+
+// The conversion of Bedrock's chunk frames to Anthropic SSE, on the relay
+// path of every bedrock-stream event (issue 24).
+
+import (
+	"bytes"
+	"encoding/base64"
+	"slices"
+)
+
+// chunkHead is how Bedrock writes a chunk's payload: bytes first.
+var chunkHead = []byte(`{"bytes":"`)
+
+// decodeChunk decodes a payload that starts as Bedrock writes it: the
+// string up to the next quote decodes as base64 only if it holds nothing
+// but the alphabet and line ends (refused), so no escape: it is the value
+// a lookup of "bytes" finds. Anything else returns false, for the lookup to decide.
+func (s *bedrockStream) decodeChunk(payload []byte) ([]byte, bool) {
+	if !bytes.HasPrefix(payload, chunkHead) {
+		return nil, false
+	}
+	b64 := payload[len(chunkHead):]
+	end := bytes.IndexByte(b64, '"')
+	if end < 0 {
+		return nil, false
+	}
+	ev := slices.Grow(s.ev[:0], base64.StdEncoding.DecodedLen(end))
+	ev = ev[:cap(ev)]
+	n, err := base64.StdEncoding.Decode(ev, b64[:end])
+	// The decoder skips line ends, which a JSON string cannot hold.
+	if err != nil || bytes.IndexByte(b64[:end], '\n') >= 0 || bytes.IndexByte(b64[:end], '\r') >= 0 {
+		return nil, false
+	}
+	return ev[:n], true
+}
+
+// indexLineEnd is bytes.IndexAny(data, "\r\n") with two vectorized
+// searches: compact JSON has neither, so both run to the end.
+func indexLineEnd(data []byte) int {
+	i := bytes.IndexByte(data, '\n')
+	if i < 0 {
+		return bytes.IndexByte(data, '\r')
+	}
+	if j := bytes.IndexByte(data[:i], '\r'); j >= 0 {
+		return j
+	}
+	return i
+}

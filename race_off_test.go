@@ -1,0 +1,5 @@
+//go:build !race
+
+package llmhedge
+
+const raceEnabled = false
