@@ -3,7 +3,7 @@
 # and the embedded default serves a stream and a non-stream request.
 #
 # Caddyfile.example runs on copies of its ports: SMOKE_PROXY_PORT (8080 in
-# the example), SMOKE_ADMIN_PORT (2019) and SMOKE_SIM_PORTS (three, for
+# the example), SMOKE_ADMIN_PORT (2019), SMOKE_DASHBOARD_PORT (2020) and SMOKE_SIM_PORTS (three, for
 # 9001-9003), each a free port unless set, so the test runs beside a
 # running Caddy or another smoke test.
 set -euo pipefail
@@ -11,11 +11,13 @@ CADDY=${1:-./caddy}
 fail() { echo "smoke: FAIL: $*" >&2; exit 1; }
 
 taken=" "
-# free_port prints a loopback port nothing listens on and no earlier call chose.
+# free_port prints a loopback port nothing listens on and no earlier call chose,
+# below the kernel's ephemeral range (32768+), where an outgoing connection's
+# local port would make the bind fail although nothing listens.
 free_port() {
 	local p
 	for _ in $(seq 1 200); do
-		p=$((20000 + RANDOM % 40000))
+		p=$((20000 + RANDOM % 12000))
 		[[ $taken == *" $p "* ]] && continue
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			taken+="$p "
@@ -27,6 +29,7 @@ free_port() {
 }
 proxy_port=${SMOKE_PROXY_PORT:-$(free_port)}; taken+="$proxy_port "
 admin_port=${SMOKE_ADMIN_PORT:-$(free_port)}; taken+="$admin_port "
+dash_port=${SMOKE_DASHBOARD_PORT:-$(free_port)}; taken+="$dash_port "
 read -r -a sim_ports <<<"${SMOKE_SIM_PORTS:-}"
 while [ ${#sim_ports[@]} -lt 3 ]; do
 	p=$(free_port); taken+="$p "; sim_ports+=("$p")
@@ -35,6 +38,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 config=$work/Caddyfile
 sed -e "s/localhost:2019/localhost:$admin_port/g" -e "s/127\.0\.0\.1:8080/127.0.0.1:$proxy_port/g" \
+	-e "s/127\.0\.0\.1:2020/127.0.0.1:$dash_port/g" \
 	-e "s/127\.0\.0\.1:9001/127.0.0.1:${sim_ports[0]}/g" -e "s/127\.0\.0\.1:9002/127.0.0.1:${sim_ports[1]}/g" \
 	-e "s/127\.0\.0\.1:9003/127.0.0.1:${sim_ports[2]}/g" Caddyfile.example >"$config"
 proxy=http://127.0.0.1:$proxy_port
