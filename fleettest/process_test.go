@@ -2,11 +2,13 @@ package fleettest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -80,16 +82,36 @@ func goEnv(name string) string {
 
 // freePort returns a loopback port nothing listens on now. Caddy binds
 // with SO_REUSEPORT, so two processes given one port would share it:
-// every process of the fleet gets its own.
+// every process of the fleet gets its own, chosen below the kernel's
+// ephemeral range (32768+), where the other test packages' in-process
+// Caddys get theirs (port 0): a fleet instance restarting on its port
+// leaves it unbound for a moment, and a test of another package handed
+// that port by the kernel would share it with the instance.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 500 {
+		p := 20000 + rand.IntN(12000)
+		if portsTaken[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		portsTaken[p] = true
+		return p
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port in 20000-31999")
+	return 0
 }
+
+var (
+	portsMu    sync.Mutex
+	portsTaken = map[int]bool{}
+)
 
 // process is one Caddy process of the fleet, restartable on its ports.
 type process struct {
