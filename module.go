@@ -335,7 +335,7 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 		passThrough(w, last)
 		return
 	}
-	if st.plan != nil && len(st.plan.cands) == 0 && refuseUntranslatable(w, st) {
+	if st.plan != nil && len(st.attempts) == 0 && refuseUntranslatable(w, st) {
 		return
 	}
 	if st.plan != nil && len(st.plan.cands) == 0 {

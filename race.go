@@ -38,7 +38,7 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 	}
 	st.repl = repl
 	h.failback(st)
-	st.plan = newPlan(h.translatable(st, st.pinPlan(h.candidates(req.Dialect, req.Model, req.SessionKey)), req.Model), req.Model)
+	st.plan = newPlan(st.pinPlan(h.candidates(req.Dialect, req.Model, req.SessionKey)), req.Model)
 	// Every launch path checks attemptsLeft, the forced probe included, so
 	// at most Retry.Attempts attempts ever report: none blocks on its
 	// report, even after race returned (drain reaps them).
@@ -237,6 +237,10 @@ func (h *Handler) launchNext(st *requestState, r *http.Request, reason string, o
 				st.skip(p, "busy_skip")
 				continue
 			}
+			if !h.carries(st, p) {
+				st.plan.used[i] = true
+				continue
+			}
 			key, ok := h.keyFor(st, p, now)
 			if !ok {
 				st.plan.used[i] = true
@@ -293,7 +297,7 @@ func (h *Handler) launchProbe(st *requestState, r *http.Request) *attempt {
 	}
 	st.recoverAt = until
 	for _, p := range open {
-		if p.health != ph {
+		if p.health != ph || !h.carries(st, p) {
 			continue
 		}
 		key, ok := h.keyFor(st, p, now)

@@ -60,10 +60,11 @@ type requestState struct {
 	refused         string
 	forwarded       bool // not a completion: models, token counts, forward globs
 
-	xlRefused  []translate.Loss     // what the candidates skipped for a material loss could not carry
-	failback   *wire.Request        // the request for native Anthropic providers after a translated turn (translate.go)
-	failbackOf *wire.Request        // the request failback stands for
-	xlDone     map[*provider]xlDone // the plan's translations, reused by the attempts
+	xlRefused   []translate.Loss     // what the candidates skipped for a material loss could not carry
+	xlRefusedBy []*provider          // those candidates
+	failback    *wire.Request        // the request for native Anthropic providers after a translated turn (translate.go)
+	failbackOf  *wire.Request        // the request failback stands for
+	xlDone      map[*provider]xlDone // translations made at launch, reused by later attempts
 
 	budgetFailoverUsed bool
 

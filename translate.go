@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"go.uber.org/zap"
@@ -113,39 +114,44 @@ func (p *provider) translation(d wire.Dialect) *xlTarget {
 	return p.xl[d]
 }
 
-// translatable drops the candidates that would translate the request with
-// a material loss, before anything is sent to them: each is named in the
-// decision chain (translate_skip) and counted; what they could not carry
-// is kept for the refusal when no candidate is left. The losses of the
-// others are kept for the answer's header.
-func (h *Handler) translatable(st *requestState, cands []*provider, model string) []*provider {
-	out := cands[:0:0]
-	for _, p := range cands {
-		xl := p.translation(st.dialect)
-		if xl == nil {
-			out = append(out, p)
-			continue
-		}
-		var losses []translate.Loss
-		upstream := p.upstreamModel(model)
-		if tr, err := xl.pair.Translate(st.req.Body, upstream); err != nil {
-			losses = []translate.Loss{{What: err.Error(), Material: true}}
-		} else {
-			losses = tr.Losses
-			if st.xlDone == nil {
-				st.xlDone = make(map[*provider]xlDone, 1)
-			}
-			st.xlDone[p] = xlDone{model: upstream, req: st.req, tr: tr}
-		}
-		if translate.Material(losses) {
+// carries reports whether p may be sent the request: a provider serving
+// the client's format natively always; one translating it when the
+// translation loses nothing material. It is asked when the candidate is
+// about to be launched, so a request a native provider answers is never
+// translated. A refused candidate is named in the decision chain
+// (translate_skip) and counted, and nothing is sent to it; what it could
+// not carry is kept for the refusal when no candidate is left. The
+// translation is kept for the attempts (xlDone).
+func (h *Handler) carries(st *requestState, p *provider) bool {
+	xl := p.translation(st.dialect)
+	if xl == nil {
+		return true
+	}
+	upstream := p.upstreamModel(st.plan.model)
+	if st.translated(p, upstream, st.req) != nil {
+		return true
+	}
+	var losses []translate.Loss
+	tr, err := xl.pair.Translate(st.req.Body, upstream)
+	if err != nil {
+		losses = []translate.Loss{{What: err.Error(), Material: true}}
+	} else {
+		losses = tr.Losses
+	}
+	if translate.Material(losses) {
+		if !slices.Contains(st.xlRefusedBy, p) {
 			st.skip(p, "translate_skip")
 			st.xlRefused = append(st.xlRefused, losses...)
+			st.xlRefusedBy = append(st.xlRefusedBy, p)
 			h.metrics.translations.WithLabelValues(p.name, st.dialect.String(), "skipped").Inc()
-			continue
 		}
-		out = append(out, p)
+		return false
 	}
-	return out
+	if st.xlDone == nil {
+		st.xlDone = make(map[*provider]xlDone, 1)
+	}
+	st.xlDone[p] = xlDone{model: upstream, req: st.req, tr: tr}
+	return true
 }
 
 // xlDone is a request translated for a provider when the plan was made,
@@ -280,10 +286,11 @@ func translationHeaders(h http.Header, st *requestState, a *attempt) {
 }
 
 // refuseUntranslatable answers a request no candidate could carry, when
-// translating candidates were skipped: the client's 400 naming what could
-// not be carried. It reports whether it answered.
+// every candidate of the plan was a translating one skipped for a material
+// loss: the client's 400 naming what could not be carried. It reports
+// whether it answered.
 func refuseUntranslatable(w http.ResponseWriter, st *requestState) bool {
-	if len(st.xlRefused) == 0 {
+	if len(st.xlRefusedBy) == 0 || len(st.xlRefusedBy) < len(st.plan.cands) {
 		return false
 	}
 	st.outcome = outcomeClientError
