@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -75,6 +76,9 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	switch {
 	case st.relay.Complete:
 		st.outcome = outcomeSuccess
+		if own.Complete { // not a continuation's: a was cancelled for it
+			reuseConn(a)
+		}
 	// Only the relay can tell a client that left from one that hung up
 	// after reading the error event: that is no abort.
 	case st.relay.Reason == "client_gone":
@@ -118,6 +122,28 @@ func trackCommitted(d wire.Dialect, req *wire.Request, g *stream.Gate) wire.Resu
 }
 
 var errIdleTimeout = errors.New("no stream event within the idle timeout")
+
+// A complete stream's connection goes back to the pool only if its body is
+// read to the end: closed at the terminal event, before the chunked
+// body's last chunk (HTTP/1.1) is read, the transport drops the connection
+// and the next request dials (and, to a real provider, shakes hands) anew.
+// The end normally arrives with the terminal event or microseconds after it;
+// an upstream that keeps the body open longer, or sends more than
+// tailMax after its terminal event, loses its connection as before.
+const (
+	tailWait = 5 * time.Millisecond
+	tailMax  = 4 << 10
+)
+
+var errTailWait = errors.New("upstream body still open after its terminal event")
+
+// reuseConn reads what is left of a's complete stream (discarded: the
+// client has its terminal event) so its connection can be reused.
+func reuseConn(a *attempt) {
+	t := time.AfterFunc(tailWait, func() { a.cancel(errTailWait) })
+	_, _ = io.CopyN(io.Discard, a.resp.Body, tailMax)
+	t.Stop()
+}
 
 // copyHeader copies an upstream response header for the client, without
 // hop-by-hop fields.

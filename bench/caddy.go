@@ -116,6 +116,27 @@ func (p *caddyProc) cpuSeconds() float64 {
 	return (ut + st) / clockTicks
 }
 
+// syscalls is the number of read and write system calls the process made
+// so far (/proc/<pid>/io: syscr and syscw, which count every read-like and
+// write-like call, sockets included).
+func (p *caddyProc) syscalls() (reads, writes int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", p.pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch k {
+		case "syscr":
+			reads = n
+		case "syscw":
+			writes = n
+		}
+	}
+	return reads, writes
+}
+
 // clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
 const clockTicks = 100
 

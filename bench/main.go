@@ -201,6 +201,8 @@ type cellResult struct {
 	p50, p99     time.Duration
 	cpuPer1k     float64 // CPU seconds of the Caddy process per 1,000 requests; -1 direct
 	hwmKB        int64   // peak RSS of the Caddy process; -1 direct
+	readsPerReq  float64 // read system calls of the Caddy process per request (/proc/<pid>/io)
+	writesPerReq float64 // write system calls per request
 	requests     int
 	failed       int
 	failSample   string
@@ -247,8 +249,8 @@ func runCompare(bin, dir string) error {
 					if err != nil {
 						return fmt.Errorf("%s c=%d %s: %w", mode, conc, config, err)
 					}
-					fmt.Fprintf(os.Stderr, "bench: %-16s c=%-3d %-13s %8.0f req/s  p50 %-9v p99 %-9v failed %d\n",
-						mode, conc, config, r.rps, r.p50, r.p99, r.failed)
+					fmt.Fprintf(os.Stderr, "bench: %-16s c=%-3d %-13s %8.0f req/s  p50 %-9v p99 %-9v CPU %.3f s/1k  syscalls/req %.1f read %.1f write  failed %d\n",
+						mode, conc, config, r.rps, r.p50, r.p99, r.cpuPer1k, r.readsPerReq, r.writesPerReq, r.failed)
 					results = append(results, r)
 				}
 			}
@@ -328,8 +330,10 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 	}
 	time.Sleep(*warmup)
 	var cpu0 float64
+	var r0, w0 int64
 	if proc != nil {
 		cpu0 = proc.cpuSeconds()
+		r0, w0 = proc.syscalls()
 	}
 	var prof chan error
 	if proc != nil && *profileDir != "" {
@@ -342,8 +346,10 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 	phase.Store(2)
 	elapsed := time.Since(t0)
 	var cpu1 float64
+	var r1, w1 int64
 	if proc != nil {
 		cpu1 = proc.cpuSeconds()
+		r1, w1 = proc.syscalls()
 	}
 	wg.Wait()
 	if prof != nil {
@@ -378,6 +384,8 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 	if proc != nil {
 		res.cpuPer1k = (cpu1 - cpu0) / float64(len(all)) * 1000
 		res.hwmKB = proc.memKB("VmHWM")
+		res.readsPerReq = float64(r1-r0) / float64(len(all))
+		res.writesPerReq = float64(w1-w0) / float64(len(all))
 	}
 	return res, nil
 }

@@ -1,0 +1,115 @@
+package llmhedge_test
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/sim"
+)
+
+// countedUpstream is a simulated provider that counts the connections the
+// proxy opens to it.
+func countedUpstream(t *testing.T, cfg sim.Config) (*upstream, *atomic.Int64) {
+	t.Helper()
+	if cfg.Tokens == 0 {
+		cfg.Tokens = 9
+	}
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(sim.New(cfg))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return &upstream{URL: srv.URL}, &conns
+}
+
+// A complete stream gives its upstream connection back to the pool: the
+// relay stops at the terminal event, and the body's end (HTTP/1.1's last
+// chunk) must still be read, or every request dials the provider anew
+// (and, to a real one, shakes hands anew). Every dialect and Bedrock's
+// event stream, requests one after another: one connection serves them all.
+func TestStreamReusesUpstreamConnection(t *testing.T) {
+	awsTestEnv(t)
+	const reqs = 8
+	for _, tc := range []struct {
+		name, path, key, body, end string
+		cfg                        sim.Config
+		opts                       []string
+	}{
+		{name: "anthropic", path: "/v1/messages", key: "x-api-key",
+			body: `{"model":"claude-test","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, end: "message_stop"},
+		{name: "openai", path: "/v1/chat/completions", key: "Authorization",
+			body: `{"model":"gpt-test","stream":true,"messages":[{"role":"user","content":"hi"}]}`, end: "[DONE]"},
+		{name: "responses", path: "/v1/responses", key: "Authorization",
+			body: `{"model":"gpt-test","stream":true,"store":false,"input":"hi"}`, end: "response.completed"},
+		{name: "gemini", path: "/v1beta/models/gemini-test:streamGenerateContent?alt=sse", key: "X-Goog-Api-Key",
+			body: `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, end: `"finishReason"`},
+		{name: "bedrock", path: "/v1/messages", key: "x-api-key",
+			body: `{"model":"claude-test","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, end: "message_stop",
+			cfg:  sim.Config{Wire: sim.WireBedrock, Region: "us-west-2", AWSAccessKey: testAWSKeyID, AWSSecretKey: testAWSSecret},
+			opts: []string{"api bedrock", "region us-west-2", "model claude-test " + bedrockModel}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, conns := countedUpstream(t, tc.cfg)
+			p := startProxy(t, provider("only", up, tc.opts...)+"hedge off")
+			for i := range reqs {
+				req, _ := http.NewRequestWithContext(ctxTimeout(t, 10*time.Second), http.MethodPost, p.URL+tc.path, strings.NewReader(tc.body))
+				req.Header.Set("Content-Type", "application/json")
+				val := "sk-client"
+				if tc.key == "Authorization" {
+					val = "Bearer sk-client"
+				}
+				req.Header.Set(tc.key, val)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 || !bytes.Contains(b, []byte(tc.end)) {
+					t.Fatalf("request %d: status %d, err %v, body %.300s", i, resp.StatusCode, err, b)
+				}
+			}
+			if n := conns.Load(); n != 1 {
+				t.Errorf("%d streams one after another opened %d upstream connections, want 1", reqs, n)
+			}
+		})
+	}
+}
+
+// An upstream that keeps its body open after the terminal event does not
+// hold the client: the proxy waits a few milliseconds for the body's end,
+// then ends the client's answer (complete, a success) and drops that
+// connection.
+func TestStreamEndsAtTerminalWhenUpstreamLingers(t *testing.T) {
+	sc := newStreamScript(t, func(r *http.Request, send func(events ...string) bool) {
+		send(streamAMessageStart, streamABlockStart, streamADelta("Hello"), streamABlockStop, streamAMessageDelta, streamAMessageStop)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	})
+	p := startProxy(t, provider("lingers", sc.up())+"hedge off")
+	start := time.Now()
+	m, err := streamAnthropic(ctxTimeout(t, 20*time.Second), anthropicClient(p, "sk-client"), anthropicParams("claude-test"))
+	if err != nil || messageText(m) != "Hello" || m.StopReason != "end_turn" {
+		t.Fatalf("stream: %v, text %q, stop %q", err, messageText(m), m.StopReason)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the client's answer ended after %s: held by the upstream's open body", d)
+	}
+	sc.waitGone(t)
+	if line := streamLogLine(t, p, 1); line["outcome"] != "success" {
+		t.Errorf("log %v: want success", line)
+	}
+}
