@@ -36,6 +36,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 		st.outcome = outcomeSuccess
 		return
 	}
+	defer a.rd.Release() // after the relay and reuseConn: its pooled buffer back
 	hdr := w.Header()
 	hdr.Del("Content-Length")
 	hdr.Set("Cache-Control", "no-cache")

@@ -56,11 +56,11 @@ func recordDashboard(st *requestState, now time.Time, total time.Duration, model
 		chain[n] = c
 		n++
 	}
-	board.recent.Record(dashboard.Request{
+	board.recent.RecordChain(dashboard.Request{
 		Time: now, Site: st.r.Host, Dialect: st.dialect.String(), Model: model, Provider: provider,
 		Attempts: len(st.attempts), Hedged: st.hedged, Outcome: st.outcome, FirstEventMs: firstMs,
-		TotalMs: total.Milliseconds(), InputTokens: u.Input, OutputTokens: u.Output, Chain: chain[:n],
-	})
+		TotalMs: total.Milliseconds(), InputTokens: u.Input, OutputTokens: u.Output,
+	}, chain[:n])
 }
 
 // configuredProvider reports whether a provider name is in a loaded

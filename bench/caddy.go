@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -157,6 +158,23 @@ func (p *caddyProc) memKB(field string) int64 {
 	return 0
 }
 
+// mallocs reads the Go runtime's count of heap allocations and of bytes
+// allocated so far, from the admin endpoint's expvar memstats.
+func (p *caddyProc) mallocs() (n, bytes uint64) {
+	resp, err := http.Get(p.Admin + "/debug/vars")
+	if err != nil {
+		return 0, 0
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Memstats struct{ Mallocs, TotalAlloc uint64 } `json:"memstats"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&v) != nil {
+		return 0, 0
+	}
+	return v.Memstats.Mallocs, v.Memstats.TotalAlloc
+}
+
 // goroutines reads the goroutine count from the admin endpoint's pprof.
 func (p *caddyProc) goroutines() int {
 	resp, err := http.Get(p.Admin + "/debug/pprof/goroutine?debug=1")
@@ -193,6 +211,23 @@ func (p *caddyProc) profile(d time.Duration, path string) chan error {
 		done <- err
 	}()
 	return done
+}
+
+// saveAllocs saves the process's allocation profile (every allocation since
+// it started, sampled) to path.
+func (p *caddyProc) saveAllocs(path string) error {
+	resp, err := http.Get(p.Admin + "/debug/pprof/allocs")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
 }
 
 // liveMemory collects garbage in the process (pprof's gc=1) and returns

@@ -45,7 +45,7 @@ var (
 	modeList    = flag.String("modes", "non-stream,stream,responses-stream,gemini-stream", "response shapes: non-stream, stream (Anthropic), responses-stream (OpenAI Responses), gemini-stream, bedrock-stream (Anthropic through api bedrock; adds llm_hedge_sigv4), translate-stream (Anthropic through api openai with translate anthropic)")
 	configList  = flag.String("configs", "direct,reverse_proxy,llm_hedge,llm_hedge_3", "configurations to compare")
 	rounds      = flag.Int("rounds", 1, "runs of every cell; the table shows the median of each figure")
-	profileDir  = flag.String("profile", "", "save a CPU profile of Caddy for every proxied cell into this directory")
+	profileDir  = flag.String("profile", "", "save a CPU profile (.pprof) and an allocation profile (.allocs, since the process started) of Caddy for every proxied cell into this directory")
 	rpIdle      = flag.Int("rp-idle", 256, "reverse_proxy keepalive_idle_conns_per_host (llm_hedge's pool holds 256; 0 = Caddy's default of 32)")
 	idleStreams = flag.Int("idle-streams", 0, "instead of the comparison: hold this many committed, idle streams open and report the memory per stream")
 	soakFor     = flag.Duration("soak", 0, "instead of the comparison: run a steady mixed load with 5% injected provider faults for this long")
@@ -203,6 +203,8 @@ type cellResult struct {
 	hwmKB        int64   // peak RSS of the Caddy process; -1 direct
 	readsPerReq  float64 // read system calls of the Caddy process per request (/proc/<pid>/io)
 	writesPerReq float64 // write system calls per request
+	allocsPerReq float64 // heap allocations of the Caddy process per request
+	bytesPerReq  float64 // bytes allocated per request
 	requests     int
 	failed       int
 	failSample   string
@@ -249,8 +251,8 @@ func runCompare(bin, dir string) error {
 					if err != nil {
 						return fmt.Errorf("%s c=%d %s: %w", mode, conc, config, err)
 					}
-					fmt.Fprintf(os.Stderr, "bench: %-16s c=%-3d %-13s %8.0f req/s  p50 %-9v p99 %-9v CPU %.3f s/1k  syscalls/req %.1f read %.1f write  failed %d\n",
-						mode, conc, config, r.rps, r.p50, r.p99, r.cpuPer1k, r.readsPerReq, r.writesPerReq, r.failed)
+					fmt.Fprintf(os.Stderr, "bench: %-16s c=%-3d %-13s %8.0f req/s  p50 %-9v p99 %-9v CPU %.3f s/1k  syscalls/req %.1f read %.1f write  allocs/req %.0f (%.1f KiB)  failed %d\n",
+						mode, conc, config, r.rps, r.p50, r.p99, r.cpuPer1k, r.readsPerReq, r.writesPerReq, r.allocsPerReq, r.bytesPerReq/1024, r.failed)
 					results = append(results, r)
 				}
 			}
@@ -335,6 +337,10 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 		cpu0 = proc.cpuSeconds()
 		r0, w0 = proc.syscalls()
 	}
+	var m0, b0 uint64
+	if proc != nil {
+		m0, b0 = proc.mallocs()
+	}
 	var prof chan error
 	if proc != nil && *profileDir != "" {
 		_ = os.MkdirAll(*profileDir, 0o755)
@@ -351,10 +357,17 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 		cpu1 = proc.cpuSeconds()
 		r1, w1 = proc.syscalls()
 	}
+	var m1, b1 uint64
+	if proc != nil {
+		m1, b1 = proc.mallocs()
+	}
 	wg.Wait()
 	if prof != nil {
 		if err := <-prof; err != nil {
 			fmt.Fprintln(os.Stderr, "bench: profile:", err)
+		}
+		if err := proc.saveAllocs(filepath.Join(*profileDir, fmt.Sprintf("%s-%s-c%d-%d.allocs", config, mode, conc, round))); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: allocation profile:", err)
 		}
 	}
 
@@ -386,6 +399,8 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 		res.hwmKB = proc.memKB("VmHWM")
 		res.readsPerReq = float64(r1-r0) / float64(len(all))
 		res.writesPerReq = float64(w1-w0) / float64(len(all))
+		res.allocsPerReq = float64(m1-m0) / float64(len(all))
+		res.bytesPerReq = float64(b1-b0) / float64(len(all))
 	}
 	return res, nil
 }

@@ -73,13 +73,17 @@ type Recent struct {
 // Record stores r (its Chain is copied into the slot, up to MaxAttempts;
 // strings longer than MaxText are cut). Callers pass strings that are
 // their own, not slices of a request body.
-func (rc *Recent) Record(r Request) {
+func (rc *Recent) Record(r Request) { rc.RecordChain(r, r.Chain) }
+
+// RecordChain is Record of r with the chain given apart: the chain is only
+// copied, so a caller's array for it stays on the caller's stack (r itself
+// is stored, and whatever it points to escapes).
+func (rc *Recent) RecordChain(r Request, chain []Attempt) {
 	seq := rc.next.Add(1)
 	s := &rc.slots[(seq-1)%RecentSize]
 	s.mu.Lock()
 	if s.seq < seq { // a slower writer of an older lap must not overwrite
 		s.seq = seq
-		chain := r.Chain
 		r.Chain = nil
 		r.Site, r.Model = cut(r.Site), cut(r.Model)
 		s.req = r

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // sseEvent is one complete server-sent event as it arrived on the wire.
@@ -32,6 +33,7 @@ const (
 	DefaultMaxEvent  = 1 << 20
 	sseInitialBuffer = 4 << 10 // holds many typical events, and little per idle stream
 	MinRead          = 2 << 10 // compact rather than issue reads smaller than this
+	smallBuffer      = 512     // the read that waits on an idle stream
 )
 
 // sseReader splits a text/event-stream into events incrementally, following
@@ -58,8 +60,14 @@ type Reader struct {
 	dataN    int // data lines seen
 	dataOff  int // the first data line's value, used as is when it is the only one
 	dataLen  int
-	scratch  []byte // the joined data when there is more than one data line
-	borrowed bool   // buf is ResetBytes's: never written
+	scratch  []byte  // the joined data when there is more than one data line
+	borrowed bool    // buf is ResetBytes's: never written
+	onSmall  bool    // buf is small: nothing was pending when the last read began
+	pooled   *[]byte // buf's array when it came from the pool
+
+	// small takes the first read after the reader ran dry, so an idle
+	// stream holds no pooled buffer; one event usually fits.
+	small [smallBuffer]byte
 
 	// beforeFill, if set, runs before each read of r: the moment the
 	// reader has no complete event left and may wait (the relay flushes
@@ -83,6 +91,9 @@ func (s *Reader) Reset(r io.Reader) {
 	if s.borrowed { // ResetBytes's buffer is not the reader's to fill
 		s.buf, s.borrowed = nil, false
 	}
+	if s.buf == nil {
+		s.buf, s.onSmall = s.small[:], true
+	}
 	s.r = r
 	s.start, s.scan, s.end, s.seen = 0, 0, 0, 0
 	s.err = nil
@@ -97,7 +108,10 @@ func (s *Reader) ResetBytes(b []byte) {
 	if s.maxEvent <= 0 {
 		s.maxEvent = DefaultMaxEvent
 	}
-	s.r, s.buf, s.borrowed = nil, b, true
+	if !s.borrowed {
+		s.recycle()
+	}
+	s.r, s.buf, s.borrowed, s.onSmall = nil, b, true, false
 	s.start, s.scan, s.end, s.seen = 0, 0, len(b), 0
 	s.err = io.EOF
 	s.crLF = false
@@ -166,14 +180,24 @@ func onlyWhitespace(b []byte) bool {
 	return true
 }
 
-// fill reads more bytes into buf, making room first.
+// fill reads more bytes into buf, making room first. With nothing
+// pending, the read may wait a long time (an idle stream): a pooled
+// buffer goes back to the pool and the wait reads into the reader's small
+// array; a partial event there moves to a pooled buffer for the rest.
 func (s *Reader) fill() {
 	if s.BeforeFill != nil {
 		s.BeforeFill()
 	}
-	if s.start == s.end {
+	switch {
+	case s.start == s.end:
 		s.start, s.scan, s.end, s.seen = 0, 0, 0, 0
-	} else if s.start > 0 && len(s.buf)-s.end < MinRead {
+		if !s.borrowed && !s.onSmall {
+			s.recycle()
+			s.buf, s.onSmall = s.small[:], true
+		}
+	case s.onSmall:
+		s.setBuf(sseInitialBuffer)
+	case s.start > 0 && len(s.buf)-s.end < MinRead:
 		s.moveTo(s.buf)
 	}
 	if s.end == len(s.buf) {
@@ -183,7 +207,7 @@ func (s *Reader) fill() {
 			s.err = ErrEventTooLarge
 			return
 		}
-		s.moveTo(make([]byte, size))
+		s.setBuf(size)
 	}
 	for range 100 {
 		n, err := s.r.Read(s.buf[s.end:])
@@ -201,6 +225,50 @@ func (s *Reader) fill() {
 	}
 	s.err = fmt.Errorf("reading event stream: %w", io.ErrNoProgress)
 }
+
+// setBuf moves the current event to a new buffer of size bytes (the
+// pool's when it has the pool's size), and the old one goes back to the
+// pool if it came from it.
+func (s *Reader) setBuf(size int) {
+	old := s.pooled
+	var nb []byte
+	if s.pooled = nil; size == sseInitialBuffer {
+		s.pooled = bufPool.Get().(*[]byte)
+		nb = *s.pooled
+	} else {
+		nb = make([]byte, size)
+	}
+	s.moveTo(nb)
+	s.onSmall = false
+	if old != nil {
+		bufPool.Put(old)
+	}
+}
+
+// recycle gives the buffer back to the pool if it came from it (one grown
+// past the pool's size for large events is left to the collector).
+func (s *Reader) recycle() {
+	if s.pooled != nil {
+		bufPool.Put(s.pooled)
+		s.pooled = nil
+	}
+	s.buf = nil
+}
+
+// Release gives the reader's buffer back to the pool: the stream is over
+// for its owner, and the events it returned are no longer read. The
+// reader reads into its small array if used again.
+func (s *Reader) Release() {
+	if s.borrowed || s.onSmall {
+		return
+	}
+	s.recycle()
+	s.buf, s.onSmall = s.small[:], true
+	s.start, s.scan, s.end, s.seen = 0, 0, 0, 0
+	s.resetEvent()
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, sseInitialBuffer); return &b }}
 
 // moveTo copies the current event to the start of nb and makes nb the buffer.
 func (s *Reader) moveTo(nb []byte) {

@@ -3,6 +3,7 @@ package stream
 import (
 	"bytes"
 	"fmt"
+	"sync"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
@@ -149,6 +150,9 @@ func (g *Gate) Feed(ev sse.Event) GateDecision {
 	if g.decision != GateHold {
 		return g.decision
 	}
+	if g.buf == nil && len(ev.Raw) <= gateBufSize {
+		g.buf = (*gateBufs.Get().(*[]byte))[:0]
+	}
 	g.buf = append(g.buf, ev.Raw...)
 	g.events++
 	info := g.d.Inspect(ev, len(g.reject) > 0 || g.Track != nil, &g.Choices)
@@ -205,8 +209,22 @@ func (g *Gate) fail(f GateFailure, err error) GateDecision {
 func (g *Gate) Buffered() []byte { return g.buf }
 
 // Release drops what the gate buffered, once it was written to the
-// client and read by the resumer: an idle committed stream holds none of it.
-func (g *Gate) Release() { g.buf, g.text, g.scratch = nil, nil, nil }
+// client and read by the resumer: an idle committed stream holds none of it,
+// and a buffer of the pool's size goes back to it (the gate's events were
+// copied by whoever kept anything of them: the resumer, the usage).
+func (g *Gate) Release() {
+	if cap(g.buf) == gateBufSize {
+		b := g.buf[:0]
+		gateBufs.Put(&b)
+	}
+	g.buf, g.text, g.scratch = nil, nil, nil
+}
+
+// gateBufs holds the buffers of committed gates: the events before the
+// first content usually fit one.
+var gateBufs = sync.Pool{New: func() any { b := make([]byte, 0, gateBufSize); return &b }}
+
+const gateBufSize = 4 << 10
 
 // err says why the gate failed; nil unless it did.
 func (g *Gate) Err() error { return g.cause }
