@@ -60,6 +60,31 @@ func equivStreams(t *testing.T) map[string][]byte {
 		`data: {"id":"c","choices":[{"index":0,"delta":{"content":""},"finish_reason":"stop"}]}`, "data: [DONE]"))
 	out["recorded Responses"] = []byte(responsesStream(rCreated, rInProgress, rItemAdded, rPartAdded, rTextDelta, rTextDelta2, rTextDone, rPartDone,
 		rItemDone, rCompleted, rIncomplete, rFailed, rError, rErrorObj, rFnAdded, rFnDelta, rRsAdded, rRsPart, rRsDelta, rRsDone, rRefusal))
+	// spellings at the edge of the text delta's flat scan, some invalid
+	var edges []string
+	for _, d := range []string{
+		`{"type":"response.output_text.delta","delta":"a\u00e9\n","sequence_number":7}`,
+		`{"type":"response.output_text.delta","sequence_number":7,"sequence_number":8,"delta":"a"}`,
+		`{"type":"response.output_text.delta","sequence_number":07,"delta":"a"}`,
+		`{"type":"response.output_text.delta","sequence_number":7.0,"delta":"a"}`,
+		`{"type":"response.output_text.delta","sequence_number":-7,"delta":"a"}`,
+		`{"type":"response.output_text.delta","delta":"a","error":null}`,
+		`{"type":"response.output_text.delta","delta":"a","error":{"message":"x"}}`,
+		`{"type":"response.output_text.delta","delta":"a","delta":"b"}`,
+		`{"type":"response.output_text.delta","delta":null}`,
+		`{"type":"response.output_text.delta","delta":"a","logprobs":[{"token":"a"}]}`,
+		`{"type":"response.output_text.delta", "delta":"a"}`,
+		`{"type":"response.output_text.delta","delta":"a"} `,
+		`{"type":"response.output_text.delta","delta":"a","type":"response.completed"}`,
+		`{"type":"response.output_text.delta","del\u0074a":"a"}`,
+		`{"type":"response.output_text.delta","item_id":null,"delta":"a"}`,
+		`{"type":"response.output_text.delta","delta":"a"`,
+		`{"type":"response.output_text.delta"}`,
+		`{"type":"response.output_text.delta","delta":"\x"}`,
+	} {
+		edges = append(edges, "event: response.output_text.delta\ndata: "+d, "data: "+d)
+	}
+	out["recorded Responses edges"] = []byte(sseStream(edges...))
 	return out
 }
 

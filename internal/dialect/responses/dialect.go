@@ -25,6 +25,9 @@ import (
 // gate checks for rejected phrases. It walks the JSON once, without
 // allocating, except to render the message of an error event.
 func InspectResponses(ev sse.Event, withText bool) wire.EventInfo {
+	if info, ok := inspectTextDelta(ev, withText); ok {
+		return info
+	}
 	var info wire.EventInfo
 	named := string(ev.Name) == "error"
 	data := ev.Data
