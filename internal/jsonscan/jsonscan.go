@@ -420,3 +420,10 @@ func StringEnd(b []byte, i int) int {
 	}
 	return jsonSkipString(b, i)
 }
+
+// SkipValue consumes the pending value, which the caller read and found
+// valid up to end (the index past it), as Value would have.
+func (it *Iter) SkipValue(end int) {
+	it.pending = false
+	it.Pos = end
+}

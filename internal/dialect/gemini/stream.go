@@ -80,6 +80,11 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 		case it.KeyIs("candidates"):
 			candidateKeys++
 			sc = geminiCandidates{} // the last of duplicate keys counts
+			if text, end, ok := plainCandidates(data, it.Pos); ok {
+				it.SkipValue(end)
+				sc.plainText(text, withText)
+				continue
+			}
 			arr, ok := it.Enter()
 			if !ok {
 				sc.bad = !jsonscan.IsNull(it.Value())
@@ -144,6 +149,16 @@ type geminiCandidates struct {
 	// plain: the one candidate is text and nothing else, as the resumer
 	// reads it (withText only; see EventInfo.Plain).
 	plain bool
+}
+
+// plainText is what scan finds in one candidate, candidate 0, whose
+// content is one part of non-empty text (plainCandidates).
+func (sc *geminiCandidates) plainText(text []byte, withText bool) {
+	sc.n, sc.by, sc.plain = 1, "text", withText
+	sc.notes.Note(0, false)
+	if withText {
+		sc.text = text
+	}
 }
 
 // scan walks a candidates array once: each candidate's index and

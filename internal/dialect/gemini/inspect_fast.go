@@ -1,0 +1,197 @@
+package gemini
+
+import (
+	"bytes"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+)
+
+// The candidates of nearly every chunk of a Gemini text stream are one
+// candidate, index 0, whose content is one part of non-empty text and a
+// role: [{"content": {"parts": [{"text": "…"}],"role": "model"},"index": 0}]
+// (members in any order, any whitespace between tokens, a
+// thoughtSignature beside the text). plainCandidates reads that shape
+// token by token, each string validated as the walk validates it, and
+// returns the text and the index past the array; ok is false for any
+// other candidates value (a finishReason, other parts, several
+// candidates), which takes the walk. Its reading is the walk's: one
+// candidate, candidate 0, not finished, "text" output, plain.
+func plainCandidates(data []byte, i int) (text []byte, end int, ok bool) {
+	if i = token(data, i, '['); i < 0 {
+		return nil, 0, false
+	}
+	if i = token(data, i, '{'); i < 0 {
+		return nil, 0, false
+	}
+	var content, index bool
+	for first := true; ; first = false {
+		i = jsonscan.SkipSpace(data, i)
+		if i < len(data) && data[i] == '}' {
+			i++
+			break
+		}
+		if !first {
+			if i = token(data, i, ','); i < 0 {
+				return nil, 0, false
+			}
+		}
+		key, j := memberKey(data, i)
+		if j < 0 {
+			return nil, 0, false
+		}
+		switch string(key) {
+		case "content":
+			if content {
+				return nil, 0, false
+			}
+			content = true
+			if text, i = plainContent(data, j); i < 0 {
+				return nil, 0, false
+			}
+		case "index":
+			j = jsonscan.SkipSpace(data, j)
+			if index || j >= len(data) || data[j] != '0' {
+				return nil, 0, false
+			}
+			index, i = true, j+1
+		default:
+			return nil, 0, false
+		}
+	}
+	if i = token(data, i, ']'); i < 0 || !content {
+		return nil, 0, false
+	}
+	return text, i, true
+}
+
+// plainContent reads {"parts": [{"text": "…"}], "role": "…"} at data[i]
+// (parts once, role at most once, either order) and returns the text (a
+// non-empty string) and the index past the object; -1 for any other
+// content.
+func plainContent(data []byte, i int) (text []byte, end int) {
+	if i = token(data, i, '{'); i < 0 {
+		return nil, -1
+	}
+	var parts, role bool
+	for first := true; ; first = false {
+		i = jsonscan.SkipSpace(data, i)
+		if i < len(data) && data[i] == '}' {
+			i++
+			break
+		}
+		if !first {
+			if i = token(data, i, ','); i < 0 {
+				return nil, -1
+			}
+		}
+		key, j := memberKey(data, i)
+		if j < 0 {
+			return nil, -1
+		}
+		switch {
+		case string(key) == "parts" && !parts:
+			parts = true
+			if text, i = plainParts(data, j); i < 0 {
+				return nil, -1
+			}
+		case string(key) == "role" && !role:
+			role = true
+			if _, i = stringValue(data, j); i < 0 {
+				return nil, -1
+			}
+		default:
+			return nil, -1
+		}
+	}
+	if !parts {
+		return nil, -1
+	}
+	return text, i
+}
+
+// plainParts reads [{"text": "…"}] at data[i], with an optional
+// thoughtSignature string beside the text.
+func plainParts(data []byte, i int) (text []byte, end int) {
+	if i = token(data, i, '['); i < 0 {
+		return nil, -1
+	}
+	if i = token(data, i, '{'); i < 0 {
+		return nil, -1
+	}
+	var sig bool
+	for first := true; ; first = false {
+		i = jsonscan.SkipSpace(data, i)
+		if i < len(data) && data[i] == '}' {
+			i++
+			break
+		}
+		if !first {
+			if i = token(data, i, ','); i < 0 {
+				return nil, -1
+			}
+		}
+		key, j := memberKey(data, i)
+		if j < 0 {
+			return nil, -1
+		}
+		switch {
+		case string(key) == "text" && text == nil:
+			if text, i = stringValue(data, j); i < 0 || len(text) <= 2 {
+				return nil, -1 // "" carries no output: the walk decides
+			}
+		case string(key) == "thoughtSignature" && !sig:
+			sig = true
+			if _, i = stringValue(data, j); i < 0 {
+				return nil, -1
+			}
+		default:
+			return nil, -1
+		}
+	}
+	if i = token(data, i, ']'); i < 0 || text == nil {
+		return nil, -1
+	}
+	return text, i
+}
+
+// token expects the byte c after whitespace at data[i]; it returns the
+// index past it, -1 when another byte is there.
+func token(data []byte, i int, c byte) int {
+	i = jsonscan.SkipSpace(data, i)
+	if i >= len(data) || data[i] != c {
+		return -1
+	}
+	return i + 1
+}
+
+// memberKey reads `"key" :` after whitespace at data[i]: the key (without
+// escapes, else no match) and the index past the colon; -1 when none.
+func memberKey(data []byte, i int) (key []byte, next int) {
+	i = jsonscan.SkipSpace(data, i)
+	if i >= len(data) || data[i] != '"' {
+		return nil, -1
+	}
+	end := jsonscan.StringEnd(data, i)
+	if end < 0 {
+		return nil, -1
+	}
+	key = data[i+1 : end-1]
+	if bytes.IndexByte(key, '\\') >= 0 {
+		return nil, -1
+	}
+	return key, token(data, end, ':')
+}
+
+// stringValue reads a string after whitespace at data[i]: its raw JSON
+// and the index past it; -1 when no valid string is there.
+func stringValue(data []byte, i int) (raw []byte, end int) {
+	i = jsonscan.SkipSpace(data, i)
+	if i >= len(data) || data[i] != '"' {
+		return nil, -1
+	}
+	end = jsonscan.StringEnd(data, i)
+	if end < 0 {
+		return nil, -1
+	}
+	return data[i:end], end
+}
