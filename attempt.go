@@ -237,7 +237,7 @@ func (h *Handler) readUpstreamError(a *attempt, d wire.Dialect, clientCtx contex
 // gateStream reads events until the first valid one (commit-ready) or a
 // failure. The buffered events stay in the gate; nothing is written yet.
 func (h *Handler) gateStream(a *attempt, d wire.Dialect, clientCtx context.Context) {
-	a.rd = sse.NewReader(a.resp.Body, int(h.Stream.MaxBuffer))
+	a.rd = sse.Get(a.resp.Body, int(h.Stream.MaxBuffer)) // back to the pool at the end of its commit
 	a.gate = stream.NewGate(d, h.rejects, int(h.Stream.MaxBuffer), defaultGateEvents)
 	a.gate.Track, a.gate.Usage = a.track, &a.usage
 	for {

@@ -36,7 +36,10 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 		st.outcome = outcomeSuccess
 		return
 	}
-	defer a.rd.Release() // after the relay and reuseConn: its pooled buffer back
+	defer func() { // after the relay and reuseConn: the reader and its buffer back to their pools
+		sse.Put(a.rd)
+		a.rd = nil
+	}()
 	hdr := w.Header()
 	hdr.Del("Content-Length")
 	hdr.Set("Cache-Control", "no-cache")

@@ -110,3 +110,28 @@ func TestSSEReaderBurstsAllocateNothing(t *testing.T) {
 		t.Errorf("%v allocations per stream of three bursts, want 0", allocs)
 	}
 }
+
+// A reader given back mid-event (a stream cut after its commit) comes
+// out of the pool as new: nothing of the old stream, its name, data or
+// error, shows in the next one.
+func TestSSEReaderPoolStartsClean(t *testing.T) {
+	for range 20 {
+		old := Get(strings.NewReader("event: old\ndata: first\n\nevent: cut\ndata: half"), 64)
+		if e, err := old.Next(); err != nil || string(e.Name) != "old" {
+			t.Fatalf("old stream: %q %v", e.Name, err)
+		}
+		Put(old)
+		r := Get(strings.NewReader("data: a\ndata: b\n\n"), 0)
+		e, err := r.Next()
+		if err != nil || e.Name != nil || string(e.Data) != "a\nb" || string(e.Raw) != "data: a\ndata: b\n\n" {
+			t.Fatalf("pooled reader: %q %q %q %v", e.Raw, e.Name, e.Data, err)
+		}
+		if _, err := r.Next(); err != io.EOF {
+			t.Fatalf("end of the new stream: %v", err)
+		}
+		if r.maxEvent != DefaultMaxEvent {
+			t.Fatalf("maxEvent %d, want the default", r.maxEvent)
+		}
+		Put(r)
+	}
+}

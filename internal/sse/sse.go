@@ -86,6 +86,36 @@ func NewReader(r io.Reader, maxEvent int) *Reader {
 	return s
 }
 
+// readers holds readers given back with Put: a reader carries its small
+// array, so making one is not free.
+var readers = sync.Pool{New: func() any { return new(Reader) }}
+
+// Get is NewReader from a pool of readers; Put gives it back once its
+// owner is done with it and with every event it returned.
+func Get(r io.Reader, maxEvent int) *Reader {
+	s := readers.Get().(*Reader)
+	if maxEvent <= 0 {
+		maxEvent = DefaultMaxEvent
+	}
+	s.maxEvent, s.BeforeFill = maxEvent, nil
+	s.Reset(r)
+	return s
+}
+
+// Put releases s's buffer and gives s back to the pool; s must not be
+// used again.
+func Put(s *Reader) {
+	if s == nil {
+		return
+	}
+	s.Release()
+	s.r, s.BeforeFill, s.err = nil, nil, nil
+	if s.borrowed {
+		s.buf, s.borrowed = nil, false
+	}
+	readers.Put(s)
+}
+
 // Reset makes s read a new stream from r, keeping its buffers.
 func (s *Reader) Reset(r io.Reader) {
 	if s.borrowed { // ResetBytes's buffer is not the reader's to fill

@@ -95,10 +95,17 @@ type TextLog struct {
 	Bad string
 }
 
+// initialTranscript is the first capacity of a transcript: a short answer
+// fits, a long one doubles from there rather than from a few bytes.
+const initialTranscript = 1 << 10
+
 // appendJSON appends the decoded JSON string raw.
 func (t *TextLog) AppendJSON(raw []byte) {
 	if t.Bad != "" {
 		return
+	}
+	if t.Buf == nil {
+		t.Buf = make([]byte, 0, initialTranscript)
 	}
 	t.Buf = jsonscan.AppendString(t.Buf, raw)
 	t.checkSize()
