@@ -201,3 +201,40 @@ func BenchmarkBedrockCloudBody(b *testing.B) {
 		}
 	}
 }
+
+// A Bedrock stream read to its end and closed gives its buffers to the
+// next stream: that one decodes as if they were new, and reading a closed
+// stream is an error, not a read of buffers another stream now owns. One
+// closed before its end (a cancelled attempt, perhaps read elsewhere)
+// keeps its buffers.
+func TestBedrockStreamBuffersReused(t *testing.T) {
+	events := bedrockBenchEvents()
+	want := ""
+	for _, e := range events {
+		var typ struct{ Type string }
+		if err := json.Unmarshal([]byte(e), &typ); err != nil {
+			t.Fatal(err)
+		}
+		want += "event: " + typ.Type + "\ndata: " + e + "\n\n"
+	}
+	wire := bedrockFrames(t, events...)
+	for i := range 5 {
+		s := cloud.NewBedrockStream(io.NopCloser(bytes.NewReader(wire)))
+		got, err := io.ReadAll(s)
+		if err != nil || string(got) != want {
+			t.Fatalf("stream %d: %v, %d bytes (want %d): %.200q", i, err, len(got), len(want), got)
+		}
+		s.Close()
+		if _, err := s.Read(make([]byte, 16)); err == nil {
+			t.Fatalf("stream %d: a read after close succeeded", i)
+		}
+		early := cloud.NewBedrockStream(io.NopCloser(bytes.NewReader(wire)))
+		if _, err := early.Read(make([]byte, 64)); err != nil {
+			t.Fatal(err)
+		}
+		early.Close()
+		if _, err := early.Read(make([]byte, 64)); err != nil {
+			t.Fatalf("stream closed early: its buffers went away: %v", err)
+		}
+	}
+}

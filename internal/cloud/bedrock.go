@@ -15,6 +15,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -177,29 +179,59 @@ func (b *BedrockProtocol) Verdict(kind, msg string) Verdict {
 // JSON, written as `event: <its type>` and `data: <the JSON>`. An exception
 // frame ends the stream with a *streamFault classed like its HTTP status.
 type bedrockStream struct {
-	r       io.ReadCloser
-	br      *bufio.Reader // r, and what has arrived of it
-	frame   []byte        // the current frame's buffer, reused
+	r io.ReadCloser
+	*bedrockBufs
 	prelude [12]byte
-	ev      []byte // the decoded chunk's buffer, reused
-	out     []byte // SSE not yet read
 	off     int
 	err     error
+	ended   atomic.Bool // Read returned the end of the stream
 }
+
+// bedrockBufs are a stream's buffers. A stream read to its end gives them
+// back to a pool when it is closed (no Read can be running then); one
+// closed early, perhaps while another goroutine reads it, leaves them to
+// the collector.
+type bedrockBufs struct {
+	br    *bufio.Reader // r, and what has arrived of it
+	frame []byte        // the current frame's buffer, reused
+	ev    []byte        // the decoded chunk's buffer, reused
+	out   []byte        // SSE not yet read
+}
+
+var errReadAfterClose = errors.New("bedrock event stream: read after close")
+
+var bedrockPool = sync.Pool{New: func() any { return &bedrockBufs{br: bufio.NewReader(nil)} }}
 
 // bedrockBatch bounds the SSE one Read decodes from frames already received.
 const bedrockBatch = 16 << 10
 
 func NewBedrockStream(r io.ReadCloser) *bedrockStream {
-	return &bedrockStream{r: r, br: bufio.NewReader(r)}
+	b := bedrockPool.Get().(*bedrockBufs)
+	b.br.Reset(r)
+	b.frame, b.ev, b.out = b.frame[:0], b.ev[:0], b.out[:0]
+	return &bedrockStream{r: r, bedrockBufs: b}
 }
 
-func (s *bedrockStream) Close() error { return s.r.Close() }
+func (s *bedrockStream) Close() error {
+	if s.ended.Load() && s.bedrockBufs != nil {
+		b := s.bedrockBufs
+		s.bedrockBufs = nil
+		b.br.Reset(nil)
+		if cap(b.out) > 2*bedrockBatch {
+			b.out = nil
+		}
+		bedrockPool.Put(b)
+	}
+	return s.r.Close()
+}
 
 // Read returns the SSE of the next frame and of every further frame
 // already received whole: the reader gets a burst in one read, and the
 // relay flushes it to the client once, as it does for an SSE upstream.
 func (s *bedrockStream) Read(p []byte) (int, error) {
+	if s.bedrockBufs == nil {
+		return 0, errReadAfterClose
+	}
 	if s.off == len(s.out) {
 		s.out, s.off = s.out[:0], 0
 		for len(s.out) == 0 && s.err == nil { // a frame may carry nothing for the client
@@ -209,6 +241,9 @@ func (s *bedrockStream) Read(p []byte) (int, error) {
 			s.err = s.next()
 		}
 		if len(s.out) == 0 {
+			if s.err == io.EOF {
+				s.ended.Store(true)
+			}
 			return 0, s.err
 		}
 	}
