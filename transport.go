@@ -26,6 +26,11 @@ func newTransport(connect time.Duration, caFile string) (*http.Transport, error)
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
+		// An HTTP/1.1 connection keeps its write buffer for its whole life
+		// (a streaming answer holds the connection for minutes) but uses
+		// it only for the request line and headers: 2 KiB holds those of
+		// a provider request, and a larger body is written past it.
+		WriteBufferSize: 2 << 10,
 	}
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)

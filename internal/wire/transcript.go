@@ -96,8 +96,9 @@ type TextLog struct {
 }
 
 // initialTranscript is the first capacity of a transcript: a short answer
-// fits, a long one doubles from there rather than from a few bytes.
-const initialTranscript = 1 << 10
+// fits, a long one doubles from there rather than from a few bytes (an
+// idle stream holds it: it stays small).
+const initialTranscript = 256
 
 // appendJSON appends the decoded JSON string raw.
 func (t *TextLog) AppendJSON(raw []byte) {
