@@ -56,6 +56,12 @@ func startCaddy(bin, dir, name, globals, site string, env ...string) (*caddyProc
 	}
 	defer logf.Close()
 	cmd := exec.Command(bin, "run", "--config", cfgPath, "--adapter", "caddyfile")
+	if *caddyCPUs != "" {
+		// The proxy under test on its own cores (and the Go runtime sizes
+		// GOMAXPROCS to them): run the bench itself with taskset on the
+		// others, so neither steals the other's CPU or caches.
+		cmd = exec.Command("taskset", "-c", *caddyCPUs, bin, "run", "--config", cfgPath, "--adapter", "caddyfile")
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Caddy's data and config directories go to the scratch directory.
 	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir, "HOME="+dir)

@@ -50,6 +50,7 @@ var (
 	idleStreams = flag.Int("idle-streams", 0, "instead of the comparison: hold this many committed, idle streams open and report the memory per stream")
 	soakFor     = flag.Duration("soak", 0, "instead of the comparison: run a steady mixed load with 5% injected provider faults for this long")
 	soakRate    = flag.Float64("soak-rate", 150, "soak: requests started per second")
+	caddyCPUs   = flag.String("caddy-cpus", "", "run Caddy on these CPUs only (taskset -c list, e.g. 1); run the bench with taskset on the others (taskset -c 0 go run ./bench …) for a measurement without the two contending for a core")
 	keep        = flag.Bool("keep", false, "keep the scratch directory (Caddyfiles, Caddy logs) and print its path")
 )
 
