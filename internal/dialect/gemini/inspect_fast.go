@@ -20,24 +20,12 @@ func plainCandidates(data []byte, i int) (text []byte, end int, ok bool) {
 	if i = token(data, i, '['); i < 0 {
 		return nil, 0, false
 	}
-	if i = token(data, i, '{'); i < 0 {
-		return nil, 0, false
-	}
+	o := openObject(data, i)
 	var content, index bool
-	for first := true; ; first = false {
-		i = jsonscan.SkipSpace(data, i)
-		if i < len(data) && data[i] == '}' {
-			i++
-			break
-		}
-		if !first {
-			if i = token(data, i, ','); i < 0 {
-				return nil, 0, false
-			}
-		}
-		key, j := memberKey(data, i)
+	for {
+		key, j := o.next()
 		if j < 0 {
-			return nil, 0, false
+			break
 		}
 		switch string(key) {
 		case "content":
@@ -45,20 +33,21 @@ func plainCandidates(data []byte, i int) (text []byte, end int, ok bool) {
 				return nil, 0, false
 			}
 			content = true
-			if text, i = plainContent(data, j); i < 0 {
-				return nil, 0, false
-			}
+			text, o.i = plainContent(data, j)
 		case "index":
 			j = jsonscan.SkipSpace(data, j)
 			if index || j >= len(data) || data[j] != '0' {
 				return nil, 0, false
 			}
-			index, i = true, j+1
+			index, o.i = true, j+1
 		default:
 			return nil, 0, false
 		}
 	}
-	if i = token(data, i, ']'); i < 0 || !content {
+	if o.bad || !content {
+		return nil, 0, false
+	}
+	if i = token(data, o.i, ']'); i < 0 {
 		return nil, 0, false
 	}
 	return text, i, true
@@ -69,44 +58,28 @@ func plainCandidates(data []byte, i int) (text []byte, end int, ok bool) {
 // non-empty string) and the index past the object; -1 for any other
 // content.
 func plainContent(data []byte, i int) (text []byte, end int) {
-	if i = token(data, i, '{'); i < 0 {
-		return nil, -1
-	}
+	o := openObject(data, i)
 	var parts, role bool
-	for first := true; ; first = false {
-		i = jsonscan.SkipSpace(data, i)
-		if i < len(data) && data[i] == '}' {
-			i++
-			break
-		}
-		if !first {
-			if i = token(data, i, ','); i < 0 {
-				return nil, -1
-			}
-		}
-		key, j := memberKey(data, i)
+	for {
+		key, j := o.next()
 		if j < 0 {
-			return nil, -1
+			break
 		}
 		switch {
 		case string(key) == "parts" && !parts:
 			parts = true
-			if text, i = plainParts(data, j); i < 0 {
-				return nil, -1
-			}
+			text, o.i = plainParts(data, j)
 		case string(key) == "role" && !role:
 			role = true
-			if _, i = stringValue(data, j); i < 0 {
-				return nil, -1
-			}
+			_, o.i = stringValue(data, j)
 		default:
 			return nil, -1
 		}
 	}
-	if !parts {
+	if o.bad || !parts {
 		return nil, -1
 	}
-	return text, i
+	return text, o.i
 }
 
 // plainParts reads [{"text": "…"}] at data[i], with an optional
@@ -115,43 +88,75 @@ func plainParts(data []byte, i int) (text []byte, end int) {
 	if i = token(data, i, '['); i < 0 {
 		return nil, -1
 	}
-	if i = token(data, i, '{'); i < 0 {
-		return nil, -1
-	}
+	o := openObject(data, i)
 	var sig bool
-	for first := true; ; first = false {
-		i = jsonscan.SkipSpace(data, i)
-		if i < len(data) && data[i] == '}' {
-			i++
-			break
-		}
-		if !first {
-			if i = token(data, i, ','); i < 0 {
-				return nil, -1
-			}
-		}
-		key, j := memberKey(data, i)
+	for {
+		key, j := o.next()
 		if j < 0 {
-			return nil, -1
+			break
 		}
 		switch {
 		case string(key) == "text" && text == nil:
-			if text, i = stringValue(data, j); i < 0 || len(text) <= 2 {
+			if text, o.i = stringValue(data, j); len(text) <= 2 {
 				return nil, -1 // "" carries no output: the walk decides
 			}
 		case string(key) == "thoughtSignature" && !sig:
 			sig = true
-			if _, i = stringValue(data, j); i < 0 {
-				return nil, -1
-			}
+			_, o.i = stringValue(data, j)
 		default:
 			return nil, -1
 		}
 	}
-	if i = token(data, i, ']'); i < 0 || text == nil {
+	if o.bad || text == nil {
+		return nil, -1
+	}
+	if i = token(data, o.i, ']'); i < 0 {
 		return nil, -1
 	}
 	return text, i
+}
+
+// object reads the members of an object one by one: next returns a
+// member's key and where its value starts; the caller reads the value and
+// sets i past it (-1 when it is not valid). next returns -1 at the
+// closing brace (i past it) and on anything else (bad set).
+type object struct {
+	data  []byte
+	i     int
+	first bool
+	bad   bool
+}
+
+// openObject expects '{' after whitespace at data[i].
+func openObject(data []byte, i int) object {
+	o := object{data: data, first: true}
+	if o.i = token(data, i, '{'); o.i < 0 {
+		o.bad = true
+	}
+	return o
+}
+
+func (o *object) next() (key []byte, value int) {
+	if o.bad || o.i < 0 {
+		o.bad = true
+		return nil, -1
+	}
+	i := jsonscan.SkipSpace(o.data, o.i)
+	if i < len(o.data) && o.data[i] == '}' {
+		o.i = i + 1
+		return nil, -1
+	}
+	if !o.first {
+		if i = token(o.data, i, ','); i < 0 {
+			o.bad = true
+			return nil, -1
+		}
+	}
+	o.first = false
+	if key, value = memberKey(o.data, i); value < 0 {
+		o.bad = true
+	}
+	return key, value
 }
 
 // token expects the byte c after whitespace at data[i]; it returns the
