@@ -31,7 +31,9 @@ func (b *burstReader) Read(p []byte) (int, error) {
 // A reader with nothing pending holds no pooled buffer while it waits
 // for the next read (an idle stream), whatever the burst before was:
 // events that fit the small array, a burst larger than it, an event cut
-// across it, an event larger than the pool's buffer.
+// across it. After an event larger than the pool's buffer it keeps the
+// buffer grown for it (a stream of large events does not grow one anew
+// for each).
 func TestSSEReaderIdleHoldsNoBuffer(t *testing.T) {
 	ev := func(n int) string { return "event: e\ndata: " + strings.Repeat("x", n) + "\n\n" }
 	bursts := []string{
@@ -53,8 +55,8 @@ func TestSSEReaderIdleHoldsNoBuffer(t *testing.T) {
 	br.onRead = func() {
 		if r.start == r.end { // nothing pending: this read may wait
 			idleReads++
-			if r.pooled != nil || !r.onSmall || cap(r.buf) > smallBuffer {
-				held++
+			if r.pooled != nil || !r.onSmall && cap(r.buf) <= sseInitialBuffer {
+				held++ // a pooled buffer, or none grown for large events
 			}
 		}
 	}

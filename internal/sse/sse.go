@@ -213,7 +213,9 @@ func onlyWhitespace(b []byte) bool {
 // fill reads more bytes into buf, making room first. With nothing
 // pending, the read may wait a long time (an idle stream): a pooled
 // buffer goes back to the pool and the wait reads into the reader's small
-// array; a partial event there moves to a pooled buffer for the rest.
+// array; a partial event there moves to a pooled buffer for the rest. A
+// buffer grown past the pool's size (a stream of large events) is kept
+// for the stream's next large event.
 func (s *Reader) fill() {
 	if s.BeforeFill != nil {
 		s.BeforeFill()
@@ -221,7 +223,7 @@ func (s *Reader) fill() {
 	switch {
 	case s.start == s.end:
 		s.start, s.scan, s.end, s.seen = 0, 0, 0, 0
-		if !s.borrowed && !s.onSmall {
+		if s.pooled != nil { // a buffer grown for large events is kept, as before
 			s.recycle()
 			s.buf, s.onSmall = s.small[:], true
 		}
@@ -276,7 +278,7 @@ func (s *Reader) setBuf(size int) {
 }
 
 // recycle gives the buffer back to the pool if it came from it (one grown
-// past the pool's size for large events is left to the collector).
+// past the pool's size is left to the collector) and drops it.
 func (s *Reader) recycle() {
 	if s.pooled != nil {
 		bufPool.Put(s.pooled)
