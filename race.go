@@ -112,7 +112,10 @@ func (h *Handler) racePlan(st *requestState, r *http.Request) *attempt {
 		return false
 	}
 
-	if h.launchFirst(st, r) == nil {
+	st.inlineFirst, st.hedging = true, hedging
+	first := h.launchFirst(st, r)
+	st.inlineFirst = false
+	if first == nil {
 		return nil
 	}
 	rearm(true)
@@ -353,7 +356,8 @@ func (st *requestState) prepare(p *provider, model, reason string, probe bool) *
 	return &attempt{p: p, model: model, reason: reason, probe: probe}
 }
 
-// launch starts a prepared attempt in its own goroutine.
+// launch starts a prepared attempt in its own goroutine (the first one of
+// a race that nothing can join, on the request's: see inlineFirst).
 func (st *requestState) launch(h *Handler, r *http.Request, a *attempt) {
 	a.n = len(st.attempts) + 1
 	a.start = time.Now()
@@ -371,6 +375,17 @@ func (st *requestState) launch(h *Handler, r *http.Request, a *attempt) {
 		// reads them (a continuation never crosses formats: none for a
 		// translated attempt).
 		a.track, a.tracked = wire.NewResumer(st.dialect, st.req), true
+	}
+	if st.inlineFirst && len(st.attempts) == 1 && (!st.hedging || !h.hedgeRoom(st)) {
+		// The first attempt with nothing that could start beside it (no
+		// hedge for this request, or no candidate or room for one): no
+		// timer of the race can fire before it reports, so it runs here,
+		// without a goroutine and its hand-off, and reports on st.done as
+		// any attempt does (room for every attempt: never blocks). Its
+		// context still ends with the request's.
+		st.inlineFirst = false
+		h.run(a, req, r, st.repl, st.done)
+		return
 	}
 	go h.run(a, req, r, st.repl, st.done)
 }

@@ -38,6 +38,10 @@ type requestState struct {
 	start   time.Time
 	ctx     context.Context
 	repl    *caddy.Replacer
+	// inlineFirst: the race's first attempt may run on the request's own
+	// goroutine (launch), when nothing could start beside it; hedging says
+	// whether a hedge could.
+	inlineFirst, hedging bool
 	req     *wire.Request
 
 	plan          *plan
