@@ -42,7 +42,7 @@ type requestState struct {
 	// goroutine (launch), when nothing could start beside it; hedging says
 	// whether a hedge could.
 	inlineFirst, hedging bool
-	req     *wire.Request
+	req                  *wire.Request
 
 	plan          *plan
 	done          chan *attempt

@@ -86,7 +86,8 @@ type Gate struct {
 	maxBuffer int
 	maxEvents int
 
-	buf     []byte // raw bytes of every event fed: the only copy
+	buf     []byte  // raw bytes of every event fed: the only copy
+	pooled  *[]byte // buf's array when it came from the pool
 	events  int
 	text    []byte // lower-cased output text seen, for the reject check
 	scratch []byte
@@ -151,7 +152,8 @@ func (g *Gate) Feed(ev sse.Event) GateDecision {
 		return g.decision
 	}
 	if g.buf == nil && len(ev.Raw) <= gateBufSize {
-		g.buf = (*gateBufs.Get().(*[]byte))[:0]
+		g.pooled = gateBufs.Get().(*[]byte)
+		g.buf = (*g.pooled)[:0]
 	}
 	g.buf = append(g.buf, ev.Raw...)
 	g.events++
@@ -213,11 +215,10 @@ func (g *Gate) Buffered() []byte { return g.buf }
 // and a buffer of the pool's size goes back to it (the gate's events were
 // copied by whoever kept anything of them: the resumer, the usage).
 func (g *Gate) Release() {
-	if cap(g.buf) == gateBufSize {
-		b := g.buf[:0]
-		gateBufs.Put(&b)
+	if g.pooled != nil && cap(g.buf) == gateBufSize { // still the pool's array, not grown past it
+		gateBufs.Put(g.pooled)
 	}
-	g.buf, g.text, g.scratch = nil, nil, nil
+	g.buf, g.text, g.scratch, g.pooled = nil, nil, nil, nil
 }
 
 // gateBufs holds the buffers of committed gates: the events before the
