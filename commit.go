@@ -47,10 +47,15 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	_, err := w.Write(a.gate.Buffered())
-	if err == nil {
+	// With losers to reap, the first events are flushed before that: their
+	// teardown is not the client's wait. Otherwise the relay's first flush
+	// carries them, with any event already read after them, before it
+	// waits on the upstream: one write to the client instead of two.
+	unflushed := err == nil && st.live == 0
+	if err == nil && !unflushed {
 		err = rc.Flush()
 	}
-	st.drain() // the client has its first token; now reap the losers
+	st.drain() // the client has (or is about to get) its first token; now reap the losers
 	if err != nil {
 		st.outcome = outcomeClientAbort
 		return
@@ -61,6 +66,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 		Choices:       a.gate.Choices,
 		DropMalformed: *h.Stream.DropMalformed,
 		Coalesce:      true,
+		Unflushed:     unflushed,
 		OnStall: func(gap time.Duration) {
 			h.logger.Warn("upstream stream stalled", zap.String("provider", a.p.name),
 				zap.Duration("gap", gap), zap.Duration("idle_timeout", time.Duration(h.Timeouts.Idle)))

@@ -325,3 +325,56 @@ func TestFaultRelayCoalescedBurst(t *testing.T) {
 		}
 	}
 }
+
+// faultReads hands out one chunk per Read and calls check before each.
+type faultReads struct {
+	chunks []string
+	check  func(read int)
+	n      int
+}
+
+func (r *faultReads) Read(p []byte) (int, error) {
+	r.check(r.n)
+	if r.n == len(r.chunks) {
+		return 0, io.EOF
+	}
+	r.n++
+	return copy(p, r.chunks[r.n-1]), nil
+}
+
+// The committing events the caller wrote without a flush (Unflushed) go
+// out with the relay's first flush, together with the events read with
+// them, and always before the relay waits on the upstream again.
+func TestFaultRelayUnflushedCommit(t *testing.T) {
+	delta := func(s string) string {
+		return "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"" + s + "\"}}\n\n"
+	}
+	committed := delta("one")
+	stop := "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	for _, after := range []string{"", delta(" two") + delta(" three")} {
+		chunks := []string{committed + after, delta(" four"), stop}
+		c := &faultFlushCounter{}
+		rd := sse.NewReader(&faultReads{chunks: chunks, check: func(read int) {
+			// Before each wait on the upstream, the client has all it sent.
+			if want := strings.Join(chunks[:read], ""); read > 0 && (c.flushes == 0 || c.String() != want) {
+				t.Errorf("before read %d: %d flushes, the client has %q, want %q", read, c.flushes, c.String(), want)
+			}
+		}}, 1<<20)
+		ev, err := rd.Next() // the gate's committing event; the events after it stay in the reader
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.WriteString(string(ev.Raw)) // commit writes it, unflushed
+		res := stream.Relay(context.Background(), c, c.flush, rd, dialectAnthropic, nil,
+			stream.RelayOptions{Idle: time.Minute, Coalesce: true, Unflushed: true}, nil)
+		if !res.Complete {
+			t.Fatalf("%+v", res)
+		}
+		if want := strings.Join(chunks, ""); c.String() != want {
+			t.Fatalf("the client got %q, want %q", c.String(), want)
+		}
+		if c.flushes != 3 { // the committed events with those read with them, four, the stop
+			t.Errorf("events after the commit %q: %d flushes, want 3", after, c.flushes)
+		}
+	}
+}

@@ -40,6 +40,11 @@ type RelayOptions struct {
 	// events costs one write to the client, not one each, and no event
 	// waits in the buffer while the upstream is quiet.
 	Coalesce bool
+	// Unflushed says w holds bytes the client must still get (the
+	// committing events the caller wrote): they go with the relay's first
+	// flush, together with any event already read after them, before the
+	// relay first waits on the upstream.
+	Unflushed bool
 	// Track, if set, is told every event the client receives (resume.go).
 	Track wire.Resumer
 	// HoldError keeps the error event that would end an incomplete stream
@@ -101,6 +106,12 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 			cw.release()
 		}()
 		w, flush, write = cw, cw.flushOut, nil
+		cw.pending = opts.Unflushed
+	} else if opts.Unflushed && flush != nil {
+		if err := flush(); err != nil {
+			res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", err)
+			return res
+		}
 	}
 	// The wait for an event starts when the reader has no complete event
 	// left and reads the upstream (the watchdog's clock is read once per
