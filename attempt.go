@@ -298,6 +298,11 @@ func (h *Handler) readCompleteBody(a *attempt, d wire.Dialect, clientCtx context
 }
 
 func isEventStream(h http.Header) bool {
-	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	ct := h.Get("Content-Type")
+	switch ct { // the providers' spellings, without the parser's allocations
+	case "text/event-stream", "text/event-stream; charset=utf-8", "text/event-stream;charset=UTF-8":
+		return true
+	}
+	mt, _, _ := mime.ParseMediaType(ct)
 	return mt == "text/event-stream"
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
+	"net/http"
 	"syscall"
 	"testing"
 
@@ -145,6 +147,23 @@ func TestModelDotSegments(t *testing.T) {
 	for _, m := range []string{"claude-3.5", "...", ".hidden", "a..b", "arn:aws:bedrock:us-east-1:1:inference-profile/us.anthropic.claude-v1:0"} {
 		if _, err := wire.ParseRequestBody([]byte(`{"model":` + cloud.JsonQuote(m) + `}`)); err != nil {
 			t.Errorf("model %q refused: %v", m, err)
+		}
+	}
+}
+
+// TestIsEventStreamMatchesParser: the exact spellings taken without the
+// MIME parser answer as the parser does, and the parser still decides
+// every other spelling.
+func TestIsEventStreamMatchesParser(t *testing.T) {
+	for _, ct := range []string{
+		"text/event-stream", "text/event-stream; charset=utf-8", "text/event-stream;charset=UTF-8",
+		"Text/Event-Stream", " text/event-stream ; charset=utf-8", "text/event-stream; a=1; a=2",
+		"text/event-streams", "application/json", "", "text/event-stream;", "text/plain; x=text/event-stream",
+	} {
+		h := http.Header{"Content-Type": {ct}}
+		mt, _, _ := mime.ParseMediaType(ct)
+		if got, want := isEventStream(h), mt == "text/event-stream"; got != want {
+			t.Errorf("isEventStream(%q) = %v, the MIME parser says %v", ct, got, want)
 		}
 	}
 }
