@@ -222,6 +222,19 @@ type EventInfo struct {
 	// walking the event again.
 	UsageRead    bool
 	Usage, Model []byte
+	// Counts (Gemini) are the token counts read from Usage in the same
+	// walk, as the dialect's observer records them.
+	Counts UsageCounts
+}
+
+// UsageCounts are the token counts a walk read from an event's usage
+// member (Has* for the counts present): the observer records them without
+// walking the member again. Read is false when there was nothing to read
+// (no usage member, or one that is not an object).
+type UsageCounts struct {
+	Input, Output, CacheRead          int64
+	HasInput, HasOutput, HasCacheRead bool
+	Read                              bool
 }
 
 // InfoObserver is the capability of a dialect whose Inspect reads the

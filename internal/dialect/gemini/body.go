@@ -203,9 +203,7 @@ func (Dialect) ObserveInfo(u *wire.Usage, ev sse.Event, info wire.EventInfo) {
 		return
 	}
 	observeGeminiModel(u, info.Model)
-	if um, ok := jsonscan.Open(info.Usage, 0, 1); ok {
-		observeGeminiUsage(u, &um)
-	}
+	applyGeminiCounts(u, info.Counts) // read in inspect's walk
 }
 
 func observeGeminiModel(u *wire.Usage, v []byte) {
@@ -220,21 +218,27 @@ func observeGeminiModel(u *wire.Usage, v []byte) {
 
 // observeGeminiUsage reads a usageMetadata object (um walks it).
 func observeGeminiUsage(u *wire.Usage, um *jsonscan.Iter) {
+	applyGeminiCounts(u, readGeminiCounts(um))
+}
+
+// readGeminiCounts walks a usageMetadata object (um, to its end) for the
+// counts Gemini bills: nothing read when it is not an object.
+func readGeminiCounts(um *jsonscan.Iter) wire.UsageCounts {
+	var c wire.UsageCounts
 	var prompt, tool, cands, thoughts, cached int64
-	var hasPrompt, hasOutput, hasCached bool
 	for um.IsObject() && um.Next() {
 		var n *int64
 		switch {
 		case um.KeyIs("promptTokenCount"):
-			n, hasPrompt = &prompt, true
+			n, c.HasInput = &prompt, true
 		case um.KeyIs("toolUsePromptTokenCount"):
 			n = &tool
 		case um.KeyIs("candidatesTokenCount"):
-			n, hasOutput = &cands, true
+			n, c.HasOutput = &cands, true
 		case um.KeyIs("thoughtsTokenCount"):
-			n, hasOutput = &thoughts, true
+			n, c.HasOutput = &thoughts, true
 		case um.KeyIs("cachedContentTokenCount"):
-			n, hasCached = &cached, true
+			n, c.HasCacheRead = &cached, true
 		default:
 			continue
 		}
@@ -243,16 +247,22 @@ func observeGeminiUsage(u *wire.Usage, um *jsonscan.Iter) {
 		}
 	}
 	if !um.IsObject() {
-		return
+		return wire.UsageCounts{}
 	}
-	if hasPrompt {
-		u.Input = prompt + tool
+	c.Input, c.Output, c.CacheRead, c.Read = prompt+tool, cands+thoughts, cached, true
+	return c
+}
+
+// applyGeminiCounts records counts read by readGeminiCounts.
+func applyGeminiCounts(u *wire.Usage, c wire.UsageCounts) {
+	if c.HasInput {
+		u.Input = c.Input
 	}
-	if hasOutput {
-		u.Output = cands + thoughts
+	if c.HasOutput {
+		u.Output = c.Output
 	}
-	if hasCached {
-		u.CacheRead = cached
+	if c.HasCacheRead {
+		u.CacheRead = c.CacheRead
 	}
 }
 

@@ -71,7 +71,16 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 		switch {
 		case it.KeyIs("usageMetadata"):
 			usageOdd = usageOdd || usage != nil || string(it.Key) != "usageMetadata"
-			usage = it.Value()
+			// One walk validates it and reads its counts.
+			start := it.Pos
+			if um, ok := it.Enter(); ok {
+				info.Counts = readGeminiCounts(&um)
+				it.Leave(&um)
+				usage = data[start:it.Pos]
+			} else {
+				info.Counts = wire.UsageCounts{}
+				usage = it.Value()
+			}
 		case it.KeyIs("modelVersion"):
 			usageOdd = usageOdd || model != nil || string(it.Key) != "modelVersion"
 			model = it.Value()
