@@ -36,19 +36,20 @@ func (b *burstReader) Read(p []byte) (int, error) {
 // for each).
 func TestSSEReaderIdleHoldsNoBuffer(t *testing.T) {
 	ev := func(n int) string { return "event: e\ndata: " + strings.Repeat("x", n) + "\n\n" }
+	const half = smallBuffer / 2
 	bursts := []string{
-		ev(20),                      // fits the small array
-		ev(300) + ev(300) + ev(300), // a burst larger than it
-		ev(200) + ev(700)[:100],     // an event cut across bursts...
-		ev(700)[100:],               // ...completed
-		ev(10 << 10),                // larger than the pool's buffer
-		ev(30),                      // small again
+		ev(20),                         // fits the small array
+		ev(half) + ev(half) + ev(half), // a burst larger than it
+		ev(200) + ev(700)[:100],        // an event cut across bursts...
+		ev(700)[100:],                  // ...completed
+		ev(10 << 10),                   // larger than the pool's buffer
+		ev(30),                         // small again
 	}
 	var in [][]byte
 	for _, b := range bursts {
 		in = append(in, []byte(b))
 	}
-	want := []string{ev(20), ev(300), ev(300), ev(300), ev(200), ev(700), ev(10 << 10), ev(30)}
+	want := []string{ev(20), ev(half), ev(half), ev(half), ev(200), ev(700), ev(10 << 10), ev(30)}
 	br := &burstReader{bursts: in}
 	r := NewReader(br, 0)
 	var idleReads, held int
