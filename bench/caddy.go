@@ -111,16 +111,22 @@ func (p *caddyProc) Stop() { p.stopWith(p.waitExit) }
 
 // cpuSeconds is the user+system CPU time the process used so far.
 func (p *caddyProc) cpuSeconds() float64 {
+	user, sys := p.cpuTimes()
+	return user + sys
+}
+
+// cpuTimes is the user and the system CPU time the process used so far.
+func (p *caddyProc) cpuTimes() (user, sys float64) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	// Fields after the command name (which may hold spaces) start at
 	// field 3; utime and stime are fields 14 and 15.
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / clockTicks
+	return ut / clockTicks, st / clockTicks
 }
 
 // syscalls is the number of read and write system calls the process made

@@ -71,6 +71,9 @@ func runIdleStreams(bin, dir string, n int) error {
 			if err := proc.save("/debug/pprof/heap", filepath.Join(*profileDir, "idle-"+config+".heap")); err != nil {
 				fmt.Fprintln(os.Stderr, "bench: heap profile:", err)
 			}
+			if err := proc.save("/debug/pprof/goroutine?debug=2", filepath.Join(*profileDir, "idle-"+config+".goroutines")); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: goroutine dump:", err)
+			}
 		}
 		release()
 		tr.CloseIdleConnections()

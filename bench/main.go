@@ -201,6 +201,7 @@ type cellResult struct {
 	rps          float64
 	p50, p99     time.Duration
 	cpuPer1k     float64 // CPU seconds of the Caddy process per 1,000 requests; -1 direct
+	userPer1k    float64 // the user-mode share of cpuPer1k (the rest is the kernel's)
 	hwmKB        int64   // peak RSS of the Caddy process; -1 direct
 	readsPerReq  float64 // read system calls of the Caddy process per request (/proc/<pid>/io)
 	writesPerReq float64 // write system calls per request
@@ -252,8 +253,8 @@ func runCompare(bin, dir string) error {
 					if err != nil {
 						return fmt.Errorf("%s c=%d %s: %w", mode, conc, config, err)
 					}
-					fmt.Fprintf(os.Stderr, "bench: %-16s c=%-3d %-13s %8.0f req/s  p50 %-9v p99 %-9v CPU %.3f s/1k  syscalls/req %.1f read %.1f write  allocs/req %.0f (%.1f KiB)  failed %d\n",
-						mode, conc, config, r.rps, r.p50, r.p99, r.cpuPer1k, r.readsPerReq, r.writesPerReq, r.allocsPerReq, r.bytesPerReq/1024, r.failed)
+					fmt.Fprintf(os.Stderr, "bench: %-16s c=%-3d %-13s %8.0f req/s  p50 %-9v p99 %-9v CPU %.3f s/1k (user %.3f)  syscalls/req %.1f read %.1f write  allocs/req %.0f (%.1f KiB)  failed %d\n",
+						mode, conc, config, r.rps, r.p50, r.p99, r.cpuPer1k, r.userPer1k, r.readsPerReq, r.writesPerReq, r.allocsPerReq, r.bytesPerReq/1024, r.failed)
 					results = append(results, r)
 				}
 			}
@@ -332,10 +333,11 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 		}()
 	}
 	time.Sleep(*warmup)
-	var cpu0 float64
+	var cpu0, user0 float64
 	var r0, w0 int64
 	if proc != nil {
 		cpu0 = proc.cpuSeconds()
+		user0, _ = proc.cpuTimes()
 		r0, w0 = proc.syscalls()
 	}
 	var m0, b0 uint64
@@ -352,10 +354,11 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 	time.Sleep(*duration)
 	phase.Store(2)
 	elapsed := time.Since(t0)
-	var cpu1 float64
+	var cpu1, user1 float64
 	var r1, w1 int64
 	if proc != nil {
 		cpu1 = proc.cpuSeconds()
+		user1, _ = proc.cpuTimes()
 		r1, w1 = proc.syscalls()
 	}
 	var m1, b1 uint64
@@ -397,6 +400,7 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 	res.p99 = all[len(all)*99/100]
 	if proc != nil {
 		res.cpuPer1k = (cpu1 - cpu0) / float64(len(all)) * 1000
+		res.userPer1k = (user1 - user0) / float64(len(all)) * 1000
 		res.hwmKB = proc.memKB("VmHWM")
 		res.readsPerReq = float64(r1-r0) / float64(len(all))
 		res.writesPerReq = float64(w1-w0) / float64(len(all))
