@@ -21,8 +21,15 @@ func countedUpstream(t *testing.T, cfg sim.Config) (*upstream, *atomic.Int64) {
 	if cfg.Tokens == 0 {
 		cfg.Tokens = 9
 	}
+	return countedServer(t, sim.New(cfg))
+}
+
+// countedServer serves h on loopback and counts the connections opened
+// to it.
+func countedServer(t *testing.T, h http.Handler) (*upstream, *atomic.Int64) {
+	t.Helper()
 	var conns atomic.Int64
-	srv := httptest.NewUnstartedServer(sim.New(cfg))
+	srv := httptest.NewUnstartedServer(h)
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			conns.Add(1)
@@ -111,5 +118,33 @@ func TestStreamEndsAtTerminalWhenUpstreamLingers(t *testing.T) {
 	sc.waitGone(t)
 	if line := streamLogLine(t, p, 1); line["outcome"] != "success" {
 		t.Errorf("log %v: want success", line)
+	}
+}
+
+// A continuation that completes the client's stream gives its connection
+// back to the pool too: streams cut on one provider, each continued on the
+// other, are served there over one connection. The other provider ends
+// each body a millisecond after its terminal event (the proxy has stopped
+// reading by then), as a real one over a network does.
+func TestContinuationReusesUpstreamConnection(t *testing.T) {
+	cut := newUpstream(t, sim.Config{Tokens: 60, Text: longText, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 40}}})
+	s := sim.New(sim.Config{Tokens: 60, Text: longText})
+	other, conns := countedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServeHTTP(w, r)
+		_ = http.NewResponseController(w).Flush()
+		time.Sleep(time.Millisecond)
+	}))
+	p := startProxy(t, provider("cut", cut, "priority 1", "api anthropic")+provider("other", other, "priority 2", "api anthropic")+"hedge off\n")
+	for i := range 4 {
+		m, err := streamAnthropic(ctxTimeout(t, 10*time.Second), anthropicClient(p, "k"), anthropicParams("claude-test"))
+		if err != nil || messageText(m) != longText {
+			t.Fatalf("stream %d: %v (text %q)", i, err, messageText(m))
+		}
+	}
+	if len(cut.Requests()) < 2 {
+		t.Fatalf("the cut provider saw %d requests, want at least 2 (continued streams)", len(cut.Requests()))
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d continuations (of 4 streams) opened %d connections to the other provider, want 1", len(cut.Requests()), n)
 	}
 }

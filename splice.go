@@ -49,6 +49,9 @@ func (h *Handler) splice(w io.Writer, flush func() error, st *requestState, a *a
 			st.resumeUsage = u
 		}
 	}
+	if run.res.complete {
+		reuseConn(a) // its connection back to the pool, as a committed stream's
+	}
 	h.settleContinuation(st, a, run.res)
 	return run.res
 }
