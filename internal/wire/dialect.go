@@ -225,6 +225,10 @@ type EventInfo struct {
 	// Counts (Gemini) are the token counts read from Usage in the same
 	// walk, as the dialect's observer records them.
 	Counts UsageCounts
+	// UsageFinal (Responses) says Usage is the response object of the
+	// event that ends the response (its usage counts), not of one that
+	// starts it (its model only).
+	UsageFinal bool
 }
 
 // UsageCounts are the token counts a walk read from an event's usage

@@ -70,6 +70,15 @@ func InspectResponses(ev sse.Event, withText bool) wire.EventInfo {
 	}
 	var buf [64]byte
 	kind := responsesKind(typ, ev.Name, buf[:0])
+	if valid { // the response object ObserveEvent would read, from this walk
+		info.UsageRead = true
+		switch string(kind) {
+		case "response.completed", "response.incomplete", "response.failed":
+			info.Usage, info.UsageFinal = resp, true
+		case "response.created", "response.in_progress", "response.queued":
+			info.Usage = resp
+		}
+	}
 	switch {
 	case named || string(kind) == "error" || info.ErrVal != nil && !jsonscan.IsNull(info.ErrVal):
 		info.Class = wire.EvError
@@ -252,6 +261,13 @@ var (
 	responsesRespKey  = []byte(`"response"`)
 )
 
+// mayObserve is the quick look before a walk: data names a response
+// object and the usage or, while the model is unknown, a model.
+func mayObserve(u *wire.Usage, data []byte) bool {
+	return (bytes.Contains(data, wire.UsageKey) || u.Model == "" && bytes.Contains(data, responsesModelKey)) &&
+		bytes.Contains(data, responsesRespKey)
+}
+
 // observeResponsesEvent records what a stream event says about usage: the
 // model from the first response object seen (response.created carries
 // it), the counts from response.completed, response.incomplete or
@@ -262,10 +278,7 @@ func ObserveResponsesEvent(u *wire.Usage, ev sse.Event) {
 	if u == nil || len(ev.Data) == 0 {
 		return
 	}
-	if !bytes.Contains(ev.Data, wire.UsageKey) && (u.Model != "" || !bytes.Contains(ev.Data, responsesModelKey)) {
-		return
-	}
-	if !bytes.Contains(ev.Data, responsesRespKey) {
+	if !mayObserve(u, ev.Data) {
 		return
 	}
 	var typ, resp []byte
@@ -412,9 +425,16 @@ func (Dialect) ObserveEvent(u *wire.Usage, ev sse.Event) { ObserveResponsesEvent
 
 // ObserveInfo skips the output events: valid (inspect walked them), of a
 // type that carries no response object, they tell ObserveEvent nothing.
+// Of the others, it reads the response object inspect found, as
+// ObserveEvent would (after the same quick look for the members it reads),
+// without walking the event again.
 func (Dialect) ObserveInfo(u *wire.Usage, ev sse.Event, info wire.EventInfo) {
-	if info.Class != wire.EvOutput {
+	switch {
+	case info.Class == wire.EvOutput || u == nil:
+	case !info.UsageRead:
 		ObserveResponsesEvent(u, ev)
+	case info.Usage != nil && mayObserve(u, ev.Data):
+		observeResponsesObject(u, info.Usage, info.UsageFinal)
 	}
 }
 
