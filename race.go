@@ -383,7 +383,6 @@ func (st *requestState) launch(h *Handler, r *http.Request, a *attempt) {
 		// without a goroutine and its hand-off, and reports on st.done as
 		// any attempt does (room for every attempt: never blocks). Its
 		// context still ends with the request's.
-		st.inlineFirst = false
 		h.run(a, req, r, st.repl, st.done)
 		return
 	}

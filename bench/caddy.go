@@ -225,23 +225,6 @@ func (p *caddyProc) profile(d time.Duration, path string) chan error {
 	return done
 }
 
-// saveAllocs saves the process's allocation profile (every allocation since
-// it started, sampled) to path.
-func (p *caddyProc) saveAllocs(path string) error {
-	resp, err := http.Get(p.Admin + "/debug/pprof/allocs")
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_, err = io.Copy(f, resp.Body)
-	return err
-}
-
 // liveMemory collects garbage in the process (pprof's gc=1) and returns
 // the Go heap and goroutine stacks in use after it, in bytes: the memory
 // the process holds, without the GC's headroom that RSS also counts.

@@ -370,7 +370,7 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 		if err := <-prof; err != nil {
 			fmt.Fprintln(os.Stderr, "bench: profile:", err)
 		}
-		if err := proc.saveAllocs(filepath.Join(*profileDir, fmt.Sprintf("%s-%s-c%d-%d.allocs", config, mode, conc, round))); err != nil {
+		if err := proc.save("/debug/pprof/allocs", filepath.Join(*profileDir, fmt.Sprintf("%s-%s-c%d-%d.allocs", config, mode, conc, round))); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: allocation profile:", err)
 		}
 	}

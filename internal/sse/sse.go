@@ -78,12 +78,18 @@ type Reader struct {
 // NewReader reads events from r; maxEvent bounds one event's bytes
 // (non-positive means 1 MiB).
 func NewReader(r io.Reader, maxEvent int) *Reader {
+	s := new(Reader)
+	s.open(r, maxEvent)
+	return s
+}
+
+// open readies s, new or from the pool, to read r.
+func (s *Reader) open(r io.Reader, maxEvent int) {
 	if maxEvent <= 0 {
 		maxEvent = DefaultMaxEvent
 	}
-	s := &Reader{maxEvent: maxEvent}
+	s.maxEvent, s.BeforeFill = maxEvent, nil
 	s.Reset(r)
-	return s
 }
 
 // readers holds readers given back with Put: a reader carries its small
@@ -94,11 +100,7 @@ var readers = sync.Pool{New: func() any { return new(Reader) }}
 // owner is done with it and with every event it returned.
 func Get(r io.Reader, maxEvent int) *Reader {
 	s := readers.Get().(*Reader)
-	if maxEvent <= 0 {
-		maxEvent = DefaultMaxEvent
-	}
-	s.maxEvent, s.BeforeFill = maxEvent, nil
-	s.Reset(r)
+	s.open(r, maxEvent)
 	return s
 }
 
