@@ -55,6 +55,7 @@ func runIdleStreams(bin, dir string, n int) error {
 		sims[0].closeIdle()
 		settle(proc)
 		r := row{config: config, baseKB: proc.memKB("VmRSS"), baseG: proc.goroutines()}
+		reqs, h2 := sims[0].requests.Load(), sims[0].h2.Load()
 		r.baseHeap, r.baseStack = proc.liveMemory()
 		t0 := time.Now()
 		release, err := holdStreams(proc.URL, tr, n)
@@ -79,7 +80,8 @@ func runIdleStreams(bin, dir string, n int) error {
 		tr.CloseIdleConnections()
 		proc.Stop()
 		rows = append(rows, r)
-		fmt.Fprintf(os.Stderr, "bench: %s: %d streams open in %v\n", config, n, r.open.Round(time.Millisecond))
+		fmt.Fprintf(os.Stderr, "bench: %s: %d streams open in %v; %d of the %d upstream requests over HTTP/2\n", config, n, r.open.Round(time.Millisecond),
+			sims[0].h2.Load()-h2, sims[0].requests.Load()-reqs)
 	}
 	fmt.Printf("\n%d concurrent committed streams, idle after their first delta (RSS of the Caddy process)\n", n)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)

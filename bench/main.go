@@ -86,6 +86,12 @@ func run() error {
 		return err
 	}
 	fmt.Println(machine(bin))
+	if *upstreamTLS {
+		if err := setupUpstreamTLS(dir); err != nil {
+			return err
+		}
+		fmt.Println("providers: TLS; both proxies negotiate HTTP/2 with them")
+	}
 	switch {
 	case *soakFor > 0:
 		return runSoak(bin, dir)
@@ -135,6 +141,8 @@ type simServer struct {
 	*sim.Simulator
 	srv *http.Server
 	URL string
+	// requests and h2 count what the proxies sent, and over which protocol.
+	requests, h2 atomic.Int64
 }
 
 func startSim(cfg sim.Config) (*simServer, error) {
@@ -142,10 +150,22 @@ func startSim(cfg sim.Config) (*simServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := sim.New(cfg)
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(l)
-	return &simServer{Simulator: s, srv: srv, URL: "http://" + l.Addr().String()}, nil
+	ss := &simServer{Simulator: sim.New(cfg), URL: "http://" + l.Addr().String()}
+	ss.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ss.requests.Add(1)
+		if r.ProtoMajor == 2 {
+			ss.h2.Add(1)
+		}
+		ss.Simulator.ServeHTTP(w, r)
+	})}
+	if upstream.server != nil {
+		ss.srv.TLSConfig = upstream.server.Clone()
+		ss.URL = "https://" + l.Addr().String()
+		go ss.srv.ServeTLS(l, "", "") // HTTP/2 by ALPN, as net/http sets it up
+		return ss, nil
+	}
+	go ss.srv.Serve(l)
+	return ss, nil
 }
 
 // closeIdle drops the idle keep-alive connections into the simulator, so
@@ -178,18 +198,27 @@ func stopSims(sims []*simServer) {
 // site is the Caddyfile site body of a proxied configuration.
 func site(config string, sims []*simServer, extra string) string {
 	host := func(i int) string { return strings.TrimPrefix(sims[i].URL, "http://") }
+	provider := func(name string, i int, more string) string {
+		if trust := hedgeUpstreamTLS(); trust != "" || more != "" {
+			return fmt.Sprintf("\t\tprovider %s %s {\n%s%s\t\t}\n", name, sims[i].URL, more, trust)
+		}
+		return fmt.Sprintf("\t\tprovider %s %s\n", name, sims[i].URL)
+	}
 	switch config {
 	case "reverse_proxy":
-		tr := ""
+		tr := rpUpstreamTLS()
 		if *rpIdle > 0 {
-			tr = fmt.Sprintf(" {\n\t\ttransport http {\n\t\t\tkeepalive_idle_conns_per_host %d\n\t\t}\n\t}", *rpIdle)
+			tr += fmt.Sprintf("\t\t\tkeepalive_idle_conns_per_host %d\n", *rpIdle)
 		}
-		return fmt.Sprintf("\treverse_proxy %s%s", host(0), tr)
+		if tr == "" {
+			return "\treverse_proxy " + host(0)
+		}
+		return fmt.Sprintf("\treverse_proxy %s {\n\t\ttransport http {\n%s\t\t}\n\t}", host(0), tr)
 	case "llm_hedge":
-		return fmt.Sprintf("\tllm_hedge {\n\t\tprovider sim-a %s\n%s\t}", sims[0].URL, extra)
+		return "\tllm_hedge {\n" + provider("sim-a", 0, "") + extra + "\t}"
 	case "llm_hedge_3":
-		return fmt.Sprintf("\tllm_hedge {\n\t\tprovider sim-a %s {\n\t\t\tvendor a\n\t\t}\n\t\tprovider sim-b %s {\n\t\t\tvendor b\n\t\t}\n\t\tprovider sim-c %s {\n\t\t\tvendor c\n\t\t}\n\t\thedge {\n\t\t\tafter 10s\n\t\t}\n%s\t}",
-			sims[0].URL, sims[1].URL, sims[2].URL, extra)
+		return "\tllm_hedge {\n" + provider("sim-a", 0, "\t\t\tvendor a\n") + provider("sim-b", 1, "\t\t\tvendor b\n") +
+			provider("sim-c", 2, "\t\t\tvendor c\n") + "\t\thedge {\n\t\t\tafter 10s\n\t\t}\n" + extra + "\t}"
 	}
 	panic("unknown configuration " + config)
 }
@@ -222,6 +251,11 @@ func runCompare(bin, dir string) error {
 	modes, err := parseModes(*modeList)
 	if err != nil {
 		return err
+	}
+	if *upstreamTLS {
+		if err := checkUpstreamTLS(modes); err != nil {
+			return err
+		}
 	}
 	configs := strings.Split(*configList, ",")
 	var all []string // the table's columns: every mode's configurations
@@ -262,6 +296,13 @@ func runCompare(bin, dir string) error {
 	}
 	rs := medians(results)
 	printTable(os.Stdout, rs, modes, concs, all)
+	if *upstreamTLS {
+		var reqs, h2 int64
+		for _, s := range sims {
+			reqs, h2 = reqs+s.requests.Load(), h2+s.h2.Load()
+		}
+		fmt.Printf("providers over TLS: %d of %d upstream requests were HTTP/2\n", h2, reqs)
+	}
 	var bad []string
 	for _, r := range rs {
 		if r.failed > 0 {
