@@ -145,7 +145,7 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 	resp, err := a.p.transport.RoundTrip(up)
 	if err != nil {
 		a.fail(wire.ClassifyTransportError(err, a.ctx, r.Context()), fmt.Errorf("provider %s: %w", a.p.name, err))
-		if a.class == wire.ClassReset && sent.Load() {
+		if a.class == wire.ClassReset && sent.Load() && !wire.HTTP2Unprocessed(err) {
 			// A silent route: the provider took the whole request
 			// and closed without a response byte. Another try there would
 			// only wait as long again; the next candidate starts at once.

@@ -8,7 +8,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // newTransport builds the HTTP client side of one provider. Compression is
@@ -49,21 +52,40 @@ func newTransport(connect time.Duration, caFile string) (*http.Transport, error)
 	return t, nil
 }
 
-// noReplay makes an upstream request one that net/http never sends twice
-// by itself: its transport replays an idempotent request (GET, or any
-// request with an Idempotency-Key header) on a new connection when a
-// pooled one breaks, once per pooled connection, and that needs GetBody
-// (or no body at all). Resends are the module's decision alone, within
-// its budgets. A request without a body gets an empty one that
-// cannot be rewound; for GET and the like, net/http finds it empty and
-// sends no body, as before.
+// noReplay makes an upstream request one that net/http sends twice only
+// when the provider provably did not process it. Its transport replays a
+// request it calls idempotent (GET, or any request with an
+// Idempotency-Key header) on a new connection when a pooled one breaks,
+// which may be after the provider read it; that needs GetBody (or no body
+// at all), so such a request gets none. Resends are the module's decision,
+// within its budgets, with one exception: any other request keeps GetBody
+// for a single use, with which net/http resends only a request of which
+// nothing was written (HTTP/1, a pooled connection found closed) or an
+// HTTP/2 stream the provider refused unprocessed (REFUSED_STREAM, or a
+// graceful GOAWAY that excluded it, which providers send as they rotate
+// connections). Neither reached the model, so neither is billed; without
+// it such a request failed over, or failed with one provider. One resend,
+// at once: not net/http's six with backoff. A request without a body gets
+// an empty one that cannot be rewound; for GET and the like, net/http
+// finds it empty and sends no body, as before.
 func noReplay(up *http.Request) {
+	get := up.GetBody
 	up.GetBody = nil
 	if up.Body == nil || up.Body == http.NoBody {
 		if replayable(up) {
 			up.Body, up.ContentLength = emptyBody{}, 0
 		} else {
 			up.Body = nil
+		}
+		return
+	}
+	if get != nil && !replayable(up) {
+		var used atomic.Bool
+		up.GetBody = func() (io.ReadCloser, error) {
+			if used.Swap(true) {
+				return nil, wire.ErrRefusedAgain
+			}
+			return get()
 		}
 	}
 }

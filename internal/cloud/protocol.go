@@ -103,9 +103,11 @@ func (t Target) setURL(up *http.Request, escapedPath string) error {
 	return nil
 }
 
-// setBody replaces the body of an upstream request.
+// setBody replaces the body of an upstream request, and GetBody with it
+// (noReplay lets net/http resend a stream refused unprocessed from it).
 func setBody(up *http.Request, body []byte) {
 	up.Body = io.NopCloser(bytes.NewReader(body))
+	up.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	up.ContentLength = int64(len(body))
 }
 

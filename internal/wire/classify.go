@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 )
 
@@ -131,7 +132,7 @@ func ClassifyTransportError(err error, attemptCtx, clientCtx context.Context) Fa
 		return ClassConnect
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return ClassConnect
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), HTTP2Reset(err):
 		return ClassReset
 	case errors.As(err, &opErr) && opErr.Op == "dial":
 		return ClassConnect
@@ -142,3 +143,30 @@ func ClassifyTransportError(err error, attemptCtx, clientCtx context.Context) Fa
 	}
 	return ClassConnect
 }
+
+// HTTP2Reset reports an HTTP/2 stream the provider ended before its
+// answer: RST_STREAM, a GOAWAY, the connection lost under it. Over HTTP/1
+// the same event is a closed connection (ClassReset); it reached the
+// provider, unlike a dial error. net/http's HTTP/2 errors are unexported
+// types, so their messages, unchanged for years, tell them.
+func HTTP2Reset(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "stream error: stream ID ") ||
+		strings.Contains(s, "http2: server sent GOAWAY") ||
+		strings.Contains(s, "http2: Transport received Server's graceful shutdown GOAWAY") ||
+		strings.Contains(s, "http2: client connection lost") ||
+		HTTP2Unprocessed(err)
+}
+
+// HTTP2Unprocessed reports an HTTP/2 stream the provider refused before
+// processing it (REFUSED_STREAM, or a GOAWAY that excluded it), which
+// net/http would have sent again had it been allowed (noReplay lets it do
+// so once). Nothing of it reached the model: another try on the same
+// provider is not a silent route.
+func HTTP2Unprocessed(err error) bool {
+	return errors.Is(err, ErrRefusedAgain) || strings.Contains(err.Error(), "http2: Transport: cannot retry err [")
+}
+
+// ErrRefusedAgain ends net/http's resends of a refused stream after one
+// (noReplay).
+var ErrRefusedAgain = errors.New("the provider refused the stream unprocessed, twice")
