@@ -1,8 +1,10 @@
 package llmhedge_test
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
 
+	llmhedge "github.com/llmhedge/caddy-llm-hedge"
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
@@ -161,5 +164,100 @@ func TestH2ProviderCutAndStall(t *testing.T) {
 	}
 	if h2, all := flaky.h2.Load(), flaky.all.Load(); h2 != all || all < 10 {
 		t.Fatalf("flaky provider: %d of %d requests over HTTP/2", h2, all)
+	}
+}
+
+// freezer forwards TCP connections to target until freeze: from then on,
+// the connections open at that moment carry nothing more either way and
+// stay open (a NAT or a load balancer that lost them, silently), while new
+// connections are forwarded as before.
+type freezer struct {
+	addr   string
+	frozen chan struct{} // closed by freeze
+	gen    atomic.Int64  // connections accepted before freeze are gen 0
+	done   chan struct{}
+	wg     sync.WaitGroup
+}
+
+func newFreezer(t *testing.T, target string) *freezer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &freezer{addr: ln.Addr().String(), frozen: make(chan struct{}), done: make(chan struct{})}
+	f.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			old := f.gen.Load() == 0
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			pipe := func(dst, src net.Conn) {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := src.Read(buf)
+					if old {
+						select {
+						case <-f.frozen:
+							<-f.done // hold both ends open, carry nothing
+							return
+						default:
+						}
+					}
+					if n > 0 {
+						if _, werr := dst.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}
+			f.wg.Go(func() { pipe(up, c); c.Close(); up.Close() })
+			f.wg.Go(func() { pipe(c, up); c.Close(); up.Close() })
+		}
+	})
+	t.Cleanup(func() { close(f.done); ln.Close(); f.wg.Wait() })
+	return f
+}
+
+func (f *freezer) freeze() { f.gen.Add(1); close(f.frozen) }
+
+// A provider's HTTP/2 connection that the network dropped silently is
+// found out by a PING within seconds and closed: the request on it ends
+// then, not at its first-byte timeout, and the next request dials anew
+// instead of hanging on the same dead connection.
+func TestH2DeadConnectionIsDropped(t *testing.T) {
+	faultNoLeaks(t)
+	defer llmhedge.SetH2PingAfter(200 * time.Millisecond)()
+	u := newH2Upstream(t, sim.Config{})
+	f := newFreezer(t, strings.TrimPrefix(u.URL, "https://"))
+	via := &upstream{URL: "https://" + f.addr}
+	p := startProxy(t, provider("h2", via, u.trust)+"hedge off\ntimeouts {\n connect 500ms\n first_byte 8s\n}\nretry {\n same_provider 0\n}\n")
+	ask := func() (time.Duration, error) {
+		start := time.Now()
+		m, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 20*time.Second), anthropicParams("claude-test"))
+		if err == nil && messageText(*m) != wantText {
+			err = errText(messageText(*m))
+		}
+		return time.Since(start), err
+	}
+	if _, err := ask(); err != nil {
+		t.Fatal(err)
+	}
+	f.freeze()
+	if d, _ := ask(); d > 4*time.Second { // its error, or an answer, is the policy's; its time is the point
+		t.Fatalf("the request on the dead connection took %v: the connection was not checked", d)
+	}
+	d, err := ask()
+	if err != nil || d > 4*time.Second {
+		t.Fatalf("the request after it: %v after %v, want an answer on a new connection", err, d)
 	}
 }

@@ -1,5 +1,7 @@
 package llmhedge
 
+import "time"
+
 // SetResponseOwnersCapacity shrinks the table of response owners created
 // next (the first proxy started after it), for the end-to-end tests; the
 // returned func restores the bound.
@@ -15,4 +17,13 @@ func SetResponseOwnersCapacity(n int) (restore func()) {
 func OnDiscoveryWait(f func()) (restore func()) {
 	discoveryWaitHook = f
 	return func() { discoveryWaitHook = nil }
+}
+
+// SetH2PingAfter sets how long an HTTP/2 provider connection stays quiet
+// before its PING, for the transports built next; the returned func
+// restores it.
+func SetH2PingAfter(d time.Duration) (restore func()) {
+	old := h2PingAfter
+	h2PingAfter = d
+	return func() { h2PingAfter = old }
 }

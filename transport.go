@@ -34,6 +34,13 @@ func newTransport(connect time.Duration, caFile string) (*http.Transport, error)
 		// it only for the request line and headers: 2 KiB holds those of
 		// a provider request, and a larger body is written past it.
 		WriteBufferSize: 2 << 10,
+		// HTTP/2 (every TLS provider): one connection carries all the
+		// provider's requests, so a connection the network dropped
+		// silently would take each new request until TCP gives up,
+		// minutes later. A PING after h2PingAfter without a frame, not
+		// answered within the connect timeout, closes it; the requests
+		// on it fail as a reset and the next ones dial anew.
+		HTTP2: &http.HTTP2Config{SendPingTimeout: h2PingAfter, PingTimeout: connect},
 	}
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
@@ -51,6 +58,10 @@ func newTransport(connect time.Duration, caFile string) (*http.Transport, error)
 	}
 	return t, nil
 }
+
+// h2PingAfter is how long an HTTP/2 connection to a provider may stay
+// without a frame before it is checked with a PING.
+var h2PingAfter = 15 * time.Second
 
 // noReplay makes an upstream request one that net/http sends twice only
 // when the provider provably did not process it. Its transport replays a
