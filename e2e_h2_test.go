@@ -64,12 +64,33 @@ func TestH2ProviderStreams(t *testing.T) {
 	u := newH2Upstream(t, sim.Config{})
 	p := startProxy(t, provider("h2", u.upstream, u.trust))
 	faultOK(t, p)
+	clients := make([]*anthropic.Client, 8)
+	for i := range clients {
+		clients[i] = anthropicClient(p, "k")
+	}
+	allStreamed(t, wantText, clients...)
+	if all, h2 := u.all.Load(), u.h2.Load(); all != 10 || h2 != all {
+		t.Fatalf("%d of %d upstream requests over HTTP/2, want 10 of 10", h2, all)
+	}
+	if n := u.conns.Load(); n > 2 {
+		t.Fatalf("10 requests opened %d connections: HTTP/2 shares one", n)
+	}
+}
+
+type errText string
+
+func (e errText) Error() string { return "text " + string(e) }
+
+// allStreamed streams one message through each client at once; each must
+// read want.
+func allStreamed(t *testing.T, want string, clients ...*anthropic.Client) {
+	t.Helper()
 	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for range 8 {
+	errs := make(chan error, len(clients))
+	for _, c := range clients {
 		wg.Go(func() {
-			m, err := streamAnthropic(ctxTimeout(t, 10*time.Second), anthropicClient(p, "k"), anthropicParams("claude-test"))
-			if err == nil && messageText(m) != wantText {
+			m, err := streamAnthropic(ctxTimeout(t, 15*time.Second), c, anthropicParams("claude-test"))
+			if err == nil && messageText(m) != want {
 				err = errText(messageText(m))
 			}
 			errs <- err
@@ -82,17 +103,7 @@ func TestH2ProviderStreams(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if all, h2 := u.all.Load(), u.h2.Load(); all != 10 || h2 != all {
-		t.Fatalf("%d of %d upstream requests over HTTP/2, want 10 of 10", h2, all)
-	}
-	if n := u.conns.Load(); n > 2 {
-		t.Fatalf("10 requests opened %d connections: HTTP/2 shares one", n)
-	}
 }
-
-type errText string
-
-func (e errText) Error() string { return "text " + string(e) }
 
 // A provider that resets a stream before its answer (RST_STREAM, an
 // HTTP/2 provider's crash of one request) fails as a reset, as a closed
@@ -134,34 +145,19 @@ func TestH2ProviderCutAndStall(t *testing.T) {
 	p := startProxy(t, provider("flaky", flaky.upstream, flaky.trust, "priority 1", "api anthropic")+
 		provider("other", other.upstream, other.trust, "priority 2", "api anthropic")+
 		"hedge off\ntimeouts {\n idle 500ms\n}\n")
-	var wg sync.WaitGroup
-	errs := make(chan error, 10)
-	run := func(header string) {
-		defer wg.Done()
+	clients := make([]*anthropic.Client, 10)
+	for i := range clients {
 		opts := []aoption.RequestOption{aoption.WithBaseURL(p.URL), aoption.WithAPIKey("k"), aoption.WithMaxRetries(0)}
-		if header != "" {
-			opts = append(opts, aoption.WithHeader(header, "1"))
+		switch i { // the one cut stream and the one stalled stream among eight others
+		case 0:
+			opts = append(opts, aoption.WithHeader("X-Cut", "1"))
+		case 1:
+			opts = append(opts, aoption.WithHeader("X-Stall", "1"))
 		}
 		c := anthropic.NewClient(opts...)
-		m, err := streamAnthropic(ctxTimeout(t, 15*time.Second), &c, anthropicParams("claude-test"))
-		if err == nil && messageText(m) != longText {
-			err = errText(header + ": " + messageText(m))
-		}
-		errs <- err
+		clients[i] = &c
 	}
-	wg.Add(10)
-	go run("X-Cut")
-	go run("X-Stall")
-	for range 8 {
-		go run("")
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	allStreamed(t, longText, clients...)
 	if h2, all := flaky.h2.Load(), flaky.all.Load(); h2 != all || all < 10 {
 		t.Fatalf("flaky provider: %d of %d requests over HTTP/2", h2, all)
 	}

@@ -474,24 +474,11 @@ func TestHedgeBudgetExhausted(t *testing.T) {
 		"hedge {\n after 100ms\n budget 0\n }\n")
 
 	c := anthropicClient(p, "k")
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for range n {
-		wg.Go(func() {
-			m, err := streamAnthropic(ctxTimeout(t, 15*time.Second), c, anthropicParams("claude-test"))
-			if err == nil && messageText(m) != wantText {
-				err = fmt.Errorf("text %q", messageText(m))
-			}
-			errs <- err
-		})
+	clients := make([]*anthropic.Client, n)
+	for i := range clients {
+		clients[i] = c
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	allStreamed(t, wantText, clients...)
 	if got := len(hedgeRecs(alt)); got != floor {
 		t.Fatalf("%d hedges reached the alternative, want exactly the floor of %d", got, floor)
 	}
