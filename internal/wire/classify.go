@@ -167,6 +167,7 @@ func HTTP2Unprocessed(err error) bool {
 	return errors.Is(err, ErrRefusedAgain) || strings.Contains(err.Error(), "http2: Transport: cannot retry err [")
 }
 
-// ErrRefusedAgain ends net/http's resends of a refused stream after one
-// (noReplay).
-var ErrRefusedAgain = errors.New("the provider refused the stream unprocessed, twice")
+// ErrRefusedAgain ends net/http's resends of a request the provider did
+// not take (a refused HTTP/2 stream, an HTTP/1 request of which nothing
+// was written) after one (noReplay).
+var ErrRefusedAgain = errors.New("the provider did not take the request, twice: resent once already")
