@@ -119,7 +119,7 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 			return
 		}
 	}
-	noReplay(up)
+	rebody := noReplay(up)
 
 	limit, cause := a.p.firstByte, wire.ErrFirstByteTimeout
 	if !req.Stream {
@@ -142,10 +142,10 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 	up = up.WithContext(httptrace.WithClientTrace(up.Context(), &httptrace.ClientTrace{
 		WroteRequest: func(info httptrace.WroteRequestInfo) { sent.Store(info.Err == nil) },
 	}))
-	resp, err := a.p.transport.RoundTrip(up)
+	resp, err := roundTrip(a.p.transport, up, rebody)
 	if err != nil {
 		a.fail(wire.ClassifyTransportError(err, a.ctx, r.Context()), fmt.Errorf("provider %s: %w", a.p.name, err))
-		if a.class == wire.ClassReset && sent.Load() && !wire.HTTP2Unprocessed(err) {
+		if a.class == wire.ClassReset && sent.Load() && !wire.Unprocessed(err) {
 			// A silent route: the provider took the whole request
 			// and closed without a response byte. Another try there would
 			// only wait as long again; the next candidate starts at once.

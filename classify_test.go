@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime"
 	"net"
 	"net/http"
@@ -86,8 +87,9 @@ func TestClassifyTransportError(t *testing.T) {
 		{"h2 rst_stream", errors.New("stream error: stream ID 3; INTERNAL_ERROR; received from peer"), bg, bg, wire.ClassReset},
 		{"h2 goaway", errors.New(`http2: server sent GOAWAY and closed the connection; LastStreamID=1, ErrCode=NO_ERROR, debug=""`), bg, bg, wire.ClassReset},
 		{"h2 connection lost", errors.New("http2: client connection lost"), bg, bg, wire.ClassReset},
-		{"h2 refused, not resent", errors.New("http2: Transport: cannot retry err [stream error: stream ID 1; REFUSED_STREAM; received from peer] after Request.Body was written; define Request.GetBody to avoid this error"), bg, bg, wire.ClassReset},
-		{"h2 refused twice", wire.ErrRefusedAgain, bg, bg, wire.ClassReset},
+		{"h2 refused", errors.New(h2Refused), bg, bg, wire.ClassReset},
+		{"h2 goaway on stream 1", errors.New("http2: Transport received GOAWAY from server ErrCode:ENHANCE_YOUR_CALM"), bg, bg, wire.ClassReset},
+		{"h2 connection error", errors.New("connection error: PROTOCOL_ERROR"), bg, bg, wire.ClassReset},
 	}
 	for _, c := range cases {
 		if got := wire.ClassifyTransportError(c.err, c.attemptCtx, c.clientCtx); got != c.want {
@@ -96,17 +98,50 @@ func TestClassifyTransportError(t *testing.T) {
 	}
 }
 
-// The messages HTTP2Reset reads are still net/http's: a Go release that
-// rewords one fails here, not in production as a "connect" failure.
+// net/http's words for a refused stream it may not resend itself.
+const h2Refused = "http2: Transport: cannot retry err [stream error: stream ID 1; REFUSED_STREAM; received from peer] after Request.Body was written; define Request.GetBody to avoid this error"
+
+// Only what provably never reached the provider is resent.
+func TestUnprocessed(t *testing.T) {
+	for msg, want := range map[string]bool{
+		h2Refused: true,
+		"http2: Transport: cannot retry err [http2: Transport received Server's graceful shutdown GOAWAY] after Request.Body was written; define Request.GetBody to avoid this error":   true,
+		"http2: Transport: cannot retry err [stream error: stream ID 3; PROTOCOL_ERROR; received from peer] after Request.Body was written; define Request.GetBody to avoid this error": false,
+		"stream error: stream ID 3; REFUSED_STREAM; received from peer": false, // resent by net/http already (no body)
+		"http2: client connection lost":                                 false,
+		"net/http: cannot rewind body after connection loss":            true,
+	} {
+		if got := wire.Unprocessed(errors.New(msg)); got != want {
+			t.Errorf("%s: %v, want %v", msg, got, want)
+		}
+	}
+}
+
+// The messages HTTP2Reset and Unprocessed read are still net/http's:
+// a Go release that rewords or moves one fails here, not in production
+// as a "connect" failure.
 func TestHTTP2ErrorMessagesAreNetHTTPs(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join(runtime.GOROOT(), "src", "net", "http", "h2_bundle.go"))
-	if err != nil {
+	root := filepath.Join(runtime.GOROOT(), "src", "net", "http")
+	if _, err := os.Stat(root); err != nil {
 		t.Skipf("no Go source to check against: %v", err)
+	}
+	var src strings.Builder
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			b, err := os.ReadFile(path)
+			src.Write(b)
+			return err
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, m := range []string{`"stream error: stream ID %d; %v`, `"http2: server sent GOAWAY and closed the connection;`,
 		`"http2: Transport received Server's graceful shutdown GOAWAY"`, `"http2: client connection lost"`,
-		`"http2: Transport: cannot retry err [%v] after Request.Body was written;`} {
-		if !strings.Contains(string(src), m) {
+		`"http2: Transport received GOAWAY from server ErrCode:%v"`, `"connection error: %s"`, `"REFUSED_STREAM"`,
+		`"http2: Transport: cannot retry err [%v] after Request.Body was written;`, `"net/http: cannot rewind body after connection loss"`} {
+		if !strings.Contains(src.String(), m) {
 			t.Errorf("net/http no longer says %s", m)
 		}
 	}

@@ -159,7 +159,7 @@ func TestH2ProviderCutAndStall(t *testing.T) {
 	}
 	allStreamed(t, longText, clients...)
 	if h2, all := flaky.h2.Load(), flaky.all.Load(); h2 != all || all < 10 {
-		t.Fatalf("flaky provider: %d of %d requests over HTTP/2", h2, all)
+		t.Fatalf("flaky provider: %d of %d requests over HTTP/2 %s", h2, all, p.logs(t))
 	}
 }
 
@@ -228,15 +228,15 @@ func (f *freezer) freeze() { f.gen.Add(1); close(f.frozen) }
 
 // A provider's HTTP/2 connection that the network dropped silently is
 // found out by a PING within seconds and closed: the request on it ends
-// then, not at its first-byte timeout, and the next request dials anew
+// then, not at its response timeout, and the next request dials anew
 // instead of hanging on the same dead connection.
 func TestH2DeadConnectionIsDropped(t *testing.T) {
 	faultNoLeaks(t)
-	defer llmhedge.SetH2PingAfter(200 * time.Millisecond)()
+	defer llmhedge.SetH2Ping(200*time.Millisecond, 0)() // answer within timeouts.connect
 	u := newH2Upstream(t, sim.Config{})
 	f := newFreezer(t, strings.TrimPrefix(u.URL, "https://"))
 	via := &upstream{URL: "https://" + f.addr}
-	p := startProxy(t, provider("h2", via, u.trust)+"hedge off\ntimeouts {\n connect 500ms\n first_byte 8s\n}\nretry {\n same_provider 0\n}\n")
+	p := startProxy(t, provider("h2", via, u.trust)+"hedge off\ntimeouts {\n connect 500ms\n response 8s\n}\nretry {\n same_provider 0\n}\n")
 	ask := func() (time.Duration, error) {
 		start := time.Now()
 		m, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 20*time.Second), anthropicParams("claude-test"))

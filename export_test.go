@@ -19,11 +19,11 @@ func OnDiscoveryWait(f func()) (restore func()) {
 	return func() { discoveryWaitHook = nil }
 }
 
-// SetH2PingAfter sets how long an HTTP/2 provider connection stays quiet
-// before its PING, for the transports built next; the returned func
-// restores it.
-func SetH2PingAfter(d time.Duration) (restore func()) {
-	old := h2PingAfter
-	h2PingAfter = d
-	return func() { h2PingAfter = old }
+// SetH2Ping sets how long an HTTP/2 provider connection stays quiet
+// before its PING, and the least time the PING's answer is given, for the
+// transports built next; the returned func restores both.
+func SetH2Ping(after, timeoutMin time.Duration) (restore func()) {
+	oldAfter, oldMin := h2PingAfter, h2PingTimeoutMin
+	h2PingAfter, h2PingTimeoutMin = after, timeoutMin
+	return func() { h2PingAfter, h2PingTimeoutMin = oldAfter, oldMin }
 }

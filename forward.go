@@ -220,8 +220,7 @@ func (h *Handler) forwardOnce(ctx context.Context, r *http.Request, p *provider,
 	}
 	up.Header = p.upstreamHeader(r.Header, d, repl, p.key)
 	up.ContentLength = int64(len(body))
-	noReplay(up)
-	return p.transport.RoundTrip(up)
+	return roundTrip(p.transport, up, noReplay(up))
 }
 
 // copyResponse relays a forwarded response as is. An upstream that sends

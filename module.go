@@ -110,7 +110,9 @@ type Handler struct {
 
 // Timeouts bound each phase of an attempt and the whole request.
 type Timeouts struct {
-	// Dial + TLS handshake of one attempt. Default: 10s.
+	// Dial + TLS handshake of one attempt; also how long an HTTP/2
+	// connection's PING may go unanswered (at least 5s) before the
+	// connection is closed as dead. Default: 10s.
 	Connect caddy.Duration `json:"connect,omitempty"`
 	// Streaming attempt: from sending the request to its first valid event
 	// (the moment it can be committed). Default: 60s. A provider's first_byte_timeout

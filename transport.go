@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
@@ -38,9 +37,11 @@ func newTransport(connect time.Duration, caFile string) (*http.Transport, error)
 		// provider's requests, so a connection the network dropped
 		// silently would take each new request until TCP gives up,
 		// minutes later. A PING after h2PingAfter without a frame, not
-		// answered within the connect timeout, closes it; the requests
-		// on it fail as a reset and the next ones dial anew.
-		HTTP2: &http.HTTP2Config{SendPingTimeout: h2PingAfter, PingTimeout: connect},
+		// answered within the connect timeout (at least 5 s: a lost PING
+		// ends every stream on the connection, billed generations among
+		// them), closes it; the requests on it fail as a reset and the
+		// next ones dial anew.
+		HTTP2: &http.HTTP2Config{SendPingTimeout: h2PingAfter, PingTimeout: max(connect, h2PingTimeoutMin)},
 	}
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
@@ -60,45 +61,58 @@ func newTransport(connect time.Duration, caFile string) (*http.Transport, error)
 }
 
 // h2PingAfter is how long an HTTP/2 connection to a provider may stay
-// without a frame before it is checked with a PING.
-var h2PingAfter = 15 * time.Second
+// without a frame before it is checked with a PING; h2PingTimeoutMin is
+// the least time its answer is given.
+var (
+	h2PingAfter      = 15 * time.Second
+	h2PingTimeoutMin = 5 * time.Second
+)
 
-// noReplay makes an upstream request one that net/http sends twice only
-// when the provider provably did not process it. Its transport replays a
-// request it calls idempotent (GET, or any request with an
-// Idempotency-Key header) on a new connection when a pooled one breaks,
-// which may be after the provider read it; that needs GetBody (or no body
-// at all), so such a request gets none. Resends are the module's decision,
-// within its budgets, with one exception: any other request keeps GetBody
-// for a single use, with which net/http resends only a request of which
-// nothing was written (HTTP/1, a pooled connection found closed) or an
-// HTTP/2 stream the provider refused unprocessed (REFUSED_STREAM, or a
-// graceful GOAWAY that excluded it, which providers send as they rotate
-// connections). Neither reached the model, so neither is billed; without
-// it such a request failed over, or failed with one provider. One resend,
-// at once: not net/http's six with backoff. A request without a body gets
-// an empty one that cannot be rewound; for GET and the like, net/http
-// finds it empty and sends no body, as before.
-func noReplay(up *http.Request) {
-	get := up.GetBody
+// noReplay makes an upstream request one that net/http never sends twice
+// by itself: its transport replays an idempotent request (GET, or any
+// request with an Idempotency-Key header) on a new connection when a
+// pooled one breaks, once per pooled connection, and over HTTP/2 any
+// request whose stream was reset with a code it deems retryable (among
+// them PROTOCOL_ERROR, which does not prove the provider skipped it); all
+// that needs GetBody (or no body at all). Resends are the module's
+// decision alone (roundTrip). A request without a body gets an empty one
+// that cannot be rewound; for GET and the like, net/http finds it empty
+// and sends no body, as before. It returns what roundTrip needs to send
+// the request again: a fresh copy of its body.
+func noReplay(up *http.Request) (rebody func() (io.ReadCloser, error)) {
+	rebody = up.GetBody
 	up.GetBody = nil
 	if up.Body == nil || up.Body == http.NoBody {
 		if replayable(up) {
 			up.Body, up.ContentLength = emptyBody{}, 0
-		} else {
-			up.Body = nil
+			return func() (io.ReadCloser, error) { return emptyBody{}, nil }
 		}
-		return
+		up.Body = nil
+		return func() (io.ReadCloser, error) { return nil, nil }
 	}
-	if get != nil && !replayable(up) {
-		var used atomic.Bool
-		up.GetBody = func() (io.ReadCloser, error) {
-			if used.Swap(true) {
-				return nil, wire.ErrRefusedAgain
-			}
-			return get()
-		}
+	return rebody
+}
+
+// roundTrip sends up (prepared by noReplay) and, when the provider
+// refused its HTTP/2 stream unprocessed (REFUSED_STREAM, or a graceful
+// GOAWAY that excluded it: RFC 9113 8.7, the two cases where the provider
+// guarantees it did nothing with the stream), sends it once more, at once,
+// on a new stream (after a GOAWAY, a new connection). Nothing of the
+// refused stream reached the model, so nothing is billed twice; a provider
+// rotating its connections or shedding load no longer fails the attempt.
+// A second refusal is the attempt's failure, class reset.
+func roundTrip(t http.RoundTripper, up *http.Request, rebody func() (io.ReadCloser, error)) (*http.Response, error) {
+	resp, err := t.RoundTrip(up)
+	if err == nil || rebody == nil || !wire.Unprocessed(err) || up.Context().Err() != nil {
+		return resp, err
 	}
+	body, berr := rebody()
+	if berr != nil {
+		return nil, err
+	}
+	again := up.Clone(up.Context())
+	again.Body = body
+	return t.RoundTrip(again)
 }
 
 // replayable is net/http's test of a request it may resend unasked when

@@ -104,7 +104,7 @@ func (t Target) setURL(up *http.Request, escapedPath string) error {
 }
 
 // setBody replaces the body of an upstream request, and GetBody with it
-// (noReplay lets net/http resend a stream refused unprocessed from it).
+// (the module resends a stream refused unprocessed from it: roundTrip).
 func setBody(up *http.Request, body []byte) {
 	up.Body = io.NopCloser(bytes.NewReader(body))
 	up.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }

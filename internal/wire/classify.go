@@ -145,29 +145,37 @@ func ClassifyTransportError(err error, attemptCtx, clientCtx context.Context) Fa
 }
 
 // HTTP2Reset reports an HTTP/2 stream the provider ended before its
-// answer: RST_STREAM, a GOAWAY, the connection lost under it. Over HTTP/1
-// the same event is a closed connection (ClassReset); it reached the
-// provider, unlike a dial error. net/http's HTTP/2 errors are unexported
-// types, so their messages, unchanged for years, tell them.
+// answer: RST_STREAM, a GOAWAY, a protocol error on the connection, the
+// connection lost under it. Over HTTP/1 the same event is a closed
+// connection (ClassReset); it reached the provider, unlike a dial error.
+// net/http's HTTP/2 errors are unexported types, so their messages,
+// unchanged for years, tell them (TestHTTP2ErrorMessagesAreNetHTTPs holds
+// them to the Go source).
 func HTTP2Reset(err error) bool {
 	s := err.Error()
 	return strings.Contains(s, "stream error: stream ID ") ||
 		strings.Contains(s, "http2: server sent GOAWAY") ||
 		strings.Contains(s, "http2: Transport received Server's graceful shutdown GOAWAY") ||
+		strings.Contains(s, "http2: Transport received GOAWAY from server ErrCode:") ||
 		strings.Contains(s, "http2: client connection lost") ||
-		HTTP2Unprocessed(err)
+		strings.Contains(s, "connection error: ") && strings.Contains(s, "_ERROR")
 }
 
-// HTTP2Unprocessed reports an HTTP/2 stream the provider refused before
-// processing it (REFUSED_STREAM, or a GOAWAY that excluded it), which
-// net/http would have sent again had it been allowed (noReplay lets it do
-// so once). Nothing of it reached the model: another try on the same
-// provider is not a silent route.
-func HTTP2Unprocessed(err error) bool {
-	return errors.Is(err, ErrRefusedAgain) || strings.Contains(err.Error(), "http2: Transport: cannot retry err [")
+// Unprocessed reports a request the provider provably did not process,
+// which net/http would have sent again had it been allowed (noReplay):
+//   - the two refusals RFC 9113 (8.7) guarantees: RST_STREAM
+//     REFUSED_STREAM, and a graceful GOAWAY that excluded the stream;
+//   - a request net/http had no connection to send on after its HTTP/2
+//     connection became unusable ("cannot rewind body": it retries only
+//     requests that never went out, as noReplay leaves it).
+//
+// Not a PROTOCOL_ERROR reset, which net/http also resends but which
+// proves nothing.
+func Unprocessed(err error) bool {
+	s := err.Error()
+	if strings.Contains(s, "net/http: cannot rewind body after connection loss") {
+		return true
+	}
+	return strings.Contains(s, "http2: Transport: cannot retry err [") &&
+		(strings.Contains(s, "; REFUSED_STREAM") || strings.Contains(s, "[http2: Transport received Server's graceful shutdown GOAWAY]"))
 }
-
-// ErrRefusedAgain ends net/http's resends of a request the provider did
-// not take (a refused HTTP/2 stream, an HTTP/1 request of which nothing
-// was written) after one (noReplay).
-var ErrRefusedAgain = errors.New("the provider did not take the request, twice: resent once already")
