@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,15 +52,35 @@ type proxy struct {
 	LogFile  string
 }
 
+// freePort returns a loopback port nothing listens on now, never one it
+// returned before in this process: Caddy binds with SO_REUSEPORT, so a
+// proxy given one port for its site and its admin endpoint (two calls the
+// kernel may answer alike) would split its requests between the two, and
+// the admin endpoint answers "404 page not found".
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !portsGiven[port] {
+			portsGiven[port] = true
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no loopback port not handed out before")
+	return 0
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 // startProxy loads a Caddy config whose site serves `llm_hedge { <block> }`.
 // Extra site directives (log_append, ...) go in siteExtra.

@@ -61,8 +61,11 @@ http://127.0.0.1:{$FLEET_PORT} {
 `
 
 // balancerCaddyfile: Caddy's reverse_proxy over the instances. A dial
-// error (an instance restarting) is retried on another; the health check
-// takes an instance out of rotation as soon as its shutdown is scheduled.
+// error (an instance restarting) is retried on another, and so is a POST
+// an instance closed without a response byte (a reload's old server does
+// that to a connection it accepted as it stopped: docs/fleet.md); the
+// health check takes an instance out of rotation as soon as its shutdown
+// is scheduled.
 const balancerCaddyfile = `{
 	admin 127.0.0.1:%d
 	persist_config off
@@ -79,6 +82,9 @@ http://127.0.0.1:%d {
 		health_fails 1
 		health_passes 1
 		flush_interval -1
+		lb_retry_match {
+			method POST
+		}
 		transport http {
 			keepalive off
 		}

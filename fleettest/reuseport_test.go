@@ -9,13 +9,14 @@ import (
 // migrateReq is Linux's net.ipv4.tcp_migrate_req (5.14 and later).
 const migrateReq = "/proc/sys/net/ipv4/tcp_migrate_req"
 
-// migrateQueuedConnections makes a reload hitless, as docs/fleet.md tells
+// migrateQueuedConnections keeps a reload from resetting queued connections, as docs/fleet.md tells
 // operators to. Caddy gives each config its own SO_REUSEPORT socket on the
 // port; the kernel spreads new connections over both while a reload runs,
 // and when the old config's socket closes, the connections still in its
-// accept queue are reset unless tcp_migrate_req hands them to the new one.
-// The balancer then answers 502 for a POST the instance never saw (about
-// one fleet run in ten before this). The sysctl is per network namespace
+// accept queue are reset unless tcp_migrate_req hands them to the new one
+// (a POST the instance never saw). The other race of a reload, an EOF on a
+// connection the old server accepted as it stopped, is the balancer's
+// POST retry's (fleet_test.go). The sysctl is per network namespace
 // and is restored when the test ends. It reports false when the setting is
 // off and this process may not change it.
 func migrateQueuedConnections(t *testing.T) bool {
