@@ -343,8 +343,7 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 	if st.plan != nil && len(st.plan.cands) == 0 {
 		// No configured provider serves this model in this dialect: the
 		// request names something that does not exist here.
-		st.outcome = outcomeClientError
-		wire.WriteError(w, st.dialect, http.StatusNotFound,
+		st.refuse(w, http.StatusNotFound,
 			fmt.Sprintf("model %q: no configured provider serves it for the %s API", st.req.Model, st.dialect))
 		return
 	}

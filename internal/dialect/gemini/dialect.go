@@ -75,6 +75,13 @@ func (Dialect) SniffAux(path string, h wire.HeaderGetter) int {
 	return 0
 }
 
+// The errors never echo the path or the model: a client's path can be
+// near 1 MiB, and the message reaches the answer and the request log line.
+var (
+	errNotModelMethod = errors.New("path: not a Gemini model method")
+	errPathModel      = fmt.Errorf("model in the path: a Gemini model name is 1 to %d letters, digits and - . _ @, not starting with a dot", wire.MaxModelLen)
+)
+
 // parseRequest reads the model from the path and the stream mode from
 // the method and ?alt=sse: a streamGenerateContent without it answers
 // with one JSON array, handled as a non-stream body (no hedge, the
@@ -83,10 +90,10 @@ func (Dialect) SniffAux(path string, h wire.HeaderGetter) int {
 func (Dialect) ParseRequest(path, rawQuery string, body []byte) (*wire.Request, error) {
 	model, method, ok := geminiPathShape(strings.TrimSuffix(path, "/"))
 	if !ok || method == geminiCountTokens {
-		return nil, fmt.Errorf("path %q: not a Gemini model method", path)
+		return nil, errNotModelMethod
 	}
 	if !ValidModel(model) {
-		return nil, fmt.Errorf("model %q: a Gemini model name is letters, digits and - . _ @, not starting with a dot", model)
+		return nil, errPathModel
 	}
 	it, ok := jsonscan.Open(body, 0, 0)
 	if !ok || !it.IsObject() {
