@@ -75,8 +75,9 @@ func (Dialect) SniffAux(path string, h wire.HeaderGetter) int {
 	return 0
 }
 
-// The errors never echo the path or the model: a client's path can be
-// near 1 MiB, and the message reaches the answer and the request log line.
+// The errors never echo the path or the model: a client's path is bounded
+// only by the request line's limit (KiBs), and the message reaches the
+// answer and the request log line.
 var (
 	errNotModelMethod = errors.New("path: not a Gemini model method")
 	errPathModel      = fmt.Errorf("model in the path: a Gemini model name is 1 to %d letters, digits and - . _ @, not starting with a dot", wire.MaxModelLen)
