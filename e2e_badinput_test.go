@@ -118,3 +118,45 @@ func TestBadInputUnservedModelLogsStatus(t *testing.T) {
 		t.Fatalf("provider saw %d requests", n)
 	}
 }
+
+// Another method on a completion path is a 405 with Allow: POST in the
+// client's dialect, refused as a forwarded call is: one request log line
+// (method, bounded path, status 405), and the answer does not echo the
+// path.
+func TestBadInputCompletionPathMethod(t *testing.T) {
+	up := newUpstream(t, sim.Config{})
+	p := startProxy(t, provider("only", up))
+	long := "/v1beta/models/g" + strings.Repeat("g", 8<<10) + ":streamGenerateContent"
+	cases := []struct{ method, path, shape string }{
+		{http.MethodGet, "/v1/messages", `"type":"error"`},
+		{http.MethodPut, "/v1/chat/completions", `"type":"invalid_request_error"`},
+		{http.MethodDelete, "/v1/responses", `"type":"invalid_request_error"`},
+		{http.MethodGet, long, `"status":"FAILED_PRECONDITION"`},
+		{http.MethodHead, "/v1beta/models/gemini-x:generateContent", ""},
+	}
+	for _, tc := range cases {
+		req, _ := http.NewRequestWithContext(ctxTimeout(t, 10*time.Second), tc.method, p.URL+tc.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readAll(resp)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != http.MethodPost {
+			t.Fatalf("%s %.40s: status %d Allow %q, want 405 POST", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Allow"))
+		}
+		if len(body) > 512 || !strings.Contains(body, tc.shape) || tc.method != http.MethodHead && !strings.Contains(body, "use POST") {
+			t.Fatalf("%s %.40s: %d bytes, not the dialect's 405: %.300s", tc.method, tc.path, len(body), body)
+		}
+	}
+	lines := streamLogLines(t, p, len(cases))
+	for i, l := range lines {
+		b, _ := json.Marshal(l)
+		if l["status"] != float64(http.StatusMethodNotAllowed) || l["method"] != cases[i].method || len(b) > 4<<10 {
+			t.Fatalf("log line %d: %d bytes, want status 405 and method %s: %.400s", i, len(b), cases[i].method, b)
+		}
+	}
+	if n := len(up.Requests()); n != 0 {
+		t.Fatalf("provider saw %d requests", n)
+	}
+}

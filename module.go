@@ -272,8 +272,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return h.forward(w, r)
 	}
 	if r.Method != http.MethodPost {
+		// Refused as a forwarded call is: one request log line (its method
+		// and bounded path) and the requests metric; the message never
+		// echoes the path (KiBs).
+		st := newRequestState(h, r, d)
+		st.forwarded = true
+		defer h.finish(st)
 		w.Header().Set("Allow", http.MethodPost)
-		wire.WriteError(w, d, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s: use POST", r.Method, r.URL.Path))
+		st.refuse(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on this completion path: use POST", r.Method))
 		return nil
 	}
 	return h.serveCompletion(w, r, d)
