@@ -1,7 +1,10 @@
 package llmhedge_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -154,6 +157,47 @@ func TestBadInputCompletionPathMethod(t *testing.T) {
 		b, _ := json.Marshal(l)
 		if l["status"] != float64(http.StatusMethodNotAllowed) || l["method"] != cases[i].method || len(b) > 4<<10 {
 			t.Fatalf("log line %d: %d bytes, want status 405 and method %s: %.400s", i, len(b), cases[i].method, b)
+		}
+	}
+	if n := len(up.Requests()); n != 0 {
+		t.Fatalf("provider saw %d requests", n)
+	}
+}
+
+// A client that sends Expect: 100-continue waits for the proxy's word
+// before it sends the body. A refusal that never reads the body (413 by
+// Content-Length, an unknown path) must reach it at once: under Caddy's
+// read_body_idle (default 1m) net/http cannot see the 100-continue and
+// would wait for the unsent body to drain it first, so the client got its
+// 413 only when the idle timeout fired.
+func TestBadInputExpectContinueRefusedAtOnce(t *testing.T) {
+	up := newUpstream(t, sim.Config{})
+	p := startProxy(t, provider("only", up)+"max_body 4KiB")
+	addr := strings.TrimPrefix(p.URL, "http://")
+	for _, tc := range []struct {
+		path   string
+		status int
+		shape  string
+	}{
+		{"/v1/messages", http.StatusRequestEntityTooLarge, `"type":"request_too_large"`},
+		{"/v1/no-such-endpoint", http.StatusNotFound, `"error":{`},
+	} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		// Only a hang trips this deadline: the answer needs no body.
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nx-api-key: k\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", tc.path, addr, 1<<20)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer before the body was sent: %v", tc.path, err)
+		}
+		body := readAll(resp)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || !strings.Contains(body, tc.shape) {
+			t.Fatalf("%s: status %d, want %d in the dialect: %.300s", tc.path, resp.StatusCode, tc.status, body)
 		}
 	}
 	if n := len(up.Requests()); n != 0 {

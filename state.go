@@ -262,6 +262,13 @@ func (st *requestState) timedOut() bool {
 // refuse answers a request the proxy rejects itself (bad body, too large).
 func (st *requestState) refuse(w http.ResponseWriter, status int, msg string) {
 	st.outcome, st.status, st.refused = outcomeClientError, status, msg
+	if st.r.ProtoMajor == 1 && strings.EqualFold(st.r.Header.Get("Expect"), "100-continue") {
+		// The client may still be waiting for 100 Continue before it
+		// sends its body. net/http closes such a connection itself, but
+		// behind Caddy's read_body_idle reader it cannot tell, and would
+		// first wait for the unsent body to drain it: until that timeout.
+		w.Header().Set("Connection", "close")
+	}
 	wire.WriteError(w, st.dialect, status, msg)
 }
 
