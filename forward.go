@@ -336,7 +336,7 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 	if n > max {
 		return nil, wire.ErrBodyTooLarge
 	}
-	return buf.Bytes(), nil
+	return decodeBody(r, buf.Bytes(), max)
 }
 
 // bodyStatus is the status of the answer to a body readBody refused.
@@ -346,6 +346,8 @@ func bodyStatus(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, wire.ErrBodyTimeout):
 		return http.StatusRequestTimeout
+	case errors.Is(err, errBodyEncoding):
+		return http.StatusUnsupportedMediaType
 	}
 	return http.StatusBadRequest
 }
