@@ -154,11 +154,13 @@ func (m *handlerMetrics) quotaSkip(provider string) {
 	}
 }
 
-func (m *handlerMetrics) won(provider string, firstEventSeconds float64, u *wire.Usage) {
+// won counts a committed attempt (result won, or failed_stream_<reason>
+// when its stream broke), its first event and the tokens it reported.
+func (m *handlerMetrics) won(provider, result string, firstEventSeconds float64, u *wire.Usage) {
 	if m == nil {
 		return
 	}
-	m.attempts.WithLabelValues(provider, "won").Inc()
+	m.attempts.WithLabelValues(provider, result).Inc()
 	m.firstEvent.WithLabelValues(provider).Observe(firstEventSeconds)
 	for _, t := range []struct {
 		kind string

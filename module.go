@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -272,17 +273,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return h.forward(w, r)
 	}
 	if r.Method != http.MethodPost {
-		// Refused as a forwarded call is: one request log line (its method
-		// and bounded path) and the requests metric; the message never
-		// echoes the path (KiBs).
-		st := newRequestState(h, r, d)
-		st.forwarded = true
-		defer h.finish(st)
-		w.Header().Set("Allow", http.MethodPost)
-		st.refuse(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on this completion path: use POST", r.Method))
+		h.refuseMethod(w, r, d)
 		return nil
 	}
 	return h.serveCompletion(w, r, d)
+}
+
+// refuseMethod answers a completion path asked with another method than
+// POST as a forwarded call is refused: one request log line (its method and
+// bounded path) and the requests metric. A WebSocket upgrade gets 426:
+// Codex opens its Responses WebSocket first and falls back to HTTP at once
+// on a 426 only (on any other status it retries the handshake five times).
+func (h *Handler) refuseMethod(w http.ResponseWriter, r *http.Request, d wire.Dialect) {
+	st := newRequestState(h, r, d)
+	st.forwarded = true
+	defer h.finish(st)
+	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		st.refuse(w, http.StatusUpgradeRequired, "WebSocket is not served on this completion path: use POST over HTTP")
+		return
+	}
+	w.Header().Set("Allow", http.MethodPost)
+	st.refuse(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on this completion path: use POST", r.Method))
 }
 
 // serveCompletion is the request path of a completion: read the body once,

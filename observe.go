@@ -122,7 +122,13 @@ func (h *Handler) finish(st *requestState) {
 			// not a completion: its time to headers is no first event
 			h.metrics.attempt(provider, "won")
 		} else {
-			h.metrics.won(provider, w.firstEvent.Seconds(), &u)
+			// A winner whose stream broke after the commit failed, as its
+			// breaker, the dashboard and the trace already say.
+			res := "won"
+			if w.outcome == "stream_error" {
+				res = "failed_" + string(w.class)
+			}
+			h.metrics.won(provider, res, w.firstEvent.Seconds(), &u)
 		}
 	}
 	if ru := st.resumeUsage; ru != nil {
