@@ -27,6 +27,7 @@ type seenUpstream struct {
 	*upstream
 	mu     sync.Mutex
 	enc    []string
+	paths  []string
 	bodies [][]byte
 }
 
@@ -37,6 +38,7 @@ func newSeenUpstream(t *testing.T) *seenUpstream {
 		b, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
 		u.enc, u.bodies = append(u.enc, r.Header.Get("Content-Encoding")), append(u.bodies, b)
+		u.paths = append(u.paths, r.URL.EscapedPath())
 		u.mu.Unlock()
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		s.ServeHTTP(w, r)

@@ -76,6 +76,13 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return nil
 	}
+	mc, about := modelCallOf(r.Method, r.URL.EscapedPath(), body) // forward_model.go
+	if !about {
+		mc = modelCall{escapedPath: r.URL.EscapedPath(), body: body}
+	} else if cands = mc.serving(cands, d); len(cands) == 0 {
+		st.refuse(w, http.StatusNotFound, fmt.Sprintf("model %q: no configured provider serves it for the %s API", mc.model, d))
+		return nil
+	}
 	for i, p := range cands {
 		if p.busy() {
 			st.skip(p, "busy_skip")
@@ -99,7 +106,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 		defer a.cancel(nil)
 		st.attempts = append(st.attempts, a)
 		a.begin()
-		resp, err := h.forwardOnce(a.ctx, r, p, d, body, repl)
+		path, body := mc.forProvider(p)
+		resp, err := h.forwardOnce(a.ctx, r, p, d, path, body, repl)
 		if err != nil {
 			a.end()
 			a.class, a.err = wire.ClassifyTransportError(err, a.ctx, r.Context()), fmt.Errorf("provider %s: %w", p.name, err)
@@ -208,13 +216,14 @@ func (h *Handler) relayForwarded(w http.ResponseWriter, st *requestState, a *att
 
 // forwardOnce sends a non-completion request to one provider. The path is
 // the client's escaped path, checked by checkEscapedPath: it stays under the
-// provider's base path.
-func (h *Handler) forwardOnce(ctx context.Context, r *http.Request, p *provider, d wire.Dialect, body []byte, repl *caddy.Replacer) (*http.Response, error) {
+// provider's base path (a model segment rewritten by the provider's `model`
+// rules is one escaped segment: forward_model.go).
+func (h *Handler) forwardOnce(ctx context.Context, r *http.Request, p *provider, d wire.Dialect, escapedPath string, body []byte, repl *caddy.Replacer) (*http.Response, error) {
 	var rd io.Reader
 	if len(body) > 0 {
 		rd = bytes.NewReader(body)
 	}
-	up, err := http.NewRequestWithContext(ctx, r.Method, p.url(r.URL.EscapedPath(), p.upstreamQuery(r.URL.RawQuery)), rd)
+	up, err := http.NewRequestWithContext(ctx, r.Method, p.url(escapedPath, p.upstreamQuery(r.URL.RawQuery)), rd)
 	if err != nil {
 		return nil, err
 	}
