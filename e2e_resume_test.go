@@ -79,6 +79,10 @@ func TestResumePrefillAnthropic(t *testing.T) {
 	if mt.sum("caddy_llm_hedge_resume_input_tokens_total") <= 0 {
 		t.Errorf("no continuation input tokens counted")
 	}
+	// The continuation's output is billed by its provider: tokens_total.
+	if got := mt[`caddy_llm_hedge_tokens_total{kind="output",provider="other"}`]; got < 20 {
+		t.Errorf("tokens_total output of the continuation's provider = %v, want what it reported (the 20 continued words at least)", got)
+	}
 }
 
 // A fallback that refuses prefill (a 400 naming it) but answers the same

@@ -142,10 +142,19 @@ func (m *handlerMetrics) resumed(outcome string) {
 	}
 }
 
-func (m *handlerMetrics) resumeInput(provider string, tokens int64) {
-	if m != nil && tokens > 0 {
-		m.resumeIn.WithLabelValues(provider).Add(float64(tokens))
+// continuation counts a continuation attempt and its tokens: its input
+// (the whole prompt again: the price of continuing) in
+// resume_input_tokens_total, its output and cache tokens in tokens_total,
+// as its provider bills them.
+func (m *handlerMetrics) continuation(provider string, u *wire.Usage) {
+	if m == nil {
+		return
 	}
+	m.attempts.WithLabelValues(provider, "resumed").Inc()
+	if u.Input > 0 {
+		m.resumeIn.WithLabelValues(provider).Add(float64(u.Input))
+	}
+	m.addTokens(provider, wire.Usage{Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite})
 }
 
 func (m *handlerMetrics) quotaSkip(provider string) {
@@ -162,6 +171,10 @@ func (m *handlerMetrics) won(provider, result string, firstEventSeconds float64,
 	}
 	m.attempts.WithLabelValues(provider, result).Inc()
 	m.firstEvent.WithLabelValues(provider).Observe(firstEventSeconds)
+	m.addTokens(provider, *u)
+}
+
+func (m *handlerMetrics) addTokens(provider string, u wire.Usage) {
 	for _, t := range []struct {
 		kind string
 		n    int64

@@ -270,7 +270,6 @@ func (h *Handler) settleContinuation(st *requestState, a *attempt, res spliceRes
 	} else if !res.complete {
 		a.outcome = "resume_broken"
 	}
-	h.metrics.attempt(a.p.name, "resumed")
-	h.metrics.resumeInput(a.p.name, a.usage.Input)
+	h.metrics.continuation(a.p.name, &a.usage)
 	recordWinnerEnd(a)
 }
