@@ -171,6 +171,21 @@ func recoverySeconds(now time.Time, cands []*provider) int {
 	return max(1, int(math.Ceil(float64(first-now.UnixNano())/float64(time.Second))))
 }
 
+// openRecoverySeconds is recoverySeconds of pl's candidates when every
+// one's breaker is open now, else 0: a candidate that can be tried at once
+// has no wait.
+func openRecoverySeconds(now time.Time, pl *plan) int {
+	if pl == nil {
+		return 0
+	}
+	for _, p := range pl.cands {
+		if p.health.OpenUntilNs.Load() <= now.UnixNano() {
+			return 0
+		}
+	}
+	return recoverySeconds(now, pl.cands)
+}
+
 // unusedWithin reports whether a candidate of priority tier or better is
 // still unused.
 func (p *plan) unusedWithin(tier int) bool {
