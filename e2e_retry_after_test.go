@@ -55,3 +55,18 @@ func TestRetryAfterEarliestProvider(t *testing.T) {
 		})
 	}
 }
+
+// A provider alone keeps its own word: its Retry-After of 600 s reaches
+// the client, not the 5 min its breaker is capped at.
+func TestRetryAfterOneProviderKeepsItsOwn(t *testing.T) {
+	only := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 429, RetryAfter: "600"}}})
+	p := startProxy(t, provider("only", only, "key sk-only"))
+	_, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-test"))
+	var aerr *anthropic.Error
+	if !errors.As(err, &aerr) || aerr.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("want 429, got %v", err)
+	}
+	if got := aerr.Response.Header.Get("Retry-After"); got != "600" {
+		t.Errorf("Retry-After %q, want the provider's 600", got)
+	}
+}

@@ -368,7 +368,7 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 			// The last provider's word, unless another candidate is back
 			// sooner: with every candidate open, the earliest recovery.
 			secs := int(math.Ceil(last.retryAfter.Seconds()))
-			if first := openRecoverySeconds(clock(), st.plan); first > 0 && first < secs {
+			if first := otherRecoverySeconds(clock(), st.plan, last.p); first > 0 && first < secs {
 				secs = first
 			}
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
