@@ -171,6 +171,26 @@ func recoverySeconds(now time.Time, cands []*provider) int {
 	return max(1, int(math.Ceil(float64(first-now.UnixNano())/float64(time.Second))))
 }
 
+// otherRecoverySeconds is when the first candidate other than last
+// recovers, in seconds from now, when every candidate's breaker is open
+// now; else 0: a candidate that can be tried at once has no wait, and
+// last's own wait is its Retry-After, not its capped open period.
+func otherRecoverySeconds(now time.Time, pl *plan, last *provider) int {
+	if pl == nil {
+		return 0
+	}
+	others := make([]*provider, 0, len(pl.cands))
+	for _, p := range pl.cands {
+		if p.health.OpenUntilNs.Load() <= now.UnixNano() {
+			return 0
+		}
+		if p != last {
+			others = append(others, p)
+		}
+	}
+	return recoverySeconds(now, others)
+}
+
 // unusedWithin reports whether a candidate of priority tier or better is
 // still unused.
 func (p *plan) unusedWithin(tier int) bool {

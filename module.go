@@ -381,7 +381,13 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 		}
 		msg = failureMessage(status, last.class)
 		if last.hasRA && last.retryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(last.retryAfter.Seconds()))))
+			// The last provider's word, unless another candidate is back
+			// sooner: with every candidate open, the earliest recovery.
+			secs := int(math.Ceil(last.retryAfter.Seconds()))
+			if first := otherRecoverySeconds(clock(), st.plan, last.p); first > 0 && first < secs {
+				secs = first
+			}
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
 		}
 	}
 	if st.timedOut() {

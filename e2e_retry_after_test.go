@@ -1,0 +1,72 @@
+package llmhedge_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/openai/openai-go/v3"
+
+	"github.com/llmhedge/caddy-llm-hedge/sim"
+)
+
+// When every provider failed with a Retry-After, each is open for its own
+// wait, and the client is told the earliest: first's 30 s, not the 40 s
+// of the provider tried last (its SDK would wait 10 s past first's
+// return). A second request, which probes first, says the same.
+func TestRetryAfterEarliestProvider(t *testing.T) {
+	for _, status := range []int{429, 503, 529} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			fault := func(ra string) sim.Config {
+				return sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: status, RetryAfter: ra}}}
+			}
+			first, last := newUpstream(t, fault("30")), newUpstream(t, fault("40"))
+			want := http.StatusServiceUnavailable // every provider failed
+			if status == http.StatusTooManyRequests {
+				want = status // the status every provider agreed on
+			}
+			p := startProxy(t, provider("first", first, "priority 1", "key sk-first")+
+				provider("last", last, "priority 2", "key sk-last"))
+			ctx := ctxTimeout(t, 10*time.Second)
+
+			_, err := anthropicClient(p, "k").Messages.New(ctx, anthropicParams("claude-test"))
+			var aerr *anthropic.Error
+			if !errors.As(err, &aerr) || aerr.StatusCode != want {
+				t.Fatalf("anthropic: want %d, got %v", want, err)
+			}
+			if got := aerr.Response.Header.Get("Retry-After"); got != "30" {
+				t.Errorf("anthropic: Retry-After %q, want 30 (first is back then; last said 40)", got)
+			}
+			if completions(first) != 1 || completions(last) != 1 {
+				t.Fatalf("attempts first %d last %d, want one each", completions(first), completions(last))
+			}
+
+			_, err = streamOpenAI(ctx, openaiClient(p, "k"), openaiParams("gpt-test"))
+			var oerr *openai.Error
+			if !errors.As(err, &oerr) || oerr.StatusCode != want {
+				t.Fatalf("openai: want %d, got %v", want, err)
+			}
+			if got := oerr.Response.Header.Get("Retry-After"); got != "30" {
+				t.Errorf("openai: Retry-After %q, want 30", got)
+			}
+		})
+	}
+}
+
+// A provider alone keeps its own word: its Retry-After of 600 s reaches
+// the client, not the 5 min its breaker is capped at.
+func TestRetryAfterOneProviderKeepsItsOwn(t *testing.T) {
+	only := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 429, RetryAfter: "600"}}})
+	p := startProxy(t, provider("only", only, "key sk-only"))
+	_, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-test"))
+	var aerr *anthropic.Error
+	if !errors.As(err, &aerr) || aerr.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("want 429, got %v", err)
+	}
+	if got := aerr.Response.Header.Get("Retry-After"); got != "600" {
+		t.Errorf("Retry-After %q, want the provider's 600", got)
+	}
+}
