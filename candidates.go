@@ -317,3 +317,13 @@ func (h *Handler) keyFor(st *requestState, p *provider, now time.Time) (keyUse, 
 	st.skip(p, why)
 	return keyUse{}, false
 }
+
+// unservedStatus is the answer's status before any provider's own: 429
+// when no attempt went out and a candidate's own Retry-After on a 429
+// still runs (launchProbe), else 503.
+func unservedStatus(st *requestState) (int, string) {
+	if len(st.attempts) == 0 && st.rateLimited {
+		return http.StatusTooManyRequests, "all providers are rate limited: retry after the time they gave"
+	}
+	return http.StatusServiceUnavailable, "no provider could serve the request"
+}

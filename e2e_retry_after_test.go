@@ -70,3 +70,29 @@ func TestRetryAfterOneProviderKeepsItsOwn(t *testing.T) {
 		t.Errorf("Retry-After %q, want the provider's 600", got)
 	}
 }
+
+// A provider whose 429 said when to come back is not asked before then,
+// even when every candidate is open and the all-open probe would pick it:
+// each later request gets 429 and the time left, with no upstream request
+// (SPEC 14: a provider whose keys are cooling is skipped; one key behaves
+// as a pool of one; before, every request sent it one). A 503 or 529's
+// Retry-After opens the breaker, which the probe may force (SPEC 4,
+// TestHealthAllOpenProbesEarliest); a client's own key's 429 is that
+// client's and cools nothing.
+func TestRetryAfterHonouredWhenEveryCandidateIsOpen(t *testing.T) {
+	only := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 429, RetryAfter: "30"}}})
+	p := startProxy(t, provider("only", only, "key sk-only"))
+	for i := range 3 {
+		_, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-test"))
+		var aerr *anthropic.Error
+		if !errors.As(err, &aerr) || aerr.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("request %d: want 429, got %v", i+1, err)
+		}
+		if got := aerr.Response.Header.Get("Retry-After"); got != "30" && got != "29" {
+			t.Errorf("request %d: Retry-After %q, want the time left of the provider's 30 s", i+1, got)
+		}
+	}
+	if n := completions(only); n != 1 {
+		t.Fatalf("the provider got %d requests within its Retry-After, want 1", n)
+	}
+}

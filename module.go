@@ -374,7 +374,7 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 	// The client reads what kind of failure it was, never which provider
 	// failed or why: that is in the request log line, where an operator
 	// reads it; a client's message must not reveal the upstreams.
-	status, msg := http.StatusServiceUnavailable, "no provider could serve the request"
+	status, msg := unservedStatus(st) // candidates.go
 	if last != nil {
 		if s := st.agreedStatus(); s != 0 {
 			status = s

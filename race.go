@@ -276,7 +276,9 @@ func (h *Handler) launchNext(st *requestState, r *http.Request, reason string, o
 }
 
 // launchProbe handles every candidate being open: rather than failing
-// outright, one probe goes to the provider whose open period ends first.
+// outright, one probe goes to the provider whose open period ends first,
+// unless its 429 set that period with a Retry-After, which is honoured as
+// a key pool's is (docs/health.md).
 // Only a provider skipped for its breaker is probed: one that is busy or
 // lacks the model has a closed breaker, and forcing it would break its
 // max_in_flight and let a single failure open it.
@@ -290,6 +292,14 @@ func (h *Handler) launchProbe(st *requestState, r *http.Request) *attempt {
 	for _, p := range st.plan.cands {
 		if p.health.State(now) == health.StateClosed || p.health.ModelCooling(now, st.plan.model) || p.busy() || st.plan.tries[p] > 0 {
 			continue // only providers skipped for their breaker, not yet tried by this request
+		}
+		if p.health.RateLimited(now) {
+			// Its 429 said when to come back: not before (SPEC 14).
+			st.rateLimited = true
+			if until := p.health.OpenUntil(); st.recoverAt.IsZero() || until.Before(st.recoverAt) {
+				st.recoverAt = until
+			}
+			continue
 		}
 		open = append(open, p)
 		healths = append(healths, p.health)

@@ -54,6 +54,7 @@ type requestState struct {
 	status        int
 	hedged        bool
 	recoverAt     time.Time
+	rateLimited   bool // launchProbe: an open candidate was skipped for its 429's Retry-After
 	fellBack      map[string]bool
 	fallbackModel string
 	// contextFellBack is the number of attempts made before the one

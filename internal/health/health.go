@@ -110,6 +110,9 @@ type Provider struct {
 	// probe doubles it. Zero after the breaker closes.
 	period     atomic.Int64
 	ProbeSince atomic.Int64
+	// limitedUntilNs is when the provider's own Retry-After on a 429 ends:
+	// until then the all-open probe does not force it (RateLimited).
+	limitedUntilNs atomic.Int64
 	// epoch counts admin resets. An attempt remembers the epoch it began
 	// in, and a failure from an older one does not count against the
 	// breaker the operator closed since (see onFailureIn).
@@ -229,6 +232,9 @@ func (ph *Provider) OnFailure(now time.Time, cfg Cooldown, class, msg string, st
 		d := min(retryAfter, cfg.RetryAfterCap())
 		ph.period.Store(int64(max(d, cfg.duration())))
 		opened = ph.OpenAtLeast(now, now.Add(d))
+		if status == 429 {
+			ph.noteLimited(now.Add(d))
+		}
 	case probe:
 		next := min(2*time.Duration(ph.period.Load()), cfg.growthCap())
 		next = max(next, cfg.duration())
@@ -289,6 +295,26 @@ func (ph *Provider) OpenAtLeast(now, until time.Time) bool {
 	}
 }
 
+// noteLimited records the end of a rate limit's Retry-After; a later,
+// shorter one never shortens it.
+func (ph *Provider) noteLimited(until time.Time) {
+	u := until.UnixNano()
+	for {
+		cur := ph.limitedUntilNs.Load()
+		if cur >= u || ph.limitedUntilNs.CompareAndSwap(cur, u) {
+			return
+		}
+	}
+}
+
+// RateLimited reports whether the provider's own Retry-After on a 429
+// still runs at now. Like a key pool's cooling keys (SPEC 14), such a
+// provider is skipped, and the all-open probe does not force it; a 503 or
+// 529's Retry-After opens the breaker, which the probe may force (SPEC 4).
+func (ph *Provider) RateLimited(now time.Time) bool {
+	return ph.limitedUntilNs.Load() > now.UnixNano()
+}
+
 // release frees the probe slot of an attempt that ended without a verdict
 // (a hedge loser, a client abort, a request-level 4xx).
 func (ph *Provider) Release(probe bool) {
@@ -321,8 +347,8 @@ func (ph *Provider) OpenUntil() time.Time {
 	return time.Unix(0, until)
 }
 
-// reset closes the breaker and forgets consecutive failures and model
-// cooldowns; the lifetime counters stay. It starts a new epoch, so attempts
+// reset closes the breaker and forgets consecutive failures, model
+// cooldowns and the provider's own rate-limit wait; the lifetime counters stay. It starts a new epoch, so attempts
 // still in flight (a probe among them) cannot re-open what it closed. It
 // returns the state it reset and the keys (fingerprints) it re-enabled.
 func (ph *Provider) Reset(now time.Time) (was State, reenabled []string) {
@@ -331,6 +357,7 @@ func (ph *Provider) Reset(now time.Time) (was State, reenabled []string) {
 	ph.period.Store(0)
 	ph.Consecutive.Store(0)
 	ph.ProbeSince.Store(0)
+	ph.limitedUntilNs.Store(0)
 	ph.Models.Store(nil)
 	return was, ph.Keys.Reset()
 }
