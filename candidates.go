@@ -171,24 +171,33 @@ func recoverySeconds(now time.Time, cands []*provider) int {
 	return max(1, int(math.Ceil(float64(first-now.UnixNano())/float64(time.Second))))
 }
 
-// otherRecoverySeconds is when the first candidate other than last
-// recovers, in seconds from now, when every candidate's breaker is open
-// now; else 0: a candidate that can be tried at once has no wait, and
-// last's own wait is its Retry-After, not its capped open period.
-func otherRecoverySeconds(now time.Time, pl *plan, last *provider) int {
-	if pl == nil {
+// failureRetryAfter is the client's Retry-After, in seconds (0: none),
+// when every attempt failed and the last one carried a Retry-After: that
+// provider's word, unless another candidate is back sooner; with a
+// candidate whose breaker is closed, none (it may be tried at once, so
+// the client's own backoff is the better wait, not the last provider's).
+func failureRetryAfter(now time.Time, pl *plan, last *attempt) int {
+	if !last.hasRA || last.retryAfter <= 0 {
 		return 0
+	}
+	secs := int(math.Ceil(last.retryAfter.Seconds()))
+	if pl == nil {
+		return secs
 	}
 	others := make([]*provider, 0, len(pl.cands))
 	for _, p := range pl.cands {
+		if p == last.p {
+			continue
+		}
 		if p.health.OpenUntilNs.Load() <= now.UnixNano() {
 			return 0
 		}
-		if p != last {
-			others = append(others, p)
-		}
+		others = append(others, p)
 	}
-	return recoverySeconds(now, others)
+	if first := recoverySeconds(now, others); first > 0 && first < secs {
+		return first
+	}
+	return secs
 }
 
 // unusedWithin reports whether a candidate of priority tier or better is

@@ -96,3 +96,25 @@ func TestRetryAfterHonouredWhenEveryCandidateIsOpen(t *testing.T) {
 		t.Fatalf("the provider got %d requests within its Retry-After, want 1", n)
 	}
 }
+
+// The last provider's Retry-After binds only itself: when another
+// candidate could be tried at once (its breaker closed after a plain 503),
+// the client's answer carries none, and its SDK's own backoff applies, not
+// a 30 s wait for a provider it does not need.
+func TestRetryAfterNotGivenWhileAnotherCandidateIsClosed(t *testing.T) {
+	plain := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503}}})
+	limited := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 429, RetryAfter: "30"}}})
+	p := startProxy(t, provider("plain", plain, "priority 1", "key sk-plain")+
+		provider("limited", limited, "priority 2", "key sk-limited"))
+	_, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-test"))
+	var aerr *anthropic.Error
+	if !errors.As(err, &aerr) || aerr.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("want 503, got %v", err)
+	}
+	if completions(plain) == 0 || completions(limited) != 1 {
+		t.Fatalf("attempts plain %d limited %d, want both tried, the limited one last", completions(plain), completions(limited))
+	}
+	if got := aerr.Response.Header.Get("Retry-After"); got != "" {
+		t.Errorf("Retry-After %q, want none: the plain provider may be tried at once", got)
+	}
+}

@@ -380,13 +380,7 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 			status = s
 		}
 		msg = failureMessage(status, last.class)
-		if last.hasRA && last.retryAfter > 0 {
-			// The last provider's word, unless another candidate is back
-			// sooner: with every candidate open, the earliest recovery.
-			secs := int(math.Ceil(last.retryAfter.Seconds()))
-			if first := otherRecoverySeconds(clock(), st.plan, last.p); first > 0 && first < secs {
-				secs = first
-			}
+		if secs := failureRetryAfter(clock(), st.plan, last); secs > 0 { // candidates.go
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
 		}
 	}
