@@ -232,10 +232,15 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 }
 
-// dashboardScreenshot writes the page to docs/img/dashboard.png.
+// dashboardScreenshot writes the page to docs/img/dashboard.png when
+// LLM_HEDGE_SCREENSHOT=1 (a test run leaves the checkout as it was),
+// else to the test's temporary directory.
 func dashboardScreenshot(t *testing.T, png []byte) {
 	t.Helper()
-	path := filepath.Join("docs", "img", "dashboard.png")
+	path := filepath.Join(t.TempDir(), "dashboard.png")
+	if os.Getenv("LLM_HEDGE_SCREENSHOT") == "1" {
+		path = filepath.Join("docs", "img", "dashboard.png")
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
