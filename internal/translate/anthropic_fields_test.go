@@ -1,0 +1,41 @@
+package translate
+
+import (
+	"strings"
+	"testing"
+)
+
+// The fields inside blocks and tools: each one the decoder does not read
+// is named, advisory or material; the defaults say nothing.
+func TestAnthropicBlockAndToolFields(t *testing.T) {
+	const head = `{"model":"m","max_tokens":10,"messages":[`
+	for _, c := range []struct{ name, body, want string }{
+		{"defaults", head + `{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{},"caller":{"type":"direct"}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"r"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA"},"transformations":{}}]}],` +
+			`"tools":[{"name":"f","input_schema":{"type":"object"},"allowed_callers":["direct"],"strict":false,"defer_loading":false}]}`, ""},
+		{"claude code deferred tool", head + `{"role":"user","content":"q"}],"tools":[{"name":"f","input_schema":{"type":"object"},"defer_loading":true,"eager_input_streaming":true}]}`,
+			"defer_loading (deferred tools offered at once) (dropped), eager_input_streaming (dropped)"},
+		{"programmatic caller", head + `{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{},"caller":{"type":"code_execution_20250825","tool_id":"s1"}}]}]}`,
+			"tool_use block field caller (refused)"},
+		{"document citations and context", head + `{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"AA"},"citations":{"enabled":true},"context":"c"}]}]}`,
+			"document citations (dropped), document block field context (refused)"},
+		{"unknown tool field", head + `{"role":"user","content":"q"}],"tools":[{"name":"f","input_schema":{"type":"object"},"input_examples":[{"a":1}],"allowed_callers":["code_execution_20250825"]}]}`,
+			"tool field allowed_callers (refused), tool input_examples (dropped)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr, err := anthropicToResponses{}.Translate([]byte(c.body), "m")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, l := range tr.Losses {
+				if !strings.HasPrefix(l.What, "Gemini") {
+					got = append(got, l.String())
+				}
+			}
+			if strings.Join(got, ", ") != c.want {
+				t.Fatalf("losses %q, want %q", strings.Join(got, ", "), c.want)
+			}
+		})
+	}
+}
