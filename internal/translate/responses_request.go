@@ -161,6 +161,7 @@ func decodeResponsesRequest(body []byte) (*Request, []Loss, error) {
 			losses = addLoss(losses, "hosted tool "+t.Type, true)
 			continue
 		}
+		losses = unreadFieldLosses(raw, "function tool", responsesToolFields, losses)
 		if t.Strict != nil && *t.Strict {
 			losses = addLoss(losses, "strict function schemas", false)
 		}
@@ -311,12 +312,19 @@ func responsesContent(raw json.RawMessage, losses []Loss) ([]Block, []Loss, erro
 	if blocks, isString, err := stringContent(raw); isString {
 		return blocks, losses, err
 	}
-	var parts []responsesPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(raw, &raws); err != nil {
 		return nil, losses, err
 	}
 	var out []Block
-	for _, p := range parts {
+	for _, rawPart := range raws {
+		var p responsesPart
+		if err := json.Unmarshal(rawPart, &p); err != nil {
+			return nil, losses, err
+		}
+		if known := responsesPartFields[p.Type]; known != nil {
+			losses = unreadFieldLosses(rawPart, p.Type+" part", known, losses)
+		}
 		switch p.Type {
 		case "input_text", "output_text", "text":
 			out = append(out, Block{Kind: KindText, Text: p.Text})

@@ -39,3 +39,29 @@ func TestAnthropicBlockAndToolFields(t *testing.T) {
 		})
 	}
 }
+
+// The Responses side: an image's detail, annotations in history and a
+// deferred function tool are named; Codex's defaults say nothing.
+func TestResponsesPartAndToolFields(t *testing.T) {
+	for _, c := range []struct{ name, body, want string }{
+		{"defaults", `{"model":"m","store":false,"max_output_tokens":9,"input":[{"role":"user","content":[{"type":"input_image","image_url":"https://x/y.png","detail":"auto"}]},` +
+			`{"role":"assistant","content":[{"type":"output_text","text":"x","annotations":[],"logprobs":[]}]}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"},"strict":false}]}`, ""},
+		{"named", `{"model":"m","store":false,"max_output_tokens":9,"input":[{"role":"user","content":[{"type":"input_image","image_url":"https://x/y.png","detail":"low"}]},` +
+			`{"role":"assistant","content":[{"type":"output_text","text":"x","annotations":[{"type":"url_citation","url":"u"}]}]}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"},"defer_loading":true,"output_schema":{"type":"object"}}]}`,
+			"input_image detail (dropped), annotations in history (dropped), defer_loading (deferred tools offered at once) (dropped), function tool field output_schema (refused)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr, err := responsesToAnthropic{}.Translate([]byte(c.body), "m")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, l := range tr.Losses {
+				got = append(got, l.String())
+			}
+			if strings.Join(got, ", ") != c.want {
+				t.Fatalf("losses %q, want %q", strings.Join(got, ", "), c.want)
+			}
+		})
+	}
+}
