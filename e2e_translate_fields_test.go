@@ -8,6 +8,8 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
 
 	llmhedge "github.com/llmhedge/caddy-llm-hedge"
 	"github.com/llmhedge/caddy-llm-hedge/sim"
@@ -59,5 +61,32 @@ func TestTranslateBlockAndToolFields(t *testing.T) {
 				t.Fatalf("%s = %q, want it to name the strict tool schemas", llmhedge.HeaderDropped, got)
 			}
 		})
+	}
+}
+
+// A Responses client's inline PDF (input_file with file_data) is served by
+// an Anthropic provider translating Responses, as a document; it was
+// refused though docs/translation.md says documents are carried. A file
+// stored at OpenAI (file_id) is still refused, naming it.
+func TestTranslateResponsesInputFile(t *testing.T) {
+	claude := newUpstream(t, sim.Config{Key: "sk-claude"})
+	p := startProxy(t, provider("claude", claude, "api anthropic", "key sk-claude", "translate responses", "model * claude-sonnet-4-5"))
+	c := openaiClient(p, "sk-client")
+	file := func(f responses.ResponseInputFileParam) responses.ResponseNewParams {
+		content := responses.ResponseInputMessageContentListParam{{OfInputFile: &f}, responses.ResponseInputContentParamOfInputText("Summarize.")}
+		return responses.ResponseNewParams{Model: "gpt-5", Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			responses.ResponseInputItemParamOfMessage(content, responses.EasyInputMessageRoleUser)}}}
+	}
+	resp, err := c.Responses.New(ctxTimeout(t, 10e9), file(responses.ResponseInputFileParam{FileData: openai.String("data:application/pdf;base64,JVBERi0xLjQK"), Filename: openai.String("spec.pdf")}))
+	if err != nil || resp.OutputText() == "" {
+		t.Fatalf("inline PDF: %v", err)
+	}
+	_, err = c.Responses.New(ctxTimeout(t, 10e9), file(responses.ResponseInputFileParam{FileID: openai.String("file-1")}))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !strings.Contains(apiErr.Message, "input_file") {
+		t.Fatalf("file_id: err %v, want a 400 naming input_file", err)
+	}
+	if n := len(claude.Requests()); n != 1 {
+		t.Fatalf("the Anthropic provider received %d requests, want 1", n)
 	}
 }

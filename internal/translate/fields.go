@@ -38,6 +38,7 @@ var responsesPartFields = map[string]map[string]bool{
 	"text":        {"text": true},
 	"refusal":     {"refusal": true},
 	"input_image": {"image_url": true, "file_id": true},
+	"input_file":  {"file_data": true, "filename": true, "file_id": true, "file_url": true},
 }
 
 // responsesToolFields are the fields a Responses function tool carries.

@@ -65,3 +65,17 @@ func TestResponsesPartAndToolFields(t *testing.T) {
 		})
 	}
 }
+
+// A Responses client's inline PDF reaches Anthropic as a document with its
+// file name as the title (docs/translation.md: documents carried); a file
+// stored at OpenAI or of another type is refused.
+func TestResponsesInputFileToAnthropic(t *testing.T) {
+	p, _ := For(Responses, Anthropic)
+	body := `{"model":"m","store":false,"max_output_tokens":9,"input":[{"role":"user","content":[{"type":"input_file","file_data":"data:application/pdf;base64,JVBERi0=","filename":"spec.pdf"},{"type":"input_text","text":"Summarize."}]}]}`
+	checkRequest(t, p, body, "claude",
+		`{"model":"claude","max_tokens":9,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0="},"title":"spec.pdf"},{"type":"text","text":"Summarize."}]}]}`, "")
+	for _, part := range []string{`{"type":"input_file","file_id":"file-1"}`, `{"type":"input_file","file_data":"data:text/csv;base64,YQ==","filename":"a.csv"}`,
+		`{"type":"input_file","file_url":"https://x/a.pdf"}`} {
+		checkRefusal(t, p, `{"model":"m","store":false,"input":[{"role":"user","content":[`+part+`]}]}`, "claude", "content part input_file")
+	}
+}

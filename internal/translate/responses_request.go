@@ -37,6 +37,8 @@ type responsesPart struct {
 	Text     string `json:"text"`
 	ImageURL string `json:"image_url"`
 	FileID   string `json:"file_id"`
+	FileData string `json:"file_data"`
+	Filename string `json:"filename"`
 	Refusal  string `json:"refusal"`
 }
 
@@ -336,6 +338,16 @@ func responsesContent(raw json.RawMessage, losses []Loss) ([]Block, []Loss, erro
 				continue
 			}
 			out = append(out, imageFromURL(p.ImageURL))
+		case "input_file":
+			// An inline PDF is an Anthropic document; a file stored at
+			// OpenAI (file_id), by URL or of another type is not carried.
+			doc := imageFromURL(p.FileData)
+			if p.FileData == "" || doc.MediaType != "application/pdf" || p.FileID != "" {
+				losses = addLoss(losses, "content part input_file", true)
+				continue
+			}
+			doc.Kind, doc.Text = KindDocument, p.Filename
+			out = append(out, doc)
 		default:
 			losses = addLoss(losses, "content part "+p.Type, true)
 		}
