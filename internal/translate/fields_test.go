@@ -79,3 +79,15 @@ func TestResponsesInputFileToAnthropic(t *testing.T) {
 		checkRefusal(t, p, `{"model":"m","store":false,"input":[{"role":"user","content":[`+part+`]}]}`, "claude", "content part input_file")
 	}
 }
+
+// Gemini's inlineData has no name: a document's title is named as dropped.
+func TestGeminiDocumentTitle(t *testing.T) {
+	tr, err := anthropicToGemini{}.Translate([]byte(`{"model":"m","max_tokens":9,"messages":[{"role":"user","content":[`+
+		`{"type":"document","title":"2019 contract","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0="}}]}]}`), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Describe(tr.Losses, false); got != "document title" {
+		t.Fatalf("dropped %q, want the document title", got)
+	}
+}

@@ -179,6 +179,9 @@ func geminiParts(b Block, names map[string]string, losses []Loss) ([]geminiPart,
 		if b.MediaType == "text/plain" && b.Kind == KindDocument {
 			return nil, addLoss(losses, "plain-text document", true)
 		}
+		if b.Kind == KindDocument && b.Text != "" {
+			losses = addLoss(losses, "document title", false) // inlineData has no name
+		}
 		return []geminiPart{{InlineData: &geminiBlob{MimeType: b.MediaType, Data: b.Data}}}, losses
 	case KindToolCall:
 		names[b.ToolID] = b.ToolName
