@@ -101,6 +101,13 @@ func TestAnthropicFromChatStream(t *testing.T) {
 				t.Errorf("tool ids: %s", m.RawJSON())
 			}
 		}},
+		{name: "stop_with_calls", check: func(t *testing.T, m anthropic.Message) {
+			// finish_reason "stop" with tool calls (OpenAI-compatible
+			// servers): a tool-use stop, never end_turn with tool_use blocks.
+			if m.StopReason != "tool_use" || len(m.Content) != 2 {
+				t.Errorf("got %s", m.RawJSON())
+			}
+		}},
 		{name: "refusal", check: func(t *testing.T, m anthropic.Message) {
 			if m.StopReason != "refusal" || m.Content[0].Text != "I can't help with that." {
 				t.Errorf("got %s", m.RawJSON())
