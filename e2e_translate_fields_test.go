@@ -90,3 +90,44 @@ func TestTranslateResponsesInputFile(t *testing.T) {
 		t.Fatalf("the Anthropic provider received %d requests, want 1", n)
 	}
 }
+
+// A conversation that ends in an assistant turn means another thing in
+// each format: Anthropic continues that text (a prefill), OpenAI and
+// Gemini answer anew after it (the simulator's "restart", as their APIs
+// do). Translated, the client would join a whole new answer to its
+// prefill ("The quickThe quick brown fox..."); it is refused instead,
+// naming the prefill, with nothing sent. A Responses client's assistant
+// message last, which Anthropic would continue, is refused the same way.
+func TestTranslatePrefillRefused(t *testing.T) {
+	for _, target := range []string{"openai", "responses", "gemini"} {
+		t.Run(target, func(t *testing.T) {
+			other := newUpstream(t, sim.Config{Key: "sk-target", Prefill: "restart"})
+			p := startProxy(t, provider("other", other, "api "+target, "key sk-target", "translate anthropic"))
+			params := anthropicParams("claude-sonnet-4-5")
+			params.Messages = append(params.Messages, anthropic.NewAssistantMessage(anthropic.NewTextBlock("The quick")))
+			_, err := anthropicClient(p, "sk-client").Messages.New(ctxTimeout(t, 10e9), params)
+			var apiErr *anthropic.Error
+			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !strings.Contains(apiErr.Error(), "assistant prefill") {
+				t.Fatalf("err %v, want a 400 naming the assistant prefill", err)
+			}
+			if n := len(other.Requests()); n != 0 {
+				t.Fatalf("the translating provider received %d requests, want 0", n)
+			}
+		})
+	}
+	t.Run("responses client", func(t *testing.T) {
+		claude := newUpstream(t, sim.Config{Key: "sk-claude"})
+		p := startProxy(t, provider("claude", claude, "api anthropic", "key sk-claude", "translate responses", "model * claude-sonnet-4-5"))
+		input := responses.ResponseInputParam{responses.ResponseInputItemParamOfMessage("Say it.", responses.EasyInputMessageRoleUser),
+			responses.ResponseInputItemParamOfMessage("The quick", responses.EasyInputMessageRoleAssistant)}
+		_, err := openaiClient(p, "sk-client").Responses.New(ctxTimeout(t, 10e9), responses.ResponseNewParams{Model: "gpt-5",
+			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !strings.Contains(apiErr.Message, "assistant message last") {
+			t.Fatalf("err %v, want a 400 naming the assistant message last", err)
+		}
+		if n := len(claude.Requests()); n != 0 {
+			t.Fatalf("the Anthropic provider received %d requests, want 0", n)
+		}
+	})
+}

@@ -159,6 +159,7 @@ func decodeAnthropicRequest(body []byte) (*Request, []Loss, error) {
 		}
 		r.Messages = append(r.Messages, msg)
 	}
+	losses = prefillLoss(r, "assistant prefill (the other formats answer anew, not from it)", losses)
 	for _, raw := range in.Tools {
 		var t anthropicTool
 		if err := json.Unmarshal(raw, &t); err != nil {

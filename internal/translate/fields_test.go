@@ -45,9 +45,9 @@ func TestAnthropicBlockAndToolFields(t *testing.T) {
 func TestResponsesPartAndToolFields(t *testing.T) {
 	for _, c := range []struct{ name, body, want string }{
 		{"defaults", `{"model":"m","store":false,"max_output_tokens":9,"input":[{"role":"user","content":[{"type":"input_image","image_url":"https://x/y.png","detail":"auto"}]},` +
-			`{"role":"assistant","content":[{"type":"output_text","text":"x","annotations":[],"logprobs":[]}]}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"},"strict":false}]}`, ""},
+			`{"role":"assistant","content":[{"type":"output_text","text":"x","annotations":[],"logprobs":[]}]},{"role":"user","content":"y"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"},"strict":false}]}`, ""},
 		{"named", `{"model":"m","store":false,"max_output_tokens":9,"input":[{"role":"user","content":[{"type":"input_image","image_url":"https://x/y.png","detail":"low"}]},` +
-			`{"role":"assistant","content":[{"type":"output_text","text":"x","annotations":[{"type":"url_citation","url":"u"}]}]}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"},"defer_loading":true,"output_schema":{"type":"object"}}]}`,
+			`{"role":"assistant","content":[{"type":"output_text","text":"x","annotations":[{"type":"url_citation","url":"u"}]}]},{"role":"user","content":"y"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"},"defer_loading":true,"output_schema":{"type":"object"}}]}`,
 			"input_image detail (dropped), annotations in history (dropped), defer_loading (deferred tools offered at once) (dropped), function tool field output_schema (refused)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

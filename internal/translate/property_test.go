@@ -260,7 +260,7 @@ func TestPropertyAnthropicToChatRoundTrip(t *testing.T) {
 		if conv.MaxTokens == 0 {
 			want.MaxTokens = 0
 		}
-		checkRoundTrip(t, i, client, decodeChatRequest(t, out), want, losses, lost)
+		checkRoundTrip(t, i, client, decodeChatRequest(t, out), want, losses, prefillLost(conv, anthropicPrefill, lost))
 	})
 }
 

@@ -54,3 +54,28 @@ func openAIParallelToolCalls(tc ToolChoice, tools int) *bool {
 	}
 	return nil
 }
+
+// prefillLoss names a conversation that ends in an assistant turn with
+// text, whose meaning differs between the formats: Anthropic continues
+// that text (a prefill: the answer starts where it stops), OpenAI and
+// Gemini answer anew after it. Carried across, the client would get an
+// answer that is not the one it asked for; what names how the target
+// would read it.
+func prefillLoss(r *Request, what string, losses []Loss) []Loss {
+	n := len(r.Messages)
+	if n == 0 || r.Messages[n-1].Role != "assistant" {
+		return losses
+	}
+	// The turn's last block decides: text is where an answer would go on;
+	// a tool call waits for its result (Anthropic refuses it last).
+	blocks := r.Messages[n-1].Blocks
+	for i := len(blocks) - 1; i >= 0; i-- {
+		switch b := blocks[i]; {
+		case b.Kind == KindText && b.Text != "":
+			return addLoss(losses, what, true)
+		case b.Kind == KindToolCall:
+			return losses
+		}
+	}
+	return losses
+}

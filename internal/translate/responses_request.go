@@ -131,6 +131,7 @@ func decodeResponsesRequest(body []byte) (*Request, []Loss, error) {
 	if losses, err = responsesInput(r, in.Input, losses); err != nil {
 		return nil, nil, err
 	}
+	losses = prefillLoss(r, "assistant message last (Anthropic would continue it, not answer anew)", losses)
 	for _, raw := range in.Tools {
 		var t struct {
 			Type        string          `json:"type"`
