@@ -91,3 +91,16 @@ func TestGeminiDocumentTitle(t *testing.T) {
 		t.Fatalf("dropped %q, want the document title", got)
 	}
 }
+
+// Schema forms Gemini's Schema cannot hold are named, never dropped
+// unseen: tuple items, boolean property schemas.
+func TestGeminiSchemaForms(t *testing.T) {
+	tr, err := anthropicToGemini{}.Translate([]byte(`{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"q"}],"tools":[{"name":"f","input_schema":`+
+		`{"type":"object","properties":{"pair":{"type":"array","items":[{"type":"string"},{"type":"integer"}]},"any":true,"s":{"type":"string"}}}}]}`), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Describe(tr.Losses, false); got != "tool schema keyword boolean property schema, tool schema keyword items other than one schema" {
+		t.Fatalf("dropped %q", got)
+	}
+}

@@ -297,6 +297,8 @@ func geminiSchemaNode(s map[string]any, dropped *[]string) map[string]any {
 			for name, p := range props {
 				if pm, ok := p.(map[string]any); ok {
 					o[name] = geminiSchemaNode(pm, dropped)
+				} else {
+					note("boolean property schema") // true / false: Gemini's Schema is an object
 				}
 			}
 			if len(o) > 0 {
@@ -305,6 +307,8 @@ func geminiSchemaNode(s map[string]any, dropped *[]string) map[string]any {
 		case k == "items":
 			if im, ok := v.(map[string]any); ok {
 				out[k] = geminiSchemaNode(im, dropped)
+			} else {
+				note("items other than one schema") // a tuple (draft 4-2019's array form)
 			}
 		case k == "anyOf":
 			list, _ := v.([]any)
