@@ -104,3 +104,19 @@ func TestGeminiSchemaForms(t *testing.T) {
 		t.Fatalf("dropped %q", got)
 	}
 }
+
+// Gemini pairs function responses with the calls by name and order: the
+// results of parallel calls to one function, given in another order, are
+// put in the calls' order, so each answers its own call.
+func TestGeminiResponsesInCallOrder(t *testing.T) {
+	checkRequest(t, anthropicToGemini{}, `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"q"},`+
+		`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{"q":1}},{"type":"tool_use","id":"t2","name":"f","input":{"q":2}},{"type":"tool_use","id":"t3","name":"g","input":{}}]},`+
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t3","content":"r3"},{"type":"tool_result","tool_use_id":"t2","content":"r2"},{"type":"text","text":"note"},{"type":"tool_result","tool_use_id":"t1","content":"r1"}]}]}`, "g",
+		`{"contents":[{"role":"user","parts":[{"text":"q"}]},{"role":"model","parts":[`+
+			`{"functionCall":{"name":"f","args":{"q":1}},"thoughtSignature":"skip/thought/signature/validator"},`+
+			`{"functionCall":{"name":"f","args":{"q":2}},"thoughtSignature":"skip/thought/signature/validator"},`+
+			`{"functionCall":{"name":"g","args":{}},"thoughtSignature":"skip/thought/signature/validator"}]},`+
+			`{"role":"user","parts":[{"functionResponse":{"name":"f","response":{"result":"r1"}}},{"functionResponse":{"name":"f","response":{"result":"r2"}}},`+
+			`{"text":"note"},{"functionResponse":{"name":"g","response":{"result":"r3"}}}]}],"generationConfig":{"maxOutputTokens":9}}`,
+		"Gemini thought signatures of earlier calls (Google's documented validator skip sent) (dropped)")
+}

@@ -3,6 +3,7 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -79,16 +80,29 @@ func encodeGeminiRequest(r *Request) ([]byte, []Loss, error) {
 		out.SystemInstruction = sys
 	}
 	names := map[string]string{} // tool call id -> function name, for the results
+	calls := map[string]int{}    // tool call id -> its place among the calls
 	for _, m := range r.Messages {
 		c := geminiContent{Role: "user"}
 		if m.Role == "assistant" {
 			c.Role = "model"
 		}
+		var answers []int // per part: the place of the call it answers, -1 for others
 		for _, b := range m.Blocks {
 			var p []geminiPart
 			p, losses = geminiParts(b, names, losses)
 			c.Parts = append(c.Parts, p...)
+			place, ok := calls[b.ToolID]
+			switch {
+			case b.Kind == KindToolCall:
+				calls[b.ToolID] = len(calls)
+			case b.Kind != KindToolResult || !ok:
+				place = -1
+			}
+			for range p {
+				answers = append(answers, place)
+			}
 		}
+		inCallOrder(c.Parts, answers)
 		if len(c.Parts) == 0 {
 			continue
 		}
@@ -160,6 +174,28 @@ func encodeGeminiRequest(r *Request) ([]byte, []Loss, error) {
 	}
 	body, err := json.Marshal(out)
 	return body, losses, err
+}
+
+// inCallOrder puts a turn's function responses in the order of the calls
+// they answer, in the places responses hold: Gemini pairs them with the
+// calls by name and order, not by id, so results of parallel calls to one
+// function given in another order would answer the wrong calls.
+func inCallOrder(parts []geminiPart, answers []int) {
+	var slots []int
+	for i, a := range answers {
+		if a >= 0 {
+			slots = append(slots, i)
+		}
+	}
+	sorted := slices.Clone(slots)
+	slices.SortStableFunc(sorted, func(a, b int) int { return answers[a] - answers[b] })
+	moved := make([]geminiPart, len(slots))
+	for i, from := range sorted {
+		moved[i] = parts[from]
+	}
+	for i, to := range slots {
+		parts[to] = moved[i]
+	}
 }
 
 // geminiParts turns one block into Gemini parts.
