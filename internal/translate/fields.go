@@ -63,9 +63,10 @@ var advisoryFields = map[string]string{
 
 // fieldDefaults are values that say what leaving the field out says.
 var fieldDefaults = map[string]string{
-	"tool_use block caller":   `{"type":"direct"}`,
-	"tool allowed_callers":    `["direct"]`,
-	"input_image part detail": `"auto"`,
+	"tool_use block caller":       `{"type":"direct"}`,
+	"tool allowed_callers":        `["direct"]`,
+	"input_image part detail":     `"auto"`,
+	"image block transformations": `{"oversized_image":"downsize"}`,
 }
 
 // unreadFieldLosses adds the losses of the fields of obj (a block or a

@@ -11,7 +11,7 @@ func TestAnthropicBlockAndToolFields(t *testing.T) {
 	const head = `{"model":"m","max_tokens":10,"messages":[`
 	for _, c := range []struct{ name, body, want string }{
 		{"defaults", head + `{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{},"caller":{"type":"direct"}}]},` +
-			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"r"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA"},"transformations":{}}]}],` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"r"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA"},"transformations":{}},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA"},"transformations":{"oversized_image":"downsize"}}]}],` +
 			`"tools":[{"name":"f","input_schema":{"type":"object"},"allowed_callers":["direct"],"strict":false,"defer_loading":false}]}`, ""},
 		{"claude code deferred tool", head + `{"role":"user","content":"q"}],"tools":[{"name":"f","input_schema":{"type":"object"},"defer_loading":true,"eager_input_streaming":true}]}`,
 			"defer_loading (deferred tools offered at once) (dropped), eager_input_streaming (dropped)"},
