@@ -114,7 +114,7 @@ func encodeChatRequest(r *Request, model string) ([]byte, []Loss, error) {
 			Function: chatToolFunction{Name: t.Name, Description: t.Description, Parameters: t.Schema}})
 	}
 	var err error
-	out.ToolChoice, err = openAIToolChoice(r.ToolChoice, "Chat Completions", func(name string) any {
+	out.ToolChoice, err = openAIToolChoice(r.ToolChoice, len(out.Tools), "Chat Completions", func(name string) any {
 		return map[string]any{"type": "function", "function": map[string]string{"name": name}}
 	})
 	if err != nil {

@@ -120,3 +120,17 @@ func TestGeminiResponsesInCallOrder(t *testing.T) {
 			`{"text":"note"},{"functionResponse":{"name":"g","response":{"result":"r3"}}}]}],"generationConfig":{"maxOutputTokens":9}}`,
 		"Gemini thought signatures of earlier calls (Google's documented validator skip sent) (dropped)")
 }
+
+// A tool_choice of auto or none without tools says nothing, and the
+// OpenAI APIs refuse one there ("only allowed when tools are specified"):
+// it is left out.
+func TestOpenAIToolChoiceWithoutTools(t *testing.T) {
+	for _, p := range []Pair{anthropicToChat{}, anthropicToResponses{}} {
+		for _, mode := range []string{"auto", "none"} {
+			tr, err := p.Translate([]byte(`{"model":"m","max_tokens":99,"messages":[{"role":"user","content":"q"}],"tool_choice":{"type":"`+mode+`"}}`), "g")
+			if err != nil || strings.Contains(string(tr.Body), "tool_choice") {
+				t.Fatalf("%s %s: %v %s", p.Target(), mode, err, tr.Body)
+			}
+		}
+	}
+}

@@ -28,10 +28,14 @@ func stringContent(raw json.RawMessage) (blocks []Block, isString bool, err erro
 // openAIToolChoice spells a tool choice for Chat Completions or Responses:
 // both name the modes with the same strings and differ only in the object
 // that names one tool, which named builds. target names the API in the error.
-func openAIToolChoice(tc ToolChoice, target string, named func(name string) any) (any, error) {
-	switch tc.Mode {
-	case ChoiceDefault:
+func openAIToolChoice(tc ToolChoice, tools int, target string, named func(name string) any) (any, error) {
+	switch {
+	case tc.Mode == ChoiceDefault, tools == 0 && (tc.Mode == ChoiceAuto || tc.Mode == ChoiceNone):
+		// Without tools both APIs refuse a tool_choice ("only allowed when
+		// tools are specified"); auto and none then say nothing.
 		return nil, nil
+	}
+	switch tc.Mode {
 	case ChoiceAuto:
 		return "auto", nil
 	case ChoiceAny:

@@ -84,7 +84,7 @@ func encodeResponsesRequest(r *Request, model string) ([]byte, []Loss, error) {
 		out.Tools = append(out.Tools, responsesTool{Type: "function", Name: t.Name, Description: t.Description, Parameters: params})
 	}
 	var err error
-	out.ToolChoice, err = openAIToolChoice(r.ToolChoice, "Responses", func(name string) any {
+	out.ToolChoice, err = openAIToolChoice(r.ToolChoice, len(out.Tools), "Responses", func(name string) any {
 		return map[string]string{"type": "function", "name": name}
 	})
 	if err != nil {
