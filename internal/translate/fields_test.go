@@ -8,7 +8,7 @@ import (
 // The fields inside blocks and tools: each one the decoder does not read
 // is named, advisory or material; the defaults say nothing.
 func TestAnthropicBlockAndToolFields(t *testing.T) {
-	const head = `{"model":"m","max_tokens":10,"messages":[`
+	const head = `{"model":"m","max_tokens":64,"messages":[`
 	for _, c := range []struct{ name, body, want string }{
 		{"defaults", head + `{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{},"caller":{"type":"direct"}}]},` +
 			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"r"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA"},"transformations":{}},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA"},"transformations":{"oversized_image":"downsize"}}]}],` +
@@ -132,5 +132,15 @@ func TestOpenAIToolChoiceWithoutTools(t *testing.T) {
 				t.Fatalf("%s %s: %v %s", p.Target(), mode, err, tr.Body)
 			}
 		}
+	}
+}
+
+// The Responses API refuses max_output_tokens below 16 (a client's probe
+// may ask for 1): refused before sending, so another candidate may serve
+// it, never raised behind the client's back.
+func TestResponsesMinOutputTokens(t *testing.T) {
+	checkRefusal(t, anthropicToResponses{}, `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"quota"}]}`, "g", "max_tokens below 16 (the Responses minimum)")
+	if tr, err := (anthropicToResponses{}).Translate([]byte(`{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"q"}]}`), "g"); err != nil || Material(tr.Losses) {
+		t.Fatalf("16: %v %v", err, tr.Losses)
 	}
 }

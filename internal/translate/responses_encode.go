@@ -2,6 +2,7 @@ package translate
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 )
 
@@ -50,12 +51,20 @@ type responsesRequest struct {
 	Store             bool              `json:"store"`
 }
 
+// responsesMinOutput is the least max_output_tokens the Responses API
+// accepts.
+const responsesMinOutput = 16
+
 func encodeResponsesRequest(r *Request, model string) ([]byte, []Loss, error) {
 	var losses []Loss
 	out := responsesRequest{Model: model, Input: []responsesInItem{}, MaxOutputTokens: r.MaxTokens,
 		Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream}
 	if r.TopK != nil {
 		losses = addLoss(losses, "top_k", false)
+	}
+	if r.MaxTokens > 0 && r.MaxTokens < responsesMinOutput {
+		// Raised, the answer could be longer than asked; sent, a 400.
+		losses = addLoss(losses, fmt.Sprintf("max_tokens below %d (the Responses minimum)", responsesMinOutput), true)
 	}
 	if len(r.Stop) > 0 {
 		losses = addLoss(losses, "stop_sequences", true)
