@@ -110,6 +110,7 @@ func encodeChatRequest(r *Request, model string) ([]byte, []Loss, error) {
 	}
 	for _, t := range r.Tools {
 		losses = cacheLoss(losses, t.Cache)
+		losses = toolNameLoss(losses, t.Name)
 		out.Tools = append(out.Tools, chatTool{Type: "function",
 			Function: chatToolFunction{Name: t.Name, Description: t.Description, Parameters: t.Schema}})
 	}

@@ -144,3 +144,14 @@ func TestResponsesMinOutputTokens(t *testing.T) {
 		t.Fatalf("16: %v %v", err, tr.Losses)
 	}
 }
+
+// OpenAI and Gemini refuse function names over 64 characters with a 400
+// that would stop the other candidates: such a tool is refused before
+// sending.
+func TestToolNameLength(t *testing.T) {
+	long := strings.Repeat("n", 65)
+	body := `{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"q"}],"tools":[{"name":"` + long + `","input_schema":{"type":"object"}}]}`
+	for _, p := range []Pair{anthropicToChat{}, anthropicToResponses{}, anthropicToGemini{}} {
+		checkRefusal(t, p, body, "g", "tool name longer than 64 characters")
+	}
+}

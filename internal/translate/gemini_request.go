@@ -116,6 +116,7 @@ func encodeGeminiRequest(r *Request) ([]byte, []Loss, error) {
 		var fns []geminiFunction
 		for _, t := range r.Tools {
 			losses = cacheLoss(losses, t.Cache)
+			losses = toolNameLoss(losses, t.Name)
 			params, dropped, err := geminiSchema(t.Schema)
 			if err != nil {
 				return nil, nil, fmt.Errorf("tool %s: %w", t.Name, err)

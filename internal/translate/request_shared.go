@@ -83,3 +83,18 @@ func prefillLoss(r *Request, what string, losses []Loss) []Loss {
 	}
 	return losses
 }
+
+// maxToolName is the longest function name OpenAI and Gemini accept;
+// Anthropic's tool names may be longer (Claude Code names MCP tools
+// mcp__<server>__<tool>).
+const maxToolName = 64
+
+// toolNameLoss names a tool the target would refuse with a 400 for its
+// name's length, a request error that would stop the other candidates:
+// refused before sending instead.
+func toolNameLoss(losses []Loss, name string) []Loss {
+	if len(name) > maxToolName {
+		return addLoss(losses, fmt.Sprintf("tool name longer than %d characters", maxToolName), true)
+	}
+	return losses
+}

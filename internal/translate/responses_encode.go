@@ -86,6 +86,7 @@ func encodeResponsesRequest(r *Request, model string) ([]byte, []Loss, error) {
 	}
 	for _, t := range r.Tools {
 		losses = cacheLoss(losses, t.Cache)
+		losses = toolNameLoss(losses, t.Name)
 		params := t.Schema
 		if isNullish(params) {
 			params = json.RawMessage(`{"type":"object","properties":{}}`)
