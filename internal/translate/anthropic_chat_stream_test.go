@@ -93,6 +93,21 @@ func TestAnthropicFromChatStream(t *testing.T) {
 				t.Errorf("tool ids repeat: %s", m.RawJSON())
 			}
 		}},
+		{name: "foreign_ids", check: func(t *testing.T, m anthropic.Message) {
+			// An OpenAI-compatible server's id Anthropic would refuse when
+			// the history goes back to it (Kimi's functions.ls:0, restarted
+			// at :0 in every answer) is replaced; a valid one is kept.
+			if m.Content[0].ID != "toolu_chatcmpl-K2_0" || m.Content[1].ID != "call_ok-1" {
+				t.Errorf("tool ids: %s", m.RawJSON())
+			}
+		}},
+		{name: "stop_with_calls", check: func(t *testing.T, m anthropic.Message) {
+			// finish_reason "stop" with tool calls (OpenAI-compatible
+			// servers): a tool-use stop, never end_turn with tool_use blocks.
+			if m.StopReason != "tool_use" || len(m.Content) != 2 {
+				t.Errorf("got %s", m.RawJSON())
+			}
+		}},
 		{name: "refusal", check: func(t *testing.T, m anthropic.Message) {
 			if m.StopReason != "refusal" || m.Content[0].Text != "I can't help with that." {
 				t.Errorf("got %s", m.RawJSON())

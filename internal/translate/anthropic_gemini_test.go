@@ -145,6 +145,13 @@ func TestAnthropicFromGeminiStream(t *testing.T) {
 				t.Errorf("stop_reason %s", m.StopReason)
 			}
 		}},
+		{name: "blocked_prompt", check: func(t *testing.T, m anthropic.Message) {
+			// The prompt was blocked (no candidates): a refusal, as the
+			// non-stream twin says; the stream ended in an error event.
+			if m.StopReason != "refusal" || len(m.Content) != 0 || m.Usage.InputTokens != 7 {
+				t.Errorf("got %s", m.RawJSON())
+			}
+		}},
 		{name: "malformed_call", wantErr: "MALFORMED_FUNCTION_CALL"},
 		{name: "truncated", wantErr: "without a finishReason"},
 		{name: "error_chunk", wantErr: "overloaded"},

@@ -120,7 +120,7 @@ func decodeAnthropicRequest(body []byte) (*Request, []Loss, error) {
 		Temperature   *float64          `json:"temperature"`
 		TopP          *float64          `json:"top_p"`
 		TopK          *int              `json:"top_k"`
-		Tools         []anthropicTool   `json:"tools"`
+		Tools         []json.RawMessage `json:"tools"`
 		ToolChoice    json.RawMessage   `json:"tool_choice"`
 	}
 	if err := json.Unmarshal(body, &in); err != nil {
@@ -159,11 +159,17 @@ func decodeAnthropicRequest(body []byte) (*Request, []Loss, error) {
 		}
 		r.Messages = append(r.Messages, msg)
 	}
-	for _, t := range in.Tools {
+	losses = prefillLoss(r, "assistant prefill (the other formats answer anew, not from it)", losses)
+	for _, raw := range in.Tools {
+		var t anthropicTool
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return nil, nil, fmt.Errorf("anthropic request: tool: %w", err)
+		}
 		if t.Type != "" && t.Type != "custom" {
 			losses = addLoss(losses, "server tool "+t.Type, true)
 			continue
 		}
+		losses = unreadFieldLosses(raw, "tool", anthropicToolFields, losses)
 		r.Tools = append(r.Tools, Tool{Name: t.Name, Description: t.Description,
 			Schema: t.InputSchema, Cache: len(t.CacheControl) > 0})
 	}
@@ -192,12 +198,19 @@ func anthropicContent(raw json.RawMessage, losses []Loss) ([]Block, []Loss, erro
 	if blocks, isString, err := stringContent(raw); isString {
 		return blocks, losses, err
 	}
-	var in []anthropicBlock
+	var in []json.RawMessage
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, losses, err
 	}
 	out := make([]Block, 0, len(in))
-	for _, b := range in {
+	for _, rawBlock := range in {
+		var b anthropicBlock
+		if err := json.Unmarshal(rawBlock, &b); err != nil {
+			return nil, losses, err
+		}
+		if known := anthropicBlockFields[b.Type]; known != nil {
+			losses = unreadFieldLosses(rawBlock, b.Type+" block", known, losses)
+		}
 		blk, ok, err := anthropicBlockIn(b, &losses)
 		if err != nil {
 			return nil, losses, err

@@ -82,7 +82,7 @@ type toolIDs struct {
 }
 
 func (t *toolIDs) unique(id, answer string, n int) string {
-	if id == "" || t.has(id) {
+	if !anthropicIDChars(id) || t.has(id) {
 		id = "toolu_" + idChars(answer) + "_" + strconv.Itoa(n)
 		for t.has(id) {
 			id += "x"
@@ -97,11 +97,25 @@ func idChars(s string) string {
 	b := make([]byte, 0, len(s))
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+		if anthropicIDChars(s[i : i+1]) {
 			b = append(b, c)
 		}
 	}
 	return string(b)
+}
+
+// anthropicIDChars reports whether id is a tool_use id Anthropic accepts
+// (^[a-zA-Z0-9_-]+$): an id of an OpenAI-compatible server that is not
+// (Kimi's "functions.ls:0") would make the conversation's history a 400
+// when it goes back to Anthropic.
+func anthropicIDChars(id string) bool {
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return id != ""
 }
 
 func (t *toolIDs) has(id string) bool {

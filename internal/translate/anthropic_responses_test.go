@@ -61,9 +61,9 @@ func TestAnthropicToResponsesRequest(t *testing.T) {
 func TestAnthropicToResponsesRefusals(t *testing.T) {
 	p, _ := For(Anthropic, Responses)
 	cases := []struct{ name, body, want string }{
-		{"server tool", `{"model":"c","max_tokens":1,"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"x"}]}`, "server tool web_search_20250305"},
-		{"stop sequences", `{"model":"c","max_tokens":1,"stop_sequences":["END"],"messages":[{"role":"user","content":"x"}]}`, "stop_sequences"},
-		{"text document", `{"model":"c","max_tokens":1,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"hello"}}]}]}`, "document other than an inline PDF"},
+		{"server tool", `{"model":"c","max_tokens":64,"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"x"}]}`, "server tool web_search_20250305"},
+		{"stop sequences", `{"model":"c","max_tokens":64,"stop_sequences":["END"],"messages":[{"role":"user","content":"x"}]}`, "stop_sequences"},
+		{"text document", `{"model":"c","max_tokens":64,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"hello"}}]}]}`, "document other than an inline PDF"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -110,11 +110,12 @@ func encodeChatRequest(r *Request, model string) ([]byte, []Loss, error) {
 	}
 	for _, t := range r.Tools {
 		losses = cacheLoss(losses, t.Cache)
+		losses = toolNameLoss(losses, t.Name)
 		out.Tools = append(out.Tools, chatTool{Type: "function",
 			Function: chatToolFunction{Name: t.Name, Description: t.Description, Parameters: t.Schema}})
 	}
 	var err error
-	out.ToolChoice, err = openAIToolChoice(r.ToolChoice, "Chat Completions", func(name string) any {
+	out.ToolChoice, err = openAIToolChoice(r.ToolChoice, len(out.Tools), "Chat Completions", func(name string) any {
 		return map[string]any{"type": "function", "function": map[string]string{"name": name}}
 	})
 	if err != nil {

@@ -81,6 +81,9 @@ func decodeChatResponse(body []byte) (*Response, error) {
 		r.Blocks = append(r.Blocks, Block{Kind: KindText, Text: *c.Message.Refusal})
 		r.Stop = StopRefusal
 	}
+	if r.Stop == StopEnd && len(c.Message.ToolCalls) > 0 {
+		r.Stop = StopTool // "stop" with calls (OpenAI-compatible servers), as Gemini's STOP
+	}
 	var ids toolIDs
 	for i, tc := range c.Message.ToolCalls {
 		if tc.Type != "" && tc.Type != "function" {

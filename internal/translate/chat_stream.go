@@ -157,6 +157,9 @@ func (s *chatToAnthropicStream) choice(dst []byte, c *jsonscan.Iter) ([]byte, er
 		if reason == StopEnd && s.refused {
 			reason = StopRefusal // as the non-stream answer's refusal says
 		}
+		if reason == StopEnd && len(s.toolsSeen) > 0 {
+			reason = StopTool // "stop" with calls (OpenAI-compatible servers), as Gemini's STOP
+		}
 		s.stop = reason
 		s.tool = -1
 		return s.closeAtStop(dst)

@@ -3,6 +3,7 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -79,16 +80,29 @@ func encodeGeminiRequest(r *Request) ([]byte, []Loss, error) {
 		out.SystemInstruction = sys
 	}
 	names := map[string]string{} // tool call id -> function name, for the results
+	calls := map[string]int{}    // tool call id -> its place among the calls
 	for _, m := range r.Messages {
 		c := geminiContent{Role: "user"}
 		if m.Role == "assistant" {
 			c.Role = "model"
 		}
+		var answers []int // per part: the place of the call it answers, -1 for others
 		for _, b := range m.Blocks {
 			var p []geminiPart
 			p, losses = geminiParts(b, names, losses)
 			c.Parts = append(c.Parts, p...)
+			place, ok := calls[b.ToolID]
+			switch {
+			case b.Kind == KindToolCall:
+				calls[b.ToolID] = len(calls)
+			case b.Kind != KindToolResult || !ok:
+				place = -1
+			}
+			for range p {
+				answers = append(answers, place)
+			}
 		}
+		inCallOrder(c.Parts, answers)
 		if len(c.Parts) == 0 {
 			continue
 		}
@@ -102,6 +116,7 @@ func encodeGeminiRequest(r *Request) ([]byte, []Loss, error) {
 		var fns []geminiFunction
 		for _, t := range r.Tools {
 			losses = cacheLoss(losses, t.Cache)
+			losses = toolNameLoss(losses, t.Name)
 			params, dropped, err := geminiSchema(t.Schema)
 			if err != nil {
 				return nil, nil, fmt.Errorf("tool %s: %w", t.Name, err)
@@ -162,6 +177,28 @@ func encodeGeminiRequest(r *Request) ([]byte, []Loss, error) {
 	return body, losses, err
 }
 
+// inCallOrder puts a turn's function responses in the order of the calls
+// they answer, in the places responses hold: Gemini pairs them with the
+// calls by name and order, not by id, so results of parallel calls to one
+// function given in another order would answer the wrong calls.
+func inCallOrder(parts []geminiPart, answers []int) {
+	var slots []int
+	for i, a := range answers {
+		if a >= 0 {
+			slots = append(slots, i)
+		}
+	}
+	sorted := slices.Clone(slots)
+	slices.SortStableFunc(sorted, func(a, b int) int { return answers[a] - answers[b] })
+	moved := make([]geminiPart, len(slots))
+	for i, from := range sorted {
+		moved[i] = parts[from]
+	}
+	for i, to := range slots {
+		parts[to] = moved[i]
+	}
+}
+
 // geminiParts turns one block into Gemini parts.
 func geminiParts(b Block, names map[string]string, losses []Loss) ([]geminiPart, []Loss) {
 	losses = cacheLoss(losses, b.Cache)
@@ -178,6 +215,9 @@ func geminiParts(b Block, names map[string]string, losses []Loss) ([]geminiPart,
 		}
 		if b.MediaType == "text/plain" && b.Kind == KindDocument {
 			return nil, addLoss(losses, "plain-text document", true)
+		}
+		if b.Kind == KindDocument && b.Text != "" {
+			losses = addLoss(losses, "document title", false) // inlineData has no name
 		}
 		return []geminiPart{{InlineData: &geminiBlob{MimeType: b.MediaType, Data: b.Data}}}, losses
 	case KindToolCall:
@@ -294,6 +334,8 @@ func geminiSchemaNode(s map[string]any, dropped *[]string) map[string]any {
 			for name, p := range props {
 				if pm, ok := p.(map[string]any); ok {
 					o[name] = geminiSchemaNode(pm, dropped)
+				} else {
+					note("boolean property schema") // true / false: Gemini's Schema is an object
 				}
 			}
 			if len(o) > 0 {
@@ -302,6 +344,8 @@ func geminiSchemaNode(s map[string]any, dropped *[]string) map[string]any {
 		case k == "items":
 			if im, ok := v.(map[string]any); ok {
 				out[k] = geminiSchemaNode(im, dropped)
+			} else {
+				note("items other than one schema") // a tuple (draft 4-2019's array form)
 			}
 		case k == "anyOf":
 			list, _ := v.([]any)

@@ -39,7 +39,8 @@ func (s *geminiToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error
 	}
 	// One pass: candidates are applied as the scanner reaches them, so a
 	// text part is read once.
-	var usage, errVal []byte
+	var usage, errVal, feedback []byte
+	candidates := false
 	it, ok := jsonscan.Open(data, 0, 0)
 	if !ok || !it.IsObject() {
 		return dst, malformed("gemini chunk is not a JSON object")
@@ -47,6 +48,7 @@ func (s *geminiToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error
 	for it.Next() {
 		switch {
 		case it.KeyIs("candidates"):
+			candidates = true
 			arr, ok := it.Enter()
 			if !ok || arr.IsObject() {
 				return dst, malformed("gemini candidates is not an array")
@@ -66,6 +68,8 @@ func (s *geminiToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error
 			usage = it.Value()
 		case it.KeyIs("error"):
 			errVal = it.Value()
+		case it.KeyIs("promptFeedback"):
+			feedback = it.Value()
 		}
 	}
 	if !it.End() {
@@ -73,6 +77,11 @@ func (s *geminiToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error
 	}
 	if len(errVal) > 0 && !jsonscan.IsNull(errVal) {
 		return dst, geminiUpstreamError(errVal)
+	}
+	if reason, _ := jsonscan.Lookup(feedback, "blockReason"); !candidates && rawString(reason) != "" {
+		// The prompt was blocked: the truth about it, a refusal, as the
+		// non-stream answer says (and never a reason to fail over).
+		s.finish = StopRefusal
 	}
 	if len(usage) > 0 && usage[0] == '{' {
 		s.usage = geminiStreamUsage(usage)

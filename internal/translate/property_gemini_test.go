@@ -141,6 +141,6 @@ func TestPropertyAnthropicToGeminiRoundTrip(t *testing.T) {
 	p, _ := For(Anthropic, Gemini)
 	eachAnthropicTranslation(t, p, "gemini-2.5-pro", 4, func(i int, conv *Request, client, out []byte, losses []Loss) {
 		want, lost := geminiProjection(conv)
-		checkRoundTrip(t, i, client, decodeGeminiRequest(t, out), want, losses, lost)
+		checkRoundTrip(t, i, client, decodeGeminiRequest(t, out), want, losses, prefillLost(conv, anthropicPrefill, lost))
 	})
 }

@@ -21,7 +21,7 @@ func randomConversation(rng *rand.Rand) *Request {
 		words := []string{"alpha", "béta", "gamma \"q\"", "line\nbreak", "tab\t", "emoji 🙂", "<html>", "\\slash"}
 		return words[rng.IntN(len(words))]
 	}
-	r := &Request{Model: "client-model", MaxTokens: 1 + rng.IntN(4000), Stream: rng.IntN(2) == 0}
+	r := &Request{Model: "client-model", MaxTokens: responsesMinOutput + rng.IntN(4000), Stream: rng.IntN(2) == 0}
 	if rng.IntN(2) == 0 {
 		t := float64(rng.IntN(10)) / 10
 		r.Temperature = &t
@@ -260,7 +260,7 @@ func TestPropertyAnthropicToChatRoundTrip(t *testing.T) {
 		if conv.MaxTokens == 0 {
 			want.MaxTokens = 0
 		}
-		checkRoundTrip(t, i, client, decodeChatRequest(t, out), want, losses, lost)
+		checkRoundTrip(t, i, client, decodeChatRequest(t, out), want, losses, prefillLost(conv, anthropicPrefill, lost))
 	})
 }
 

@@ -28,10 +28,14 @@ func stringContent(raw json.RawMessage) (blocks []Block, isString bool, err erro
 // openAIToolChoice spells a tool choice for Chat Completions or Responses:
 // both name the modes with the same strings and differ only in the object
 // that names one tool, which named builds. target names the API in the error.
-func openAIToolChoice(tc ToolChoice, target string, named func(name string) any) (any, error) {
-	switch tc.Mode {
-	case ChoiceDefault:
+func openAIToolChoice(tc ToolChoice, tools int, target string, named func(name string) any) (any, error) {
+	switch {
+	case tc.Mode == ChoiceDefault, tools == 0 && (tc.Mode == ChoiceAuto || tc.Mode == ChoiceNone):
+		// Without tools both APIs refuse a tool_choice ("only allowed when
+		// tools are specified"); auto and none then say nothing.
 		return nil, nil
+	}
+	switch tc.Mode {
 	case ChoiceAuto:
 		return "auto", nil
 	case ChoiceAny:
@@ -53,4 +57,44 @@ func openAIParallelToolCalls(tc ToolChoice, tools int) *bool {
 		return &f
 	}
 	return nil
+}
+
+// prefillLoss names a conversation that ends in an assistant turn with
+// text, whose meaning differs between the formats: Anthropic continues
+// that text (a prefill: the answer starts where it stops), OpenAI and
+// Gemini answer anew after it. Carried across, the client would get an
+// answer that is not the one it asked for; what names how the target
+// would read it.
+func prefillLoss(r *Request, what string, losses []Loss) []Loss {
+	n := len(r.Messages)
+	if n == 0 || r.Messages[n-1].Role != "assistant" {
+		return losses
+	}
+	// The turn's last block decides: text is where an answer would go on;
+	// a tool call waits for its result (Anthropic refuses it last).
+	blocks := r.Messages[n-1].Blocks
+	for i := len(blocks) - 1; i >= 0; i-- {
+		switch b := blocks[i]; {
+		case b.Kind == KindText && b.Text != "":
+			return addLoss(losses, what, true)
+		case b.Kind == KindToolCall:
+			return losses
+		}
+	}
+	return losses
+}
+
+// maxToolName is the longest function name OpenAI and Gemini accept;
+// Anthropic's tool names may be longer (Claude Code names MCP tools
+// mcp__<server>__<tool>).
+const maxToolName = 64
+
+// toolNameLoss names a tool the target would refuse with a 400 for its
+// name's length, a request error that would stop the other candidates:
+// refused before sending instead.
+func toolNameLoss(losses []Loss, name string) []Loss {
+	if len(name) > maxToolName {
+		return addLoss(losses, fmt.Sprintf("tool name longer than %d characters", maxToolName), true)
+	}
+	return losses
 }

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 )
 
@@ -50,12 +51,20 @@ type responsesRequest struct {
 	Store             bool              `json:"store"`
 }
 
+// responsesMinOutput is the least max_output_tokens the Responses API
+// accepts.
+const responsesMinOutput = 16
+
 func encodeResponsesRequest(r *Request, model string) ([]byte, []Loss, error) {
 	var losses []Loss
 	out := responsesRequest{Model: model, Input: []responsesInItem{}, MaxOutputTokens: r.MaxTokens,
 		Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream}
 	if r.TopK != nil {
 		losses = addLoss(losses, "top_k", false)
+	}
+	if r.MaxTokens > 0 && r.MaxTokens < responsesMinOutput {
+		// Raised, the answer could be longer than asked; sent, a 400.
+		losses = addLoss(losses, fmt.Sprintf("max_tokens below %d (the Responses minimum)", responsesMinOutput), true)
 	}
 	if len(r.Stop) > 0 {
 		losses = addLoss(losses, "stop_sequences", true)
@@ -77,6 +86,7 @@ func encodeResponsesRequest(r *Request, model string) ([]byte, []Loss, error) {
 	}
 	for _, t := range r.Tools {
 		losses = cacheLoss(losses, t.Cache)
+		losses = toolNameLoss(losses, t.Name)
 		params := t.Schema
 		if isNullish(params) {
 			params = json.RawMessage(`{"type":"object","properties":{}}`)
@@ -84,7 +94,7 @@ func encodeResponsesRequest(r *Request, model string) ([]byte, []Loss, error) {
 		out.Tools = append(out.Tools, responsesTool{Type: "function", Name: t.Name, Description: t.Description, Parameters: params})
 	}
 	var err error
-	out.ToolChoice, err = openAIToolChoice(r.ToolChoice, "Responses", func(name string) any {
+	out.ToolChoice, err = openAIToolChoice(r.ToolChoice, len(out.Tools), "Responses", func(name string) any {
 		return map[string]string{"type": "function", "name": name}
 	})
 	if err != nil {

@@ -37,6 +37,8 @@ type responsesPart struct {
 	Text     string `json:"text"`
 	ImageURL string `json:"image_url"`
 	FileID   string `json:"file_id"`
+	FileData string `json:"file_data"`
+	Filename string `json:"filename"`
 	Refusal  string `json:"refusal"`
 }
 
@@ -129,6 +131,7 @@ func decodeResponsesRequest(body []byte) (*Request, []Loss, error) {
 	if losses, err = responsesInput(r, in.Input, losses); err != nil {
 		return nil, nil, err
 	}
+	losses = prefillLoss(r, "assistant message last (Anthropic would continue it, not answer anew)", losses)
 	for _, raw := range in.Tools {
 		var t struct {
 			Type        string          `json:"type"`
@@ -161,6 +164,7 @@ func decodeResponsesRequest(body []byte) (*Request, []Loss, error) {
 			losses = addLoss(losses, "hosted tool "+t.Type, true)
 			continue
 		}
+		losses = unreadFieldLosses(raw, "function tool", responsesToolFields, losses)
 		if t.Strict != nil && *t.Strict {
 			losses = addLoss(losses, "strict function schemas", false)
 		}
@@ -311,12 +315,19 @@ func responsesContent(raw json.RawMessage, losses []Loss) ([]Block, []Loss, erro
 	if blocks, isString, err := stringContent(raw); isString {
 		return blocks, losses, err
 	}
-	var parts []responsesPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(raw, &raws); err != nil {
 		return nil, losses, err
 	}
 	var out []Block
-	for _, p := range parts {
+	for _, rawPart := range raws {
+		var p responsesPart
+		if err := json.Unmarshal(rawPart, &p); err != nil {
+			return nil, losses, err
+		}
+		if known := responsesPartFields[p.Type]; known != nil {
+			losses = unreadFieldLosses(rawPart, p.Type+" part", known, losses)
+		}
 		switch p.Type {
 		case "input_text", "output_text", "text":
 			out = append(out, Block{Kind: KindText, Text: p.Text})
@@ -328,6 +339,16 @@ func responsesContent(raw json.RawMessage, losses []Loss) ([]Block, []Loss, erro
 				continue
 			}
 			out = append(out, imageFromURL(p.ImageURL))
+		case "input_file":
+			// An inline PDF is an Anthropic document; a file stored at
+			// OpenAI (file_id), by URL or of another type is not carried.
+			doc := imageFromURL(p.FileData)
+			if p.FileData == "" || doc.MediaType != "application/pdf" || p.FileID != "" {
+				losses = addLoss(losses, "content part input_file", true)
+				continue
+			}
+			doc.Kind, doc.Text = KindDocument, p.Filename
+			out = append(out, doc)
 		default:
 			losses = addLoss(losses, "content part "+p.Type, true)
 		}
