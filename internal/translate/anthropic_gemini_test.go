@@ -84,6 +84,7 @@ func TestAnthropicToGeminiRefusals(t *testing.T) {
 		{"image by url", `{"model":"c","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://x/a.png"}}]}]}`, "image or document by URL"},
 		{"image in a tool result", `{"model":"c","max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"shot","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]}]}]}`, "image or document in a tool result"},
 		{"result without its call", `{"model":"c","max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"x"}]}]}`, "tool_result for a call not in the conversation"},
+		{"one call at most", `{"model":"c","max_tokens":1,"tool_choice":{"type":"auto","disable_parallel_tool_use":true},"tools":[{"name":"f","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"x"}]}`, "disable_parallel_tool_use"},
 		{"schema $ref", `{"model":"c","max_tokens":1,"tools":[{"name":"f","input_schema":{"type":"object","properties":{"a":{"$ref":"#/$defs/A"}},"$defs":{"A":{"type":"string"}}}}],"messages":[{"role":"user","content":"x"}]}`, "tool schema keyword $ref"},
 	}
 	for _, c := range cases {

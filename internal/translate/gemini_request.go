@@ -147,8 +147,11 @@ func encodeGeminiRequest(r *Request) ([]byte, []Loss, error) {
 		}
 		out.ToolConfig = map[string]any{"functionCallingConfig": cfg}
 	}
-	if r.ToolChoice.DisableParallel && len(r.Tools) > 0 {
-		losses = addLoss(losses, "disable_parallel_tool_use", false)
+	if r.ToolChoice.DisableParallel && len(r.Tools) > 0 && r.ToolChoice.Mode != ChoiceNone {
+		// Gemini has no way to ask for one call at most: a tool_choice it
+		// cannot honour (SPEC 19). A client that asked may read only the
+		// first of two calls, and its next turn then lacks a result.
+		losses = addLoss(losses, "disable_parallel_tool_use", true)
 	}
 	gen := map[string]any{}
 	if r.MaxTokens > 0 {
