@@ -65,5 +65,12 @@ func (az *azureProtocol) Prepare(_ context.Context, up *http.Request, req *wire.
 }
 
 // response leaves Azure's answers as OpenAI's: a 401 or 403 is about the
-// api-key, as its status says.
-func (*azureProtocol) Response(*http.Response) Verdict { return Verdict{} }
+// api-key, as its status says. A 404 DeploymentNotFound says the
+// deployment the (rewritten) model names does not exist on this resource:
+// a missing model there, which another provider may serve.
+func (*azureProtocol) Response(resp *http.Response) Verdict {
+	if resp.StatusCode == http.StatusNotFound && wire.ErrorField(peekErrorBody(resp), "code") == "deploymentnotfound" {
+		return Verdict{Class: wire.ClassModelNotFound}
+	}
+	return Verdict{}
+}

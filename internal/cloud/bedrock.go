@@ -161,6 +161,11 @@ func (b *BedrockProtocol) Verdict(kind, msg string) Verdict {
 		return Verdict{Class: wire.ClassAuth, Credential: b.Chain}
 	case kind == "AccessDeniedException" && strings.Contains(strings.ToLower(msg), "access to the model"):
 		return Verdict{Class: wire.ClassModelNotFound}
+	case kind == "ModelErrorException", kind == "ServiceQuotaExceededException":
+		// Documented as 424 and 400, statuses that read as the request's
+		// fault: the model failed, the account's quota ran out. Classed
+		// as the same failure in a stream's exception frame.
+		return Verdict{Class: bedrockExceptionClasses[strings.ToLower(kind[:1])+kind[1:]]}
 	}
 	return Verdict{}
 }

@@ -208,6 +208,15 @@ func cloudErrorBody(resp *http.Response, d wire.Dialect, kind string) string {
 	return msg
 }
 
+// peekErrorBody reads a bounded copy of an error answer's body and puts it
+// back for the engine (readUpstreamError) to read as sent.
+func peekErrorBody(resp *http.Response) []byte {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, wire.MaxErrorBody))
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return body
+}
+
 // isDialect reports whether d is the dialect D.
 func isDialect[D wire.Dialect](d wire.Dialect) bool {
 	_, ok := d.(D)

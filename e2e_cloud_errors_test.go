@@ -1,0 +1,162 @@
+package llmhedge_test
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/openai/openai-go/v3"
+
+	"github.com/llmhedge/caddy-llm-hedge/sim"
+)
+
+// cloudAnswer is one error answer of a real cloud, as the service sends it
+// (status, headers, body), from AWS's, Google's and Azure's documentation
+// and the answers users quote in their bug reports.
+type cloudAnswer struct {
+	name   string
+	api    string // bedrock, vertex or azure
+	status int
+	header map[string]string
+	body   string
+	// wantClass is the attempt's error_class; a passed-through answer
+	// (request_error) reaches the client with wantStatus and no failover.
+	wantClass  string
+	wantStatus int
+}
+
+// newCloudFake answers every request with a; hits counts them.
+func newCloudFake(t *testing.T, a cloudAnswer) (string, *atomic.Int32) {
+	hits := new(atomic.Int32)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		hits.Add(1)
+		for k, v := range a.header {
+			w.Header().Set(k, v)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(a.status)
+		_, _ = io.WriteString(w, a.body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, hits
+}
+
+var cloudRealErrors = []cloudAnswer{
+	// InvokeModel's documented errors: ModelErrorException is a 424 ("an
+	// error while processing the model"), the stream's
+	// modelStreamErrorException as an HTTP answer.
+	{name: "bedrock ModelErrorException 424", api: "bedrock", status: 424,
+		header:    map[string]string{"X-Amzn-Errortype": "ModelErrorException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
+		body:      `{"message":"The system encountered an unexpected error during processing. Try your request again.","originalStatusCode":500}`,
+		wantClass: "status_5xx"},
+	// ServiceQuotaExceededException is documented as HTTP 400: "Your
+	// request exceeds the service quota for your account ... resubmit later".
+	{name: "bedrock ServiceQuotaExceededException 400", api: "bedrock", status: 400,
+		header:    map[string]string{"X-Amzn-Errortype": "ServiceQuotaExceededException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
+		body:      `{"message":"Your request exceeds the service quota for your account. You can view your quotas at Viewing service quotas. You can resubmit your request later."}`,
+		wantClass: "rate_limited"},
+	{name: "bedrock ModelNotReadyException 429", api: "bedrock", status: 429,
+		header:    map[string]string{"X-Amzn-Errortype": "ModelNotReadyException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
+		body:      `{"message":"Model is not ready to serve inference requests."}`,
+		wantClass: "rate_limited"},
+	{name: "bedrock ValidationException 400", api: "bedrock", status: 400,
+		header:    map[string]string{"X-Amzn-Errortype": "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
+		body:      `{"message":"max_tokens: 1000000 > 64000, which is the maximum allowed number of output tokens for claude-test"}`,
+		wantClass: "request_error", wantStatus: 400},
+	// A Claude model not enabled in the project's Model Garden.
+	{name: "vertex FAILED_PRECONDITION model not allowed", api: "vertex", status: 400,
+		body: `{"error":{"code":400,"message":"Project ` + "`123456`" + ` is not allowed to use Publisher Model ` +
+			"`projects/p/locations/us-east5/publishers/anthropic/models/claude-test@20250101`" + `","status":"FAILED_PRECONDITION"}}`,
+		wantClass: "model_not_found"},
+	{name: "vertex NOT_FOUND publisher model", api: "vertex", status: 404,
+		body: `{"error":{"code":404,"message":"Publisher Model ` +
+			"`projects/p/locations/us-east5/publishers/anthropic/models/claude-test@20250101`" + ` not found.","status":"NOT_FOUND"}}`,
+		wantClass: "model_not_found"},
+	{name: "vertex INVALID_ARGUMENT", api: "vertex", status: 400,
+		body:      `{"error":{"code":400,"message":"messages: roles must alternate between \"user\" and \"assistant\"","status":"INVALID_ARGUMENT"}}`,
+		wantClass: "request_error", wantStatus: 400},
+	// The deployment the (rewritten) model names does not exist on this
+	// Azure resource: another provider may serve the model.
+	{name: "azure DeploymentNotFound 404", api: "azure", status: 404,
+		body:      `{"error":{"code":"DeploymentNotFound","message":"The API deployment for this resource does not exist. If you created the deployment within the last 5 minutes, please wait a moment and try again."}}`,
+		wantClass: "model_not_found"},
+	{name: "azure content_filter 400", api: "azure", status: 400,
+		body:      `{"error":{"message":"The response was filtered due to the prompt triggering Azure OpenAI's content management policy.","type":null,"param":"prompt","code":"content_filter","status":400}}`,
+		wantClass: "request_error", wantStatus: 400},
+}
+
+// A cloud's real error answers classify by what they mean: a failure of
+// the cloud (a model error, an exhausted quota, a model the project or
+// resource does not have) fails over to the next provider, and a model
+// missing there is not asked for again; the request's own error (a
+// validation error, a content filter) is the client's answer, passed
+// through without a failover.
+func TestCloudRealErrors(t *testing.T) {
+	for _, tc := range cloudRealErrors {
+		t.Run(tc.name, func(t *testing.T) {
+			url, hits := newCloudFake(t, tc)
+			native := newUpstream(t, sim.Config{})
+			var cloud string
+			switch tc.api {
+			case "bedrock":
+				cloud = "api bedrock\n\t\t\tregion us-west-2\n\t\t\tkey br-key\n\t\t\tmodel claude-test " + bedrockModel
+			case "vertex":
+				cloud = "api vertex\n\t\t\tregion us-east5\n\t\t\tproject p\n\t\t\tkey vx-token\n\t\t\tmodel claude-test claude-test@20250101"
+			case "azure":
+				cloud = "api azure\n\t\t\tkey az-key"
+			}
+			nativeAPI := "api anthropic"
+			if tc.api == "azure" {
+				nativeAPI = "api openai"
+			}
+			block := "\t\tprovider cloud " + url + " {\n\t\t\t" + cloud + "\n\t\t\tpriority 0\n\t\t}\n" +
+				provider("native", native, nativeAPI, "key sk-op", "priority 1") +
+				"hedge off\nretry {\n same_provider 0\n }"
+			p := startProxy(t, block)
+			ask := func() (int, error) {
+				ctx := ctxTimeout(t, 10*time.Second)
+				if tc.api == "azure" {
+					_, err := openaiClient(p, "sk-client").Chat.Completions.New(ctx, openaiParams("gpt-test"))
+					var e *openai.Error
+					if errors.As(err, &e) {
+						return e.StatusCode, err
+					}
+					return 200, err
+				}
+				_, err := anthropicClient(p, "sk-client").Messages.New(ctx, anthropicParams("claude-test"))
+				var e *anthropic.Error
+				if errors.As(err, &e) {
+					return e.StatusCode, err
+				}
+				return 200, err
+			}
+			status, err := ask()
+			chain := observeChain(t, observeRequestLines(t, p.LogFile, 1)[0])
+			if len(chain) == 0 || chain[0]["error_class"] != tc.wantClass {
+				t.Fatalf("chain %v: want the cloud's attempt classed %s", chain, tc.wantClass)
+			}
+			if tc.wantStatus != 0 {
+				if status != tc.wantStatus || completions(native) != 0 {
+					t.Fatalf("client got %d (%v), native asked %d times: want the cloud's %d passed through, no failover",
+						status, err, completions(native), tc.wantStatus)
+				}
+				return
+			}
+			if err != nil || completions(native) != 1 {
+				t.Fatalf("client got %v, native asked %d times: want the answer of the next provider", err, completions(native))
+			}
+			if tc.wantClass != "model_not_found" {
+				return
+			}
+			if _, err := ask(); err != nil || hits.Load() != 1 {
+				t.Fatalf("second request: %v; the cloud was asked %d times, want once (the model is cooled there)", err, hits.Load())
+			}
+		})
+	}
+}
