@@ -28,6 +28,9 @@ type cloudAnswer struct {
 	// (request_error) reaches the client with wantStatus and no failover.
 	wantClass  string
 	wantStatus int
+	// aloneStatus is the client's status when this cloud is the only
+	// provider: the status of the failure's class, in the client's dialect.
+	aloneStatus int
 }
 
 // newCloudFake answers every request with a; hits counts them.
@@ -54,17 +57,17 @@ var cloudRealErrors = []cloudAnswer{
 	{name: "bedrock ModelErrorException 424", api: "bedrock", status: 424,
 		header:    map[string]string{"X-Amzn-Errortype": "ModelErrorException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
 		body:      `{"message":"The system encountered an unexpected error during processing. Try your request again.","originalStatusCode":500}`,
-		wantClass: "status_5xx"},
+		wantClass: "status_5xx", aloneStatus: 503},
 	// ServiceQuotaExceededException is documented as HTTP 400: "Your
 	// request exceeds the service quota for your account ... resubmit later".
 	{name: "bedrock ServiceQuotaExceededException 400", api: "bedrock", status: 400,
 		header:    map[string]string{"X-Amzn-Errortype": "ServiceQuotaExceededException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
 		body:      `{"message":"Your request exceeds the service quota for your account. You can view your quotas at Viewing service quotas. You can resubmit your request later."}`,
-		wantClass: "rate_limited"},
+		wantClass: "rate_limited", aloneStatus: 429},
 	{name: "bedrock ModelNotReadyException 429", api: "bedrock", status: 429,
 		header:    map[string]string{"X-Amzn-Errortype": "ModelNotReadyException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
 		body:      `{"message":"Model is not ready to serve inference requests."}`,
-		wantClass: "rate_limited"},
+		wantClass: "rate_limited", aloneStatus: 429},
 	{name: "bedrock ValidationException 400", api: "bedrock", status: 400,
 		header:    map[string]string{"X-Amzn-Errortype": "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
 		body:      `{"message":"max_tokens: 1000000 > 64000, which is the maximum allowed number of output tokens for claude-test"}`,
@@ -73,11 +76,11 @@ var cloudRealErrors = []cloudAnswer{
 	{name: "vertex FAILED_PRECONDITION model not allowed", api: "vertex", status: 400,
 		body: `{"error":{"code":400,"message":"Project ` + "`123456`" + ` is not allowed to use Publisher Model ` +
 			"`projects/p/locations/us-east5/publishers/anthropic/models/claude-test@20250101`" + `","status":"FAILED_PRECONDITION"}}`,
-		wantClass: "model_not_found"},
+		wantClass: "model_not_found", aloneStatus: 404},
 	{name: "vertex NOT_FOUND publisher model", api: "vertex", status: 404,
 		body: `{"error":{"code":404,"message":"Publisher Model ` +
 			"`projects/p/locations/us-east5/publishers/anthropic/models/claude-test@20250101`" + ` not found.","status":"NOT_FOUND"}}`,
-		wantClass: "model_not_found"},
+		wantClass: "model_not_found", aloneStatus: 404},
 	{name: "vertex INVALID_ARGUMENT", api: "vertex", status: 400,
 		body:      `{"error":{"code":400,"message":"messages: roles must alternate between \"user\" and \"assistant\"","status":"INVALID_ARGUMENT"}}`,
 		wantClass: "request_error", wantStatus: 400},
@@ -85,10 +88,44 @@ var cloudRealErrors = []cloudAnswer{
 	// Azure resource: another provider may serve the model.
 	{name: "azure DeploymentNotFound 404", api: "azure", status: 404,
 		body:      `{"error":{"code":"DeploymentNotFound","message":"The API deployment for this resource does not exist. If you created the deployment within the last 5 minutes, please wait a moment and try again."}}`,
-		wantClass: "model_not_found"},
+		wantClass: "model_not_found", aloneStatus: 404},
 	{name: "azure content_filter 400", api: "azure", status: 400,
 		body:      `{"error":{"message":"The response was filtered due to the prompt triggering Azure OpenAI's content management policy.","type":null,"param":"prompt","code":"content_filter","status":400}}`,
 		wantClass: "request_error", wantStatus: 400},
+}
+
+// cloudBlock is a provider block for the fake cloud at url.
+func cloudBlock(api, url string, opts ...string) string {
+	var o []string
+	switch api {
+	case "bedrock":
+		o = []string{"api bedrock", "region us-west-2", "key br-key", "model claude-test " + bedrockModel}
+	case "vertex":
+		o = []string{"api vertex", "region us-east5", "project p", "key vx-token", "model claude-test claude-test@20250101"}
+	case "azure":
+		o = []string{"api azure", "key az-key"}
+	}
+	return provider("cloud", &upstream{URL: url}, append(o, opts...)...)
+}
+
+// askCloud sends one completion in the dialect the cloud serves: the
+// client's status (200 on success) and error.
+func askCloud(t *testing.T, p *proxy, api string) (int, error) {
+	ctx := ctxTimeout(t, 10*time.Second)
+	if api == "azure" {
+		_, err := openaiClient(p, "sk-client").Chat.Completions.New(ctx, openaiParams("gpt-test"))
+		var e *openai.Error
+		if errors.As(err, &e) {
+			return e.StatusCode, err
+		}
+		return 200, err
+	}
+	_, err := anthropicClient(p, "sk-client").Messages.New(ctx, anthropicParams("claude-test"))
+	var e *anthropic.Error
+	if errors.As(err, &e) {
+		return e.StatusCode, err
+	}
+	return 200, err
 }
 
 // A cloud's real error answers classify by what they mean: a failure of
@@ -96,47 +133,21 @@ var cloudRealErrors = []cloudAnswer{
 // resource does not have) fails over to the next provider, and a model
 // missing there is not asked for again; the request's own error (a
 // validation error, a content filter) is the client's answer, passed
-// through without a failover.
+// through without a failover. With the cloud alone, the client gets the
+// status of the failure's class (SPEC 6), not the cloud's 400 or 424 that
+// its SDK reads as its own request's fault.
 func TestCloudRealErrors(t *testing.T) {
+	const noRetry = "hedge off\nretry {\n same_provider 0\n }"
 	for _, tc := range cloudRealErrors {
 		t.Run(tc.name, func(t *testing.T) {
 			url, hits := newCloudFake(t, tc)
 			native := newUpstream(t, sim.Config{})
-			var cloud string
-			switch tc.api {
-			case "bedrock":
-				cloud = "api bedrock\n\t\t\tregion us-west-2\n\t\t\tkey br-key\n\t\t\tmodel claude-test " + bedrockModel
-			case "vertex":
-				cloud = "api vertex\n\t\t\tregion us-east5\n\t\t\tproject p\n\t\t\tkey vx-token\n\t\t\tmodel claude-test claude-test@20250101"
-			case "azure":
-				cloud = "api azure\n\t\t\tkey az-key"
-			}
 			nativeAPI := "api anthropic"
 			if tc.api == "azure" {
 				nativeAPI = "api openai"
 			}
-			block := "\t\tprovider cloud " + url + " {\n\t\t\t" + cloud + "\n\t\t\tpriority 0\n\t\t}\n" +
-				provider("native", native, nativeAPI, "key sk-op", "priority 1") +
-				"hedge off\nretry {\n same_provider 0\n }"
-			p := startProxy(t, block)
-			ask := func() (int, error) {
-				ctx := ctxTimeout(t, 10*time.Second)
-				if tc.api == "azure" {
-					_, err := openaiClient(p, "sk-client").Chat.Completions.New(ctx, openaiParams("gpt-test"))
-					var e *openai.Error
-					if errors.As(err, &e) {
-						return e.StatusCode, err
-					}
-					return 200, err
-				}
-				_, err := anthropicClient(p, "sk-client").Messages.New(ctx, anthropicParams("claude-test"))
-				var e *anthropic.Error
-				if errors.As(err, &e) {
-					return e.StatusCode, err
-				}
-				return 200, err
-			}
-			status, err := ask()
+			p := startProxy(t, cloudBlock(tc.api, url, "priority 0")+provider("native", native, nativeAPI, "key sk-op", "priority 1")+noRetry)
+			status, err := askCloud(t, p, tc.api)
 			chain := observeChain(t, observeRequestLines(t, p.LogFile, 1)[0])
 			if len(chain) == 0 || chain[0]["error_class"] != tc.wantClass {
 				t.Fatalf("chain %v: want the cloud's attempt classed %s", chain, tc.wantClass)
@@ -151,11 +162,15 @@ func TestCloudRealErrors(t *testing.T) {
 			if err != nil || completions(native) != 1 {
 				t.Fatalf("client got %v, native asked %d times: want the answer of the next provider", err, completions(native))
 			}
-			if tc.wantClass != "model_not_found" {
-				return
+			if tc.wantClass == "model_not_found" {
+				if _, err := askCloud(t, p, tc.api); err != nil || hits.Load() != 1 {
+					t.Fatalf("second request: %v; the cloud was asked %d times, want once (the model is cooled there)", err, hits.Load())
+				}
 			}
-			if _, err := ask(); err != nil || hits.Load() != 1 {
-				t.Fatalf("second request: %v; the cloud was asked %d times, want once (the model is cooled there)", err, hits.Load())
+			url, _ = newCloudFake(t, tc) // health is kept per provider across proxies: a fresh one
+			alone := startProxy(t, cloudBlock(tc.api, url)+noRetry)
+			if status, err := askCloud(t, alone, tc.api); status != tc.aloneStatus {
+				t.Fatalf("cloud alone: client got %d (%v), want %d", status, err, tc.aloneStatus)
 			}
 		})
 	}

@@ -247,12 +247,33 @@ func (st *requestState) agreedStatus() int {
 		if a.class == wire.ClassLoser || a.class == wire.ClassClientAbort {
 			continue
 		}
-		if a.status < 400 || a.status >= 500 || (status != 0 && a.status != status) {
+		s := failedStatus(a)
+		if s < 400 || s >= 500 || (status != 0 && s != status) {
 			return 0
 		}
-		status = a.status
+		status = s
 	}
 	return status
+}
+
+// failedStatus is the status a failed attempt stands for: its own, unless
+// a cloud's verdict classed it otherwise (cloud.Verdict): a Bedrock 424
+// ModelErrorException is the model's failure (none: 503), a 400
+// ServiceQuotaExceededException a rate limit (429), a Vertex 400 about a
+// model the project may not use a missing model (404).
+func failedStatus(a *attempt) int {
+	if a.status < 400 || a.status >= 500 || a.class == wire.ClassifyStatus(a.status) {
+		return a.status
+	}
+	switch a.class {
+	case wire.ClassRateLimited:
+		return http.StatusTooManyRequests
+	case wire.ClassModelNotFound:
+		return http.StatusNotFound
+	case wire.ClassStatus5xx, wire.ClassOverloaded:
+		return 0
+	}
+	return a.status
 }
 
 func (st *requestState) timedOut() bool {
