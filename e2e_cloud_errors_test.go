@@ -1,10 +1,13 @@
 package llmhedge_test
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -173,5 +176,52 @@ func TestCloudRealErrors(t *testing.T) {
 				t.Fatalf("cloud alone: client got %d (%v), want %d", status, err, tc.aloneStatus)
 			}
 		})
+	}
+}
+
+// AWS answers a signature it cannot match with InvalidSignatureException
+// and the request as it expected it signed: "The Canonical String for this
+// request should have been ..." lists every signed header with its value,
+// the proxy's X-Amz-Security-Token (temporary credentials: SSO, IRSA, an
+// instance role) among them. That session token reached the error log,
+// the request log line and the admin view's last_error; the AWS sentence
+// before it still does.
+func TestBedrockSignatureErrorHidesSessionToken(t *testing.T) {
+	awsTestEnv(t)
+	const token = "FwoGZXIvYXdzEXAMPLESESSIONTOKEN"
+	t.Setenv("AWS_SESSION_TOKEN", token)
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		got.Store(r.Header.Get("X-Amz-Security-Token"))
+		canonical := "POST\n" + r.URL.EscapedPath() + "\n\ncontent-type:application/json\nhost:" + r.Host +
+			"\nx-amz-date:" + r.Header.Get("X-Amz-Date") + "\nx-amz-security-token:" + r.Header.Get("X-Amz-Security-Token") +
+			"\n\ncontent-type;host;x-amz-date;x-amz-security-token\nfea7815fd74adf3e"
+		msg := "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. " +
+			"Consult the service documentation for details.\n\nThe Canonical String for this request should have been\n'" + canonical +
+			"'\n\nThe String-to-Sign should have been\n'AWS4-HMAC-SHA256\n20250921T101604Z\n20250921/us-west-2/bedrock/aws4_request\nd61e31a0'\n"
+		b, _ := json.Marshal(map[string]string{"message": msg})
+		w.Header().Set("X-Amzn-Errortype", "InvalidSignatureException:http://internal.amazon.com/coral/com.amazon.coral.service/")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write(b)
+	}))
+	t.Cleanup(srv.Close)
+	p := startProxy(t, provider("bedrock", &upstream{URL: srv.URL}, "api bedrock", "region us-west-2", "model claude-test "+bedrockModel)+
+		"hedge off\nretry {\n same_provider 0\n }")
+	_, err := anthropicClient(p, "sk-client").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-test"))
+	if err == nil || got.Load() != token {
+		t.Fatalf("client got %v, the cloud got session token %q: want a failure of a request signed with %q", err, got.Load(), token)
+	}
+	observeRequestLines(t, p.LogFile, 1)
+	logs, _ := os.ReadFile(p.LogFile)
+	_, _, admin := healthAdmin(t, p, http.MethodGet, "/llm_hedge/providers")
+	for where, s := range map[string]string{"the log": string(logs), "the admin view": admin, "the client's answer": err.Error()} {
+		if strings.Contains(s, token) {
+			t.Errorf("%s holds the proxy's AWS session token", where)
+		}
+	}
+	if !strings.Contains(string(logs), "InvalidSignatureException: The request signature we calculated does not match") {
+		t.Errorf("the log lost AWS's own sentence about the signature")
 	}
 }

@@ -197,6 +197,7 @@ func cloudErrorBody(resp *http.Response, d wire.Dialect, kind string) string {
 	if m, ok := jsonscan.Lookup(body, "message"); ok && jsonscan.IsString(m) {
 		msg = string(jsonscan.AppendString(nil, m))
 	}
+	msg = withoutSignedRequest(msg)
 	shown := msg
 	if kind != "" {
 		shown = kind + ": " + msg
@@ -205,6 +206,21 @@ func cloudErrorBody(resp *http.Response, d wire.Dialect, kind string) string {
 	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(out)), int64(len(out))
 	resp.Header.Set("Content-Type", "application/json")
 	resp.Header.Del("Content-Length")
+	return msg
+}
+
+// withoutSignedRequest cuts what AWS appends to a signature error
+// (InvalidSignatureException, IncompleteSignatureException): "The
+// Canonical String for this request should have been" and "The
+// String-to-Sign ...", the request as AWS signed it, with the value of
+// every signed header, the proxy's X-Amz-Security-Token (a session token)
+// among them. The message goes to the log, the admin view and a client.
+func withoutSignedRequest(msg string) string {
+	for _, marker := range []string{"The Canonical String for this request", "The String-to-Sign should have been"} {
+		if i := strings.Index(msg, marker); i >= 0 {
+			msg = strings.TrimRight(msg[:i], " \n")
+		}
+	}
 	return msg
 }
 
