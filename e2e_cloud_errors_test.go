@@ -80,6 +80,14 @@ var cloudRealErrors = []cloudAnswer{
 		body: `{"error":{"code":400,"message":"Project ` + "`123456`" + ` is not allowed to use Publisher Model ` +
 			"`projects/p/locations/us-east5/publishers/anthropic/models/claude-test@20250101`" + `","status":"FAILED_PRECONDITION"}}`,
 		wantClass: "model_not_found", aloneStatus: 404},
+	// The same for Gemini on Vertex (publisher google), in Google's shape.
+	{name: "vertex gemini FAILED_PRECONDITION model not allowed", api: "vertex-gemini", status: 400,
+		body: `{"error":{"code":400,"message":"Project ` + "`123456`" + ` is not allowed to use Publisher Model ` +
+			"`projects/p/locations/us-east5/publishers/google/models/gemini-test`" + `","status":"FAILED_PRECONDITION"}}`,
+		wantClass: "model_not_found", aloneStatus: 404},
+	{name: "vertex gemini INVALID_ARGUMENT", api: "vertex-gemini", status: 400,
+		body:      `{"error":{"code":400,"message":"Please use a valid role: user, model.","status":"INVALID_ARGUMENT"}}`,
+		wantClass: "request_error", wantStatus: 400},
 	{name: "vertex NOT_FOUND publisher model", api: "vertex", status: 404,
 		body: `{"error":{"code":404,"message":"Publisher Model ` +
 			"`projects/p/locations/us-east5/publishers/anthropic/models/claude-test@20250101`" + ` not found.","status":"NOT_FOUND"}}`,
@@ -103,7 +111,7 @@ func cloudBlock(api, url string, opts ...string) string {
 	switch api {
 	case "bedrock":
 		o = []string{"api bedrock", "region us-west-2", "key br-key", "model claude-test " + bedrockModel}
-	case "vertex":
+	case "vertex", "vertex-gemini":
 		o = []string{"api vertex", "region us-east5", "project p", "key vx-token", "model claude-test claude-test@20250101"}
 	case "azure":
 		o = []string{"api azure", "key az-key"}
@@ -115,7 +123,14 @@ func cloudBlock(api, url string, opts ...string) string {
 // client's status (200 on success) and error.
 func askCloud(t *testing.T, p *proxy, api string) (int, error) {
 	ctx := ctxTimeout(t, 10*time.Second)
-	if api == "azure" {
+	switch api {
+	case "vertex-gemini":
+		status, body, err := geminiPost(ctx, p, "/v1beta/models/gemini-test:generateContent")
+		if err == nil && status != 200 {
+			err = errors.New(body)
+		}
+		return status, err
+	case "azure":
 		_, err := openaiClient(p, "sk-client").Chat.Completions.New(ctx, openaiParams("gpt-test"))
 		var e *openai.Error
 		if errors.As(err, &e) {
@@ -145,9 +160,9 @@ func TestCloudRealErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			url, hits := newCloudFake(t, tc)
 			native := newUpstream(t, sim.Config{})
-			nativeAPI := "api anthropic"
-			if tc.api == "azure" {
-				nativeAPI = "api openai"
+			nativeAPI := map[string]string{"azure": "api openai", "vertex-gemini": "api gemini"}[tc.api]
+			if nativeAPI == "" {
+				nativeAPI = "api anthropic"
 			}
 			p := startProxy(t, cloudBlock(tc.api, url, "priority 0")+provider("native", native, nativeAPI, "key sk-op", "priority 1")+noRetry)
 			status, err := askCloud(t, p, tc.api)
@@ -156,14 +171,14 @@ func TestCloudRealErrors(t *testing.T) {
 				t.Fatalf("chain %v: want the cloud's attempt classed %s", chain, tc.wantClass)
 			}
 			if tc.wantStatus != 0 {
-				if status != tc.wantStatus || completions(native) != 0 {
+				if status != tc.wantStatus || len(native.Requests()) != 0 {
 					t.Fatalf("client got %d (%v), native asked %d times: want the cloud's %d passed through, no failover",
-						status, err, completions(native), tc.wantStatus)
+						status, err, len(native.Requests()), tc.wantStatus)
 				}
 				return
 			}
-			if err != nil || completions(native) != 1 {
-				t.Fatalf("client got %v, native asked %d times: want the answer of the next provider", err, completions(native))
+			if err != nil || len(native.Requests()) != 1 {
+				t.Fatalf("client got %v, native asked %d times: want the answer of the next provider", err, len(native.Requests()))
 			}
 			if tc.wantClass == "model_not_found" {
 				if _, err := askCloud(t, p, tc.api); err != nil || hits.Load() != 1 {
