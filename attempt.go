@@ -249,6 +249,13 @@ func (h *Handler) gateStream(a *attempt, d wire.Dialect, clientCtx context.Conte
 				c = wire.ClassMalformed
 			} else if errors.As(err, &sf) {
 				c = sf.Class
+				if c.PassedThrough() {
+					// The request's own error, reported in the stream (a
+					// Bedrock validationException): the client's answer, a
+					// 400 in its dialect as over HTTP, not an empty 200.
+					a.status, a.errHeader = http.StatusBadRequest, http.Header{"Content-Type": {"application/json"}}
+					a.errBody = d.ErrorJSON(http.StatusBadRequest, sf.Msg)
+				}
 			} else if a.ctx.Err() != nil || clientCtx.Err() != nil {
 				c = wire.ClassifyTransportError(err, a.ctx, clientCtx)
 			}

@@ -1,6 +1,7 @@
 package llmhedge_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	"github.com/openai/openai-go/v3"
 
 	"github.com/llmhedge/caddy-llm-hedge/sim"
@@ -238,5 +240,72 @@ func TestBedrockSignatureErrorHidesSessionToken(t *testing.T) {
 	}
 	if !strings.Contains(string(logs), "InvalidSignatureException: The request signature we calculated does not match") {
 		t.Errorf("the log lost AWS's own sentence about the signature")
+	}
+}
+
+// cloudExceptionFrame is a Bedrock event-stream exception frame.
+func cloudExceptionFrame(t *testing.T, kind, message string) []byte {
+	var buf bytes.Buffer
+	var msg eventstream.Message
+	msg.Headers.Set(":message-type", eventstream.StringValue("exception"))
+	msg.Headers.Set(":exception-type", eventstream.StringValue(kind))
+	msg.Payload, _ = json.Marshal(map[string]string{"message": message})
+	if err := eventstream.NewEncoder().Encode(&buf, msg); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// InvokeModelWithResponseStream answers 200 and may report the failure
+// in its first frame: a validationException ("Input is too long for
+// requested model.") is the request's own error, a throttlingException the
+// account's rate limit. The first reached the streaming client as an
+// empty 200 stream, no error at all (passed through with the 200's empty
+// body); the second, with Bedrock alone, as a 503. Now a 400
+// invalid_request_error with Bedrock's words and no failover, and a
+// failover, or a 429 when Bedrock is alone.
+func TestBedrockStreamExceptionBeforeCommit(t *testing.T) {
+	for _, tc := range []struct {
+		kind, message string
+		alone         int    // the client's status with Bedrock alone
+		aloneType     string // its Anthropic error type
+		failover      bool   // a second provider answers
+	}{
+		{"validationException", "Input is too long for requested model.", 400, "invalid_request_error", false},
+		{"throttlingException", "Too many tokens, please wait before trying again.", 429, "rate_limit_error", true},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
+				w.WriteHeader(http.StatusOK)
+				_, _ = w.Write(cloudExceptionFrame(t, tc.kind, tc.message))
+			}))
+			t.Cleanup(srv.Close)
+			bedrock := provider("bedrock", &upstream{URL: srv.URL}, "api bedrock", "region us-west-2", "key br-key",
+				"model claude-test "+bedrockModel, "priority 0")
+			const noRetry = "hedge off\nretry {\n same_provider 0\n }"
+			p := startProxy(t, bedrock+noRetry)
+			_, err := streamAnthropic(ctxTimeout(t, 10*time.Second), anthropicClient(p, "sk-client"), anthropicParams("claude-test"))
+			var e *anthropic.Error
+			if !errors.As(err, &e) || e.StatusCode != tc.alone || !strings.Contains(e.RawJSON(), `"type":"`+tc.aloneType+`"`) {
+				t.Fatalf("bedrock alone: client got %v, want %d %s", err, tc.alone, tc.aloneType)
+			}
+			if tc.alone == 400 && !strings.Contains(e.RawJSON(), tc.message) {
+				t.Errorf("client's 400 %s lacks Bedrock's words %q", e.RawJSON(), tc.message)
+			}
+			native := newUpstream(t, sim.Config{})
+			p.reload(t, bedrock+provider("native", native, "api anthropic", "key sk-op", "priority 1")+noRetry)
+			m, err := streamAnthropic(ctxTimeout(t, 10*time.Second), anthropicClient(p, "sk-client"), anthropicParams("claude-test"))
+			if tc.failover {
+				if err != nil || messageText(m) != wantText {
+					t.Fatalf("with a second provider: %v %q, want its answer", err, messageText(m))
+				}
+				return
+			}
+			if !errors.As(err, &e) || e.StatusCode != 400 || len(native.Requests()) != 0 {
+				t.Fatalf("with a second provider: client got %v, native asked %d times: want the 400, no failover", err, len(native.Requests()))
+			}
+		})
 	}
 }

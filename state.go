@@ -257,12 +257,13 @@ func (st *requestState) agreedStatus() int {
 }
 
 // failedStatus is the status a failed attempt stands for: its own, unless
-// a cloud's verdict classed it otherwise (cloud.Verdict): a Bedrock 424
+// a cloud classed it otherwise (cloud.Verdict, or an exception frame in a
+// 200 stream: a throttlingException is a 429): a Bedrock 424
 // ModelErrorException is the model's failure (none: 503), a 400
 // ServiceQuotaExceededException a rate limit (429), a Vertex 400 about a
 // model the project may not use a missing model (404).
 func failedStatus(a *attempt) int {
-	if a.status < 400 || a.status >= 500 || a.class == wire.ClassifyStatus(a.status) {
+	if a.class == wire.ClassifyStatus(a.status) {
 		return a.status
 	}
 	switch a.class {
