@@ -309,3 +309,25 @@ func TestBedrockStreamExceptionBeforeCommit(t *testing.T) {
 		})
 	}
 }
+
+// A key pool (`key k1 k2`, SPEC 14) is a key: an Azure provider with one
+// was refused at parse ("api azure needs key"), and so was a translating
+// provider ("translate needs the provider's own key"). With the pool, an
+// Azure key refused with 401 is disabled and the other key answers.
+func TestCloudKeyPoolIsAKey(t *testing.T) {
+	az := newUpstream(t, sim.Config{Wire: sim.WireAzure, Key: "az-two"})
+	p := startProxy(t, provider("azure", az, "api azure", "key az-one az-two")+"hedge off")
+	for i := range 2 {
+		if _, err := openaiClient(p, "sk-client").Chat.Completions.New(ctxTimeout(t, 10*time.Second), openaiParams("gpt-test")); err != nil {
+			t.Fatalf("request %d through the Azure pool: %v", i, err)
+		}
+	}
+	if v := quotaView(t, p, "azure", az); v.key(t, "az-one").State != "disabled" || v.key(t, "az-two").State != "ok" {
+		t.Errorf("keys %+v: want az-one disabled by its 401, az-two ok", v.Keys)
+	}
+	native := newUpstream(t, sim.Config{})
+	p.reload(t, provider("openai", native, "api openai", "key sk-one sk-two", "translate anthropic")+"hedge off")
+	if _, err := anthropicClient(p, "sk-client").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("gpt-test")); err != nil {
+		t.Fatalf("an Anthropic client through a translating provider with a key pool: %v", err)
+	}
+}
