@@ -61,6 +61,7 @@ type attempt struct {
 	retryAfter time.Duration
 	hasRA      bool
 	noRetry    bool   // x-should-retry: false
+	notKey     bool   // a refusal that is the provider's, not its key's (cloud.Verdict)
 	errBody    []byte // upstream error body (bounded), passed through for request-level errors
 	errHeader  http.Header
 	rd         *sse.Reader
@@ -165,7 +166,7 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 			a.translateError()
 		}
 		if verdict.Class != wire.ClassNone && a.class != wire.ClassClientAbort {
-			a.class = verdict.Class
+			a.class, a.notKey = verdict.Class, verdict.NotKey
 		}
 		if verdict.Credential != "" {
 			h.logger.Error("cloud refused the provider's own credentials: fix them; requests fail over meanwhile",

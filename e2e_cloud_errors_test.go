@@ -331,3 +331,25 @@ func TestCloudKeyPoolIsAKey(t *testing.T) {
 		t.Fatalf("an Anthropic client through a translating provider with a key pool: %v", err)
 	}
 }
+
+// An Azure resource whose network rules refuse the proxy answers 403
+// "Access denied due to Virtual Network/Firewall rules." to every key
+// alike. It disabled the pool's first key until an admin reset, which no
+// fix of the rules undid; it is the provider's failure (SPEC 15: only an
+// invalid or disabled key fails a key): its breaker opens, its keys stay.
+func TestAzureNetworkRuleFailsTheProvider(t *testing.T) {
+	url, hits := newCloudFake(t, cloudAnswer{status: http.StatusForbidden,
+		body: `{"error":{"code":"403","message":"Access denied due to Virtual Network/Firewall rules."}}`})
+	u := &upstream{URL: url}
+	p := startProxy(t, provider("azure", u, "api azure", "key az-one az-two")+"hedge off\nretry {\n same_provider 0\n }\ncooldown {\n failures 1\n }")
+	if status, err := askCloud(t, p, "azure"); status == 200 {
+		t.Fatalf("client got %d %v, want a failure", status, err)
+	}
+	v := quotaView(t, p, "azure", u)
+	if v.key(t, "az-one").State != "ok" || v.key(t, "az-two").State != "ok" || v.State != "open" {
+		t.Fatalf("provider %s, keys %+v: want both keys ok and the breaker open", v.State, v.Keys)
+	}
+	if hits.Load() != 1 {
+		t.Errorf("azure asked %d times, want once: the refusal is not retried with the other key", hits.Load())
+	}
+}

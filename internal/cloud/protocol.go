@@ -50,6 +50,10 @@ type Verdict struct {
 	// it came from (the AWS chain searched, ADC), never its value. The
 	// attempt logs it at error: an operator must fix it.
 	Credential string
+	// NotKey says a refusal (ClassAuth) is the provider's, not its key's
+	// (an Azure network rule): no key of a pool is disabled for it; the
+	// provider's breaker counts it and its probes find it fixed (SPEC 15).
+	NotKey bool
 }
 
 // modelSegment is a model as one escaped segment of a cloud's URL path.
