@@ -73,6 +73,19 @@ var cloudRealErrors = []cloudAnswer{
 		header:    map[string]string{"X-Amzn-Errortype": "ModelNotReadyException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
 		body:      `{"message":"Model is not ready to serve inference requests."}`,
 		wantClass: "rate_limited", aloneStatus: 429},
+	// A third-party model's AWS Marketplace subscription missing: that
+	// model only.
+	{name: "bedrock AccessDeniedException marketplace", api: "bedrock", status: 403,
+		header: map[string]string{"X-Amzn-Errortype": "AccessDeniedException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
+		body: `{"message":"Model access is denied due to IAM user or service role is not authorized to perform the required AWS Marketplace actions ` +
+			`(aws-marketplace:ViewSubscriptions, aws-marketplace:Subscribe) to enable access to this model. Refer to the Amazon Bedrock documentation for further details. ` +
+			`Your AWS Marketplace subscription for this model cannot be completed at this time. If you recently fixed this issue, try again after 5 minutes."}`,
+		wantClass: "model_not_found", aloneStatus: 404},
+	// The account itself: a provider failure.
+	{name: "bedrock AccessDeniedException account", api: "bedrock", status: 403,
+		header:    map[string]string{"X-Amzn-Errortype": "AccessDeniedException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
+		body:      `{"message":"Your account is not authorized to invoke this API operation."}`,
+		wantClass: "auth"},
 	{name: "bedrock ValidationException 400", api: "bedrock", status: 400,
 		header:    map[string]string{"X-Amzn-Errortype": "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
 		body:      `{"message":"max_tokens: 1000000 > 64000, which is the maximum allowed number of output tokens for claude-test"}`,
@@ -186,6 +199,9 @@ func TestCloudRealErrors(t *testing.T) {
 				if _, err := askCloud(t, p, tc.api); err != nil || hits.Load() != 1 {
 					t.Fatalf("second request: %v; the cloud was asked %d times, want once (the model is cooled there)", err, hits.Load())
 				}
+			}
+			if tc.aloneStatus == 0 {
+				return
 			}
 			url, _ = newCloudFake(t, tc) // health is kept per provider across proxies: a fresh one
 			alone := startProxy(t, cloudBlock(tc.api, url)+noRetry)
