@@ -86,6 +86,18 @@ var cloudRealErrors = []cloudAnswer{
 		header:    map[string]string{"X-Amzn-Errortype": "AccessDeniedException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
 		body:      `{"message":"Your account is not authorized to invoke this API operation."}`,
 		wantClass: "auth"},
+	// The model id names no model in this region, or one that needs an
+	// inference profile there: the provider's configuration, not the
+	// request's fault.
+	{name: "bedrock ValidationException invalid model id", api: "bedrock", status: 400,
+		header:    map[string]string{"X-Amzn-Errortype": "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
+		body:      `{"message":"The provided model identifier is invalid."}`,
+		wantClass: "model_not_found", aloneStatus: 404},
+	{name: "bedrock ValidationException on-demand throughput", api: "bedrock", status: 400,
+		header: map[string]string{"X-Amzn-Errortype": "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
+		body: `{"message":"Invocation of model ID anthropic.claude-test-v1:0 with on-demand throughput isn’t supported. ` +
+			`Retry your request with the ID or ARN of an inference profile that contains this model."}`,
+		wantClass: "model_not_found", aloneStatus: 404},
 	{name: "bedrock ValidationException 400", api: "bedrock", status: 400,
 		header:    map[string]string{"X-Amzn-Errortype": "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
 		body:      `{"message":"max_tokens: 1000000 > 64000, which is the maximum allowed number of output tokens for claude-test"}`,

@@ -178,6 +178,11 @@ func (b *BedrockProtocol) Verdict(kind, msg string) Verdict {
 		return Verdict{Class: wire.ClassAuth, Credential: b.Chain}
 	case kind == "AccessDeniedException" && bedrockModelDenied(strings.ToLower(msg)):
 		return Verdict{Class: wire.ClassModelNotFound}
+	case kind == "ValidationException" && (strings.Contains(msg, "model identifier is invalid") || strings.Contains(msg, "with on-demand throughput")):
+		// The model id (after the provider's rewrite) names no model
+		// in this region, or one served here only through an inference
+		// profile: this provider's, not the request's; another serves it.
+		return Verdict{Class: wire.ClassModelNotFound}
 	case kind == "ModelErrorException", kind == "ServiceQuotaExceededException":
 		// Documented as 424 and 400, statuses that read as the request's
 		// fault: the model failed, the account's quota ran out. Classed
