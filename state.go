@@ -261,18 +261,18 @@ func (st *requestState) agreedStatus() int {
 // 200 stream: a throttlingException is a 429): a Bedrock 424
 // ModelErrorException is the model's failure (none: 503), a 400
 // ServiceQuotaExceededException a rate limit (429), a Vertex 400 about a
-// model the project may not use a missing model (404).
+// model the project may not use a missing model (404). A provider's
+// failure (a 5xx class) agrees on no 4xx: a 408 is no client error here.
 func failedStatus(a *attempt) int {
-	if a.class == wire.ClassifyStatus(a.status) {
+	switch {
+	case a.class == wire.ClassStatus5xx || a.class == wire.ClassOverloaded:
+		return 0 // the provider's failure, a 408 (Bedrock's ModelTimeoutException) too
+	case a.class == wire.ClassifyStatus(a.status):
 		return a.status
-	}
-	switch a.class {
-	case wire.ClassRateLimited:
+	case a.class == wire.ClassRateLimited:
 		return http.StatusTooManyRequests
-	case wire.ClassModelNotFound:
+	case a.class == wire.ClassModelNotFound:
 		return http.StatusNotFound
-	case wire.ClassStatus5xx, wire.ClassOverloaded:
-		return 0
 	}
 	return a.status
 }
