@@ -116,6 +116,19 @@ var cloudRealErrors = []cloudAnswer{
 		body: `{"error":{"code":400,"message":"Project ` + "`123456`" + ` is not allowed to use Publisher Model ` +
 			"`projects/p/locations/us-east5/publishers/google/models/gemini-test`" + `","status":"FAILED_PRECONDITION"}}`,
 		wantClass: "model_not_found", aloneStatus: 404},
+	// The proxy's token or project refused (a 403 PERMISSION_DENIED whose
+	// ErrorInfo says why): a provider failure, not the client's object.
+	{name: "vertex gemini ACCESS_TOKEN_SCOPE_INSUFFICIENT", api: "vertex-gemini", status: 403,
+		body: `{"error":{"code":403,"message":"Request had insufficient authentication scopes.","status":"PERMISSION_DENIED","details":[` +
+			`{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"ACCESS_TOKEN_SCOPE_INSUFFICIENT","domain":"googleapis.com",` +
+			`"metadata":{"service":"aiplatform.googleapis.com","method":"google.cloud.aiplatform.v1.PredictionService.GenerateContent"}}]}}`,
+		wantClass: "auth"},
+	{name: "vertex gemini BILLING_DISABLED", api: "vertex-gemini", status: 403,
+		body: `{"error":{"code":403,"message":"This API method requires billing to be enabled. Please enable billing on project #123 by visiting ` +
+			`https://console.developers.google.com/billing/enable?project=123 then retry.","status":"PERMISSION_DENIED","details":[` +
+			`{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"BILLING_DISABLED","domain":"googleapis.com",` +
+			`"metadata":{"service":"aiplatform.googleapis.com","consumer":"projects/123"}}]}}`,
+		wantClass: "auth"},
 	{name: "vertex gemini INVALID_ARGUMENT", api: "vertex-gemini", status: 400,
 		body:      `{"error":{"code":400,"message":"Please use a valid role: user, model.","status":"INVALID_ARGUMENT"}}`,
 		wantClass: "request_error", wantStatus: 400},
