@@ -61,6 +61,7 @@ type attempt struct {
 	retryAfter time.Duration
 	hasRA      bool
 	noRetry    bool   // x-should-retry: false
+	notKey     bool   // a refusal that is the provider's, not its key's (cloud.Verdict)
 	errBody    []byte // upstream error body (bounded), passed through for request-level errors
 	errHeader  http.Header
 	rd         *sse.Reader
@@ -165,7 +166,7 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 			a.translateError()
 		}
 		if verdict.Class != wire.ClassNone && a.class != wire.ClassClientAbort {
-			a.class = verdict.Class
+			a.class, a.notKey = verdict.Class, verdict.NotKey
 		}
 		if verdict.Credential != "" {
 			h.logger.Error("cloud refused the provider's own credentials: fix them; requests fail over meanwhile",
@@ -249,6 +250,13 @@ func (h *Handler) gateStream(a *attempt, d wire.Dialect, clientCtx context.Conte
 				c = wire.ClassMalformed
 			} else if errors.As(err, &sf) {
 				c = sf.Class
+				if c.PassedThrough() {
+					// The request's own error, reported in the stream (a
+					// Bedrock validationException): the client's answer, a
+					// 400 in its dialect as over HTTP, not an empty 200.
+					a.status, a.errHeader = http.StatusBadRequest, http.Header{"Content-Type": {"application/json"}}
+					a.errBody = d.ErrorJSON(http.StatusBadRequest, sf.Msg)
+				}
 			} else if a.ctx.Err() != nil || clientCtx.Err() != nil {
 				c = wire.ClassifyTransportError(err, a.ctx, clientCtx)
 			}

@@ -140,10 +140,11 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser, lines optionLines) error
 			return err
 		}
 	}
-	if err := p.Options.Check(p.API, p.Key != ""); err != nil {
+	hasKey := p.Key != "" || len(p.Keys) > 0 // one key, or a pool
+	if err := p.Options.Check(p.API, hasKey); err != nil {
 		return d.Errf("provider %q: %v", p.Name, err)
 	}
-	if _, cloud := parseProtocol(p.API); len(p.Translate) > 0 && p.Key == "" && !cloud {
+	if _, cloud := parseProtocol(p.API); len(p.Translate) > 0 && !hasKey && !cloud {
 		return d.Errf("provider %q: translate needs the provider's own key (a client's credential never crosses vendors)", p.Name)
 	}
 	h.Providers = append(h.Providers, p)

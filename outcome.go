@@ -74,7 +74,7 @@ func (a *attempt) noteRateLimits(h http.Header) {
 // settled the attempt.
 func (h *Handler) settleKey(st *requestState, a *attempt, now time.Time) bool {
 	k := a.key
-	if k == nil || (a.class != wire.ClassAuth && a.class != wire.ClassRateLimited) {
+	if k == nil || a.notKey || (a.class != wire.ClassAuth && a.class != wire.ClassRateLimited) {
 		return false
 	}
 	if !a.p.usableKeyBut(k) {

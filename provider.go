@@ -128,7 +128,7 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	if !ok {
 		return nil, unknownAPI(pc.API)
 	}
-	if err := pc.Options.Check(pc.API, pc.Key != ""); err != nil {
+	if err := pc.Options.Check(pc.API, pc.Key != "" || len(pc.Keys) > 0); err != nil {
 		return nil, err
 	}
 	for _, r := range pc.ModelMap {

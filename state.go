@@ -248,12 +248,34 @@ func (st *requestState) agreedStatus() int {
 		if a.class == wire.ClassLoser || a.class == wire.ClassClientAbort {
 			continue
 		}
-		if a.status < 400 || a.status >= 500 || (status != 0 && a.status != status) {
+		s := failedStatus(a)
+		if s < 400 || s >= 500 || (status != 0 && s != status) {
 			return 0
 		}
-		status = a.status
+		status = s
 	}
 	return status
+}
+
+// failedStatus is the status a failed attempt stands for: its own, unless
+// a cloud classed it otherwise (cloud.Verdict, or an exception frame in a
+// 200 stream: a throttlingException is a 429): a Bedrock 424
+// ModelErrorException is the model's failure (none: 503), a 400
+// ServiceQuotaExceededException a rate limit (429), a Vertex 400 about a
+// model the project may not use a missing model (404). A provider's
+// failure (a 5xx class) agrees on no 4xx: a 408 is no client error here.
+func failedStatus(a *attempt) int {
+	switch {
+	case a.class == wire.ClassStatus5xx || a.class == wire.ClassOverloaded:
+		return 0 // the provider's failure, a 408 (Bedrock's ModelTimeoutException) too
+	case a.class == wire.ClassifyStatus(a.status):
+		return a.status
+	case a.class == wire.ClassRateLimited:
+		return http.StatusTooManyRequests
+	case a.class == wire.ClassModelNotFound:
+		return http.StatusNotFound
+	}
+	return a.status
 }
 
 func (st *requestState) timedOut() bool {

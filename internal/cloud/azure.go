@@ -65,5 +65,29 @@ func (az *azureProtocol) Prepare(_ context.Context, up *http.Request, req *wire.
 }
 
 // response leaves Azure's answers as OpenAI's: a 401 or 403 is about the
-// api-key, as its status says.
-func (*azureProtocol) Response(*http.Response) Verdict { return Verdict{} }
+// api-key, as its status says, except a 403 of the resource's network
+// rules (its firewall, a private endpoint only): every key is refused
+// alike until the operator fixes them, so it fails the provider, never a
+// key. A 404 DeploymentNotFound says the deployment the (rewritten) model
+// names does not exist on this resource: a missing model there, which
+// another provider may serve.
+func (*azureProtocol) Response(resp *http.Response) Verdict {
+	switch resp.StatusCode {
+	case http.StatusNotFound:
+		if wire.ErrorField(peekErrorBody(resp), "code") == "deploymentnotfound" {
+			return Verdict{Class: wire.ClassModelNotFound}
+		}
+	case http.StatusForbidden:
+		msg := wire.ErrorField(peekErrorBody(resp), "message")
+		for _, rule := range azureNetworkRefusals {
+			if strings.Contains(msg, rule) {
+				return Verdict{Class: wire.ClassAuth, NotKey: true}
+			}
+		}
+	}
+	return Verdict{}
+}
+
+// azureNetworkRefusals are Azure's words (lower case) for a request its
+// network rules refuse, whatever its key.
+var azureNetworkRefusals = []string{"virtual network/firewall rules", "private endpoint", "public access is disabled"}

@@ -149,6 +149,23 @@ var bedrockCredentialErrors = []string{
 	"IncompleteSignatureException", "MissingAuthenticationTokenException",
 }
 
+// bedrockModelDenied reports whether an AccessDeniedException's message
+// (lower case) is about the model, not the caller: "You don't have access
+// to the model with the specified model ID.", and the AWS Marketplace
+// subscription a third-party model needs ("Model access is denied due to
+// ... to enable access to this model", "Your account is not authorized to
+// access this model because your AWS Marketplace subscription ... is still
+// being processed"). "Your account is not authorized to invoke this API
+// operation." and an IAM policy's denial are the caller's.
+func bedrockModelDenied(msg string) bool {
+	for _, s := range []string{"access to the model", "access to this model", "model access is denied"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // verdict reads a Bedrock error's type and message (SPEC 15). An
 // AccessDeniedException "You don't have access to the model with the
 // specified model ID." is about that model for this account: it cools the
@@ -159,8 +176,18 @@ func (b *BedrockProtocol) Verdict(kind, msg string) Verdict {
 	switch {
 	case slices.Contains(bedrockCredentialErrors, kind):
 		return Verdict{Class: wire.ClassAuth, Credential: b.Chain}
-	case kind == "AccessDeniedException" && strings.Contains(strings.ToLower(msg), "access to the model"):
+	case kind == "AccessDeniedException" && bedrockModelDenied(strings.ToLower(msg)):
 		return Verdict{Class: wire.ClassModelNotFound}
+	case kind == "ValidationException" && (strings.Contains(msg, "model identifier is invalid") || strings.Contains(msg, "with on-demand throughput")):
+		// The model id (after the provider's rewrite) names no model
+		// in this region, or one served here only through an inference
+		// profile: this provider's, not the request's; another serves it.
+		return Verdict{Class: wire.ClassModelNotFound}
+	case kind == "ModelErrorException", kind == "ServiceQuotaExceededException":
+		// Documented as 424 and 400, statuses that read as the request's
+		// fault: the model failed, the account's quota ran out. Classed
+		// as the same failure in a stream's exception frame.
+		return Verdict{Class: bedrockExceptionClasses[strings.ToLower(kind[:1])+kind[1:]]}
 	}
 	return Verdict{}
 }

@@ -19,11 +19,12 @@ var bedrockExceptionClasses = map[string]wire.FailClass{
 	"modelNotReadyException":        wire.ClassOverloaded,  // 429/503: not ready yet
 	"internalServerException":       wire.ClassStatus5xx,   // 500
 	"modelStreamErrorException":     wire.ClassStatus5xx,   // 424: the model failed mid-answer
+	"modelErrorException":           wire.ClassStatus5xx,   // 424: the model failed (InvokeModel)
 	"modelTimeoutException":         wire.ClassStatus5xx,   // 408
 	"validationException":           wire.ClassRequest,     // 400
 	"accessDeniedException":         wire.ClassAuth,        // 403
 	"resourceNotFoundException":     wire.ClassModelNotFound,
-	"serviceQuotaExceededException": wire.ClassRateLimited,
+	"serviceQuotaExceededException": wire.ClassRateLimited, // 400: the account's quota
 }
 
 // bedrockException is the stream fault of an exception frame.

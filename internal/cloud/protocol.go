@@ -50,6 +50,10 @@ type Verdict struct {
 	// it came from (the AWS chain searched, ADC), never its value. The
 	// attempt logs it at error: an operator must fix it.
 	Credential string
+	// NotKey says a refusal (ClassAuth) is the provider's, not its key's
+	// (an Azure network rule): no key of a pool is disabled for it; the
+	// provider's breaker counts it and its probes find it fixed (SPEC 15).
+	NotKey bool
 }
 
 // modelSegment is a model as one escaped segment of a cloud's URL path.
@@ -197,6 +201,7 @@ func cloudErrorBody(resp *http.Response, d wire.Dialect, kind string) string {
 	if m, ok := jsonscan.Lookup(body, "message"); ok && jsonscan.IsString(m) {
 		msg = string(jsonscan.AppendString(nil, m))
 	}
+	msg = withoutSignedRequest(msg)
 	shown := msg
 	if kind != "" {
 		shown = kind + ": " + msg
@@ -206,6 +211,30 @@ func cloudErrorBody(resp *http.Response, d wire.Dialect, kind string) string {
 	resp.Header.Set("Content-Type", "application/json")
 	resp.Header.Del("Content-Length")
 	return msg
+}
+
+// withoutSignedRequest cuts what AWS appends to a signature error
+// (InvalidSignatureException, IncompleteSignatureException): "The
+// Canonical String for this request should have been" and "The
+// String-to-Sign ...", the request as AWS signed it, with the value of
+// every signed header, the proxy's X-Amz-Security-Token (a session token)
+// among them. The message goes to the log, the admin view and a client.
+func withoutSignedRequest(msg string) string {
+	for _, marker := range []string{"The Canonical String for this request", "The String-to-Sign should have been"} {
+		if i := strings.Index(msg, marker); i >= 0 {
+			msg = strings.TrimRight(msg[:i], " \n")
+		}
+	}
+	return msg
+}
+
+// peekErrorBody reads a bounded copy of an error answer's body and puts it
+// back for the engine (readUpstreamError) to read as sent.
+func peekErrorBody(resp *http.Response) []byte {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, wire.MaxErrorBody))
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return body
 }
 
 // isDialect reports whether d is the dialect D.

@@ -106,11 +106,20 @@ func (v *vertexProtocol) Response(resp *http.Response) Verdict {
 	if resp.StatusCode == http.StatusOK {
 		return Verdict{}
 	}
-	if !strings.Contains(resp.Request.URL.Path, "/publishers/google/") {
-		cloudErrorBody(resp, anthropic.Dialect{}, "vertex")
+	var msg string
+	if strings.Contains(resp.Request.URL.Path, "/publishers/google/") {
+		msg = wire.ErrorField(peekErrorBody(resp), "message")
+	} else {
+		msg = strings.ToLower(cloudErrorBody(resp, anthropic.Dialect{}, "vertex"))
 	}
-	if resp.StatusCode == http.StatusUnauthorized {
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
 		return Verdict{Class: wire.ClassAuth, Credential: v.credential()}
+	case resp.StatusCode == http.StatusBadRequest && strings.Contains(msg, "is not allowed to use publisher model"):
+		// 400 FAILED_PRECONDITION: a model not enabled for the project
+		// (Model Garden). The model is cooled on this provider, as a
+		// Bedrock model the account lacks; another provider may serve it.
+		return Verdict{Class: wire.ClassModelNotFound}
 	}
 	return Verdict{}
 }

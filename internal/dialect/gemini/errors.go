@@ -140,9 +140,11 @@ func RequestLevel(status int, body []byte) bool {
 // geminiForbidden classifies a 403 PERMISSION_DENIED answered to the
 // provider's own key or token (SPEC 15). Only a key that is invalid or
 // disabled fails the key: API_KEY_INVALID or "API key not valid",
-// SERVICE_DISABLED (the key's project has the API off), a key
+// SERVICE_DISABLED (the key's project has the API off), BILLING_DISABLED
+// or CONSUMER_INVALID (its project has no billing, or is gone), a key
 // restriction that blocks this API or caller (API_KEY_*_BLOCKED), a
-// suspended consumer. IAM_PERMISSION_DENIED (Vertex) is the provider's
+// suspended consumer, a token without the scope (ADC's
+// ACCESS_TOKEN_SCOPE_INSUFFICIENT), expired or missing. IAM_PERMISSION_DENIED (Vertex) is the provider's
 // credential lacking a permission, and "unregistered callers" a request
 // that reached Google without it: the provider's failure too. Any other
 // 403 is about an object the request named that this key cannot see ("You
@@ -162,6 +164,8 @@ func geminiForbidden(body []byte) wire.FailClass {
 		}
 		switch reason := wire.JSONStringValue(r); {
 		case reason == "SERVICE_DISABLED", reason == "CONSUMER_SUSPENDED", reason == "IAM_PERMISSION_DENIED",
+			reason == "BILLING_DISABLED", reason == "CONSUMER_INVALID", reason == "ACCESS_TOKEN_SCOPE_INSUFFICIENT",
+			reason == "ACCESS_TOKEN_EXPIRED", reason == "CREDENTIALS_MISSING",
 			strings.HasPrefix(reason, "API_KEY_") && strings.HasSuffix(reason, "_BLOCKED"):
 			return wire.ClassAuth
 		}
