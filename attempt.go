@@ -171,7 +171,7 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 		if verdict.Credential != "" {
 			h.logger.Error("cloud refused the provider's own credentials: fix them; requests fail over meanwhile",
 				zap.String("provider", a.p.name), zap.String("api", a.p.proto.String()),
-				zap.String("credentials", verdict.Credential), zap.Error(a.err))
+				zap.String("credentials", verdict.Credential), zap.String("error", loggedError(a.p, a.err)))
 		}
 		return
 	}
