@@ -1,7 +1,6 @@
 package llmhedge_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -14,9 +13,9 @@ import (
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
-	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	"github.com/openai/openai-go/v3"
 
+	llmhedge "github.com/llmhedge/caddy-llm-hedge"
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
@@ -288,19 +287,6 @@ func TestBedrockSignatureErrorHidesSessionToken(t *testing.T) {
 	}
 }
 
-// cloudExceptionFrame is a Bedrock event-stream exception frame.
-func cloudExceptionFrame(t *testing.T, kind, message string) []byte {
-	var buf bytes.Buffer
-	var msg eventstream.Message
-	msg.Headers.Set(":message-type", eventstream.StringValue("exception"))
-	msg.Headers.Set(":exception-type", eventstream.StringValue(kind))
-	msg.Payload, _ = json.Marshal(map[string]string{"message": message})
-	if err := eventstream.NewEncoder().Encode(&buf, msg); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 // InvokeModelWithResponseStream answers 200 and may report the failure
 // in its first frame: a validationException ("Input is too long for
 // requested model.") is the request's own error, a throttlingException the
@@ -324,7 +310,7 @@ func TestBedrockStreamExceptionBeforeCommit(t *testing.T) {
 				_, _ = io.Copy(io.Discard, r.Body)
 				w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
 				w.WriteHeader(http.StatusOK)
-				_, _ = w.Write(cloudExceptionFrame(t, tc.kind, tc.message))
+				_, _ = w.Write(llmhedge.ExceptionFrame(t, tc.kind, tc.message))
 			}))
 			t.Cleanup(srv.Close)
 			bedrock := provider("bedrock", &upstream{URL: srv.URL}, "api bedrock", "region us-west-2", "key br-key",

@@ -1,6 +1,9 @@
 package llmhedge
 
-import "time"
+import (
+	"testing"
+	"time"
+)
 
 // SetResponseOwnersCapacity shrinks the table of response owners created
 // next (the first proxy started after it), for the end-to-end tests; the
@@ -26,4 +29,10 @@ func SetH2Ping(after, timeoutMin time.Duration) (restore func()) {
 	oldAfter, oldMin := h2PingAfter, h2PingTimeoutMin
 	h2PingAfter, h2PingTimeoutMin = after, timeoutMin
 	return func() { h2PingAfter, h2PingTimeoutMin = oldAfter, oldMin }
+}
+
+// ExceptionFrame is a Bedrock event-stream exception frame, for the
+// end-to-end tests.
+func ExceptionFrame(t testing.TB, kind, message string) []byte {
+	return exceptionFrame(t, kind, message)
 }
