@@ -85,6 +85,7 @@ http://127.0.0.1:%d {
 		lb_retry_match {
 			method POST
 		}
+		request_buffers 4MiB
 		transport http {
 			keepalive off
 		}
