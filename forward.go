@@ -3,6 +3,7 @@ package llmhedge
 import (
 	"bytes"
 	"cmp"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -76,12 +79,15 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return nil
 	}
-	mc, about := modelCallOf(r.Method, r.URL.EscapedPath(), body) // forward_model.go
-	if !about {
-		mc = modelCall{escapedPath: r.URL.EscapedPath(), body: body}
-	} else if cands = mc.serving(cands, d); len(cands) == 0 {
-		st.refuse(w, http.StatusNotFound, fmt.Sprintf("model %q: no configured provider serves it for the %s API", mc.model, d))
-		return nil
+	// A call about one model goes to the providers serving it, with their
+	// model rewrite, as a completion would (wire.ModelCall).
+	mc, about := wire.ModelCallOf(r.Method, r.URL.EscapedPath(), body)
+	if about {
+		cands = slices.DeleteFunc(cands, func(p *provider) bool { return !p.serves(d, mc.Model) })
+		if len(cands) == 0 {
+			st.refuse(w, http.StatusNotFound, fmt.Sprintf("model %q: no configured provider serves it for the %s API", mc.Model, d))
+			return nil
+		}
 	}
 	for i, p := range cands {
 		if p.busy() {
@@ -106,7 +112,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 		defer a.cancel(nil)
 		st.attempts = append(st.attempts, a)
 		a.begin()
-		path, body := mc.forProvider(p)
+		path, body := r.URL.EscapedPath(), body
+		if about {
+			path, body = mc.Rewrite(path, body, p.upstreamModel(mc.Model))
+		}
 		resp, err := h.forwardOnce(a.ctx, r, p, d, path, body, repl)
 		if err != nil {
 			a.end()
@@ -217,7 +226,7 @@ func (h *Handler) relayForwarded(w http.ResponseWriter, st *requestState, a *att
 // forwardOnce sends a non-completion request to one provider. The path is
 // the client's escaped path, checked by checkEscapedPath: it stays under the
 // provider's base path (a model segment rewritten by the provider's `model`
-// rules is one escaped segment: forward_model.go).
+// rules is one escaped segment: wire.ModelCall).
 func (h *Handler) forwardOnce(ctx context.Context, r *http.Request, p *provider, d wire.Dialect, escapedPath string, body []byte, repl *caddy.Replacer) (*http.Response, error) {
 	var rd io.Reader
 	if len(body) > 0 {
@@ -359,4 +368,58 @@ func bodyStatus(err error) int {
 		return http.StatusUnsupportedMediaType
 	}
 	return http.StatusBadRequest
+}
+
+// errBodyEncoding is a Content-Encoding the proxy does not decode: 415.
+var errBodyEncoding = errors.New("unsupported Content-Encoding")
+
+// zstdMaxWindow bounds the memory a zstd frame may ask for (level 19
+// asks for 8 MiB; the clients that compress, Codex at level 3, 2 MiB).
+const zstdMaxWindow = 8 << 20
+
+// decodeBody undoes a compressed request body (Content-Encoding gzip or
+// zstd; Codex can send zstd) so the proxy reads the JSON it routes on and
+// every provider gets the same identity body: a retry or a failover to
+// another vendor or cloud must not depend on what that provider decodes.
+// The decoded body counts against max_body, so a small compressed body
+// cannot expand past the limit. The header is rewritten to match.
+func decodeBody(r *http.Request, body []byte, max int64) ([]byte, error) {
+	ce := strings.TrimSpace(r.Header.Get("Content-Encoding"))
+	var zr io.Reader
+	switch strings.ToLower(ce) {
+	case "", "identity":
+		r.Header.Del("Content-Encoding")
+		return body, nil
+	case "gzip", "x-gzip":
+		gz, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			return nil, fmt.Errorf("request body: Content-Encoding %s: %w", ce, err)
+		}
+		zr = gz
+	case "zstd":
+		zd, err := zstd.NewReader(bytes.NewReader(body), zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(zstdMaxWindow))
+		if err != nil {
+			return nil, fmt.Errorf("request body: Content-Encoding zstd: %w", err)
+		}
+		defer zd.Close()
+		zr = zd
+	default:
+		if len(ce) > 64 {
+			ce = ce[:64] + "..."
+		}
+		return nil, fmt.Errorf("%w %q: send the body uncompressed, or as gzip or zstd", errBodyEncoding, ce)
+	}
+	out := bytes.NewBuffer(make([]byte, 0, min(4*int64(len(body)), max)+bytes.MinRead))
+	n, err := out.ReadFrom(io.LimitReader(zr, max+1))
+	switch {
+	case n > max:
+		return nil, wire.ErrBodyTooLarge
+	case err != nil:
+		return nil, fmt.Errorf("request body: Content-Encoding %s: %w", ce, err)
+	}
+	r.Header.Del("Content-Encoding")
+	r.Header.Del("Content-Length")
+	r.ContentLength = int64(out.Len())
+	return out.Bytes(), nil
 }
