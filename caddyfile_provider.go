@@ -61,7 +61,7 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser, lines optionLines) error
 			p.AWSProfile, err = oneArg(d)
 		case "key":
 			// One key stays `key` in JSON, as before; several are `keys`.
-			if p.Key != "" || len(p.Keys) > 0 {
+			if p.hasKey() {
 				return d.Errf("provider %q: key given twice; list every key of the pool on one key line", p.Name)
 			}
 			a := d.RemainingArgs()
@@ -140,7 +140,7 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser, lines optionLines) error
 			return err
 		}
 	}
-	hasKey := p.Key != "" || len(p.Keys) > 0 // one key, or a pool
+	hasKey := p.hasKey()
 	if err := p.Options.Check(p.API, hasKey); err != nil {
 		return d.Errf("provider %q: %v", p.Name, err)
 	}

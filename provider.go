@@ -84,6 +84,10 @@ type Provider struct {
 }
 
 // provider is the provisioned, immutable runtime form of a Provider.
+// hasKey reports whether the provider holds a key of its own: one, or a
+// pool.
+func (pc *Provider) hasKey() bool { return pc.Key != "" || len(pc.Keys) > 0 }
+
 type provider struct {
 	cfg       *Provider
 	name      string
@@ -128,7 +132,7 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 	if !ok {
 		return nil, unknownAPI(pc.API)
 	}
-	if err := pc.Options.Check(pc.API, pc.Key != "" || len(pc.Keys) > 0); err != nil {
+	if err := pc.Options.Check(pc.API, pc.hasKey()); err != nil {
 		return nil, err
 	}
 	for _, r := range pc.ModelMap {

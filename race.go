@@ -254,9 +254,7 @@ func (h *Handler) launchNext(st *requestState, r *http.Request, reason string, o
 				key.release(now)
 				st.plan.used[i] = true
 				st.skip(p, "cooldown_skip")
-				if until := p.health.OpenUntil(); !until.IsZero() && (st.recoverAt.IsZero() || until.Before(st.recoverAt)) {
-					st.recoverAt = until
-				}
+				st.recoverBy(p.health.OpenUntil())
 				continue
 			}
 			st.plan.used[i] = true
@@ -296,9 +294,7 @@ func (h *Handler) launchProbe(st *requestState, r *http.Request) *attempt {
 		if p.health.RateLimited(now) {
 			// Its 429 said when to come back: not before (SPEC 14).
 			st.rateLimited = true
-			if until := p.health.OpenUntil(); st.recoverAt.IsZero() || until.Before(st.recoverAt) {
-				st.recoverAt = until
-			}
+			st.recoverBy(p.health.OpenUntil())
 			continue
 		}
 		open = append(open, p)

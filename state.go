@@ -282,6 +282,14 @@ func (st *requestState) timedOut() bool {
 	return errors.Is(context.Cause(st.ctx), wire.ErrTotalTimeout)
 }
 
+// recoverBy notes that a skipped candidate recovers at until (zero: it
+// will not by itself): recoverAt is the earliest such time.
+func (st *requestState) recoverBy(until time.Time) {
+	if !until.IsZero() && (st.recoverAt.IsZero() || until.Before(st.recoverAt)) {
+		st.recoverAt = until
+	}
+}
+
 // refuse answers a request the proxy rejects itself (bad body, too large).
 func (st *requestState) refuse(w http.ResponseWriter, status int, msg string) {
 	st.outcome, st.status, st.refused = outcomeClientError, status, msg
