@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"encoding/base64"
 	"slices"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 )
 
 // chunkHead is how Bedrock writes a chunk's payload: bytes first.
@@ -46,4 +48,19 @@ func indexLineEnd(data []byte) int {
 		return j
 	}
 	return i
+}
+
+// typeHead is how Anthropic writes an event: its type first.
+var typeHead = []byte(`{"type":`)
+
+// eventType is jsonscan.Lookup(ev, "type"), which returns the first
+// member of that name: when ev starts with it and its value is a string,
+// that string is the answer without opening the object.
+func eventType(ev []byte) ([]byte, bool) {
+	if bytes.HasPrefix(ev, typeHead) {
+		if end := jsonscan.StringEnd(ev, len(typeHead)); end > 0 {
+			return ev[len(typeHead):end], true
+		}
+	}
+	return jsonscan.Lookup(ev, "type")
 }

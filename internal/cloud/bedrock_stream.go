@@ -153,7 +153,7 @@ func (s *bedrockStream) next() error {
 	}
 	s.ev = ev
 	var name []byte
-	if t, ok := jsonscan.Lookup(ev, "type"); ok {
+	if t, ok := eventType(ev); ok {
 		if plainJSONString(t) {
 			name = t[1 : len(t)-1] // as Unmarshal would give it, without its allocations
 		} else if v := ""; json.Unmarshal(t, &v) == nil && !strings.ContainsAny(v, "\r\n") {

@@ -262,6 +262,36 @@ func ClassifyEvent(d Dialect, ev sse.Event) EventClass {
 type ChoiceSet struct {
 	seen, finished [4]uint64
 	other          bool // a choice with an index outside 0..255 (or not an integer)
+	// Memo is what the stream's chunks repeat (Gemini's usageMetadata),
+	// kept with the choices because both live as long as the stream and
+	// travel together from the gate to the relay; nil until used.
+	Memo *Memo
+}
+
+// Memo remembers one JSON object a stream sends again and again, as the
+// bytes it had in the last chunk that was read whole, and the counts read
+// from it. An object is self-delimiting: a chunk whose member starts with
+// the same bytes holds the same valid object, which reads the same, so
+// one comparison replaces a walk.
+type Memo struct {
+	Raw    []byte
+	Counts UsageCounts
+}
+
+// Remember keeps a copy of raw (a valid object) and its counts, reusing
+// the memo's buffer.
+func (m *Memo) Remember(raw []byte, c UsageCounts) {
+	if cap(m.Raw) < len(raw) { // room for the counts to grow a digit or a member
+		m.Raw = make([]byte, 0, len(raw)+len(raw)/2)
+	}
+	m.Raw = append(m.Raw[:0], raw...)
+	m.Counts = c
+}
+
+// SameChoices reports whether cs and o saw the same choices finish the
+// same way (their memos aside).
+func (cs *ChoiceSet) SameChoices(o *ChoiceSet) bool {
+	return cs.seen == o.seen && cs.finished == o.finished && cs.other == o.other
 }
 
 // note records one choice of a chunk; index is -1 when it is not usable.

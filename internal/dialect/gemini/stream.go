@@ -20,6 +20,22 @@ type Stream struct {
 	blocked    bool           // promptFeedback.blockReason with no candidates
 }
 
+// memo is what the stream's chunks repeat; nil without a stream.
+func (s *Stream) memo() *wire.Memo {
+	if s == nil {
+		return nil
+	}
+	return s.candidates.Memo
+}
+
+// remember keeps the usageMetadata object of a valid chunk for the next.
+func (s *Stream) remember(usage []byte, c wire.UsageCounts) {
+	if s.candidates.Memo == nil {
+		s.candidates.Memo = new(wire.Memo)
+	}
+	s.candidates.Memo.Remember(usage, c)
+}
+
 // done reports whether the end of the body after the chunks seen is the
 // end of a complete answer.
 func (s *Stream) Done() bool { return s.blocked || s.candidates.AllFinished() }
@@ -67,19 +83,26 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 	candidateKeys := 0
 	var usage, model []byte
 	usageOdd := false
+	usageSeen, usageWalked := false, false // the last usageMetadata: matched the memo, walked as an object
 	for it.Next() {
 		switch {
 		case it.KeyIs("usageMetadata"):
 			usageOdd = usageOdd || usage != nil || string(it.Key) != "usageMetadata"
-			// One walk validates it and reads its counts.
+			// One walk validates it and reads its counts, unless the
+			// stream's last chunk had the same bytes there (st.memo).
 			start := it.Pos
-			if um, ok := it.Enter(); ok {
+			if m := st.memo(); m != nil && len(m.Raw) > 0 && bytes.HasPrefix(data[start:], m.Raw) {
+				it.SkipValue(start + len(m.Raw))
+				info.Counts, usage = m.Counts, data[start:it.Pos]
+				usageSeen, usageWalked = true, false
+			} else if um, ok := it.Enter(); ok {
 				info.Counts = readGeminiCounts(&um)
 				it.Leave(&um)
 				usage = data[start:it.Pos]
+				usageSeen, usageWalked = false, true
 			} else {
 				info.Counts = wire.UsageCounts{}
-				usage = it.Value()
+				usage, usageSeen, usageWalked = it.Value(), false, false
 			}
 		case it.KeyIs("modelVersion"):
 			usageOdd = usageOdd || model != nil || string(it.Key) != "modelVersion"
@@ -121,6 +144,9 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 		return info
 	}
 	info.ErrVal = nil
+	if usageWalked && !usageSeen && st != nil {
+		st.remember(usage, info.Counts)
+	}
 	info.By = sc.by
 	info.Plain = withText && candidateKeys == 1 && sc.n == 1 && sc.plain
 	info.UsageRead, info.Usage, info.Model = !usageOdd, usage, model
