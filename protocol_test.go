@@ -186,12 +186,25 @@ func FuzzBedrockEventStream(f *testing.F) {
 	f.Add(exceptionFrame(f, "throttlingException", "x"))
 	f.Add(bedrockFrames(f, "{\"type\":\"a\nb\",\r\n\"x\":1}"))
 	f.Add([]byte{0, 0, 0, 16, 0, 0, 0, 0})
+	f.Add(bedrockFrames(f, "{\"type\":\"x\"}\n", "\r\n{\"type\":\" y\",\n\r\"z\":[]}\r", ""))
+	f.Add(append(bedrockFrames(f, `{"type":"ping"}`), bedrockFrames(f, `{"type":"message_stop"}`)[:20]...))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// The reader takes the stream's whole events (sse.Source); the
+		// same stream read as bytes and parsed must give the same events.
 		rd := sse.NewReader(cloud.NewBedrockStream(io.NopCloser(bytes.NewReader(b))), 1<<20)
+		parsed := sse.NewReader(struct{ io.Reader }{cloud.NewBedrockStream(io.NopCloser(bytes.NewReader(b)))}, 1<<20)
 		for range 1000 {
 			ev, err := rd.Next()
+			pev, perr := parsed.Next()
+			if (err == nil) != (perr == nil) || err != nil && err.Error() != perr.Error() {
+				t.Fatalf("source: %v, parsed: %v", err, perr)
+			}
 			if err != nil {
 				return
+			}
+			if !bytes.Equal(ev.Raw, pev.Raw) || !bytes.Equal(ev.Name, pev.Name) || (ev.Name == nil) != (pev.Name == nil) ||
+				!bytes.Equal(ev.Data, pev.Data) || (ev.Data == nil) != (pev.Data == nil) {
+				t.Fatalf("source %q %q %q, parsed %q %q %q", ev.Raw, ev.Name, ev.Data, pev.Raw, pev.Name, pev.Data)
 			}
 			if !bytes.HasSuffix(ev.Raw, []byte("\n\n")) {
 				t.Fatalf("event %q does not end in a blank line", ev.Raw)

@@ -32,6 +32,11 @@ type bedrockStream struct {
 	prelude [12]byte
 	off     int
 	err     error
+	// The layout of the last event next wrote at the start of out
+	// (NextEvent): the length of its name, and whether its data took
+	// several lines.
+	name  int
+	lines bool
 	ended   atomic.Bool // Read returned the end of the stream
 }
 
@@ -44,6 +49,7 @@ type bedrockBufs struct {
 	frame []byte        // the current frame's buffer, reused
 	ev    []byte        // the decoded chunk's buffer, reused
 	out   []byte        // SSE not yet read
+	data  []byte        // NextEvent's data of several lines, joined
 }
 
 var errReadAfterClose = errors.New("bedrock event stream: read after close")
@@ -56,7 +62,7 @@ const bedrockBatch = 16 << 10
 func NewBedrockStream(r io.ReadCloser) *bedrockStream {
 	b := bedrockPool.Get().(*bedrockBufs)
 	b.br.Reset(r)
-	b.frame, b.ev, b.out = b.frame[:0], b.ev[:0], b.out[:0]
+	b.frame, b.ev, b.out, b.data = b.frame[:0], b.ev[:0], b.out[:0], b.data[:0]
 	return &bedrockStream{r: r, bedrockBufs: b}
 }
 
@@ -160,7 +166,8 @@ func (s *bedrockStream) next() error {
 			name = []byte(v)
 		}
 	}
-	s.out = appendSSE(s.out, name, ev)
+	s.out, s.lines = appendSSE(s.out, name, ev)
+	s.name = len(name)
 	return nil
 }
 
@@ -179,8 +186,8 @@ func plainJSONString(t []byte) bool {
 }
 
 // appendSSE writes one event; data lines split where the JSON has line ends
-// (it has none unless pretty-printed).
-func appendSSE(b []byte, name []byte, data []byte) []byte {
+// (it has none unless pretty-printed: lines reports them).
+func appendSSE(b []byte, name []byte, data []byte) (_ []byte, lines bool) {
 	if len(name) > 0 {
 		b = append(b, "event: "...)
 		b = append(b, name...)
@@ -195,12 +202,13 @@ func appendSSE(b []byte, name []byte, data []byte) []byte {
 		}
 		b = append(b, data[:i]...)
 		b = append(b, '\n')
+		lines = true
 		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
 			i++
 		}
 		data = data[i+1:]
 	}
-	return append(b, "\n\n"...)
+	return append(b, "\n\n"...), lines
 }
 
 func isStreamFault(err error) bool {

@@ -73,6 +73,9 @@ type Reader struct {
 	// reader has no complete event left and may wait (the relay flushes
 	// its coalesced writes there).
 	BeforeFill func()
+
+	src   Source // r, when it hands over whole events (source.go)
+	burst int    // bytes taken from src since BeforeFill last ran
 }
 
 // NewReader reads events from r; maxEvent bounds one event's bytes
@@ -111,7 +114,7 @@ func Put(s *Reader) {
 		return
 	}
 	s.Release()
-	s.r, s.BeforeFill, s.err = nil, nil, nil
+	s.r, s.src, s.BeforeFill, s.err = nil, nil, nil, nil
 	if s.borrowed {
 		s.buf, s.borrowed = nil, false
 	}
@@ -127,6 +130,8 @@ func (s *Reader) Reset(r io.Reader) {
 		s.buf, s.onSmall = s.small[:], true
 	}
 	s.r = r
+	s.src, _ = r.(Source)
+	s.burst = 0
 	s.start, s.scan, s.end, s.seen = 0, 0, 0, 0
 	s.err = nil
 	s.crLF = false
@@ -143,7 +148,7 @@ func (s *Reader) ResetBytes(b []byte) {
 	if !s.borrowed {
 		s.recycle()
 	}
-	s.r, s.buf, s.borrowed, s.onSmall = nil, b, true, false
+	s.r, s.src, s.buf, s.borrowed, s.onSmall = nil, nil, b, true, false
 	s.start, s.scan, s.end, s.seen = 0, 0, len(b), 0
 	s.err = io.EOF
 	s.crLF = false
@@ -163,6 +168,9 @@ func (s *Reader) resetEvent() {
 // dropped), errEventTooLarge when an event exceeds maxEvent, and read
 // errors wrapped. Errors are sticky.
 func (s *Reader) Next() (Event, error) {
+	if s.src != nil {
+		return s.nextFromSource()
+	}
 	if s.err != nil && s.start == s.end {
 		return Event{}, s.finalErr()
 	}
