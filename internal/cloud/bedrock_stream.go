@@ -37,7 +37,7 @@ type bedrockStream struct {
 	// several lines.
 	name  int
 	lines bool
-	ended   atomic.Bool // Read returned the end of the stream
+	ended atomic.Bool // Read returned the end of the stream
 }
 
 // bedrockBufs are a stream's buffers. A stream read to its end gives them
