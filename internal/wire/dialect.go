@@ -48,7 +48,8 @@ type Router interface {
 	// counts, so they may move to another provider after a 5xx.
 	AuxPaths() []AuxPath
 	// SniffAux rates how surely a non-completion request speaks this
-	// dialect: 0 not, the highest wins (ties: the first registered).
+	// dialect: 0 not, SniffGuess a fallback with no evidence, the highest
+	// wins (ties: the first registered).
 	SniffAux(path string, h HeaderGetter) int
 	// UpstreamPath is the escaped path an attempt sends for a client's
 	// completion path and the upstream model: CompletionPath for the
@@ -164,6 +165,11 @@ func NewResumer(d Dialect, req *Request) Resumer {
 // DialectNone marks a path that is not an LLM completion (forwarded as
 // is), and a provider that serves whichever dialect the request speaks.
 var DialectNone Dialect
+
+// SniffGuess is the SniffAux rate of a dialect that claims a path on no
+// evidence (OpenAI's, for any path): good for an error shape, not for
+// naming the client's dialect in a log.
+const SniffGuess = 1
 
 // headerGetter is the part of a header the dialect sniff reads.
 type HeaderGetter interface{ Get(string) string }
