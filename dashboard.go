@@ -57,7 +57,7 @@ func recordDashboard(st *requestState, now time.Time, total time.Duration, model
 		n++
 	}
 	board.recent.RecordChain(dashboard.Request{
-		Time: now, Site: st.r.Host, Dialect: st.dialect.String(), Model: model, Provider: provider,
+		Time: now, Site: st.r.Host, Dialect: st.dialectName(), Model: model, Provider: provider,
 		Attempts: len(st.attempts), Hedged: st.hedged, Outcome: st.outcome, FirstEventMs: firstMs,
 		TotalMs: total.Milliseconds(), InputTokens: u.Input, OutputTokens: u.Output,
 	}, chain[:n])

@@ -49,22 +49,25 @@ func TestDialectRegistry(t *testing.T) {
 		}
 	}
 	for _, tt := range []struct {
-		path   string
-		header http.Header
-		want   wire.Dialect
+		path    string
+		header  http.Header
+		want    wire.Dialect
+		guessed bool
 	}{
-		{"/v1/messages/count_tokens", http.Header{}, dialectAnthropic},
-		{"/v1/models", http.Header{"Anthropic-Version": {"2023-06-01"}}, dialectAnthropic},
-		{"/v1/models", http.Header{"X-Api-Key": {"k"}}, dialectAnthropic},
-		{"/v1/models", http.Header{"Authorization": {"Bearer k"}}, dialectOpenAI},
-		{"/v1/files", http.Header{}, dialectOpenAI},
-		{"/v1/responses/resp_1", http.Header{"Authorization": {"Bearer k"}}, dialectResponses},
-		{"/v1beta/models", http.Header{}, dialectGemini},
-		{"/v1/models/gemini-x:countTokens", http.Header{}, dialectGemini},
-		{"/v1/models", http.Header{"X-Goog-Api-Key": {"k"}}, dialectGemini},
+		{"/v1/messages/count_tokens", http.Header{}, dialectAnthropic, false},
+		{"/v1/models", http.Header{"Anthropic-Version": {"2023-06-01"}}, dialectAnthropic, false},
+		{"/v1/models", http.Header{"X-Api-Key": {"k"}}, dialectAnthropic, false},
+		{"/v1/models", http.Header{"Authorization": {"Bearer k"}}, dialectOpenAI, false},
+		{"/v1/models/gpt-x/", http.Header{}, dialectOpenAI, false},
+		{"/v1/files", http.Header{}, dialectOpenAI, true},
+		{"/v1/files", http.Header{"X-Api-Key": {"k"}}, dialectAnthropic, false},
+		{"/v1/responses/resp_1", http.Header{"Authorization": {"Bearer k"}}, dialectResponses, false},
+		{"/v1beta/models", http.Header{}, dialectGemini, false},
+		{"/v1/models/gemini-x:countTokens", http.Header{}, dialectGemini, false},
+		{"/v1/models", http.Header{"X-Goog-Api-Key": {"k"}}, dialectGemini, false},
 	} {
-		if got := dialectOfAuxPath(tt.path, tt.header); got != tt.want {
-			t.Errorf("dialectOfAuxPath(%q, %v) = %v, want %v", tt.path, tt.header, got, tt.want)
+		if got, guessed := dialectOfAuxPath(tt.path, tt.header); got != tt.want || guessed != tt.guessed {
+			t.Errorf("dialectOfAuxPath(%q, %v) = %v, %v; want %v, %v", tt.path, tt.header, got, guessed, tt.want, tt.guessed)
 		}
 	}
 	for _, tt := range []struct {

@@ -146,15 +146,27 @@ func auxSegmentMatch(pseg, seg string) bool {
 }
 
 // dialectOfAuxPath guesses the dialect of a non-completion path, for the
-// error shape and the auth header of a forwarded request.
-func dialectOfAuxPath(path string, h wire.HeaderGetter) wire.Dialect {
+// error shape and the auth header of a forwarded request. guessed: nothing
+// but the fallback claims it (a path no dialect lists, no header or prefix
+// of one), so the logs name no dialect for it.
+func dialectOfAuxPath(path string, h wire.HeaderGetter) (best wire.Dialect, guessed bool) {
 	best, rate := wire.DialectNone, 0
 	for _, d := range dialects {
 		if r := d.SniffAux(path, h); r > rate {
 			best, rate = d, r
 		}
 	}
-	return best
+	return best, rate <= wire.SniffGuess && !listsPath(best, strings.TrimSuffix(path, "/"))
+}
+
+// listsPath reports whether p is one of d's aux paths, by any method.
+func listsPath(d wire.Dialect, p string) bool {
+	for _, a := range d.AuxPaths() {
+		if auxPathMatch(a.Path, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // modelMissing reports whether an error body says the requested model does

@@ -44,9 +44,9 @@ func (h *Handler) auxCandidates(d wire.Dialect) []*provider {
 // line, metrics, max_in_flight (held until the body is copied) and the
 // idle timeout while the body is copied.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
-	d := dialectOfAuxPath(r.URL.Path, r.Header)
+	d, guessed := dialectOfAuxPath(r.URL.Path, r.Header)
 	st := newRequestState(h, r, d)
-	st.forwarded = true
+	st.forwarded, st.dialectGuessed = true, guessed
 	defer h.finish(st)
 	if err := checkEscapedPath(r.URL.EscapedPath()); err != nil {
 		st.refuse(w, http.StatusBadRequest, err.Error())

@@ -57,6 +57,7 @@ const (
 	aTextDelta    = `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}`
 	aBlockStop    = `{"type":"content_block_stop","index":0}`
 	aMessageDelta = `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}`
+	aRefusalDelta = `{"type":"message_delta","delta":{"stop_reason":"refusal","stop_sequence":null},"usage":{"output_tokens":0}}`
 	aMessageStop  = `{"type":"message_stop"}`
 	aError        = `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
 
@@ -85,6 +86,9 @@ func TestClassifyEvent(t *testing.T) {
 		{"unnamed delta", dialectAnthropic, "data: " + aTextDelta, wire.EvOutput},
 		{"content_block_stop", dialectAnthropic, anthropicEvent("content_block_stop", aBlockStop), wire.EvPrelude},
 		{"message_delta", dialectAnthropic, anthropicEvent("message_delta", aMessageDelta), wire.EvPrelude},
+		{"refusal message_delta", dialectAnthropic, anthropicEvent("message_delta", aRefusalDelta), wire.EvFinish},
+		{"unnamed refusal message_delta", dialectAnthropic, "data: " + aRefusalDelta, wire.EvFinish},
+		{"refusal in another event", dialectAnthropic, anthropicEvent("content_block_stop", `{"type":"content_block_stop","delta":{"stop_reason":"refusal"}}`), wire.EvPrelude},
 		{"message_stop", dialectAnthropic, anthropicEvent("message_stop", aMessageStop), wire.EvTerminal},
 		{"unnamed stop", dialectAnthropic, "data: " + aMessageStop, wire.EvTerminal},
 		{"error event", dialectAnthropic, anthropicEvent("error", aError), wire.EvError},
@@ -189,6 +193,14 @@ func TestGate(t *testing.T) {
 			d:      dialectAnthropic,
 			stream: []string{anthropicEvent("message_start", aMessageStart), anthropicEvent("message_delta", aMessageDelta), anthropicEvent("message_stop", aMessageStop)},
 			want:   want{stream.GateFail, 2, "terminal_before_content", "message_stop"},
+		},
+		{
+			// A refusal is the model's answer: delivered, not failed over
+			// (an end_turn with no content, above, is still a failure).
+			name:   "anthropic refusal before content commits",
+			d:      dialectAnthropic,
+			stream: []string{anthropicEvent("message_start", aMessageStart), anthropicEvent("message_delta", aRefusalDelta), anthropicEvent("message_stop", aMessageStop)},
+			want:   want{stream.GateCommit, 1, "refusal", ""},
 		},
 		{
 			name:   "anthropic non-JSON data",
@@ -347,6 +359,7 @@ func TestCheckBody(t *testing.T) {
 		{"anthropic error body", dialectAnthropic, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, "error_body", "Overloaded"},
 		{"anthropic empty content", dialectAnthropic, `{"type":"message","content":[],"stop_reason":"end_turn"}`, "empty_content", "no content"},
 		{"anthropic missing content", dialectAnthropic, `{"ok":true}`, "empty_content", ""},
+		{"anthropic refusal without content", dialectAnthropic, `{"type":"message","content":[],"stop_reason":"refusal"}`, "", ""},
 		{"anthropic html", dialectAnthropic, `<html>Bad Gateway</html>`, "malformed_body", "Bad Gateway"},
 		{"anthropic truncated", dialectAnthropic, `{"type":"message","content":[{"type":"text"`, "malformed_body", ""},
 		{"openai ok", dialectOpenAI, `{"id":"c","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}`, "", ""},

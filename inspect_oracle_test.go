@@ -28,6 +28,7 @@ func oldInspectAnthropic(ev sse.Event, withText bool) wire.EventInfo {
 		return info
 	}
 	var typ []byte
+	var refusal bool
 	it, ok := jsonscan.Open(data, start, 0)
 	if ok && it.IsObject() {
 		for it.Next() {
@@ -36,13 +37,15 @@ func oldInspectAnthropic(ev sse.Event, withText bool) wire.EventInfo {
 				typ = it.Value()
 			case it.KeyIs("error"):
 				info.ErrVal = it.Value()
-			case withText && it.KeyIs("delta"):
+			case it.KeyIs("delta"):
 				if d, ok := it.Enter(); ok {
 					for d.IsObject() && d.Next() {
-						if d.KeyIs("text") {
+						if withText && d.KeyIs("text") {
 							if v := d.Value(); jsonscan.IsString(v) {
 								info.Text = v
 							}
+						} else if d.KeyIs("stop_reason") {
+							refusal = jsonscan.StringIs(d.Value(), "refusal")
 						}
 					}
 					it.Leave(&d)
@@ -61,15 +64,19 @@ func oldInspectAnthropic(ev sse.Event, withText bool) wire.EventInfo {
 		info.Class = wire.EvError
 		return info
 	}
-	var isDelta, isStop bool
+	var isDelta, isStop, isMessageDelta bool
 	if ev.Name != nil {
 		isDelta = string(ev.Name) == "content_block_delta"
 		isStop = string(ev.Name) == "message_stop"
+		isMessageDelta = string(ev.Name) == "message_delta"
 	} else {
 		isDelta = jsonscan.StringIs(typ, "content_block_delta")
 		isStop = jsonscan.StringIs(typ, "message_stop")
+		isMessageDelta = jsonscan.StringIs(typ, "message_delta")
 	}
 	switch {
+	case isMessageDelta && refusal && !isDelta && !isStop:
+		info.Class, info.By = wire.EvFinish, "refusal" // a refusal is an answer (not in 889e452)
 	case isDelta:
 		info.Class, info.By = wire.EvOutput, "content_block_delta"
 	case isStop:

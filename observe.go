@@ -150,7 +150,7 @@ func (h *Handler) finish(st *requestState) {
 	}
 	if repl, ok := st.r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		repl.Set("http.llm_hedge.provider", provider)
-		repl.Set("http.llm_hedge.dialect", st.dialect.String())
+		repl.Set("http.llm_hedge.dialect", st.dialectName())
 		repl.Set("http.llm_hedge.model", served)
 		repl.Set("http.llm_hedge.attempts", len(st.attempts))
 		repl.Set("http.llm_hedge.hedged", st.hedged)
@@ -174,7 +174,7 @@ func (h *Handler) finish(st *requestState) {
 		return
 	}
 	fields := []zap.Field{
-		zap.String("dialect", st.dialect.String()),
+		zap.String("dialect", st.dialectName()),
 		zap.String("model", model),
 		zap.String("served_model", served),
 		zap.String("provider", provider),

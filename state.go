@@ -64,6 +64,7 @@ type requestState struct {
 	fatal           *attempt // a request-level error that ended the race
 	refused         string
 	forwarded       bool // not a completion: models, token counts, forward globs
+	dialectGuessed  bool // dialect is the fallback for a path no dialect claims: its error shape, not its name (dialectName)
 
 	xlRefused   []translate.Loss     // what the candidates skipped for a material loss could not carry
 	xlRefusedBy []*provider          // those candidates
@@ -92,6 +93,15 @@ type requestState struct {
 	resuming    string
 	broke       []*provider
 	resumeUsage *wire.Usage
+}
+
+// dialectName names the client's dialect in the log line, the placeholder
+// and the dashboard: empty for a path no dialect claims.
+func (st *requestState) dialectName() string {
+	if st.dialectGuessed {
+		return ""
+	}
+	return st.dialect.String()
 }
 
 func newRequestState(h *Handler, r *http.Request, d wire.Dialect) *requestState {

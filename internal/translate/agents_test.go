@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -61,6 +63,87 @@ func TestAgentRequestsCarry(t *testing.T) {
 				geminiParams(t, tr.Body)
 			case Anthropic:
 				messageParams(t, tr.Body)
+			}
+		})
+	}
+}
+
+// A tool_result of several text parts (Claude Code relays an MCP tool's
+// content items as such a list) keeps its parts apart on every target that
+// holds a tool result as one string: one per line, never glued together.
+func TestToolResultPartsKeepApart(t *testing.T) {
+	body := strings.Replace(claudeCodeRequest, `"content":"     1\thello\n"`,
+		`"content":[{"type":"text","text":"line one"},{"type":"text","text":"line two"}]`, 1)
+	want := "line one\nline two"
+	for _, c := range []struct {
+		target string
+		result func(t *testing.T, body []byte) string
+	}{
+		{OpenAI, func(t *testing.T, body []byte) string {
+			var r struct {
+				Messages []struct{ Role, Content string } `json:"messages"`
+			}
+			_ = json.Unmarshal(body, &r) // the user turns' content is an array: only the tool message's string matters
+			for _, m := range r.Messages {
+				if m.Role == "tool" {
+					return m.Content
+				}
+			}
+			return ""
+		}},
+		{Responses, func(t *testing.T, body []byte) string {
+			var r struct {
+				Input []struct {
+					Type   string          `json:"type"`
+					Output json.RawMessage `json:"output"`
+				} `json:"input"`
+			}
+			if err := json.Unmarshal(body, &r); err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range r.Input {
+				if it.Type == "function_call_output" {
+					var s string
+					_ = json.Unmarshal(it.Output, &s)
+					return s
+				}
+			}
+			return ""
+		}},
+		{Gemini, func(t *testing.T, body []byte) string {
+			var r struct {
+				Contents []struct {
+					Parts []struct {
+						FunctionResponse *struct {
+							Response struct{ Result string } `json:"response"`
+						} `json:"functionResponse"`
+					} `json:"parts"`
+				} `json:"contents"`
+			}
+			if err := json.Unmarshal(body, &r); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range r.Contents {
+				for _, p := range c.Parts {
+					if p.FunctionResponse != nil {
+						return p.FunctionResponse.Response.Result
+					}
+				}
+			}
+			return ""
+		}},
+	} {
+		t.Run(c.target, func(t *testing.T) {
+			p, _ := For(Anthropic, c.target)
+			tr, err := p.Translate([]byte(body), "target-model")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if Material(tr.Losses) {
+				t.Fatalf("refused: %s", Describe(tr.Losses, true))
+			}
+			if got := c.result(t, tr.Body); got != want {
+				t.Errorf("tool result %q, want %q\n%s", got, want, tr.Body)
 			}
 		})
 	}

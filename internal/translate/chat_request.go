@@ -157,19 +157,12 @@ func chatMessagesFor(m Message, losses []Loss) ([]chatMessage, []Loss) {
 			calls = append(calls, chatToolCall{ID: b.ToolID, Type: "function",
 				Function: chatFunction{Name: b.ToolName, Arguments: string(b.Args)}})
 		case KindToolResult:
-			var text strings.Builder
-			for _, r := range b.Result {
-				losses = cacheLoss(losses, r.Cache)
-				if r.Kind != KindText {
-					losses = addLoss(losses, "image or document in a tool result", true)
-					continue
-				}
-				text.WriteString(r.Text)
-			}
+			var text string
+			text, losses = toolResultText(b.Result, losses)
 			if b.IsError {
 				losses = addLoss(losses, "tool_result is_error flag", false)
 			}
-			tools = append(tools, chatMessage{Role: "tool", ToolCallID: b.ToolID, Content: text.String()})
+			tools = append(tools, chatMessage{Role: "tool", ToolCallID: b.ToolID, Content: text})
 		case KindReasoning:
 			losses = reasoningLoss(losses, b, OpenAI)
 		}

@@ -239,14 +239,7 @@ func geminiParts(b Block, names map[string]string, losses []Loss) ([]geminiPart,
 			return nil, addLoss(losses, "tool_result for a call not in the conversation", true)
 		}
 		var text string
-		for _, rb := range b.Result {
-			losses = cacheLoss(losses, rb.Cache)
-			if rb.Kind != KindText {
-				losses = addLoss(losses, "image or document in a tool result", true)
-				continue
-			}
-			text += rb.Text
-		}
+		text, losses = toolResultText(b.Result, losses)
 		key := "result"
 		if b.IsError {
 			key = "error"

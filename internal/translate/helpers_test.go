@@ -286,17 +286,19 @@ func joinedSystem(sys []Block, note func(string)) []Block {
 }
 
 // resultText is a tool result as the targets that carry only text hold
-// it: its text parts run together, anything else noted as lost.
+// it: its non-empty text parts one per line, anything else noted as lost.
 func resultText(result []Block, note func(string)) string {
-	var text strings.Builder
+	var texts []string
 	for _, rb := range result {
 		if rb.Kind != KindText {
 			note("image or document in a tool result")
 			continue
 		}
-		text.WriteString(rb.Text)
+		if rb.Text != "" {
+			texts = append(texts, rb.Text)
+		}
 	}
-	return text.String()
+	return strings.Join(texts, "\n")
 }
 
 // appendTurn adds a turn's blocks, merged into the previous turn when it

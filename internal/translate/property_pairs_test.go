@@ -44,10 +44,10 @@ func itemProjection(r *Request, model string, dropEmptyText bool) (*Request, []s
 	return &out, lost
 }
 
-// projectResult: text-only results travel as one string; with an image
-// they travel as parts.
+// projectResult: text-only results travel as one string, their non-empty
+// parts one per line; with an image they travel as parts.
 func projectResult(result []Block, dropEmptyText bool) []Block {
-	var text strings.Builder
+	var texts []string
 	for _, b := range result {
 		if b.Kind != KindText {
 			var out []Block
@@ -59,12 +59,14 @@ func projectResult(result []Block, dropEmptyText bool) []Block {
 			}
 			return out
 		}
-		text.WriteString(b.Text)
+		if b.Text != "" {
+			texts = append(texts, b.Text)
+		}
 	}
-	if dropEmptyText && text.Len() == 0 {
+	if dropEmptyText && len(texts) == 0 {
 		return nil
 	}
-	return []Block{{Kind: KindText, Text: text.String()}}
+	return []Block{{Kind: KindText, Text: strings.Join(texts, "\n")}}
 }
 
 // eachAnthropicTranslation sends 500 random conversations (from seed), as

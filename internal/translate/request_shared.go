@@ -3,6 +3,7 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // Request-side rules that more than one dialect spells the same way.
@@ -97,4 +98,26 @@ func toolNameLoss(losses []Loss, name string) []Loss {
 		return addLoss(losses, fmt.Sprintf("tool name longer than %d characters", maxToolName), true)
 	}
 	return losses
+}
+
+// toolResultSep separates the text parts of one tool result where a target
+// holds the result as one string: each part was a block of its own (an MCP
+// tool's items, a file and a note on it), and run together "line one" and
+// "line two" would read "line oneline two". An empty part adds no line.
+const toolResultSep = "\n"
+
+// toolResultText is a tool result for a target that carries only its
+// text: the text parts one per line, anything else a material loss.
+func toolResultText(result []Block, losses []Loss) (string, []Loss) {
+	texts := make([]string, 0, len(result))
+	for _, r := range result {
+		losses = cacheLoss(losses, r.Cache)
+		switch {
+		case r.Kind != KindText:
+			losses = addLoss(losses, "image or document in a tool result", true)
+		case r.Text != "":
+			texts = append(texts, r.Text)
+		}
+	}
+	return strings.Join(texts, toolResultSep), losses
 }

@@ -158,11 +158,13 @@ func responsesItemsFor(m Message, losses []Loss) ([]responsesInItem, []Loss) {
 			}
 			item := responsesInItem{Type: "function_call_output", CallID: b.ToolID, Output: out}
 			if onlyText {
-				var s strings.Builder
+				texts := make([]string, 0, len(out))
 				for _, p := range out {
-					s.WriteString(p.Text)
+					if p.Text != "" {
+						texts = append(texts, p.Text)
+					}
 				}
-				item.Output = s.String()
+				item.Output = strings.Join(texts, toolResultSep)
 			}
 			items = append(items, item)
 		case KindReasoning:

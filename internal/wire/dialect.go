@@ -48,7 +48,8 @@ type Router interface {
 	// counts, so they may move to another provider after a 5xx.
 	AuxPaths() []AuxPath
 	// SniffAux rates how surely a non-completion request speaks this
-	// dialect: 0 not, the highest wins (ties: the first registered).
+	// dialect: 0 not, SniffGuess a fallback with no evidence, the highest
+	// wins (ties: the first registered).
 	SniffAux(path string, h HeaderGetter) int
 	// UpstreamPath is the escaped path an attempt sends for a client's
 	// completion path and the upstream model: CompletionPath for the
@@ -165,6 +166,11 @@ func NewResumer(d Dialect, req *Request) Resumer {
 // is), and a provider that serves whichever dialect the request speaks.
 var DialectNone Dialect
 
+// SniffGuess is the SniffAux rate of a dialect that claims a path on no
+// evidence (OpenAI's, for any path): good for an error shape, not for
+// naming the client's dialect in a log.
+const SniffGuess = 1
+
 // headerGetter is the part of a header the dialect sniff reads.
 type HeaderGetter interface{ Get(string) string }
 
@@ -178,7 +184,7 @@ type EventClass uint8
 const (
 	EvPrelude   EventClass = iota // buffered, not committed: message_start, content_block_start, ping, comments, role-only/empty OpenAI deltas, usage-only chunks, content_block_stop, message_delta
 	EvOutput                      // carries model output: Anthropic content_block_delta; OpenAI chunk whose choices[].delta has non-empty content, reasoning_content, reasoning, tool_calls, function_call or refusal
-	EvFinish                      // OpenAI chunk with a finish_reason set (not null, not ""): output for the gate, and the answer is done
+	EvFinish                      // OpenAI chunk with a finish_reason set (not null, not ""), Anthropic message_delta with stop_reason refusal: output for the gate, and the answer is done
 	EvTerminal                    // Anthropic message_stop; OpenAI [DONE]
 	EvError                       // `event: error`, or data whose JSON has a non-null top-level "error" (or Anthropic "type":"error")
 	EvMalformed                   // data that is not a JSON object (other than OpenAI's [DONE])

@@ -108,6 +108,7 @@ func inspectAnthropic(ev sse.Event, withText bool) wire.EventInfo {
 		return info
 	}
 	var typ []byte
+	var refusal bool // delta.stop_reason is "refusal"
 	it, ok := jsonscan.Open(data, start, 0)
 	if ok && it.IsObject() {
 		for it.Next() {
@@ -116,13 +117,16 @@ func inspectAnthropic(ev sse.Event, withText bool) wire.EventInfo {
 				typ = it.Value()
 			case it.KeyIs("error"):
 				info.ErrVal = it.Value()
-			case withText && it.KeyIs("delta"):
+			case it.KeyIs("delta"):
 				if d, ok := it.Enter(); ok {
 					for d.IsObject() && d.Next() {
-						if d.KeyIs("text") {
+						switch {
+						case withText && d.KeyIs("text"):
 							if v := d.Value(); jsonscan.IsString(v) {
 								info.Text = v
 							}
+						case d.KeyIs("stop_reason"):
+							refusal = jsonscan.StringIs(d.Value(), "refusal")
 						}
 					}
 					it.Leave(&d)
@@ -141,19 +145,27 @@ func inspectAnthropic(ev sse.Event, withText bool) wire.EventInfo {
 		info.Class = wire.EvError
 		return info
 	}
-	var isDelta, isStop bool
+	var isDelta, isStop, isMessageDelta bool
 	if ev.Name != nil {
 		isDelta = string(ev.Name) == "content_block_delta"
 		isStop = string(ev.Name) == "message_stop"
+		isMessageDelta = string(ev.Name) == "message_delta"
 	} else {
 		isDelta = jsonscan.StringIs(typ, "content_block_delta")
 		isStop = jsonscan.StringIs(typ, "message_stop")
+		isMessageDelta = jsonscan.StringIs(typ, "message_delta")
 	}
 	switch {
 	case isDelta:
 		info.Class, info.By = wire.EvOutput, "content_block_delta"
 	case isStop:
 		info.Class = wire.EvTerminal
+	case isMessageDelta && refusal:
+		// A refusal with no content before it (a filter that stopped the
+		// answer at once) is the model's answer, as OpenAI's finish_reason
+		// content_filter is: delivered, never failed over to bill the
+		// prompt again elsewhere.
+		info.Class, info.By = wire.EvFinish, "refusal"
 	}
 	if info.Class != wire.EvOutput {
 		info.Text = nil
@@ -173,17 +185,18 @@ func (Dialect) FinishGrace() bool { return false }
 
 func (Dialect) StreamEnd() []byte { return nil }
 
-// checkBody wants a non-empty content array and no error.
+// checkBody wants a non-empty content array and no error; a refusal may
+// have no content (the stream's rule, inspectAnthropic).
 func (Dialect) CheckBody(body []byte) (reason string, err error) {
-	var m [3][]byte
-	if reason, err := wire.BodyMembers(body, m[:], "type", "error", "content"); err != nil {
+	var m [4][]byte
+	if reason, err := wire.BodyMembers(body, m[:], "type", "error", "content", "stop_reason"); err != nil {
 		return reason, err
 	}
-	typ, errVal, content := m[0], m[1], m[2]
+	typ, errVal, content, stop := m[0], m[1], m[2], m[3]
 	if errVal != nil && !jsonscan.IsNull(errVal) || jsonscan.StringIs(typ, "error") {
 		return wire.ErrorBody(errVal, body)
 	}
-	if !wire.IsNonEmptyArray(content) {
+	if !wire.IsNonEmptyArray(content) && !jsonscan.StringIs(stop, "refusal") {
 		return "empty_content", errors.New("upstream 200 body has no content")
 	}
 	return "", nil

@@ -36,8 +36,9 @@ var openAIAuxPaths = []wire.AuxPath{
 
 func (Dialect) AuxPaths() []wire.AuxPath { return openAIAuxPaths }
 
-// sniffAux: any path is OpenAI's unless another dialect claims it.
-func (Dialect) SniffAux(string, wire.HeaderGetter) int { return 1 }
+// sniffAux: any path is OpenAI's unless another dialect claims it, on a
+// guess.
+func (Dialect) SniffAux(string, wire.HeaderGetter) int { return wire.SniffGuess }
 
 func (Dialect) ParseRequest(_, _ string, body []byte) (*wire.Request, error) {
 	return wire.ParseRequestBody(body)
