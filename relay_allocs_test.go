@@ -1,6 +1,7 @@
 package llmhedge
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -74,7 +75,7 @@ func checkResumerFastPaths(t *testing.T, name string, d wire.Dialect, reqs map[w
 				plain++
 			}
 			fast.Track(ev, info)
-			info.Plain, info.Seq = false, nil
+			info.Plain, info.Seq, info.UsageRead, info.Usage = false, nil, false, nil
 			slow.Track(ev, info)
 			if fast.Text() != slow.Text() || fast.Finished() != slow.Finished() || fast.Ineligible() != slow.Ineligible() {
 				t.Fatalf("%s: after %q: fast %q %v %q, slow %q %v %q", name, ev.Raw, fast.Text(), fast.Finished(), fast.Ineligible(),
@@ -86,6 +87,13 @@ func checkResumerFastPaths(t *testing.T, name string, d wire.Dialect, reqs map[w
 			if f, ok := fast.(*responses.Resumer); ok && f.Seq != slow.(*responses.Resumer).Seq {
 				t.Fatalf("%s: after %q: sequence %d, walking finds %d", name, ev.Raw, f.Seq, slow.(*responses.Resumer).Seq)
 			}
+		}
+		// The end a continuation writes holds what the resumer kept of the
+		// stream (Responses: the response.created object).
+		var fe, se bytes.Buffer
+		ferr, serr := fast.WriteEnd(&fe, wire.ContEnd{Finish: "stop"}), slow.WriteEnd(&se, wire.ContEnd{Finish: "stop"})
+		if (ferr == nil) != (serr == nil) || fe.String() != se.String() {
+			t.Fatalf("%s: the end written: fast %q %v, slow %q %v", name, fe.String(), ferr, se.String(), serr)
 		}
 		if !mutate && (d == dialectGemini || d == dialectOpenAI) && plain == 0 {
 			t.Errorf("%s: no chunk took the fast path", name)

@@ -41,18 +41,21 @@ func InspectResponses(ev sse.Event, withText bool) wire.EventInfo {
 		return info
 	}
 	var typ, delta, resp, code, msg, seq []byte
+	types, resps := 0, 0
 	it, ok := jsonscan.Open(data, start, 0)
 	if ok && it.IsObject() {
 		for it.Next() {
 			switch {
 			case it.KeyIs("type"):
 				typ = it.Value()
+				types++
 			case it.KeyIs("error"):
 				info.ErrVal = it.Value()
 			case it.KeyIs("delta"):
 				delta = it.Value()
 			case it.KeyIs("response"):
 				resp = it.Value()
+				resps++
 			case it.KeyIs("code"):
 				code = it.Value()
 			case it.KeyIs("message"):
@@ -70,7 +73,10 @@ func InspectResponses(ev sse.Event, withText bool) wire.EventInfo {
 	}
 	var buf [64]byte
 	kind := responsesKind(typ, ev.Name, buf[:0])
-	if valid { // the response object ObserveEvent would read, from this walk
+	// The response object ObserveEvent would read, from this walk; with
+	// one type and one response member, it is also what a lookup of
+	// either finds (the resumer's reading).
+	if valid && types <= 1 && resps <= 1 {
 		info.UsageRead = true
 		switch string(kind) {
 		case "response.completed", "response.incomplete", "response.failed":

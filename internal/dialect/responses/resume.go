@@ -90,7 +90,11 @@ func (r *Resumer) Track(ev sse.Event, info wire.EventInfo) {
 		r.AppendJSON(info.Text)
 		return
 	case "response.created":
-		if resp, ok := jsonscan.Lookup(ev.Data, "response"); ok && len(resp) > 0 && resp[0] == '{' { // valid: the scanner's Value is json.Valid's
+		resp, ok := info.Usage, info.UsageRead // inspect's walk read it
+		if !ok {
+			resp, ok = jsonscan.Lookup(ev.Data, "response")
+		}
+		if ok && len(resp) > 0 && resp[0] == '{' { // valid: the scanner's Value is json.Valid's
 			r.created = append([]byte(nil), resp...)
 		}
 		return

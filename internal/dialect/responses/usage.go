@@ -72,12 +72,18 @@ func ObserveResponsesBody(u *wire.Usage, body []byte) {
 // cached tokens as OpenAI's prompt_tokens does; output_tokens;
 // input_tokens_details.cached_tokens).
 func observeResponsesObject(u *wire.Usage, obj []byte, counts bool) {
+	if !counts && u.Model != "" {
+		return // nothing left to read: response.in_progress after response.created
+	}
 	it, ok := jsonscan.Open(obj, 0, 0)
 	for ok && it.IsObject() && it.Next() {
 		switch {
 		case it.KeyIs("model"):
 			if v := it.Value(); u.Model == "" && len(v) > 2 && v[0] == '"' {
 				u.Model = wire.JSONStringValue(v)
+			}
+			if !counts && u.Model != "" {
+				return // the first model read is the one kept
 			}
 		case counts && it.KeyIs("usage"):
 			if uo, ok := it.Enter(); ok {
