@@ -132,10 +132,13 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 	// is complete and the grace runs (a stream of n > 1 choices is not
 	// complete while one of them is mid-sentence).
 	finishing := false
+	grace := d.FinishGrace()
 	var cs *wire.ChoiceSet // passed through the dialect interface: on the heap
-	if d.FinishGrace() {
+	if grace || opts.Choices.Memo != nil {
 		cs = new(wire.ChoiceSet)
-		*cs = opts.Choices
+		*cs = opts.Choices // the choices, and the memo of what the events repeat
+	}
+	if grace {
 		if cs.AllFinished() { // the committing chunk finished it
 			finishing = true
 			wd.setLimit(finishGraceOf(opts))
@@ -197,7 +200,7 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 			res.Err = fmt.Errorf("upstream sent an error event after commit: %s", wire.UpstreamErrorMessage(info.ErrVal, ev.Data))
 			return res
 		}
-		if cs != nil && finishing != cs.AllFinished() {
+		if grace && finishing != cs.AllFinished() {
 			// A finish completed the last open choice, or (rarely) a new
 			// choice appeared during the grace: back to the idle limit.
 			finishing = !finishing

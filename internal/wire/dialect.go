@@ -282,6 +282,10 @@ type ChoiceSet struct {
 type Memo struct {
 	Raw    []byte
 	Counts UsageCounts
+	// Split, when not 0, is where a number that changes from event to
+	// event stands in what they repeat (Responses' sequence_number):
+	// Raw[:Split] comes before it and Raw[Split:] after it.
+	Split int
 }
 
 // Remember keeps a copy of raw (a valid object) and its counts, reusing
@@ -291,7 +295,14 @@ func (m *Memo) Remember(raw []byte, c UsageCounts) {
 		m.Raw = make([]byte, 0, len(raw)+len(raw)/2)
 	}
 	m.Raw = append(m.Raw[:0], raw...)
-	m.Counts = c
+	m.Counts, m.Split = c, 0
+}
+
+// RememberAround keeps before and after, which stand on either side of a
+// number the events do not repeat.
+func (m *Memo) RememberAround(before, after []byte) {
+	m.Raw = append(append(m.Raw[:0], before...), after...)
+	m.Counts, m.Split = UsageCounts{}, len(before)
 }
 
 // SameChoices reports whether cs and o saw the same choices finish the

@@ -25,7 +25,13 @@ import (
 // gate checks for rejected phrases. It walks the JSON once, without
 // allocating, except to render the message of an error event.
 func InspectResponses(ev sse.Event, withText bool) wire.EventInfo {
-	if info, ok := inspectTextDelta(ev, withText); ok {
+	return inspectResponses(ev, withText, nil)
+}
+
+// inspectResponses is InspectResponses with the stream's memo of its text
+// deltas (inspectTextDelta), nil for none.
+func inspectResponses(ev sse.Event, withText bool, memo *wire.Memo) wire.EventInfo {
+	if info, ok := inspectTextDelta(ev, withText, memo); ok {
 		return info
 	}
 	var info wire.EventInfo
@@ -335,8 +341,15 @@ func (Dialect) CredentialHeaders() []string { return openai.CredentialHeaders }
 
 func (Dialect) SetAuth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
 
-func (Dialect) Inspect(ev sse.Event, withText bool, _ *wire.ChoiceSet) wire.EventInfo {
-	return InspectResponses(ev, withText)
+// Inspect keeps in cs's memo what the stream's text deltas repeat.
+func (Dialect) Inspect(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventInfo {
+	if cs == nil {
+		return inspectResponses(ev, withText, nil)
+	}
+	if cs.Memo == nil {
+		cs.Memo = new(wire.Memo)
+	}
+	return inspectResponses(ev, withText, cs.Memo)
 }
 
 func (Dialect) TerminalName(ev sse.Event) string { return TerminalName(ev) }

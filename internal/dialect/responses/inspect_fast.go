@@ -22,7 +22,14 @@ var textDeltaHead = []byte(`{"type":"response.output_text.delta"`)
 
 // inspectTextDelta is InspectResponses of a text delta in its usual
 // shape; ok is false for any other event.
-func inspectTextDelta(ev sse.Event, withText bool) (info wire.EventInfo, ok bool) {
+//
+// memo (the stream's, or nil) holds the members before the delta value of
+// the stream's last delta read this way, up to its opening quote: the
+// deltas of one text part repeat them byte for byte (type, item_id,
+// output_index, content_index), except the sequence_number OpenAI puts
+// first (memo.Split), so an event that starts with them, around an
+// integer where that number stands, is read from its delta on.
+func inspectTextDelta(ev sse.Event, withText bool, memo *wire.Memo) (info wire.EventInfo, ok bool) {
 	if string(ev.Name) == "error" {
 		return info, false
 	}
@@ -32,6 +39,17 @@ func inspectTextDelta(ev sse.Event, withText bool) (info wire.EventInfo, ok bool
 	}
 	var delta, seq []byte
 	i := len(textDeltaHead)
+	deltaAt, seqAt, seqEnd := -1, -1, -1 // where the delta value starts; a sequence_number before it
+	if j, n := memoDelta(data, memo); j > 0 {
+		end := jsonscan.StringEnd(data, j)
+		if end < 0 {
+			return info, false
+		}
+		if n > 0 {
+			seq = data[memo.Split:n]
+		}
+		delta, i = data[j:end], end
+	}
 	for {
 		if i >= len(data) {
 			return info, false
@@ -64,10 +82,13 @@ func inspectTextDelta(ev sse.Event, withText bool) (info wire.EventInfo, ok bool
 			if delta != nil || data[i] != '"' {
 				return info, false
 			}
-			delta = data[i:end]
+			delta, deltaAt = data[i:end], i
 		case "sequence_number":
 			if seq == nil {
 				seq = data[i:end] // the first, as the walk keeps it
+				if delta == nil {
+					seqAt, seqEnd = i, end
+				}
 			}
 		}
 		i = end
@@ -75,11 +96,41 @@ func inspectTextDelta(ev sse.Event, withText bool) (info wire.EventInfo, ok bool
 	if delta == nil || jsonscan.SkipSpace(data, i) != len(data) {
 		return info, false
 	}
+	switch {
+	case memo == nil || deltaAt < 0:
+	case seqAt < 0:
+		memo.Remember(data[:deltaAt], wire.UsageCounts{})
+	case seq[0] != '"': // an integer: the next delta's will differ
+		memo.RememberAround(data[:seqAt], data[seqEnd:deltaAt])
+	}
 	info.Class, info.By, info.Seq = wire.EvOutput, "response.output_text.delta", seq
 	if withText {
 		info.Text = delta
 	}
 	return info, true
+}
+
+// memoDelta returns where the delta value starts when data begins with
+// what memo holds (around an integer at memo.Split, whose end is n), or 0.
+func memoDelta(data []byte, memo *wire.Memo) (j, n int) {
+	if memo == nil || len(memo.Raw) <= len(textDeltaHead) {
+		return 0, 0
+	}
+	if memo.Split == 0 {
+		if !bytes.HasPrefix(data, memo.Raw) {
+			return 0, 0
+		}
+		return len(memo.Raw), 0
+	}
+	before, after := memo.Raw[:memo.Split], memo.Raw[memo.Split:]
+	if !bytes.HasPrefix(data, before) || len(data) <= len(before) || data[len(before)] < '0' || data[len(before)] > '9' {
+		return 0, 0
+	}
+	n = flatValueEnd(data, len(before))
+	if n < 0 || !bytes.HasPrefix(data[n:], after) {
+		return 0, 0
+	}
+	return n + len(after), n
 }
 
 // flatValueEnd returns the index past the value at data[i] when it is a
