@@ -71,6 +71,19 @@ func equivStreams(t *testing.T) map[string][]byte {
 		`{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"candidates":[{"content":{"parts":[{"text":"b"}]}}]}`,
 		`{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"error":{"code":500}}`,
 		`{"candidates":[{"content":{"parts":[{"text":"a"}]}}]`))
+	// A stream's plain chunks share their frame around the text
+	// (wire.Memo.Frame): chunks that keep it, and chunks that differ
+	// from it in every way the frame's shortcut must notice.
+	frame := func(text, rest string) string {
+		return `{"candidates":[{"content":{"parts":[{"text":` + text + `}],"role":"model"},"index":0}]` + rest + `}`
+	}
+	out["recorded Gemini frames"] = []byte(geminiSSE(frame(`"a"`, `,"modelVersion":"m"`), frame(`"bc"`, `,"modelVersion":"m"`),
+		frame(`""`, `,"modelVersion":"m"`), frame(`"d\"e\u00e9"`, ``), frame(`1`, ``), frame(`"f"`, `,"candidates":[]`),
+		frame(`"g"`, `,"modelVersion":`), frame(`"h`, ``), frame(`"i"`, `,"error":{"code":503}`), frame(`"j"`, `,"modelVersion":"m"`),
+		`{"candidates":[{"content":{"parts":[{"text":"k"}],"role":"model"},"index":0,"finishReason":"STOP"}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"l"}],"role":"model"},"index":0}],"candidates":null}`,
+		frame(`"m"`, `,"usageMetadata":{"promptTokenCount":5}`), frame(`"n"`, `,"usageMetadata":{"promptTokenCount":5}`),
+		frame(`"o"`, `,"usageMetadata":{"promptTokenCount":6}`), frame(`"p"`, `,"usageMetadata":{"promptTokenCount":5,"x":[}`)))
 	out["recorded OpenAI"] = []byte(sseStream(openAIChunk(oContent), "data: "+strings.TrimPrefix(strings.TrimSpace(openAIDeltaChunk), "data: "),
 		`data: {"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":"a","refusal":null}}],"usage":null}`,
 		`data: {"id":"c","choices":[{"index":0,"delta":{"content":"a","content":"b"}}]}`,

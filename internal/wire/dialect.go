@@ -286,6 +286,10 @@ type Memo struct {
 	// event stands in what they repeat (Responses' sequence_number):
 	// Raw[:Split] comes before it and Raw[Split:] after it.
 	Split int
+	// Frame is what stands around the text of a chunk's one candidate
+	// (Gemini): Frame[:FrameSplit] before the text string, the rest after.
+	Frame      []byte
+	FrameSplit int
 }
 
 // Remember keeps a copy of raw (a valid object) and its counts, reusing
@@ -296,6 +300,12 @@ func (m *Memo) Remember(raw []byte, c UsageCounts) {
 	}
 	m.Raw = append(m.Raw[:0], raw...)
 	m.Counts, m.Split = c, 0
+}
+
+// RememberFrame keeps what stands before and after a text.
+func (m *Memo) RememberFrame(before, after []byte) {
+	m.Frame = append(append(m.Frame[:0], before...), after...)
+	m.FrameSplit = len(before)
 }
 
 // RememberAround keeps before and after, which stand on either side of a

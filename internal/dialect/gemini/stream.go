@@ -36,6 +36,44 @@ func (s *Stream) remember(usage []byte, c wire.UsageCounts) {
 	s.candidates.Memo.Remember(usage, c)
 }
 
+// rememberFrame keeps what stood around the text of plain candidates.
+func (s *Stream) rememberFrame(before, after []byte) {
+	if s.candidates.Memo == nil {
+		s.candidates.Memo = new(wire.Memo)
+	}
+	s.candidates.Memo.RememberFrame(before, after)
+}
+
+// framedText reads the candidates value at data[i] when it is the last
+// plain candidates' frame around another text (a non-empty string, as
+// plainCandidates takes it): that is what plainCandidates would read.
+func (s *Stream) framedText(data []byte, i int) (text []byte, end int, ok bool) {
+	m := s.memo()
+	if m == nil || m.FrameSplit == 0 {
+		return nil, 0, false
+	}
+	before, after := m.Frame[:m.FrameSplit], m.Frame[m.FrameSplit:]
+	if !bytes.HasPrefix(data[i:], before) {
+		return nil, 0, false
+	}
+	t := i + len(before)
+	e := jsonscan.StringEnd(data, t)
+	if e < 0 || e-t <= 2 || !bytes.HasPrefix(data[e:], after) {
+		return nil, 0, false
+	}
+	return data[t:e], e + len(after), true
+}
+
+// offsetOf returns where sub, a slice of data, starts in it; -1 when it
+// is not one.
+func offsetOf(data, sub []byte) int {
+	at := cap(data) - cap(sub)
+	if len(sub) == 0 || at < 0 || at+len(sub) > len(data) || &data[at] != &sub[0] {
+		return -1
+	}
+	return at
+}
+
 // done reports whether the end of the body after the chunks seen is the
 // end of a complete answer.
 func (s *Stream) Done() bool { return s.blocked || s.candidates.AllFinished() }
@@ -84,6 +122,8 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 	var usage, model []byte
 	usageOdd := false
 	usageSeen, usageWalked := false, false // the last usageMetadata: matched the memo, walked as an object
+	var frame [3]int                       // plain candidates read token by token: where they start, where their text starts and ends
+	frameEnd := 0                          // and where they end
 	for it.Next() {
 		switch {
 		case it.KeyIs("usageMetadata"):
@@ -112,7 +152,15 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 		case it.KeyIs("candidates"):
 			candidateKeys++
 			sc = geminiCandidates{} // the last of duplicate keys counts
+			if text, end, ok := st.framedText(data, it.Pos); ok {
+				it.SkipValue(end) // the last plain chunk's candidates around another text
+				sc.plainText(text, withText)
+				continue
+			}
 			if text, end, ok := plainCandidates(data, it.Pos); ok {
+				if at := offsetOf(data, text); at > 0 {
+					frame, frameEnd = [3]int{it.Pos, at, at + len(text)}, end
+				}
 				it.SkipValue(end)
 				sc.plainText(text, withText)
 				continue
@@ -146,6 +194,9 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 	info.ErrVal = nil
 	if usageWalked && !usageSeen && st != nil {
 		st.remember(usage, info.Counts)
+	}
+	if frameEnd > 0 && candidateKeys == 1 && st != nil {
+		st.rememberFrame(data[frame[0]:frame[1]], data[frame[2]:frameEnd])
 	}
 	info.By = sc.by
 	info.Plain = withText && candidateKeys == 1 && sc.n == 1 && sc.plain
