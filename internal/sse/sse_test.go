@@ -414,6 +414,10 @@ func FuzzSSEReader(f *testing.F) {
 	f.Add([]byte("data: a\r\ndata: b\r\n\r\n: c\r\rdata\n\n"), uint8(1), uint16(10))
 	f.Add([]byte("\r\n\r\nevent: x\rdata: y\r\r\n"), uint8(2), uint16(8))
 	f.Add([]byte("data: [DONE]\n"), uint8(3), uint16(100))
+	// The whole-event shape (whole.go) and what breaks it.
+	f.Add([]byte("event: a\ndata: b\n\ndata: c\r\n\r\nevent: d\r\ndata: e\n\r\n"), uint8(4), uint16(100))
+	f.Add([]byte("data: a\rb\n\nevent: x\ry\ndata: z\n\ndata: q\r\n\r"), uint8(5), uint16(100))
+	f.Add([]byte("event: x\ndata: y\n\rdata: z\n\nevent:x\ndata:y\n\n"), uint8(6), uint16(100))
 	f.Fuzz(func(t *testing.T, in []byte, chunk uint8, maxEv uint16) {
 		// Exact: the whole input in one read (it fits the initial buffer).
 		if len(in) < sseInitialBuffer {
