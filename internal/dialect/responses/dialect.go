@@ -375,7 +375,9 @@ func (Dialect) ObserveInfo(u *wire.Usage, ev sse.Event, info wire.EventInfo) {
 	case info.Class == wire.EvOutput || u == nil:
 	case !info.UsageRead:
 		ObserveResponsesEvent(u, ev)
-	case info.Usage != nil && mayObserve(u, ev.Data):
+	case info.Usage != nil && (info.UsageFinal || u.Model == "") && mayObserve(u, ev.Data):
+		// (before the final counts, a response object tells only the
+		// model: once it is known, there is nothing to look for)
 		observeResponsesObject(u, info.Usage, info.UsageFinal)
 	}
 }
