@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -60,6 +61,10 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 		st.outcome = outcomeClientAbort
 		return
 	}
+	if a.gate.Ended() {
+		h.commitEnded(rc, st, a, unflushed)
+		return
+	}
 	opts := stream.RelayOptions{
 		Idle:          time.Duration(h.Timeouts.Idle),
 		FinishGrace:   defaultFinishGrace,
@@ -97,6 +102,25 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 		st.outcome = outcomeStreamError
 	}
 	h.recordStreamEnd(st, a, own)
+}
+
+// commitEnded ends a stream whose committing event was also its last (a
+// Responses response.incomplete before any output): the written events are
+// the whole answer, and there is nothing to relay or continue.
+func (h *Handler) commitEnded(rc *http.ResponseController, st *requestState, a *attempt, unflushed bool) {
+	a.gate.Release()
+	st.relay = stream.RelayResult{Complete: true}
+	st.outcome = outcomeSuccess
+	if unflushed {
+		if err := rc.Flush(); err != nil {
+			st.relay = stream.RelayResult{Reason: "client_gone", Err: fmt.Errorf("writing to the client: %w", err)}
+			st.outcome = outcomeClientAbort
+		}
+	}
+	if st.relay.Complete {
+		reuseConn(a)
+	}
+	h.recordStreamEnd(st, a, st.relay)
 }
 
 // newResumer follows the committed stream for a continuation, from the

@@ -102,7 +102,7 @@ func TestResponsesEventClass(t *testing.T) {
 		{name: "output_text.done", event: responsesEvent(rTextDone), want: wire.EvPrelude},
 		{name: "delta word in an item id", event: responsesEvent(`{"type":"response.output_item.added","item":{"id":"response.x.delta"}}`), want: wire.EvPrelude},
 		{name: "completed", event: responsesEvent(rCompleted), want: wire.EvTerminal},
-		{name: "incomplete", event: responsesEvent(rIncomplete), want: wire.EvTerminal},
+		{name: "incomplete", event: responsesEvent(rIncomplete), want: wire.EvTerminal, by: "response.incomplete"}, // an answer even before output
 		{name: "completed unnamed", event: "data: " + rCompleted, want: wire.EvTerminal},
 		{name: "the data's type decides over the name", event: "event: response.output_text.delta\ndata: " + rCompleted, want: wire.EvTerminal},
 		{name: "the name stands in for a missing type", event: "event: response.output_text.delta\ndata: {\"delta\":\"x\"}", want: wire.EvOutput, by: "response.output_text.delta", text: `"x"`},
@@ -271,10 +271,10 @@ func TestResponsesGateEverySplit(t *testing.T) {
 			u: wire.Usage{Model: "gpt-4.1-2025-04-14"}, id: id,
 		},
 		{
-			name:    "incomplete before output",
+			name:    "incomplete before output: an answer, committed",
 			stream:  responsesStream(rCreated, rIncomplete),
 			classes: "pt",
-			decided: 1, class: wire.EvTerminal,
+			decided: 1, class: wire.EvTerminal, by: "response.incomplete",
 			u: wire.Usage{Input: 10, Output: 16, Model: "gpt-4.1-2025-04-14"}, id: id,
 		},
 		{

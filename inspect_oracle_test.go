@@ -167,7 +167,7 @@ func oldResponsesClass(kind []byte) (wire.EventClass, string) {
 	case "response.completed":
 		return wire.EvTerminal, ""
 	case "response.incomplete":
-		return wire.EvTerminal, ""
+		return wire.EvTerminal, "response.incomplete" // an answer before any output (not in 889e452)
 	case "response.output_item.done":
 		return wire.EvOutput, "response.output_item.done"
 	case "response.output_text.delta":

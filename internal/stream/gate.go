@@ -96,6 +96,7 @@ type Gate struct {
 	failure  GateFailure
 	cause    error
 	by       string
+	ended    bool           // the committing event was the stream's terminal one
 	Choices  wire.ChoiceSet // OpenAI choices seen in the buffered events
 	// Track, if set, is told every event fed with its inspection (the
 	// text included): the resumer of the stream, should it commit, set
@@ -141,7 +142,7 @@ func (g *Gate) Reset(d wire.Dialect, reject [][]byte, maxBuffer int, maxEvents i
 	}
 	g.buf, g.events = g.buf[:0], 0
 	g.text, g.scratch = g.text[:0], g.scratch[:0]
-	g.decision, g.failure, g.cause, g.by = GateHold, GateOK, nil, ""
+	g.decision, g.failure, g.cause, g.by, g.ended = GateHold, GateOK, nil, "", false
 	memo := g.Choices.Memo // a reused gate keeps its memo's buffer, emptied
 	if memo != nil {
 		memo.Remember(nil, wire.UsageCounts{})
@@ -178,6 +179,15 @@ func (g *Gate) Feed(ev sse.Event) GateDecision {
 	case wire.EvMalformed:
 		return g.fail(GateMalformed, fmt.Errorf("upstream event data is not a JSON object: %q", wire.ClipData(ev.Data, 200)))
 	case wire.EvTerminal:
+		if info.By != "" {
+			// A terminal that is an answer of its own (Responses'
+			// response.incomplete: a content filter, or max_output_tokens
+			// spent before any output): delivered, as the non-stream body
+			// is, never failed over to bill the prompt again elsewhere.
+			g.by, g.ended = info.By, true
+			g.decision = GateCommit
+			return GateCommit
+		}
 		return g.fail(GateTerminalBeforeContent, fmt.Errorf("upstream ended the stream (%s) before any output", g.d.TerminalName(ev)))
 	case wire.EvOutput, wire.EvFinish:
 		if len(g.reject) > 0 && info.Text != nil {
@@ -247,6 +257,10 @@ func (g *Gate) FailReason() string { return g.failure.String() }
 // "reasoning", "tool_calls", "function_call", "refusal") or
 // "finish_reason". "" unless the gate committed.
 func (g *Gate) CommittedBy() string { return g.by }
+
+// Ended reports whether the committing event also ended the stream: the
+// buffered events are the whole answer, and there is nothing to relay.
+func (g *Gate) Ended() bool { return g.ended }
 
 // mayBecomeRejected reports whether the output text so far, leading
 // whitespace aside, is the beginning of a reject phrase.

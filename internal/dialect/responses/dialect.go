@@ -134,7 +134,9 @@ func responsesClass(kind []byte) (wire.EventClass, string) {
 	case "response.completed":
 		return wire.EvTerminal, ""
 	case "response.incomplete":
-		return wire.EvTerminal, ""
+		// Named: a terminal that is an answer even before any output
+		// (the gate commits it; CheckResponsesBody's rule).
+		return wire.EvTerminal, "response.incomplete"
 	case "response.output_item.done":
 		return wire.EvOutput, "response.output_item.done"
 	case "response.output_text.delta":

@@ -1,0 +1,101 @@
+package llmhedge_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/llmhedge/caddy-llm-hedge/sim"
+)
+
+// A Responses stream that ends in response.incomplete before any output is
+// the model's answer (a content filter; max_output_tokens spent on hidden
+// reasoning, as an o4-mini stream with a small limit does), as the
+// non-stream body with status incomplete already is: the client gets it
+// whole, the next provider is never asked (it would bill the prompt
+// again), and the provider is not cooled down. A response.completed with
+// no output stays a fake 200 that fails over.
+func TestResponsesIncompleteBeforeOutputIsDelivered(t *testing.T) {
+	created := `{"type":"response.created","sequence_number":0,"response":{"id":"resp_i","object":"response","created_at":1,"status":"in_progress","model":"gpt-x","output":[]}}`
+	ended := func(typ, status, details string) string {
+		return `{"type":"` + typ + `","sequence_number":1,"response":{"id":"resp_i","object":"response","created_at":1,"status":"` + status + `",` + details +
+			`"model":"gpt-x","output":[],"usage":{"input_tokens":7,"input_tokens_details":{"cached_tokens":0},"output_tokens":16,"output_tokens_details":{"reasoning_tokens":16},"total_tokens":23}}}`
+	}
+	cases := []struct {
+		name, last string
+		delivered  bool
+		reason     string
+	}{
+		{name: "content_filter", last: ended("response.incomplete", "incomplete", `"incomplete_details":{"reason":"content_filter"},`), delivered: true, reason: "content_filter"},
+		{name: "max_output_tokens", last: ended("response.incomplete", "incomplete", `"incomplete_details":{"reason":"max_output_tokens"},`), delivered: true, reason: "max_output_tokens"},
+		{name: "completed with nothing", last: ended("response.completed", "completed", "")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int64
+			_, first := newPathsUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				calls.Add(1)
+				io.Copy(io.Discard, req.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				for _, ev := range []string{created, tc.last} {
+					typ := ev[len(`{"type":"`):strings.Index(ev, `","`)]
+					fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, ev)
+				}
+			}))
+			backup := newUpstream(t, sim.Config{})
+			p := startProxy(t, fmt.Sprintf("\t\tprovider first %s {\n\t\t\tapi openai\n\t\t\tkey sk-first\n\t\t}\n", first)+
+				provider("backup", backup, "api openai", "key sk-backup", "priority 1")+
+				"\t\thedge {\n\t\t\toff\n\t\t}\n\t\tretry {\n\t\t\tsame_provider 0\n\t\t}\n\t\tcooldown {\n\t\t\tfailures 1\n\t\t}\n")
+			c := openaiClient(p, "sk-client")
+			const asks = 2
+			for i := range asks {
+				ctx := ctxTimeout(t, 10*time.Second)
+				stream := c.Responses.NewStreaming(ctx, responsesParams("gpt-x"))
+				var incomplete *responses.Response
+				var types []string
+				for stream.Next() {
+					ev := stream.Current()
+					types = append(types, ev.Type)
+					if ev.Type == "response.incomplete" {
+						r := ev.AsResponseIncomplete().Response
+						incomplete = &r
+					}
+				}
+				err := stream.Err()
+				stream.Close()
+				if err != nil {
+					t.Fatalf("ask %d: %v", i, err)
+				}
+				if !tc.delivered {
+					if incomplete != nil || len(types) == 0 || types[len(types)-1] != "response.completed" {
+						t.Errorf("ask %d: events %v, want the backup's answer", i, types)
+					}
+					continue
+				}
+				if incomplete == nil || string(incomplete.IncompleteDetails.Reason) != tc.reason || incomplete.Usage.OutputTokens != 16 {
+					t.Fatalf("ask %d: events %v, want response.incomplete for %s with its usage", i, types, tc.reason)
+				}
+				if len(types) != 2 || types[0] != "response.created" {
+					t.Errorf("ask %d: events %v, want response.created then response.incomplete", i, types)
+				}
+			}
+			switch n := responsesCalls(backup); {
+			case tc.delivered && n != 0:
+				t.Errorf("an incomplete answer failed over: the backup was asked %d times", n)
+			case !tc.delivered && n != asks:
+				t.Errorf("a completed stream with no output reached the backup %d times, want %d", n, asks)
+			}
+			// Delivered answers leave the provider healthy, so it serves
+			// every ask; an empty completed stream cools it down (failures 1).
+			if n, want := calls.Load(), map[bool]int64{true: asks, false: 1}[tc.delivered]; n != want {
+				t.Errorf("the first provider was asked %d times, want %d", n, want)
+			}
+		})
+	}
+}
