@@ -99,3 +99,51 @@ func TestResponsesIncompleteBeforeOutputIsDelivered(t *testing.T) {
 		})
 	}
 }
+
+// The same answer reached by translation: an Anthropic provider refusing
+// with no content (stop_reason refusal), serving a Responses client, gives
+// it response.incomplete for content_filter, and the backup is never asked.
+func TestTranslatedRefusalToResponsesIsDelivered(t *testing.T) {
+	refusal := []string{
+		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_r\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-x\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":7,\"output_tokens\":1}}}",
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"refusal\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":1}}",
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}",
+	}
+	var calls atomic.Int64
+	_, refusing := newPathsUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		calls.Add(1)
+		io.Copy(io.Discard, req.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range refusal {
+			fmt.Fprintf(w, "%s\n\n", ev)
+		}
+	}))
+	backup := newUpstream(t, sim.Config{})
+	p := startProxy(t, fmt.Sprintf("\t\tprovider refusing %s {\n\t\t\tapi anthropic\n\t\t\tkey sk-target\n\t\t\ttranslate responses\n\t\t}\n", refusing)+
+		provider("backup", backup, "api openai", "key sk-backup", "priority 1")+
+		"\t\thedge {\n\t\t\toff\n\t\t}\n\t\tretry {\n\t\t\tsame_provider 0\n\t\t}\n")
+	ctx := ctxTimeout(t, 10*time.Second)
+	stream := openaiClient(p, "sk-client").Responses.NewStreaming(ctx, responsesParams("gpt-x"))
+	var reason string
+	var types []string
+	for stream.Next() {
+		ev := stream.Current()
+		types = append(types, ev.Type)
+		if ev.Type == "response.incomplete" {
+			reason = string(ev.AsResponseIncomplete().Response.IncompleteDetails.Reason)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	stream.Close()
+	if reason != "content_filter" {
+		t.Errorf("events %v, want response.incomplete for content_filter", types)
+	}
+	if n := responsesCalls(backup); n != 0 {
+		t.Errorf("the refusal failed over: the backup was asked %d times", n)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the refusing provider was asked %d times, want 1", n)
+	}
+}
