@@ -88,6 +88,9 @@ func TestClassifyEvent(t *testing.T) {
 		{"message_delta", dialectAnthropic, anthropicEvent("message_delta", aMessageDelta), wire.EvPrelude},
 		{"refusal message_delta", dialectAnthropic, anthropicEvent("message_delta", aRefusalDelta), wire.EvFinish},
 		{"unnamed refusal message_delta", dialectAnthropic, "data: " + aRefusalDelta, wire.EvFinish},
+		{"max_tokens message_delta", dialectAnthropic, anthropicEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"output_tokens":0}}`), wire.EvFinish},
+		{"context window message_delta", dialectAnthropic, anthropicEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":"model_context_window_exceeded","stop_sequence":null},"usage":{"output_tokens":0}}`), wire.EvFinish},
+		{"stop_sequence message_delta", dialectAnthropic, anthropicEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":"stop_sequence","stop_sequence":"###"},"usage":{"output_tokens":0}}`), wire.EvPrelude},
 		{"refusal in another event", dialectAnthropic, anthropicEvent("content_block_stop", `{"type":"content_block_stop","delta":{"stop_reason":"refusal"}}`), wire.EvPrelude},
 		{"message_stop", dialectAnthropic, anthropicEvent("message_stop", aMessageStop), wire.EvTerminal},
 		{"unnamed stop", dialectAnthropic, "data: " + aMessageStop, wire.EvTerminal},
@@ -201,6 +204,16 @@ func TestGate(t *testing.T) {
 			d:      dialectAnthropic,
 			stream: []string{anthropicEvent("message_start", aMessageStart), anthropicEvent("message_delta", aRefusalDelta), anthropicEvent("message_stop", aMessageStop)},
 			want:   want{stream.GateCommit, 1, "refusal", ""},
+		},
+		{
+			// So is a limit reached before any content: another provider
+			// would reach it again, billing the prompt twice.
+			name: "anthropic max_tokens before content commits",
+			d:    dialectAnthropic,
+			stream: []string{anthropicEvent("message_start", aMessageStart),
+				anthropicEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"output_tokens":0}}`),
+				anthropicEvent("message_stop", aMessageStop)},
+			want: want{stream.GateCommit, 1, "max_tokens", ""},
 		},
 		{
 			name:   "anthropic non-JSON data",
@@ -360,6 +373,9 @@ func TestCheckBody(t *testing.T) {
 		{"anthropic empty content", dialectAnthropic, `{"type":"message","content":[],"stop_reason":"end_turn"}`, "empty_content", "no content"},
 		{"anthropic missing content", dialectAnthropic, `{"ok":true}`, "empty_content", ""},
 		{"anthropic refusal without content", dialectAnthropic, `{"type":"message","content":[],"stop_reason":"refusal"}`, "", ""},
+		{"anthropic max_tokens without content", dialectAnthropic, `{"type":"message","content":[],"stop_reason":"max_tokens"}`, "", ""},
+		{"anthropic context window without content", dialectAnthropic, `{"type":"message","content":[],"stop_reason":"model_context_window_exceeded"}`, "", ""},
+		{"anthropic stop_sequence without content", dialectAnthropic, `{"type":"message","content":[],"stop_reason":"stop_sequence"}`, "empty_content", "no content"},
 		{"anthropic html", dialectAnthropic, `<html>Bad Gateway</html>`, "malformed_body", "Bad Gateway"},
 		{"anthropic truncated", dialectAnthropic, `{"type":"message","content":[{"type":"text"`, "malformed_body", ""},
 		{"openai ok", dialectOpenAI, `{"id":"c","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}`, "", ""},

@@ -28,7 +28,7 @@ func oldInspectAnthropic(ev sse.Event, withText bool) wire.EventInfo {
 		return info
 	}
 	var typ []byte
-	var refusal bool
+	var stopBy string
 	it, ok := jsonscan.Open(data, start, 0)
 	if ok && it.IsObject() {
 		for it.Next() {
@@ -45,7 +45,12 @@ func oldInspectAnthropic(ev sse.Event, withText bool) wire.EventInfo {
 								info.Text = v
 							}
 						} else if d.KeyIs("stop_reason") {
-							refusal = jsonscan.StringIs(d.Value(), "refusal")
+							switch v := d.Value(); { // an answer of no content (not in 889e452)
+							case jsonscan.StringIs(v, "refusal"), jsonscan.StringIs(v, "max_tokens"), jsonscan.StringIs(v, "model_context_window_exceeded"):
+								stopBy = string(jsonscan.AppendString(nil, v))
+							default:
+								stopBy = ""
+							}
 						}
 					}
 					it.Leave(&d)
@@ -75,8 +80,8 @@ func oldInspectAnthropic(ev sse.Event, withText bool) wire.EventInfo {
 		isMessageDelta = jsonscan.StringIs(typ, "message_delta")
 	}
 	switch {
-	case isMessageDelta && refusal && !isDelta && !isStop:
-		info.Class, info.By = wire.EvFinish, "refusal" // a refusal is an answer (not in 889e452)
+	case isMessageDelta && stopBy != "" && !isDelta && !isStop:
+		info.Class, info.By = wire.EvFinish, stopBy // a refusal or a limit is an answer (not in 889e452)
 	case isDelta:
 		info.Class, info.By = wire.EvOutput, "content_block_delta"
 	case isStop:

@@ -108,7 +108,7 @@ func inspectAnthropic(ev sse.Event, withText bool) wire.EventInfo {
 		return info
 	}
 	var typ []byte
-	var refusal bool // delta.stop_reason is "refusal"
+	var stopBy string // delta.stop_reason, when it makes an answer of no content
 	it, ok := jsonscan.Open(data, start, 0)
 	if ok && it.IsObject() {
 		for it.Next() {
@@ -126,7 +126,7 @@ func inspectAnthropic(ev sse.Event, withText bool) wire.EventInfo {
 								info.Text = v
 							}
 						case d.KeyIs("stop_reason"):
-							refusal = jsonscan.StringIs(d.Value(), "refusal")
+							stopBy = answerStop(d.Value())
 						}
 					}
 					it.Leave(&d)
@@ -160,17 +160,34 @@ func inspectAnthropic(ev sse.Event, withText bool) wire.EventInfo {
 		info.Class, info.By = wire.EvOutput, "content_block_delta"
 	case isStop:
 		info.Class = wire.EvTerminal
-	case isMessageDelta && refusal:
+	case isMessageDelta && stopBy != "":
 		// A refusal with no content before it (a filter that stopped the
-		// answer at once) is the model's answer, as OpenAI's finish_reason
-		// content_filter is: delivered, never failed over to bill the
-		// prompt again elsewhere.
-		info.Class, info.By = wire.EvFinish, "refusal"
+		// answer at once), or a limit reached before any (max_tokens, the
+		// context window), is the model's answer, as OpenAI's finish_reason
+		// content_filter or length is: delivered, never failed over to
+		// bill the prompt again elsewhere for the same end.
+		info.Class, info.By = wire.EvFinish, stopBy
 	}
 	if info.Class != wire.EvOutput {
 		info.Text = nil
 	}
 	return info
+}
+
+// answerStop names a stop_reason that makes an answer of no content:
+// refusal, max_tokens, model_context_window_exceeded; "" for any other
+// (an end_turn or stop_sequence with nothing is a fault). The names are
+// constants: naming allocates nothing.
+func answerStop(v []byte) string {
+	switch {
+	case jsonscan.StringIs(v, "refusal"):
+		return "refusal"
+	case jsonscan.StringIs(v, "max_tokens"):
+		return "max_tokens"
+	case jsonscan.StringIs(v, "model_context_window_exceeded"):
+		return "model_context_window_exceeded"
+	}
+	return ""
 }
 
 func (Dialect) TerminalName(ev sse.Event) string {
@@ -185,8 +202,8 @@ func (Dialect) FinishGrace() bool { return false }
 
 func (Dialect) StreamEnd() []byte { return nil }
 
-// checkBody wants a non-empty content array and no error; a refusal may
-// have no content (the stream's rule, inspectAnthropic).
+// checkBody wants a non-empty content array and no error; a refusal or a
+// limit reached may have no content (the stream's rule, inspectAnthropic).
 func (Dialect) CheckBody(body []byte) (reason string, err error) {
 	var m [4][]byte
 	if reason, err := wire.BodyMembers(body, m[:], "type", "error", "content", "stop_reason"); err != nil {
@@ -196,7 +213,7 @@ func (Dialect) CheckBody(body []byte) (reason string, err error) {
 	if errVal != nil && !jsonscan.IsNull(errVal) || jsonscan.StringIs(typ, "error") {
 		return wire.ErrorBody(errVal, body)
 	}
-	if !wire.IsNonEmptyArray(content) && !jsonscan.StringIs(stop, "refusal") {
+	if !wire.IsNonEmptyArray(content) && answerStop(stop) == "" {
 		return "empty_content", errors.New("upstream 200 body has no content")
 	}
 	return "", nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/llmhedge/caddy-llm-hedge/sim"
@@ -145,5 +146,88 @@ func TestTranslatedRefusalToResponsesIsDelivered(t *testing.T) {
 	}
 	if n := calls.Load(); n != 1 {
 		t.Errorf("the refusing provider was asked %d times, want 1", n)
+	}
+}
+
+// An Anthropic answer that reached a limit before any content (max_tokens,
+// the context window) is the model's answer, native or translated from a
+// Chat provider's finish_reason length: delivered with its stop_reason,
+// streamed or not, and the backup is never asked (it would reach the same
+// limit, billing the prompt again). An end_turn with nothing still fails
+// over.
+func TestAnthropicLimitBeforeContentIsDelivered(t *testing.T) {
+	anthropicAnswer := func(stop string) (stream []string, body string) {
+		return []string{
+				"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_l\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-x\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":7,\"output_tokens\":0}}}",
+				"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"" + stop + "\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":0}}",
+				"event: message_stop\ndata: {\"type\":\"message_stop\"}",
+			},
+			`{"id":"msg_l","type":"message","role":"assistant","model":"claude-x","content":[],"stop_reason":"` + stop + `","stop_sequence":null,"usage":{"input_tokens":7,"output_tokens":0}}`
+	}
+	chatLength := []string{
+		`data: {"id":"chatcmpl-l","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`,
+		`data: {"id":"chatcmpl-l","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`,
+		`data: {"id":"chatcmpl-l","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":0,"total_tokens":7}}`,
+		`data: [DONE]`,
+	}
+	chatLengthBody := `{"id":"chatcmpl-l","object":"chat.completion","created":1,"model":"gpt-x","choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"length"}],"usage":{"prompt_tokens":7,"completion_tokens":0,"total_tokens":7}}`
+	type answer struct {
+		api, stop string
+		stream    []string
+		body      string
+		delivered bool
+	}
+	var cases []answer
+	for _, stop := range []string{"max_tokens", "model_context_window_exceeded", "end_turn"} {
+		st, body := anthropicAnswer(stop)
+		cases = append(cases, answer{api: "anthropic", stop: stop, stream: st, body: body, delivered: stop != "end_turn"})
+	}
+	cases = append(cases, answer{api: "openai", stop: "max_tokens", stream: chatLength, body: chatLengthBody, delivered: true})
+	for _, tc := range cases {
+		t.Run(tc.api+"/"+tc.stop, func(t *testing.T) {
+			var calls atomic.Int64
+			_, first := newPathsUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				calls.Add(1)
+				body, _ := io.ReadAll(req.Body)
+				if !strings.Contains(string(body), `"stream":true`) {
+					w.Header().Set("Content-Type", "application/json")
+					io.WriteString(w, tc.body)
+					return
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				for _, ev := range tc.stream {
+					fmt.Fprintf(w, "%s\n\n", ev)
+				}
+			}))
+			backup := newUpstream(t, sim.Config{})
+			translate := ""
+			if tc.api != "anthropic" {
+				translate = "\t\t\ttranslate anthropic\n"
+			}
+			p := startProxy(t, fmt.Sprintf("\t\tprovider first %s {\n\t\t\tapi %s\n\t\t\tkey sk-first\n%s\t\t}\n", first, tc.api, translate)+
+				provider("backup", backup, "api anthropic", "key sk-backup", "priority 1")+
+				"\t\thedge {\n\t\t\toff\n\t\t}\n\t\tretry {\n\t\t\tsame_provider 0\n\t\t}\n\t\tcooldown {\n\t\t\tfailures 5\n\t\t}\n")
+			c := anthropicClient(p, "sk-client")
+			for _, stream := range []bool{false, true} {
+				params := anthropic.MessageNewParams{
+					Model: "claude-sonnet-4-5", MaxTokens: 1,
+					Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("a prompt"))},
+				}
+				var hdr http.Header
+				msg := xlSend(t, c, params, stream, &hdr)
+				switch {
+				case tc.delivered && (string(msg.StopReason) != tc.stop || len(msg.Content) != 0):
+					t.Errorf("stream=%v: stop_reason %q content %s, want %s with no content", stream, msg.StopReason, msg.RawJSON(), tc.stop)
+				case !tc.delivered && len(msg.Content) == 0:
+					t.Errorf("stream=%v: %s, want the backup's answer", stream, msg.RawJSON())
+				}
+			}
+			if n, want := completions(backup), map[bool]int{true: 0, false: 2}[tc.delivered]; n != want {
+				t.Errorf("the backup was asked %d times, want %d", n, want)
+			}
+			if n := calls.Load(); n != 2 {
+				t.Errorf("the first provider was asked %d times, want 2 (once per request)", n)
+			}
+		})
 	}
 }
