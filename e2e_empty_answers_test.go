@@ -40,15 +40,12 @@ func TestResponsesIncompleteBeforeOutputIsDelivered(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls atomic.Int64
-			_, first := newPathsUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-				calls.Add(1)
-				io.Copy(io.Discard, req.Body)
-				w.Header().Set("Content-Type", "text/event-stream")
-				for _, ev := range []string{created, tc.last} {
-					typ := ev[len(`{"type":"`):strings.Index(ev, `","`)]
-					fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, ev)
-				}
-			}))
+			var events []string
+			for _, ev := range []string{created, tc.last} {
+				typ := ev[len(`{"type":"`):strings.Index(ev, `","`)]
+				events = append(events, "event: "+typ+"\ndata: "+ev)
+			}
+			first := cannedUpstream(t, &calls, "", events...)
 			backup := newUpstream(t, sim.Config{})
 			p := startProxy(t, fmt.Sprintf("\t\tprovider first %s {\n\t\t\tapi openai\n\t\t\tkey sk-first\n\t\t}\n", first)+
 				provider("backup", backup, "api openai", "key sk-backup", "priority 1")+
@@ -111,14 +108,7 @@ func TestTranslatedRefusalToResponsesIsDelivered(t *testing.T) {
 		"event: message_stop\ndata: {\"type\":\"message_stop\"}",
 	}
 	var calls atomic.Int64
-	_, refusing := newPathsUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		calls.Add(1)
-		io.Copy(io.Discard, req.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		for _, ev := range refusal {
-			fmt.Fprintf(w, "%s\n\n", ev)
-		}
-	}))
+	refusing := cannedUpstream(t, &calls, "", refusal...)
 	backup := newUpstream(t, sim.Config{})
 	p := startProxy(t, fmt.Sprintf("\t\tprovider refusing %s {\n\t\t\tapi anthropic\n\t\t\tkey sk-target\n\t\t\ttranslate responses\n\t\t}\n", refusing)+
 		provider("backup", backup, "api openai", "key sk-backup", "priority 1")+
@@ -186,19 +176,7 @@ func TestAnthropicLimitBeforeContentIsDelivered(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.api+"/"+tc.stop, func(t *testing.T) {
 			var calls atomic.Int64
-			_, first := newPathsUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-				calls.Add(1)
-				body, _ := io.ReadAll(req.Body)
-				if !strings.Contains(string(body), `"stream":true`) {
-					w.Header().Set("Content-Type", "application/json")
-					io.WriteString(w, tc.body)
-					return
-				}
-				w.Header().Set("Content-Type", "text/event-stream")
-				for _, ev := range tc.stream {
-					fmt.Fprintf(w, "%s\n\n", ev)
-				}
-			}))
+			first := cannedUpstream(t, &calls, tc.body, tc.stream...)
 			backup := newUpstream(t, sim.Config{})
 			translate := ""
 			if tc.api != "anthropic" {
@@ -230,4 +208,26 @@ func TestAnthropicLimitBeforeContentIsDelivered(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cannedUpstream answers every request the same way, counting them: body
+// (JSON) to a non-stream request, and to a streaming one (a "stream":true
+// body, or Gemini's streamGenerateContent) the SSE events, each written
+// as given and ended by a blank line.
+func cannedUpstream(t *testing.T, calls *atomic.Int64, body string, events ...string) string {
+	t.Helper()
+	_, url := newPathsUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		calls.Add(1)
+		b, _ := io.ReadAll(req.Body)
+		if body != "" && !strings.Contains(req.URL.Path, "streamGenerateContent") && !strings.Contains(string(b), `"stream":true`) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, body)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range events {
+			fmt.Fprintf(w, "%s\n\n", ev)
+		}
+	}))
+	return url
 }

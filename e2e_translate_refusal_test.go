@@ -2,9 +2,7 @@ package llmhedge_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -55,19 +53,11 @@ func TestTranslatedRefusalIsDelivered(t *testing.T) {
 	for target, r := range xlRefusals {
 		t.Run(target, func(t *testing.T) {
 			var calls atomic.Int64
-			_, refusing := newPathsUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-				calls.Add(1)
-				body, _ := io.ReadAll(req.Body)
-				if !strings.Contains(req.URL.Path, "streamGenerateContent") && !strings.Contains(string(body), `"stream":true`) {
-					w.Header().Set("Content-Type", "application/json")
-					io.WriteString(w, r.body)
-					return
-				}
-				w.Header().Set("Content-Type", "text/event-stream")
-				for _, ev := range r.stream {
-					fmt.Fprintf(w, "data: %s\n\n", ev)
-				}
-			}))
+			var events []string
+			for _, ev := range r.stream {
+				events = append(events, "data: "+ev)
+			}
+			refusing := cannedUpstream(t, &calls, r.body, events...)
 			backup := newUpstream(t, sim.Config{})
 			p := startProxy(t, fmt.Sprintf("\t\tprovider refusing %s {\n\t\t\tapi %s\n\t\t\tkey sk-target\n\t\t\ttranslate anthropic\n\t\t}\n", refusing, target)+
 				provider("backup", backup, "api anthropic", "priority 1")+

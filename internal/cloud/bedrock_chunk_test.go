@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan/jsontest"
 )
 
 // eventType's shortcut for an event that starts with its type gives what
@@ -40,19 +41,7 @@ func TestEventTypeIsLookup(t *testing.T) {
 	for _, e := range events {
 		check([]byte(e))
 		for range 2000 {
-			b := []byte(e)
-			i := rng.IntN(len(b) + 1)
-			switch rng.IntN(3) {
-			case 0:
-				b = b[:i]
-			case 1:
-				if i < len(b) {
-					b[i] = alphabet[rng.IntN(len(alphabet))]
-				}
-			case 2:
-				b = append(b[:i], append([]byte{alphabet[rng.IntN(len(alphabet))]}, b[i:]...)...)
-			}
-			check(b)
+			check(jsontest.Mutate(rng, []byte(e), alphabet))
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan/jsontest"
 )
 
 // readFrame reads what json.Unmarshal reads, for the events providers
@@ -33,19 +35,7 @@ func TestReadFrameMatchesEncodingJSON(t *testing.T) {
 	for _, s := range seeds {
 		check([]byte(s))
 		for range 300 {
-			b := []byte(s)
-			i := rng.IntN(len(b) + 1)
-			switch rng.IntN(3) {
-			case 0:
-				b = b[:i]
-			case 1:
-				if i < len(b) {
-					b = append(b[:i:i], b[i+1:]...)
-				}
-			case 2:
-				b = append(b[:i:i], append([]byte{alphabet[rng.IntN(len(alphabet))]}, b[i:]...)...)
-			}
-			check(b)
+			check(jsontest.Mutate(rng, []byte(s), alphabet))
 		}
 	}
 }
