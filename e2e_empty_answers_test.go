@@ -140,8 +140,9 @@ func TestTranslatedRefusalToResponsesIsDelivered(t *testing.T) {
 }
 
 // An Anthropic answer that reached a limit before any content (max_tokens,
-// the context window) is the model's answer, native or translated from a
-// Chat provider's finish_reason length: delivered with its stop_reason,
+// the context window) is the model's answer, native or translated (Chat
+// finish_reason length, Gemini MAX_TOKENS, Responses incomplete for
+// max_output_tokens, each with no content): delivered with its stop_reason,
 // streamed or not, and the backup is never asked (it would reach the same
 // limit, billing the prompt again). An end_turn with nothing still fails
 // over.
@@ -172,7 +173,15 @@ func TestAnthropicLimitBeforeContentIsDelivered(t *testing.T) {
 		st, body := anthropicAnswer(stop)
 		cases = append(cases, answer{api: "anthropic", stop: stop, stream: st, body: body, delivered: stop != "end_turn"})
 	}
-	cases = append(cases, answer{api: "openai", stop: "max_tokens", stream: chatLength, body: chatLengthBody, delivered: true})
+	geminiMax := `{"candidates":[{"content":{"role":"model"},"finishReason":"MAX_TOKENS","index":0}],"usageMetadata":{"promptTokenCount":7,"totalTokenCount":7},"modelVersion":"gemini-x"}`
+	respMax := `{"id":"resp_l","object":"response","created_at":1,"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"model":"gpt-x","output":[],"usage":{"input_tokens":7,"output_tokens":1,"total_tokens":8}}`
+	cases = append(cases,
+		answer{api: "openai", stop: "max_tokens", stream: chatLength, body: chatLengthBody, delivered: true},
+		answer{api: "gemini", stop: "max_tokens", stream: []string{"data: " + geminiMax}, body: geminiMax, delivered: true},
+		answer{api: "responses", stop: "max_tokens", stream: []string{
+			`event: response.created` + "\n" + `data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_l","object":"response","created_at":1,"status":"in_progress","model":"gpt-x","output":[]}}`,
+			"event: response.incomplete\ndata: " + `{"type":"response.incomplete","sequence_number":1,"response":` + respMax + `}`,
+		}, body: respMax, delivered: true})
 	for _, tc := range cases {
 		t.Run(tc.api+"/"+tc.stop, func(t *testing.T) {
 			var calls atomic.Int64
@@ -188,7 +197,7 @@ func TestAnthropicLimitBeforeContentIsDelivered(t *testing.T) {
 			c := anthropicClient(p, "sk-client")
 			for _, stream := range []bool{false, true} {
 				params := anthropic.MessageNewParams{
-					Model: "claude-sonnet-4-5", MaxTokens: 1,
+					Model: "claude-sonnet-4-5", MaxTokens: 64,
 					Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("a prompt"))},
 				}
 				var hdr http.Header

@@ -14,12 +14,13 @@ import (
 // Caddy layer and the request engine) may import anything. A package that
 // is not listed here fails the test, so a new package states its place.
 var importRules = map[string][]string{
-	"internal/jsonscan":    nil,
-	"internal/dashboard":   nil,
-	"internal/sse":         nil,
-	"internal/sse/ssetest": nil,
-	"internal/limit":       nil,
-	"fleettest":            nil, // tests only: the fleet of real processes
+	"internal/jsonscan":          nil,
+	"internal/dashboard":         nil,
+	"internal/sse":               nil,
+	"internal/sse/ssetest":       nil, // tests only: readers that split a stream
+	"internal/jsonscan/jsontest": nil, // tests only: the JSON mutator
+	"internal/limit":             nil,
+	"fleettest":                  nil, // tests only: the fleet of real processes
 	// The layers below the root (docs/architecture.md). A new package is
 	// added here, in its layer, or the test fails.
 	"internal/wire": {"internal/sse", "internal/jsonscan", "internal/genai"},

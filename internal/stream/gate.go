@@ -252,10 +252,14 @@ func (g *Gate) Failed() GateFailure { return g.failure }
 // rejected_phrase or buffer_overflow; "" unless the gate failed.
 func (g *Gate) FailReason() string { return g.failure.String() }
 
-// committedBy names what committed the attempt: "content_block_delta" for
-// Anthropic; for OpenAI the delta member ("content", "reasoning_content",
-// "reasoning", "tool_calls", "function_call", "refusal") or
-// "finish_reason". "" unless the gate committed.
+// committedBy names what committed the attempt: the By of the committing
+// event's inspection. Anthropic: "content_block_delta", or the stop reason
+// of an answer with no content ("refusal", "max_tokens",
+// "model_context_window_exceeded"); OpenAI: the delta member ("content",
+// "reasoning_content", "reasoning", "tool_calls", "function_call",
+// "refusal") or "finish_reason"; Responses: the event type
+// ("response.output_text.delta", "response.incomplete", ...); Gemini: the
+// part, "finishReason" or "prompt_feedback". "" unless the gate committed.
 func (g *Gate) CommittedBy() string { return g.by }
 
 // Ended reports whether the committing event also ended the stream: the

@@ -184,7 +184,7 @@ type EventClass uint8
 const (
 	EvPrelude   EventClass = iota // buffered, not committed: message_start, content_block_start, ping, comments, role-only/empty OpenAI deltas, usage-only chunks, content_block_stop, message_delta
 	EvOutput                      // carries model output: Anthropic content_block_delta; OpenAI chunk whose choices[].delta has non-empty content, reasoning_content, reasoning, tool_calls, function_call or refusal
-	EvFinish                      // OpenAI chunk with a finish_reason set (not null, not ""), Anthropic message_delta with stop_reason refusal: output for the gate, and the answer is done
+	EvFinish                      // OpenAI chunk with a finish_reason set (not null, not ""), Anthropic message_delta with stop_reason refusal, max_tokens or model_context_window_exceeded: output for the gate, and the answer is done
 	EvTerminal                    // Anthropic message_stop; OpenAI [DONE]; with By set (Responses' response.incomplete), an answer even before any output
 	EvError                       // `event: error`, or data whose JSON has a non-null top-level "error" (or Anthropic "type":"error")
 	EvMalformed                   // data that is not a JSON object (other than OpenAI's [DONE])
