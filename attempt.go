@@ -259,6 +259,12 @@ func (h *Handler) gateStream(a *attempt, d wire.Dialect, clientCtx context.Conte
 				}
 			} else if a.ctx.Err() != nil || clientCtx.Err() != nil {
 				c = wire.ClassifyTransportError(err, a.ctx, clientCtx)
+				if c == wire.ClassFirstByteTimeout && a.gate.Events() > 0 {
+					// Alive but silent: what the operator must know to tell
+					// a hung provider from a model that reasons before it
+					// writes (OpenAI's reasoning models, Gemini's thinking).
+					err = fmt.Errorf("no output within %v, after %d events without any: the provider was answering, and a model that reasons before its first output may need a longer first_byte or first_byte_timeout", a.p.firstByte, a.gate.Events())
+				}
 			}
 			a.fail(c, fmt.Errorf("provider %s: reading first event: %w", a.p.name, err))
 			return

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -239,4 +240,37 @@ func cannedUpstream(t *testing.T, calls *atomic.Int64, body string, events ...st
 		}
 	}))
 	return url
+}
+
+// A provider that answers (response.created, response.in_progress) and then
+// writes nothing until first_byte passes is failed over as before, but its
+// error says what an operator needs to tell a hung provider from a model
+// that reasons silently before its first output: in the admin view's
+// last_error and the breaker's log line.
+func TestFirstByteTimeoutAfterPreludeSaysSo(t *testing.T) {
+	_, silent := newPathsUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		io.Copy(io.Discard, req.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_s\",\"object\":\"response\",\"status\":\"in_progress\",\"model\":\"gpt-x\",\"output\":[]}}\n\n"+
+			"event: response.in_progress\ndata: {\"type\":\"response.in_progress\",\"sequence_number\":1,\"response\":{\"id\":\"resp_s\",\"object\":\"response\",\"status\":\"in_progress\",\"model\":\"gpt-x\",\"output\":[]}}\n\n")
+		w.(http.Flusher).Flush()
+		<-req.Context().Done()
+	}))
+	backup := newUpstream(t, sim.Config{})
+	p := startProxy(t, fmt.Sprintf("\t\tprovider silent %s {\n\t\t\tapi openai\n\t\t\tkey sk-s\n\t\t\tfirst_byte_timeout 300ms\n\t\t}\n", silent)+
+		provider("backup", backup, "api openai", "key sk-backup", "priority 1")+
+		"\t\thedge {\n\t\t\toff\n\t\t}\n\t\tretry {\n\t\t\tsame_provider 0\n\t\t}\n\t\tcooldown {\n\t\t\tfailures 1\n\t\t}\n")
+	got := streamResponses(ctxTimeout(t, 10*time.Second), openaiClient(p, "sk-client"), responsesParams("gpt-x"))
+	if got.err != nil || got.completed == nil {
+		t.Fatalf("stream: %+v, want the backup's answer", got)
+	}
+	observeRequestLines(t, p.LogFile, 1)
+	_, _, admin := healthAdmin(t, p, http.MethodGet, "/llm_hedge/providers")
+	logs, _ := os.ReadFile(p.LogFile)
+	const want = "no output within 300ms, after 2 events without any: the provider was answering"
+	for where, s := range map[string]string{"the admin view": admin, "the log": string(logs)} {
+		if !strings.Contains(s, want) {
+			t.Errorf("%s does not say %q:\n%s", where, want, s)
+		}
+	}
 }

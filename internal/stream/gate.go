@@ -262,6 +262,9 @@ func (g *Gate) FailReason() string { return g.failure.String() }
 // part, "finishReason" or "prompt_feedback". "" unless the gate committed.
 func (g *Gate) CommittedBy() string { return g.by }
 
+// Events is how many events the gate was fed.
+func (g *Gate) Events() int { return g.events }
+
 // Ended reports whether the committing event also ended the stream: the
 // buffered events are the whole answer, and there is nothing to relay.
 func (g *Gate) Ended() bool { return g.ended }
