@@ -167,3 +167,23 @@ func TestGeminiCLIFailover503(t *testing.T) {
 		}
 	}
 }
+
+// The only provider is rate limited for an hour (429, Retry-After 3600).
+// The proxy answers 429 with that Retry-After, and its Google error body
+// carries it as a RetryInfo detail, which is what Gemini CLI reads (not the
+// header): a delay over its 5-minute limit is a terminal quota error, so the
+// CLI reports it at once. Without the detail the CLI retries ten times with
+// backoff, for minutes, against a pool that said when it will recover.
+func TestGeminiCLIRetryAfterLong(t *testing.T) {
+	only := newUpstream(t, sim.Config{Text: geminiPrimaryText, Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 429, RetryAfter: "3600"}}})
+	p := startProxy(t, provider("only", only, "key "+geminiProviderKey)+"hedge off\n")
+
+	out, res := runGemini(t, p.URL)
+	ups := map[string]*upstream{"only": only}
+	if res.Exit == 0 || out.Response != "" {
+		t.Fatalf("the only provider is rate limited, yet the CLI exited %d with %q\n%s\n%s", res.Exit, out.Response, geminiTrace(ups), res)
+	}
+	if strings.Contains(res.Stderr, "Attempt 2") || len(geminiRecs(only)) != 1 {
+		t.Fatalf("the CLI retried a 429 that said to come back in an hour: upstream saw %d requests\n%s\n%s", len(geminiRecs(only)), geminiTrace(ups), res)
+	}
+}

@@ -1,9 +1,11 @@
 package llmhedge_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,5 +118,38 @@ func TestRetryAfterNotGivenWhileAnotherCandidateIsClosed(t *testing.T) {
 	}
 	if got := aerr.Response.Header.Get("Retry-After"); got != "" {
 		t.Errorf("Retry-After %q, want none: the plain provider may be tried at once", got)
+	}
+}
+
+// A Gemini client's 429 carries the Retry-After in its body too, as a
+// google.rpc.RetryInfo detail: Gemini CLI reads the delay only there
+// (TestGeminiCLIRetryAfterLong runs the CLI). The header and the detail
+// say the same.
+func TestRetryAfterGeminiRetryInfo(t *testing.T) {
+	only := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 429, RetryAfter: "600"}}})
+	p := startProxy(t, provider("only", only, "key sk-only"))
+	for i := range 2 { // the failure itself, then the cooling provider skipped
+		req, _ := http.NewRequest(http.MethodPost, p.URL+"/v1beta/models/gemini-2.5-flash:generateContent",
+			strings.NewReader(`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Error struct {
+				Details []map[string]string `json:"details"`
+			} `json:"error"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		ra := resp.Header.Get("Retry-After")
+		if err != nil || resp.StatusCode != http.StatusTooManyRequests || ra == "" {
+			t.Fatalf("request %d: status %d, Retry-After %q, decode %v; want 429 with a Retry-After", i, resp.StatusCode, ra, err)
+		}
+		d := body.Error.Details
+		if len(d) != 1 || d[0]["@type"] != "type.googleapis.com/google.rpc.RetryInfo" || d[0]["retryDelay"] != ra+"s" {
+			t.Errorf("request %d: details %v, want one RetryInfo with retryDelay %ss", i, d, ra)
+		}
 	}
 }

@@ -34,13 +34,30 @@ func errorJSON(d Dialect, status int, message string) []byte { return d.ErrorJSO
 // writeError sends a complete error response before anything was
 // committed to the client.
 func WriteError(w http.ResponseWriter, d Dialect, status int, message string) {
-	body := errorJSON(d, status, message)
 	h := w.Header()
+	var body []byte
+	if r, ok := d.(RetryErrorShaper); ok {
+		if secs, err := strconv.Atoi(h.Get("Retry-After")); err == nil && secs > 0 {
+			body = r.ErrorJSONRetry(status, message, secs)
+		}
+	}
+	if body == nil {
+		body = errorJSON(d, status, message)
+	}
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Del("Content-Encoding")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// RetryErrorShaper is a dialect whose clients read the retry delay from
+// the error body, not the Retry-After header: Gemini's (a RetryInfo
+// detail, which Gemini CLI reads to wait or, past its limit, to give up).
+// WriteError uses it when the response already carries a Retry-After in
+// seconds, so the body says the same as the header.
+type RetryErrorShaper interface {
+	ErrorJSONRetry(status int, message string, retryAfterSecs int) []byte
 }
 
 // errorEvent renders the SSE event that ends a committed stream with a

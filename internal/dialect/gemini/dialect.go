@@ -185,6 +185,10 @@ func (Dialect) ErrorJSON(status int, message string) []byte {
 	return ErrorJSON(status, message)
 }
 
+func (Dialect) ErrorJSONRetry(status int, message string, retryAfterSecs int) []byte {
+	return ErrorJSONRetry(status, message, retryAfterSecs)
+}
+
 func (Dialect) ErrorEvent(status int, message string) []byte {
 	return ErrorEvent(status, message)
 }

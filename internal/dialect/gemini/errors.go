@@ -5,6 +5,7 @@ package gemini
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,10 +50,17 @@ func geminiStatus(status int) string {
 
 type geminiErrorBody struct {
 	Error struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-		Status  string `json:"status"`
+		Code    int           `json:"code"`
+		Message string        `json:"message"`
+		Status  string        `json:"status"`
+		Details []retryDetail `json:"details,omitempty"`
 	} `json:"error"`
+}
+
+// retryDetail is a google.rpc.RetryInfo error detail.
+type retryDetail struct {
+	Type       string `json:"@type"`
+	RetryDelay string `json:"retryDelay"`
 }
 
 // geminiErrorJSON is the error body before commit, Google's shape: the
@@ -63,6 +71,20 @@ func ErrorJSON(status int, message string) []byte {
 	b.Error.Message = message
 	b.Error.Status = geminiStatus(status)
 	out, _ := json.Marshal(b) // a plain struct of strings and an int: cannot fail
+	return out
+}
+
+// ErrorJSONRetry is ErrorJSON with the client's Retry-After as a
+// google.rpc.RetryInfo detail, as Google sends it on a 429: Gemini CLI
+// reads the delay there, never in the header, and without it retries on
+// its own backoff (ten times, for minutes, even when the pool said an hour).
+func ErrorJSONRetry(status int, message string, retryAfterSecs int) []byte {
+	var b geminiErrorBody
+	b.Error.Code = status
+	b.Error.Message = message
+	b.Error.Status = geminiStatus(status)
+	b.Error.Details = []retryDetail{{"type.googleapis.com/google.rpc.RetryInfo", strconv.Itoa(retryAfterSecs) + "s"}}
+	out, _ := json.Marshal(b) // strings and an int: cannot fail
 	return out
 }
 
