@@ -109,3 +109,41 @@ func xlAgentTrace(u *upstream, path string) string {
 	}
 	return b.String()
 }
+
+// Claude Code through the Chat-only pool of TestClaudeCodeTranslated, whose
+// stream of the Read call is cut after commit, mid arguments, once. No
+// continuation crosses formats, so Claude Code gets an error event, never
+// a call with half its arguments, and its non-streaming fallback carries on
+// the loop: it exits 0 with the file's token. The request log line says
+// what happened, a cut (stream_end upstream_cut), as it does for a native
+// stream: not an error event the provider never sent.
+func TestClaudeCodeTranslatedToolCallCut(t *testing.T) {
+	dir := t.TempDir()
+	token := fmt.Sprintf("hedge-token-%x", time.Now().UnixNano())
+	file := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(file, []byte(token+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	claude := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503}}})
+	gpt := newUpstream(t, sim.Config{Key: "sk-openai-own",
+		ToolCalls:  []sim.ToolCall{{Name: "Read", Arguments: json.RawMessage(fmt.Sprintf(`{"file_path":%q}`, file))}},
+		ToolAnswer: "The file holds: {result}",
+		Faults:     []sim.Fault{{Kind: sim.FaultCut, After: 2, Count: 1, Turn: sim.TurnToolCall}}})
+	p := startProxy(t, provider("claude", claude, "api anthropic")+
+		provider("gpt", gpt, "api openai", "key sk-openai-own", "translate anthropic", "priority 1", "model * gpt-5")+
+		"hedge off\n retry {\n same_provider 0\n }\n")
+
+	out, res := runClaudeIn(t, p, dir, []string{"-p", "What does notes.txt say?", "--allowedTools", "Read"}, "CLAUDE_CODE_MAX_RETRIES=0")
+	if res.Exit != 0 || out.IsError || !strings.Contains(out.Result, token) {
+		t.Fatalf("want exit 0 and the file's token %s in the answer, got is_error=%v result=%q\n%s%s\n%s", token, out.IsError, out.Result, xlAgentTrace(gpt, ""), res, p.logs(t))
+	}
+	var cut map[string]any
+	for _, line := range streamLogLines(t, p, 3) {
+		if line["outcome"] == "stream_error" {
+			cut = line
+		}
+	}
+	if cut == nil || cut["stream_end"] != "upstream_cut" {
+		t.Fatalf("the cut stream's log line says stream_end %v, want upstream_cut\n%s", cut["stream_end"], p.logs(t))
+	}
+}

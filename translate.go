@@ -221,6 +221,11 @@ func (a *attempt) translateError() {
 // client's SSE bytes out. A target stream that cannot be carried on ends
 // with the client's error event (translate's Fail), never a clean stop;
 // a read error of the upstream is returned as is (the relay reports it).
+// A target stream that ends before its terminal event (End's error: every
+// translator's End fails only for that) just ends, unfinished: the relay
+// reports it as it does a native one, upstream_cut, and writes the
+// client's error event; a Fail event there would read, in the log, as an
+// error event the provider sent.
 type xlBody struct {
 	rd   *sse.Reader
 	s    translate.Stream
@@ -259,7 +264,8 @@ func (x *xlBody) translate(ev sse.Event, err error) {
 	switch {
 	case errors.Is(err, io.EOF):
 		if x.buf, err = x.s.End(x.buf); err != nil {
-			x.buf = x.s.Fail(x.buf, err)
+			x.err = io.ErrUnexpectedEOF
+			return
 		}
 		x.err = io.EOF
 	case err != nil:
