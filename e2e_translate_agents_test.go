@@ -54,6 +54,7 @@ func TestClaudeCodeTranslated(t *testing.T) {
 // the answer quotes its output. Codex's hosted web_search tool and its
 // multi_agent_v1 namespace of tools are turned off: Anthropic carries
 // neither (docs/translation.md), and a request offering them is refused.
+// Codex streams the answer's text: it reports no delta it could not place.
 func TestCodexTranslated(t *testing.T) {
 	dir := t.TempDir()
 	token := fmt.Sprintf("hedge-token-%x", time.Now().UnixNano())
@@ -74,6 +75,12 @@ func TestCodexTranslated(t *testing.T) {
 		t.Fatalf("want exit 0 and the command's output %s in the answer, got last message %q\n%s%s\n%s", token, last, xlAgentTrace(claude, "/v1/messages"), res, p.logs(t))
 	}
 	checkXLAgentLoop(t, claude, "/v1/messages", "exec_command")
+	// Codex drops a message item added without its content array, then
+	// logs an error for every text delta into it: the answer arrives only
+	// whole, at output_item.done.
+	if strings.Contains(res.Stderr, "without active item") {
+		t.Fatalf("Codex could not place the translated text deltas\n%s", res)
+	}
 }
 
 // checkXLAgentLoop fails the test unless the translating provider's

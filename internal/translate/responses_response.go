@@ -66,6 +66,24 @@ type responsesOutItem struct {
 	Input     *string            `json:"input,omitempty"`
 }
 
+// MarshalJSON writes a message item's content always, [] while a stream's
+// item is in progress ("omitempty" alone would drop it: Codex then
+// ignores the item and every text delta into it); other items have none.
+func (it responsesOutItem) MarshalJSON() ([]byte, error) {
+	type plain responsesOutItem
+	if it.Type != "message" {
+		return json.Marshal(plain(it))
+	}
+	content := it.Content
+	if content == nil {
+		content = []responsesOutPart{}
+	}
+	return json.Marshal(struct {
+		plain
+		Content []responsesOutPart `json:"content"`
+	}{plain(it), content})
+}
+
 type responsesBody struct {
 	ID                string             `json:"id"`
 	Object            string             `json:"object"`

@@ -49,6 +49,18 @@ func checkResponsesStream(t testing.TB, out []byte) (final *responses.Response, 
 			if open >= 0 || e.OutputIndex != int64(next) {
 				return nil, fmt.Errorf("item %d added (open %d, next %d)", e.OutputIndex, open, next)
 			}
+			// A message item carries its content array, empty: Codex
+			// drops an item without one, then every text delta into it
+			// ("OutputTextDelta without active item").
+			var added struct {
+				Item struct {
+					Type    string          `json:"type"`
+					Content json.RawMessage `json:"content"`
+				} `json:"item"`
+			}
+			if json.Unmarshal(ev.Data, &added); added.Item.Type == "message" && string(added.Item.Content) != "[]" {
+				return nil, fmt.Errorf("message item %d added with content %q, want []", e.OutputIndex, added.Item.Content)
+			}
 			open, next = int(e.OutputIndex), next+1
 			text.Reset()
 		case "response.content_part.added", "response.content_part.done":
