@@ -3,9 +3,13 @@ package llmhedge_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,5 +156,47 @@ func TestClaudeCodeTranslatedToolCallCut(t *testing.T) {
 	}
 	if cut == nil || cut["stream_end"] != "upstream_cut" {
 		t.Fatalf("the cut stream's log line says stream_end %v, want upstream_cut\n%s", cut["stream_end"], p.logs(t))
+	}
+}
+
+// Claude Code through a Chat provider (an OpenAI-compatible server) that
+// ends its streams after the finish_reason and usage chunks without
+// `data: [DONE]`, which the proxy takes as complete from a native Chat
+// stream (docs/stream-safety.md). Translated, it is complete too: one
+// streamed request, exit 0 with the text; before, every stream ended in
+// an error event, Claude Code retried, and the provider's breaker opened.
+func TestClaudeCodeTranslatedChatWithoutDone(t *testing.T) {
+	const text = "hello from chat"
+	var mu sync.Mutex
+	var seen []string
+	chat := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen = append(seen, fmt.Sprintf("%s stream=%v", r.URL.Path, strings.Contains(string(b), `"stream":true`)))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, c := range []string{
+			`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-5","choices":[{"index":0,"delta":{"role":"assistant","content":"hello "},"finish_reason":null}]}`,
+			`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-5","choices":[{"index":0,"delta":{"content":"from chat"},"finish_reason":null}]}`,
+			`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-5","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+			`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-5","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}`,
+		} {
+			io.WriteString(w, "data: "+c+"\n\n")
+		}
+	}))
+	t.Cleanup(chat.Close)
+	claude := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503}}})
+	p := startProxy(t, provider("claude", claude, "api anthropic")+
+		"\t\tprovider gpt "+chat.URL+" {\n\t\t\tapi openai\n\t\t\tkey sk-openai-own\n\t\t\ttranslate anthropic\n\t\t\tpriority 1\n\t\t\tmodel * gpt-5\n\t\t}\n"+
+		"hedge off\n retry {\n same_provider 0\n }\n")
+
+	out, res := runClaude(t, p, "CLAUDE_CODE_MAX_RETRIES=0")
+	mu.Lock()
+	defer mu.Unlock()
+	if res.Exit != 0 || out.IsError || out.Result != text {
+		t.Fatalf("want exit 0 and %q, got is_error=%v result=%q; the Chat server saw %v\n%s\n%s", text, out.IsError, out.Result, seen, res, p.logs(t))
+	}
+	if len(seen) != 1 {
+		t.Fatalf("the Chat server saw %v, want one streamed request", seen)
 	}
 }

@@ -114,7 +114,7 @@ func TestAnthropicFromChatStream(t *testing.T) {
 			}
 		}},
 		{name: "max_tokens_mid_args", wantErr: "tool arguments are not valid JSON"},
-		{name: "truncated", wantErr: "ended before [DONE]"},
+		{name: "truncated", wantErr: "ended before its finish_reason"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -186,5 +186,23 @@ func TestAnthropicFromChatStreamUpstreamError(t *testing.T) {
 	_ = json.Unmarshal([]byte(errEvent), &e)
 	if e.Error.Type != "invalid_request_error" || !strings.HasPrefix(e.Error.Message, "prompt is too long") {
 		t.Errorf("error event %s", errEvent)
+	}
+}
+
+// A Chat stream that sent its finish_reason (and usage) but ends without
+// [DONE] is complete, as the proxy takes a native one: the same client
+// bytes as with [DONE].
+func TestAnthropicFromChatStreamWithoutDone(t *testing.T) {
+	p, _ := For(Anthropic, OpenAI)
+	body := `data: {"id":"x","model":"m","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}` + "\n\n" +
+		`data: {"id":"x","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" +
+		`data: {"id":"x","model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}` + "\n\n"
+	want, err := runStream(p, []byte(body+"data: [DONE]\n\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := runStream(p, []byte(body), nil)
+	if err != nil || !bytes.Equal(out, want) {
+		t.Errorf("err %v, output\n%s\nwant\n%s", err, out, want)
 	}
 }

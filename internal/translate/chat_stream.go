@@ -268,11 +268,20 @@ func (s *chatToAnthropicStream) toolCall(dst []byte, call *jsonscan.Iter) ([]byt
 	return dst, nil
 }
 
+// End finishes a stream that sent its finish_reason but no [DONE] as
+// complete, as the proxy does a native Chat stream (docs/stream-safety.md,
+// Terminal handling): OpenAI-compatible servers that omit [DONE] would
+// otherwise fail every translated answer. Without a finish_reason the
+// stream was cut.
 func (s *chatToAnthropicStream) End(dst []byte) ([]byte, error) {
-	if !s.done {
-		return dst, malformed("chat stream ended before [DONE]")
+	switch {
+	case s.done:
+		return dst, nil
+	case s.stop != "" && !s.failed:
+		s.done = true
+		return s.w.finish(dst, s.stop, "", s.usage)
 	}
-	return dst, nil
+	return dst, malformed("chat stream ended before its finish_reason")
 }
 
 func (s *chatToAnthropicStream) Fail(dst []byte, err error) []byte {
