@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -159,20 +160,17 @@ func TestClaudeCodeTranslatedToolCallCut(t *testing.T) {
 	}
 }
 
-// Claude Code through a Chat provider (an OpenAI-compatible server) that
-// ends its streams after the finish_reason and usage chunks without
-// `data: [DONE]`, which the proxy takes as complete from a native Chat
-// stream (docs/stream-safety.md). Translated, it is complete too: one
-// streamed request, exit 0 with the text; before, every stream ended in
-// an error event, Claude Code retried, and the provider's breaker opened.
-func TestClaudeCodeTranslatedChatWithoutDone(t *testing.T) {
-	const text = "hello from chat"
+// noDoneChat is an OpenAI-compatible server whose streams send the text,
+// the finish_reason and the usage chunk but no `data: [DONE]`; then it
+// closes, or with hang keeps the connection open until the client leaves.
+// seen lists its requests.
+func noDoneChat(t *testing.T, hang bool) (url string, seen func() []string) {
 	var mu sync.Mutex
-	var seen []string
+	var reqs []string
 	chat := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
-		seen = append(seen, fmt.Sprintf("%s stream=%v", r.URL.Path, strings.Contains(string(b), `"stream":true`)))
+		reqs = append(reqs, fmt.Sprintf("%s stream=%v", r.URL.Path, strings.Contains(string(b), `"stream":true`)))
 		mu.Unlock()
 		w.Header().Set("Content-Type", "text/event-stream")
 		for _, c := range []string{
@@ -183,20 +181,45 @@ func TestClaudeCodeTranslatedChatWithoutDone(t *testing.T) {
 		} {
 			io.WriteString(w, "data: "+c+"\n\n")
 		}
+		if hang {
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}
 	}))
 	t.Cleanup(chat.Close)
-	claude := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503}}})
-	p := startProxy(t, provider("claude", claude, "api anthropic")+
-		"\t\tprovider gpt "+chat.URL+" {\n\t\t\tapi openai\n\t\t\tkey sk-openai-own\n\t\t\ttranslate anthropic\n\t\t\tpriority 1\n\t\t\tmodel * gpt-5\n\t\t}\n"+
-		"hedge off\n retry {\n same_provider 0\n }\n")
-
-	out, res := runClaude(t, p, "CLAUDE_CODE_MAX_RETRIES=0")
-	mu.Lock()
-	defer mu.Unlock()
-	if res.Exit != 0 || out.IsError || out.Result != text {
-		t.Fatalf("want exit 0 and %q, got is_error=%v result=%q; the Chat server saw %v\n%s\n%s", text, out.IsError, out.Result, seen, res, p.logs(t))
+	return chat.URL, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(reqs)
 	}
-	if len(seen) != 1 {
-		t.Fatalf("the Chat server saw %v, want one streamed request", seen)
+}
+
+// Claude Code through a Chat provider (an OpenAI-compatible server) that
+// ends its streams after the finish_reason and usage chunks without
+// `data: [DONE]`, which the proxy takes as complete from a native Chat
+// stream (docs/stream-safety.md). Translated, it is complete too: one
+// streamed request, exit 0 with the text; before, every stream ended in
+// an error event, Claude Code retried, and the provider's breaker opened.
+// With hang the server then keeps the connection open: the answer is
+// complete at the usage chunk, not held until the idle timeout (10 s
+// here, then an error and Claude Code's retries: 40 s in all, before).
+func TestClaudeCodeTranslatedChatWithoutDone(t *testing.T) {
+	for _, hang := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hang=%v", hang), func(t *testing.T) {
+			const text = "hello from chat"
+			url, seen := noDoneChat(t, hang)
+			claude := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503}}})
+			p := startProxy(t, provider("claude", claude, "api anthropic")+
+				"\t\tprovider gpt "+url+" {\n\t\t\tapi openai\n\t\t\tkey sk-openai-own\n\t\t\ttranslate anthropic\n\t\t\tpriority 1\n\t\t\tmodel * gpt-5\n\t\t}\n"+
+				"hedge off\n retry {\n same_provider 0\n }\n timeouts {\n idle 10s\n }\n")
+
+			out, res := runClaude(t, p, "CLAUDE_CODE_MAX_RETRIES=0")
+			if res.Exit != 0 || out.IsError || out.Result != text {
+				t.Fatalf("want exit 0 and %q, got is_error=%v result=%q; the Chat server saw %v\n%s\n%s", text, out.IsError, out.Result, seen(), res, p.logs(t))
+			}
+			if got := seen(); len(got) != 1 || res.Took > 8*time.Second {
+				t.Fatalf("the Chat server saw %v and Claude Code took %v; want one streamed request, answered at once", got, res.Took)
+			}
+		})
 	}
 }

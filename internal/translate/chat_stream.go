@@ -11,12 +11,16 @@ import (
 // chatToAnthropicStream reads Chat Completions chunks and writes an
 // Anthropic event stream. Chat closes a choice with finish_reason, sends
 // usage in a chunk of its own and ends with [DONE]; Anthropic's
-// message_delta carries both, so it is written at [DONE].
+// message_delta carries both, so it is written at [DONE], or at the usage
+// that follows the finish_reason (the translated request asks for it: it
+// is the last chunk), so that a server that then neither sends [DONE] nor
+// closes does not hold the answer until the idle timeout.
 type chatToAnthropicStream struct {
 	w         anthropicWriter
 	stop      string
 	usage     Usage
 	done      bool
+	early     bool // finished at the usage chunk: one [DONE] may follow
 	failed    bool
 	refused   bool    // refusal text arrived: a stop is a refusal
 	tool      int64   // Chat index of the open tool call, -1 when none
@@ -33,6 +37,10 @@ func (s *chatToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error) 
 		return dst, nil // a comment or keep-alive
 	}
 	if s.done || s.failed {
+		if s.early && string(data) == "[DONE]" {
+			s.early = false
+			return dst, nil
+		}
 		return dst, ErrAfterEnd
 	}
 	if string(data) == "[DONE]" {
@@ -99,6 +107,10 @@ func (s *chatToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error) 
 	}
 	if len(usage) > 0 && usage[0] == '{' {
 		s.usage = chatStreamUsage(usage)
+		if s.stop != "" {
+			s.done, s.early = true, true
+			return s.w.finish(dst, s.stop, "", s.usage)
+		}
 	}
 	return dst, nil
 }
