@@ -58,6 +58,13 @@ type geminiResult struct {
 // baseURL with a fresh home, telemetry and usage statistics off.
 func runGemini(t *testing.T, baseURL string) (geminiResult, cliResult) {
 	t.Helper()
+	return runGeminiIn(t, baseURL, "", "Say hello.")
+}
+
+// runGeminiIn is runGemini in dir (default: a fresh directory in the home)
+// with prompt.
+func runGeminiIn(t *testing.T, baseURL, dir, prompt string) (geminiResult, cliResult) {
+	t.Helper()
 	bin := geminiCLI.binary(t)
 	home, env := cliHome(t)
 	settings := `{"security":{"auth":{"selectedType":"gemini-api-key"}},"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false}}`
@@ -67,7 +74,10 @@ func runGemini(t *testing.T, baseURL string) (geminiResult, cliResult) {
 	if err := os.WriteFile(filepath.Join(home, ".gemini", "settings.json"), []byte(settings), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	work, tmp := filepath.Join(home, "work"), filepath.Join(home, "tmp")
+	work, tmp := dir, filepath.Join(home, "tmp")
+	if work == "" {
+		work = filepath.Join(home, "work")
+	}
 	for _, dir := range []string{work, tmp} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
@@ -80,7 +90,7 @@ func runGemini(t *testing.T, baseURL string) (geminiResult, cliResult) {
 		"GEMINI_CLI_TRUST_WORKSPACE=true",
 		"TMPDIR="+tmp, // its error reports go to the temp dir
 	)
-	res := runCLI(t, work, bin, env, "-m", geminiModel, "-p", "Say hello.", "--output-format", "json")
+	res := runCLI(t, work, bin, env, "-m", geminiModel, "-p", prompt, "--output-format", "json")
 	// On an error the JSON goes to stderr and stdout stays empty: the zero
 	// result fails the callers' checks, which print res.
 	var out geminiResult
