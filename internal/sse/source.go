@@ -1,7 +1,6 @@
 package sse
 
 import (
-	"fmt"
 	"io"
 )
 
@@ -41,7 +40,7 @@ func (s *Reader) nextFromSource() (Event, error) {
 		s.err = err
 		return Event{}, err
 	case err != nil:
-		s.err = fmt.Errorf("reading event stream: %w", err)
+		s.err = readError(err)
 		return Event{}, s.err
 	case len(ev.Raw) > s.maxEvent:
 		s.err = ErrEventTooLarge

@@ -28,6 +28,22 @@ type Event struct {
 // reader's bound: a provider gone wrong, or one that never sends a blank line.
 var ErrEventTooLarge = errors.New("server-sent event exceeds the size limit")
 
+// streamReadError is a read error of the underlying stream. A stream read
+// through another Reader (a translated one: its bytes come from a Reader
+// of the target's stream) returns that Reader's error as is, so the
+// operator reads "reading event stream:" once, not twice.
+type streamReadError struct{ err error }
+
+func (e *streamReadError) Error() string { return "reading event stream: " + e.err.Error() }
+func (e *streamReadError) Unwrap() error { return e.err }
+
+func readError(err error) error {
+	if _, ok := err.(*streamReadError); ok {
+		return err
+	}
+	return &streamReadError{err}
+}
+
 const (
 	// DefaultMaxEvent bounds one event when the reader is given no bound.
 	DefaultMaxEvent  = 1 << 20
@@ -256,7 +272,7 @@ func (s *Reader) fill() {
 		s.end += n
 		if err != nil {
 			if err != io.EOF {
-				err = fmt.Errorf("reading event stream: %w", err)
+				err = readError(err)
 			}
 			s.err = err
 			return
