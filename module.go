@@ -242,6 +242,7 @@ func (h *Handler) Cleanup() error {
 		// kept: requests of this config outlive a reload and remember ids
 		releaseResponseOwners()
 	}
+	endRequestsOnExit()
 	return nil
 }
 
@@ -268,6 +269,7 @@ func (h *Handler) setDefaults() {
 // ServeHTTP serves LLM completion requests with failover and hedging, and
 // forwards the other paths it serves to one healthy provider.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	defer trackRequest()()
 	d := dialectOfPath(r.URL.Path)
 	if d == wire.DialectNone {
 		return h.forward(w, r)
@@ -387,6 +389,9 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 	if st.timedOut() {
 		status, msg = http.StatusGatewayTimeout, "request exceeded the total timeout: upstream timed out"
 		st.outcome = outcomeTimeout
+	} else if shutdownCut(st.ctx) {
+		status, msg = http.StatusServiceUnavailable, "the proxy is shutting down before an answer came: retry the request"
+		w.Header().Set("Retry-After", "1")
 	} else if !st.recoverAt.IsZero() {
 		// The recovery as it stands now, not as it was when the candidates
 		// were skipped: a failed probe has re-opened its provider since.

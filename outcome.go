@@ -149,6 +149,8 @@ func (h *Handler) recordStreamEnd(st *requestState, a *attempt, res stream.Relay
 		a.outcome, a.class = "client_abort", wire.ClassClientAbort
 	case res.Reason == "total_timeout":
 		a.outcome, a.class = "total_timeout", wire.ClassTotalTimeout
+	case res.Reason == "shutdown": // the proxy's doing, not the provider's
+		a.outcome, a.class = "shutdown", wire.ClassClientAbort
 	default:
 		h.providerFailed(a.p, a.epoch, clock(), "stream_"+res.Reason, res.Err, 0, 0, st.plan.model, false)
 		a.outcome, a.class = "stream_error", wire.FailClass("stream_"+res.Reason)

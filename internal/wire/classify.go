@@ -105,7 +105,10 @@ var (
 	ErrFirstByteTimeout = errors.New("no valid first event before the first_byte timeout")
 	ErrResponseTimeout  = errors.New("no complete response before the response timeout")
 	ErrTotalTimeout     = errors.New("request exceeded timeouts.total")
-	ErrHedgeLost        = errors.New("cancelled: another attempt won the race")
+	// ErrShutdown ends the requests still running when the process exits
+	// after Caddy's grace_period: the client is told, not cut.
+	ErrShutdown  = errors.New("the proxy is shutting down and its grace period has ended")
+	ErrHedgeLost = errors.New("cancelled: another attempt won the race")
 )
 
 // classifyTransportError classifies an error from sending the request or
