@@ -1,0 +1,96 @@
+package llmhedge_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/sim"
+)
+
+// A pool key disabled by a 401 is re-enabled by a reload (SPEC 14): the
+// log says so, with reason reload, the admin view shows it ok again and
+// routing uses it.
+func TestReloadReenablesDisabledKey(t *testing.T) {
+	up := newUpstream(t, sim.Config{Key: "sk-good"})
+	block := provider("pool", up, "key sk-bad sk-good") + "hedge off\ncooldown {\n failures 100\n }\n"
+	p := startProxy(t, block)
+	for range 2 {
+		if _, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-keys")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logLines(t, p, "provider key disabled", 1)
+	if got := reloadKeyState(t, p, "sk-bad"); got != "disabled" {
+		t.Fatalf("sk-bad is %q before the reload, want disabled", got)
+	}
+
+	p.reload(t, block+"timeouts {\n idle 91s\n }\n")
+	back := logLines(t, p, "provider key re-enabled", 1)
+	if len(back) != 1 || back[0]["key"] != fingerprint("sk-bad") || back[0]["reason"] != "reload" {
+		t.Fatalf("re-enabled lines: %v; want one for sk-bad, reason reload", back)
+	}
+	if got := reloadKeyState(t, p, "sk-bad"); got != "ok" {
+		t.Fatalf("sk-bad is %q after the reload, want ok", got)
+	}
+	n := len(up.Requests())
+	if _, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-keys")); err != nil {
+		t.Fatal(err)
+	}
+	if rs := up.Requests()[n:]; len(rs) != 2 || rs[0].APIKey != "sk-bad" {
+		t.Fatalf("after the reload the request did not try sk-bad first: %d attempts", len(rs))
+	}
+}
+
+// reloadKeyState is the admin view's state of one key of provider pool.
+func reloadKeyState(t *testing.T, p *proxy, key string) string {
+	t.Helper()
+	_, _, body := healthAdmin(t, p, http.MethodGet, "/llm_hedge/providers")
+	var views []struct {
+		Name string `json:"name"`
+		Keys []struct {
+			Fingerprint string `json:"fingerprint"`
+			State       string `json:"state"`
+		} `json:"keys"`
+	}
+	if err := json.Unmarshal([]byte(body), &views); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	for _, v := range views {
+		for _, k := range v.Keys {
+			if v.Name == "pool" && k.Fingerprint == fingerprint(key) {
+				return k.State
+			}
+		}
+	}
+	return ""
+}
+
+// A provider whose base URL a reload changes starts with a fresh breaker
+// (health is keyed by name + base URL): the open breaker of the old URL
+// does not keep traffic from the new one, and the old entry leaves the
+// admin list.
+func TestReloadNewBaseURLStartsFreshBreaker(t *testing.T) {
+	down := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503}}})
+	fresh := newUpstream(t, sim.Config{})
+	opts := "hedge off\nretry {\n attempts 1\n }\ncooldown {\n failures 1\n duration 5m\n }\n"
+	p := startProxy(t, provider("a", down)+opts)
+	if _, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-test")); err == nil {
+		t.Fatal("the down provider answered")
+	}
+	if v := healthMustProvider(t, p, "a", down); v.State != "open" {
+		t.Fatalf("before the reload: %+v, want open", *v)
+	}
+
+	p.reload(t, provider("a", fresh)+opts)
+	if _, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-test")); err != nil {
+		t.Fatalf("after moving a to a new URL: %v", err)
+	}
+	if v := healthMustProvider(t, p, "a", fresh); v.State != "closed" || v.Failures != 0 {
+		t.Fatalf("the new URL inherited the old breaker: %+v", *v)
+	}
+	if v := healthProvider(t, p, "a", down); v != nil {
+		t.Fatalf("the old URL is still listed: %+v", *v)
+	}
+}
