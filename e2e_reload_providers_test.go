@@ -2,7 +2,9 @@ package llmhedge_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,4 +95,47 @@ func TestReloadNewBaseURLStartsFreshBreaker(t *testing.T) {
 	if v := healthProvider(t, p, "a", down); v != nil {
 		t.Fatalf("the old URL is still listed: %+v", *v)
 	}
+}
+
+// A reload that fails leaves the running config as it was: a key it
+// refused stays disabled, and no log line says it was re-enabled.
+func TestFailedReloadKeepsKeyDisabled(t *testing.T) {
+	up := newUpstream(t, sim.Config{Key: "sk-good"})
+	block := provider("pool", up, "key sk-bad sk-good") + "hedge off\ncooldown {\n failures 100\n }\n"
+	p := startProxy(t, block)
+	for range 2 {
+		if _, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-keys")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logLines(t, p, "provider key disabled", 1)
+
+	// The second provider's key expands to nothing: Provision refuses it.
+	bad := block + provider("broken", up, "key {env.LLM_HEDGE_TEST_UNSET_KEY}")
+	if status := reloadStatus(t, p, bad); status == http.StatusOK {
+		t.Fatal("the broken config loaded")
+	}
+	if got := reloadKeyState(t, p, "sk-bad"); got != "disabled" {
+		t.Fatalf("sk-bad is %q after a failed reload, want still disabled", got)
+	}
+	if strings.Contains(p.logs(t), "provider key re-enabled") {
+		t.Fatal("a failed reload logged a key re-enabled")
+	}
+}
+
+// reloadStatus posts a config as p.reload does and returns the status,
+// for a config that may be refused.
+func reloadStatus(t *testing.T, p *proxy, block string) int {
+	t.Helper()
+	var port, admin int
+	fmt.Sscanf(strings.TrimPrefix(p.URL, "http://127.0.0.1:"), "%d", &port)
+	fmt.Sscanf(strings.TrimPrefix(p.AdminURL, "http://127.0.0.1:"), "%d", &admin)
+	req, _ := http.NewRequest(http.MethodPost, p.AdminURL+"/load", strings.NewReader(p.caddyfile(port, admin, block)))
+	req.Header.Set("Content-Type", "text/caddyfile")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

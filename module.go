@@ -190,6 +190,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.metrics = m
+	h.reenableKeys()
 	return nil
 }
 

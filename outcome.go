@@ -321,6 +321,19 @@ func keyReenabled(l *zap.Logger, provider, fp, reason string) {
 	l.Info(msgKeyReenabled, zap.String("provider", provider), zap.String("key", fp), zap.String("reason", reason))
 }
 
+// reenableKeys gives the keys a provider refused another chance, as a
+// reload does (SPEC 14). It runs last in Provision: a config refused
+// during it leaves the running config's disabled keys disabled.
+func (h *Handler) reenableKeys() {
+	for _, p := range h.providers {
+		for _, k := range p.keys {
+			if k.St.Disabled.Swap(false) {
+				keyReenabled(h.logger, p.name, k.St.Fp, "reload")
+			}
+		}
+	}
+}
+
 // maxLoggedError bounds an error in a log line or the admin view: it may
 // quote an upstream's error body.
 const maxLoggedError = 512
