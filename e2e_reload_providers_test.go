@@ -139,3 +139,39 @@ func reloadStatus(t *testing.T, p *proxy, block string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// The winner a failover remembered for a session outlives a reload, as
+// the health does: the next turn still goes where its prompt cache is,
+// not back to the hashed provider.
+func TestReloadKeepsAffinityWinner(t *testing.T) {
+	ups := []*upstream{newUpstream(t, sim.Config{}), newUpstream(t, sim.Config{}), newUpstream(t, sim.Config{})}
+	block := "hedge off\n cooldown {\n failures 100\n }\n"
+	for i, u := range ups {
+		block += provider(fmt.Sprintf("p%d", i), u)
+	}
+	p := startProxy(t, block)
+	ask := func() int {
+		before := affinityCounts(ups)
+		retryAsk(t, p, affinityParams("user-reload"))
+		return affinityServed(t, ups, before)
+	}
+	sticky := ask()
+	ups[sticky].SetFaults([]sim.Fault{{Kind: sim.FaultStatus, Status: 503, Count: 1, NoRetry: true}})
+	before := affinityCounts(ups)
+	retryAsk(t, p, affinityParams("user-reload"))
+	after := affinityCounts(ups)
+	winner := -1
+	for i := range ups {
+		if i != sticky && after[i] == before[i]+1 {
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no failover: %v -> %v", before, after)
+	}
+
+	p.reload(t, block+" timeouts {\n idle 91s\n }\n")
+	if got := ask(); got != winner {
+		t.Fatalf("after the reload the session went to p%d, want the failover winner p%d", got, winner)
+	}
+}

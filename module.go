@@ -172,7 +172,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.hedgeBudget = limit.NewBudget(h.Hedge.budgetPercent(), hedgeBudgetFloor, budgetWindow)
 	h.retryBudget = limit.NewBudget(h.Retry.budgetPercent(), retryBudgetFloor, budgetWindow)
 	if h.Affinity.enabled() {
-		h.affinity = affinity.NewTable(defaultAffinityCapacity, time.Duration(h.Affinity.TTL))
+		h.affinity = loadAffinity(time.Duration(h.Affinity.TTL))
 	}
 	if h.Hedge.enabled() && h.Hedge.Percentile > 0 {
 		if msg := budgetMismatch(h.Hedge.Percentile, h.Hedge.budgetPercent()); msg != "" {
@@ -243,6 +243,7 @@ func (h *Handler) Cleanup() error {
 		// kept: requests of this config outlive a reload and remember ids
 		releaseResponseOwners()
 	}
+	releaseAffinity(h.affinity, time.Duration(h.Affinity.TTL))
 	endRequestsOnExit()
 	return nil
 }
