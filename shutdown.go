@@ -23,6 +23,7 @@ var processExit = struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup // the requests in flight, of every config
+	once   sync.Once      // every handler's Cleanup calls endRequestsOnExit
 }{}
 
 func init() {
@@ -30,8 +31,14 @@ func init() {
 }
 
 // exitWait bounds how long Cleanup waits for the cancelled requests to
-// write their ends before the process exits.
-const exitWait = 2 * time.Second
+// write their ends before the process exits. exitFlush is the wait after
+// the last handler returned: net/http writes the end of a response (the
+// last chunk, the buffered body) after its handler returns, and nothing
+// signals when it has.
+const (
+	exitWait  = 2 * time.Second
+	exitFlush = 100 * time.Millisecond
+)
 
 // trackRequest counts a request in flight until the returned func runs.
 func trackRequest() func() {
@@ -40,21 +47,25 @@ func trackRequest() func() {
 }
 
 // endRequestsOnExit cancels every request in flight when the process is
-// exiting and waits, up to exitWait, for them to finish writing.
+// exiting and waits, up to exitWait, for them to finish writing: once,
+// however many handlers the config has.
 func endRequestsOnExit() {
 	if !caddy.Exiting() {
 		return
 	}
-	processExit.cancel(wire.ErrShutdown)
-	done := make(chan struct{})
-	go func() {
-		processExit.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(exitWait):
-	}
+	processExit.once.Do(func() {
+		processExit.cancel(wire.ErrShutdown)
+		done := make(chan struct{})
+		go func() {
+			processExit.wg.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+			time.Sleep(exitFlush)
+		case <-time.After(exitWait):
+		}
+	})
 }
 
 // withExit returns ctx, also cancelled with wire.ErrShutdown when the
