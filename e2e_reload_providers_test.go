@@ -175,3 +175,34 @@ func TestReloadKeepsAffinityWinner(t *testing.T) {
 		t.Fatalf("after the reload the session went to p%d, want the failover winner p%d", got, winner)
 	}
 }
+
+// A reload that removes a provider lets its stream in flight finish on
+// the old config, logged once with that provider; the provider leaves the
+// admin list, and new requests go to the providers the new config names.
+func TestReloadRemovingProviderFinishesItsStream(t *testing.T) {
+	a := newUpstream(t, sim.Config{TokenDelay: caddyDur(150 * time.Millisecond)})
+	b := newUpstream(t, sim.Config{})
+	p := startProxy(t, provider("a", a, "priority 0")+provider("b", b, "priority 1")+"hedge off\n")
+	done := make(chan error, 1)
+	var text string
+	go func() {
+		msg, err := streamAnthropic(ctxTimeout(t, 20*time.Second), anthropicClient(p, "k"), anthropicParams("claude-test"))
+		text = messageText(msg)
+		done <- err
+	}()
+	healthWaitRecords(t, a, "a streaming", func(rs []sim.RequestRecord) bool { return len(rs) == 1 && !rs[0].FirstDelta.IsZero() })
+	p.reload(t, provider("b", b)+"hedge off\n")
+	if v := healthProvider(t, p, "a", a); v != nil {
+		t.Fatalf("a is still listed after the reload removed it: %+v", *v)
+	}
+	if _, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-test")); err != nil || completions(a) != 1 {
+		t.Fatalf("a request after the reload: %v; a got %d requests", err, completions(a))
+	}
+	if err := <-done; err != nil || text != wantText {
+		t.Fatalf("the removed provider's stream: %v %q", err, text)
+	}
+	lines := logLines(t, p, "llm request", 2)
+	if len(lines) != 2 || lines[1]["provider"] != "a" || lines[1]["outcome"] != "success" {
+		t.Fatalf("log lines: %v", lines)
+	}
+}
