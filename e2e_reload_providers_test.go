@@ -206,3 +206,18 @@ func TestReloadRemovingProviderFinishesItsStream(t *testing.T) {
 		t.Fatalf("log lines: %v", lines)
 	}
 }
+
+// A refused reload does not change what the admin view says of the
+// running config: max_in_flight stays the running provider's.
+func TestFailedReloadKeepsAdminView(t *testing.T) {
+	up := newUpstream(t, sim.Config{})
+	p := startProxy(t, provider("a", up, "max_in_flight 5"))
+	bad := provider("a", up, "max_in_flight 9") + provider("broken", up, "key {env.LLM_HEDGE_TEST_UNSET_KEY}")
+	if status := reloadStatus(t, p, bad); status == http.StatusOK {
+		t.Fatal("the broken config loaded")
+	}
+	_, _, body := healthAdmin(t, p, http.MethodGet, "/llm_hedge/providers")
+	if !strings.Contains(body, `"max_in_flight":5`) {
+		t.Fatalf("after a refused reload the admin view is %s, want max_in_flight 5", body)
+	}
+}

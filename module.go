@@ -190,7 +190,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.metrics = m
-	h.reenableKeys()
+	h.publish()
 	return nil
 }
 

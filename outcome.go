@@ -321,12 +321,16 @@ func keyReenabled(l *zap.Logger, provider, fp, reason string) {
 	l.Info(msgKeyReenabled, zap.String("provider", provider), zap.String("key", fp), zap.String("reason", reason))
 }
 
-// reenableKeys gives the keys a provider refused another chance, as a
-// reload does (SPEC 14). It runs last in Provision: a config refused
-// during it leaves the running config's disabled keys disabled.
-func (h *Handler) reenableKeys() {
+// publish makes this config's word on its providers the shared one: the
+// admin view's max_in_flight, each key's quota_reserve (the admin view and
+// the key gauge judge by it), and the refused keys given another chance,
+// as a reload does (SPEC 14). It runs last in Provision: a config refused
+// during it leaves these as the running config set them.
+func (h *Handler) publish() {
 	for _, p := range h.providers {
+		noteMaxInFlight(p.name, p.cfg.MaxInFlight)
 		for _, k := range p.keys {
+			k.St.Reserve.Store(p.reserve)
 			if k.St.Disabled.Swap(false) {
 				keyReenabled(h.logger, p.name, k.St.Fp, "reload")
 			}

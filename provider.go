@@ -211,10 +211,8 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 		return nil, err
 	}
 	p.latency = p.health.Latency
-	noteMaxInFlight(p.name, pc.MaxInFlight)
 	for _, k := range secrets {
 		st := p.health.Keys.Key(health.Fingerprint(k))
-		st.Reserve.Store(p.reserve)
 		p.keys = append(p.keys, &health.PoolKey{Secret: k, St: st})
 	}
 	return p, nil
