@@ -122,9 +122,80 @@ func TestShutdownPastGraceEndsStreamWithErrorEvent(t *testing.T) {
 			if n := strings.Count(string(log), `"msg":"llm request","dialect":"anthropic"`); n != 2 {
 				t.Fatalf("%d request log lines, want one per request", n)
 			}
-			if strings.Contains(string(log), "provider breaker opened") || !strings.Contains(string(log), `"outcome":"stream_error"`) {
-				t.Fatalf("the log does not say the stream ended by the shutdown:\n%s", tail(log, 3000))
+			if strings.Contains(string(log), `"outcome":"provider_error"`) || !strings.Contains(string(log), `"outcome":"stream_error"`) {
+				t.Fatalf("the log blames a provider, or does not say the stream broke:\n%s", tail(log, 3000))
 			}
 		})
+	}
+}
+
+// continuationCaddyfile: a stream cut by its provider is being continued
+// on the other when the process exits.
+const continuationCaddyfile = `{
+	admin 127.0.0.1:{$FLEET_ADMIN_PORT}
+	persist_config off
+	grace_period 1s
+}
+
+http://127.0.0.1:{$FLEET_PORT} {
+	llm_hedge {
+		provider cut {$FLEET_SIM_A} {
+			api anthropic
+			priority 0
+		}
+		provider cont {$FLEET_SIM_B} {
+			api anthropic
+			priority 1
+		}
+		hedge off
+	}
+}
+`
+
+// A stream whose continuation is still waiting for its first event when
+// the process exits past its grace ends with the error event the relay
+// held back, and the continuing provider is not blamed for the exit.
+func TestShutdownPastGraceDuringContinuation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Caddy process")
+	}
+	dir := t.TempDir()
+	bin := caddyBinary(t, buildDir(t))
+	text := strings.TrimSpace(strings.Repeat("alpha beta gamma delta epsilon zeta eta theta iota kappa ", 6))
+	cut := httptest.NewServer(sim.New(sim.Config{Tokens: 60, Text: text, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 40, Count: 1}}}))
+	t.Cleanup(cut.Close)
+	contSim := sim.New(sim.Config{Tokens: 60, Text: text, FirstToken: simDuration(10000)})
+	cont := httptest.NewServer(contSim)
+	t.Cleanup(cont.Close)
+	config := filepath.Join(dir, "continuation.Caddyfile")
+	if err := os.WriteFile(config, []byte(continuationCaddyfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{name: "instance", bin: bin, config: config, port: freePort(t), admin: freePort(t), log: filepath.Join(dir, "instance.log")}
+	p.env = []string{fmt.Sprintf("FLEET_PORT=%d", p.port), fmt.Sprintf("FLEET_ADMIN_PORT=%d", p.admin),
+		"FLEET_SIM_A=" + cut.URL, "FLEET_SIM_B=" + cont.URL}
+	t.Cleanup(p.kill)
+	p.start(t)
+
+	body := `{"model":"claude-test","max_tokens":200,"stream":true,"messages":[{"role":"user","content":"hello"}]}`
+	resp, err := http.Post(p.URL()+"/v1/messages", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	waitUntil(t, "the continuation asked", func() bool { return len(contSim.Requests()) == 1 })
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		p.terminate(t)
+	}()
+	got, err := io.ReadAll(resp.Body)
+	<-stopped
+	log, _ := os.ReadFile(p.log)
+	if err != nil || !strings.Contains(string(got), "event: error") {
+		t.Fatalf("the stream did not end with an error event (%v):\n%s\nlog:\n%s", err, tail(got, 600), tail(log, 3000))
+	}
+	if !strings.Contains(string(log), `"stream_end":"shutdown"`) || strings.Contains(string(log), `"outcome":"provider_error"`) {
+		t.Fatalf("the log blames the continuing provider, or does not say the process exited:\n%s", tail(log, 3000))
 	}
 }

@@ -115,7 +115,9 @@ var (
 // reading the response before it was accepted. attemptCtx is the attempt's
 // own context (its cause tells timeouts from losses), reqCtx the client's.
 func ClassifyTransportError(err error, attemptCtx, clientCtx context.Context) FailClass {
-	if clientCtx.Err() != nil {
+	// An exit past the grace period ends the request as a client that left
+	// does: not the provider's fault.
+	if clientCtx.Err() != nil || errors.Is(context.Cause(attemptCtx), ErrShutdown) {
 		return ClassClientAbort
 	}
 	switch cause := context.Cause(attemptCtx); {
