@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
@@ -335,4 +337,37 @@ func unservedStatus(st *requestState) (int, string) {
 		return http.StatusTooManyRequests, "all providers are rate limited: retry after the time they gave"
 	}
 	return http.StatusServiceUnavailable, "no provider could serve the request"
+}
+
+// sharedAffinity is a remembered-winner table in providerPool, one per
+// ttl, so that a reload keeping the ttl keeps what failovers taught, as it
+// keeps the health: a conversation stays where its prompt cache is.
+type sharedAffinity struct{ *affinity.Table }
+
+// Destruct implements caddy.Destructor; the table holds no goroutine.
+func (sharedAffinity) Destruct() error { return nil }
+
+func affinityPoolKey(ttl time.Duration) string {
+	if ttl <= 0 {
+		ttl = affinity.DefaultTTL
+	}
+	return "affinity|" + ttl.String()
+}
+
+// loadAffinity returns the shared table of ttl, creating it on first use.
+// Each caller holds one reference, released by releaseAffinity. The
+// constructor never fails, and the key is this table's alone.
+func loadAffinity(ttl time.Duration) *affinity.Table {
+	val, _, _ := providerPool.LoadOrNew(affinityPoolKey(ttl), func() (caddy.Destructor, error) {
+		return sharedAffinity{affinity.NewTable(defaultAffinityCapacity, ttl)}, nil
+	})
+	return val.(sharedAffinity).Table
+}
+
+// releaseAffinity drops the reference loadAffinity gave for table (nil:
+// affinity off, nothing to drop).
+func releaseAffinity(table *affinity.Table, ttl time.Duration) {
+	if table != nil {
+		_, _ = providerPool.Delete(affinityPoolKey(ttl))
+	}
 }

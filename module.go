@@ -172,7 +172,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.hedgeBudget = limit.NewBudget(h.Hedge.budgetPercent(), hedgeBudgetFloor, budgetWindow)
 	h.retryBudget = limit.NewBudget(h.Retry.budgetPercent(), retryBudgetFloor, budgetWindow)
 	if h.Affinity.enabled() {
-		h.affinity = affinity.NewTable(defaultAffinityCapacity, time.Duration(h.Affinity.TTL))
+		h.affinity = loadAffinity(time.Duration(h.Affinity.TTL))
 	}
 	if h.Hedge.enabled() && h.Hedge.Percentile > 0 {
 		if msg := budgetMismatch(h.Hedge.Percentile, h.Hedge.budgetPercent()); msg != "" {
@@ -190,6 +190,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.metrics = m
+	h.publish()
 	return nil
 }
 
@@ -242,6 +243,8 @@ func (h *Handler) Cleanup() error {
 		// kept: requests of this config outlive a reload and remember ids
 		releaseResponseOwners()
 	}
+	releaseAffinity(h.affinity, time.Duration(h.Affinity.TTL))
+	endRequestsOnExit()
 	return nil
 }
 
@@ -268,6 +271,7 @@ func (h *Handler) setDefaults() {
 // ServeHTTP serves LLM completion requests with failover and hedging, and
 // forwards the other paths it serves to one healthy provider.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	defer trackRequest()()
 	d := dialectOfPath(r.URL.Path)
 	if d == wire.DialectNone {
 		return h.forward(w, r)
@@ -387,6 +391,9 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 	if st.timedOut() {
 		status, msg = http.StatusGatewayTimeout, "request exceeded the total timeout: upstream timed out"
 		st.outcome = outcomeTimeout
+	} else if shutdownCut(st.ctx) {
+		status, msg = http.StatusServiceUnavailable, "the proxy is shutting down before an answer came: retry the request"
+		w.Header().Set("Retry-After", "1")
 	} else if !st.recoverAt.IsZero() {
 		// The recovery as it stands now, not as it was when the candidates
 		// were skipped: a failed probe has re-opened its provider since.

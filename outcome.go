@@ -149,6 +149,8 @@ func (h *Handler) recordStreamEnd(st *requestState, a *attempt, res stream.Relay
 		a.outcome, a.class = "client_abort", wire.ClassClientAbort
 	case res.Reason == "total_timeout":
 		a.outcome, a.class = "total_timeout", wire.ClassTotalTimeout
+	case res.Reason == "shutdown": // the proxy's doing, not the provider's
+		a.outcome, a.class = "shutdown", wire.ClassClientAbort
 	default:
 		h.providerFailed(a.p, a.epoch, clock(), "stream_"+res.Reason, res.Err, 0, 0, st.plan.model, false)
 		a.outcome, a.class = "stream_error", wire.FailClass("stream_"+res.Reason)
@@ -317,6 +319,23 @@ func (h *Handler) keyDisabled(a *attempt) {
 
 func keyReenabled(l *zap.Logger, provider, fp, reason string) {
 	l.Info(msgKeyReenabled, zap.String("provider", provider), zap.String("key", fp), zap.String("reason", reason))
+}
+
+// publish makes this config's word on its providers the shared one: the
+// admin view's max_in_flight, each key's quota_reserve (the admin view and
+// the key gauge judge by it), and the refused keys given another chance,
+// as a reload does (SPEC 14). It runs last in Provision: a config refused
+// during it leaves these as the running config set them.
+func (h *Handler) publish() {
+	for _, p := range h.providers {
+		noteMaxInFlight(p.name, p.cfg.MaxInFlight)
+		for _, k := range p.keys {
+			k.St.Reserve.Store(p.reserve)
+			if k.St.Disabled.Swap(false) {
+				keyReenabled(h.logger, p.name, k.St.Fp, "reload")
+			}
+		}
+	}
 }
 
 // maxLoggedError bounds an error in a log line or the admin view: it may

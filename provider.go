@@ -211,13 +211,8 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 		return nil, err
 	}
 	p.latency = p.health.Latency
-	noteMaxInFlight(p.name, pc.MaxInFlight)
 	for _, k := range secrets {
 		st := p.health.Keys.Key(health.Fingerprint(k))
-		if st.Disabled.Swap(false) { // a reload gives a refused key another chance
-			keyReenabled(h.logger, p.name, st.Fp, "reload")
-		}
-		st.Reserve.Store(p.reserve)
 		p.keys = append(p.keys, &health.PoolKey{Secret: k, St: st})
 	}
 	return p, nil

@@ -55,7 +55,9 @@ func resumableEnd(reason string) bool {
 func (h *Handler) resume(w io.Writer, flush func() error, st *requestState, rs wire.Resumer) {
 	held := st.relay.Held
 	defer func() {
-		if !st.relay.Complete && errors.Is(st.ctx.Err(), context.Canceled) {
+		if !st.relay.Complete && shutdownCut(st.ctx) {
+			st.relay.Reason = "shutdown" // the process exits: the client is told
+		} else if !st.relay.Complete && errors.Is(st.ctx.Err(), context.Canceled) {
 			st.relay.Reason = "client_gone" // it left while the stream was being continued
 		}
 		if !st.relay.Complete && st.relay.Reason != "client_gone" && held != "" {

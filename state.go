@@ -344,7 +344,12 @@ func (h *Handler) requestContext(r *http.Request) (context.Context, context.Canc
 	if d, ok := clientDeadline(r.Header); ok && d < total {
 		total = d
 	}
-	return context.WithTimeoutCause(r.Context(), total, wire.ErrTotalTimeout)
+	ctx, stop := withExit(r.Context())
+	ctx, cancel := context.WithTimeoutCause(ctx, total, wire.ErrTotalTimeout)
+	return ctx, func() {
+		cancel()
+		stop()
+	}
 }
 
 // clientDeadline reads X-Stainless-Timeout, the request timeout in seconds

@@ -56,7 +56,7 @@ type RelayOptions struct {
 // relayResult is how a committed stream ended.
 type RelayResult struct {
 	Complete bool   // the terminal event (or finish_reason then end/grace for OpenAI) was relayed
-	Reason   string // "" when complete; else idle_timeout, total_timeout, upstream_cut, upstream_error_event, event_too_large, read_error, client_gone
+	Reason   string // "" when complete; else idle_timeout, total_timeout, upstream_cut, upstream_error_event, event_too_large, read_error, client_gone, shutdown
 	Err      error
 	Events   int // events written after commit (a synthesized [DONE] included)
 	Dropped  int // malformed events dropped
@@ -300,6 +300,10 @@ func endRelay(ctx context.Context, w io.Writer, flush func() error, d wire.Diale
 	var status int
 	var message string
 	switch ctxErr := ctx.Err(); {
+	case errors.Is(context.Cause(ctx), wire.ErrShutdown):
+		res.Reason, status = "shutdown", 503
+		res.Err = fmt.Errorf("stream ended: %w", wire.ErrShutdown)
+		message = "the proxy is shutting down and could not finish this response: retry the request"
 	case ctxErr == context.Canceled:
 		res.Reason, res.Err = "client_gone", fmt.Errorf("client left the stream: %w", context.Cause(ctx))
 		return res

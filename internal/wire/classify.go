@@ -105,14 +105,19 @@ var (
 	ErrFirstByteTimeout = errors.New("no valid first event before the first_byte timeout")
 	ErrResponseTimeout  = errors.New("no complete response before the response timeout")
 	ErrTotalTimeout     = errors.New("request exceeded timeouts.total")
-	ErrHedgeLost        = errors.New("cancelled: another attempt won the race")
+	// ErrShutdown ends the requests still running when the process exits
+	// after Caddy's grace_period: the client is told, not cut.
+	ErrShutdown  = errors.New("the proxy is shutting down and its grace period has ended")
+	ErrHedgeLost = errors.New("cancelled: another attempt won the race")
 )
 
 // classifyTransportError classifies an error from sending the request or
 // reading the response before it was accepted. attemptCtx is the attempt's
 // own context (its cause tells timeouts from losses), reqCtx the client's.
 func ClassifyTransportError(err error, attemptCtx, clientCtx context.Context) FailClass {
-	if clientCtx.Err() != nil {
+	// An exit past the grace period ends the request as a client that left
+	// does: not the provider's fault.
+	if clientCtx.Err() != nil || errors.Is(context.Cause(attemptCtx), ErrShutdown) {
 		return ClassClientAbort
 	}
 	switch cause := context.Cause(attemptCtx); {
