@@ -15,15 +15,7 @@ import (
 // log says so, with reason reload, the admin view shows it ok again and
 // routing uses it.
 func TestReloadReenablesDisabledKey(t *testing.T) {
-	up := newUpstream(t, sim.Config{Key: "sk-good"})
-	block := provider("pool", up, "key sk-bad sk-good") + "hedge off\ncooldown {\n failures 100\n }\n"
-	p := startProxy(t, block)
-	for range 2 {
-		if _, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-keys")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	logLines(t, p, "provider key disabled", 1)
+	up, block, p := proxyWithDisabledKey(t)
 	if got := reloadKeyState(t, p, "sk-bad"); got != "disabled" {
 		t.Fatalf("sk-bad is %q before the reload, want disabled", got)
 	}
@@ -100,15 +92,7 @@ func TestReloadNewBaseURLStartsFreshBreaker(t *testing.T) {
 // A reload that fails leaves the running config as it was: a key it
 // refused stays disabled, and no log line says it was re-enabled.
 func TestFailedReloadKeepsKeyDisabled(t *testing.T) {
-	up := newUpstream(t, sim.Config{Key: "sk-good"})
-	block := provider("pool", up, "key sk-bad sk-good") + "hedge off\ncooldown {\n failures 100\n }\n"
-	p := startProxy(t, block)
-	for range 2 {
-		if _, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-keys")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	logLines(t, p, "provider key disabled", 1)
+	up, block, p := proxyWithDisabledKey(t)
 
 	// The second provider's key expands to nothing: Provision refuses it.
 	bad := block + provider("broken", up, "key {env.LLM_HEDGE_TEST_UNSET_KEY}")
@@ -220,4 +204,21 @@ func TestFailedReloadKeepsAdminView(t *testing.T) {
 	if !strings.Contains(body, `"max_in_flight":5`) {
 		t.Fatalf("after a refused reload the admin view is %s, want max_in_flight 5", body)
 	}
+}
+
+// proxyWithDisabledKey starts a proxy whose provider has a pool of two
+// keys, the first of which the upstream refuses, and sends until the
+// proxy has disabled it.
+func proxyWithDisabledKey(t *testing.T) (*upstream, string, *proxy) {
+	t.Helper()
+	up := newUpstream(t, sim.Config{Key: "sk-good"})
+	block := provider("pool", up, "key sk-bad sk-good") + "hedge off\ncooldown {\n failures 100\n }\n"
+	p := startProxy(t, block)
+	for range 2 {
+		if _, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-keys")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logLines(t, p, "provider key disabled", 1)
+	return up, block, p
 }
