@@ -827,6 +827,16 @@ func TestHealthRequestErrorsAndAbortsNeverOpen(t *testing.T) {
 		if n := completions(other); n != 0 {
 			t.Fatalf("an aborted request failed over %d times", n)
 		}
+		// The simulator notices a cancel when its handler next writes or
+		// waits: read the records once every handler has returned.
+		healthWaitRecords(t, up, "every aborted request to end upstream", func(recs []sim.RequestRecord) bool {
+			for _, r := range recs {
+				if r.End.IsZero() {
+					return false
+				}
+			}
+			return len(recs) == 6
+		})
 		for i, r := range up.Requests() {
 			if !r.Canceled || r.Deltas == 9 {
 				t.Fatalf("request %d was not cut short by its client: %+v", i, r)

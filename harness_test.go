@@ -151,6 +151,12 @@ func (p *proxy) reload(t testing.TB, block string) {
 	// (the SDKs here, with retries off) that writes its next request on
 	// one races that close and may get a broken pipe before the proxy
 	// sees the request (docs/fleet.md). Requests in flight are untouched.
+	// The old server closes its listener and connections after /load has
+	// answered, and a connection a client dialled meanwhile can land in
+	// its accept queue (SO_REUSEPORT) and be reset: wait that out, then
+	// drop what the client pooled meanwhile.
+	http.DefaultClient.CloseIdleConnections()
+	time.Sleep(100 * time.Millisecond)
 	http.DefaultClient.CloseIdleConnections()
 }
 
