@@ -20,60 +20,6 @@ type Stream struct {
 	blocked    bool           // promptFeedback.blockReason with no candidates
 }
 
-// memo is what the stream's chunks repeat; nil without a stream.
-func (s *Stream) memo() *wire.Memo {
-	if s == nil {
-		return nil
-	}
-	return s.candidates.Memo
-}
-
-// remember keeps the usageMetadata object of a valid chunk for the next.
-func (s *Stream) remember(usage []byte, c wire.UsageCounts) {
-	if s.candidates.Memo == nil {
-		s.candidates.Memo = new(wire.Memo)
-	}
-	s.candidates.Memo.Remember(usage, c)
-}
-
-// rememberFrame keeps what stood around the text of plain candidates.
-func (s *Stream) rememberFrame(before, after []byte) {
-	if s.candidates.Memo == nil {
-		s.candidates.Memo = new(wire.Memo)
-	}
-	s.candidates.Memo.RememberFrame(before, after)
-}
-
-// framedText reads the candidates value at data[i] when it is the last
-// plain candidates' frame around another text (a non-empty string, as
-// plainCandidates takes it): that is what plainCandidates would read.
-func (s *Stream) framedText(data []byte, i int) (text []byte, end int, ok bool) {
-	m := s.memo()
-	if m == nil || m.FrameSplit == 0 {
-		return nil, 0, false
-	}
-	before, after := m.Frame[:m.FrameSplit], m.Frame[m.FrameSplit:]
-	if !bytes.HasPrefix(data[i:], before) {
-		return nil, 0, false
-	}
-	t := i + len(before)
-	e := jsonscan.StringEnd(data, t)
-	if e < 0 || e-t <= 2 || !bytes.HasPrefix(data[e:], after) {
-		return nil, 0, false
-	}
-	return data[t:e], e + len(after), true
-}
-
-// offsetOf returns where sub, a slice of data, starts in it; -1 when it
-// is not one.
-func offsetOf(data, sub []byte) int {
-	at := cap(data) - cap(sub)
-	if len(sub) == 0 || at < 0 || at+len(sub) > len(data) || &data[at] != &sub[0] {
-		return -1
-	}
-	return at
-}
-
 // done reports whether the end of the body after the chunks seen is the
 // end of a complete answer.
 func (s *Stream) Done() bool { return s.blocked || s.candidates.AllFinished() }
