@@ -2,7 +2,6 @@ package llmhedge
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -52,7 +51,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	// teardown is not the client's wait. Otherwise the relay's first flush
 	// carries them, with any event already read after them, before it
 	// waits on the upstream: one write to the client instead of two.
-	unflushed := err == nil && st.live == 0
+	unflushed := err == nil && st.live == 0 && !a.gate.Ended() // an ended answer has no relay to flush it
 	if err == nil && !unflushed {
 		err = rc.Flush()
 	}
@@ -61,28 +60,33 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 		st.outcome = outcomeClientAbort
 		return
 	}
+	var rs wire.Resumer
 	if a.gate.Ended() {
-		h.commitEnded(rc, st, a, unflushed)
-		return
+		// The committing event was also the last (a Responses
+		// response.incomplete before any output): the written events are
+		// the whole answer, with nothing to relay or continue.
+		a.gate.Release()
+		st.relay = stream.RelayResult{Complete: true}
+	} else {
+		opts := stream.RelayOptions{
+			Idle:          time.Duration(h.Timeouts.Idle),
+			FinishGrace:   defaultFinishGrace,
+			Choices:       a.gate.Choices,
+			DropMalformed: *h.Stream.DropMalformed,
+			Coalesce:      true,
+			Unflushed:     unflushed,
+			OnStall: func(gap time.Duration) {
+				h.logger.Warn("upstream stream stalled", zap.String("provider", a.p.name),
+					zap.Duration("gap", gap), zap.Duration("idle_timeout", time.Duration(h.Timeouts.Idle)))
+			},
+		}
+		rs = h.newResumer(st, a)
+		a.gate.Release() // written and tracked
+		if rs != nil {
+			opts.Track, opts.HoldError = rs, true
+		}
+		st.relay = stream.Relay(st.ctx, w, rc.Flush, a.rd, st.dialect, &a.usage, opts, func() { a.cancel(errIdleTimeout) })
 	}
-	opts := stream.RelayOptions{
-		Idle:          time.Duration(h.Timeouts.Idle),
-		FinishGrace:   defaultFinishGrace,
-		Choices:       a.gate.Choices,
-		DropMalformed: *h.Stream.DropMalformed,
-		Coalesce:      true,
-		Unflushed:     unflushed,
-		OnStall: func(gap time.Duration) {
-			h.logger.Warn("upstream stream stalled", zap.String("provider", a.p.name),
-				zap.Duration("gap", gap), zap.Duration("idle_timeout", time.Duration(h.Timeouts.Idle)))
-		},
-	}
-	rs := h.newResumer(st, a)
-	a.gate.Release() // written and tracked
-	if rs != nil {
-		opts.Track, opts.HoldError = rs, true
-	}
-	st.relay = stream.Relay(st.ctx, w, rc.Flush, a.rd, st.dialect, &a.usage, opts, func() { a.cancel(errIdleTimeout) })
 	own := st.relay // the winner's own stream, for its provider's verdict
 	if rs != nil && !st.relay.Complete {
 		a.cancel(nil)
@@ -102,25 +106,6 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 		st.outcome = outcomeStreamError
 	}
 	h.recordStreamEnd(st, a, own)
-}
-
-// commitEnded ends a stream whose committing event was also its last (a
-// Responses response.incomplete before any output): the written events are
-// the whole answer, and there is nothing to relay or continue.
-func (h *Handler) commitEnded(rc *http.ResponseController, st *requestState, a *attempt, unflushed bool) {
-	a.gate.Release()
-	st.relay = stream.RelayResult{Complete: true}
-	st.outcome = outcomeSuccess
-	if unflushed {
-		if err := rc.Flush(); err != nil {
-			st.relay = stream.RelayResult{Reason: "client_gone", Err: fmt.Errorf("writing to the client: %w", err)}
-			st.outcome = outcomeClientAbort
-		}
-	}
-	if st.relay.Complete {
-		reuseConn(a)
-	}
-	h.recordStreamEnd(st, a, st.relay)
 }
 
 // newResumer follows the committed stream for a continuation, from the

@@ -65,26 +65,23 @@ type retryDetail struct {
 
 // geminiErrorJSON is the error body before commit, Google's shape: the
 // genai SDKs read it as an APIError with that code, message and status.
-func ErrorJSON(status int, message string) []byte {
-	var b geminiErrorBody
-	b.Error.Code = status
-	b.Error.Message = message
-	b.Error.Status = geminiStatus(status)
-	out, _ := json.Marshal(b) // a plain struct of strings and an int: cannot fail
-	return out
-}
+func ErrorJSON(status int, message string) []byte { return errorBody(status, message, nil) }
 
 // ErrorJSONRetry is ErrorJSON with the client's Retry-After as a
 // google.rpc.RetryInfo detail, as Google sends it on a 429: Gemini CLI
 // reads the delay there, never in the header, and without it retries on
 // its own backoff (ten times, for minutes, even when the pool said an hour).
 func ErrorJSONRetry(status int, message string, retryAfterSecs int) []byte {
+	return errorBody(status, message, []retryDetail{{geminiRetryInfoType, strconv.Itoa(retryAfterSecs) + "s"}})
+}
+
+func errorBody(status int, message string, details []retryDetail) []byte {
 	var b geminiErrorBody
 	b.Error.Code = status
 	b.Error.Message = message
 	b.Error.Status = geminiStatus(status)
-	b.Error.Details = []retryDetail{{"type.googleapis.com/google.rpc.RetryInfo", strconv.Itoa(retryAfterSecs) + "s"}}
-	out, _ := json.Marshal(b) // strings and an int: cannot fail
+	b.Error.Details = details
+	out, _ := json.Marshal(b) // a plain struct of strings and an int: cannot fail
 	return out
 }
 
