@@ -20,14 +20,10 @@ import (
 // (replay-match on the secondary, which answers the same text) and the CLI
 // prints the whole text from its one request.
 func TestGeminiCLIStreamContinued(t *testing.T) {
-	primary := newUpstream(t, sim.Config{Text: geminiPrimaryText, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 3, Count: 1}}})
-	secondary := newUpstream(t, sim.Config{Text: geminiPrimaryText})
-	p := startProxy(t, provider("primary", primary, "key "+geminiProviderKey, "priority 0")+
-		provider("secondary", secondary, "key "+geminiProviderKey, "priority 1")+
-		"hedge off\n retry {\n same_provider 0\n }\n")
-
+	p, primary, secondary, ups := geminiPrimarySecondary(t,
+		sim.Config{Text: geminiPrimaryText, Faults: []sim.Fault{{Kind: sim.FaultCut, After: 3, Count: 1}}},
+		sim.Config{Text: geminiPrimaryText})
 	out, res := runGemini(t, p.URL)
-	ups := map[string]*upstream{"primary": primary, "secondary": secondary}
 	if res.Exit != 0 || len(out.Error) > 0 || out.Response != geminiPrimaryText {
 		t.Fatalf("want exit 0 and the whole text %q, got %q, error %s\n%s\n%s", geminiPrimaryText, out.Response, out.Error, geminiTrace(ups), res)
 	}

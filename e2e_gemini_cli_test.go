@@ -155,14 +155,10 @@ func TestGeminiCLIDirect(t *testing.T) {
 // CLI's one request, and the CLI prints the secondary's answer. Each
 // provider gets its own key, never the client's.
 func TestGeminiCLIFailover503(t *testing.T) {
-	primary := newUpstream(t, sim.Config{Text: geminiPrimaryText, Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503}}})
-	secondary := newUpstream(t, sim.Config{Text: geminiSecondaryText})
-	p := startProxy(t, provider("primary", primary, "key "+geminiProviderKey, "priority 0")+
-		provider("secondary", secondary, "key "+geminiProviderKey, "priority 1")+
-		"hedge off\n retry {\n same_provider 0\n }\n")
-
+	p, primary, secondary, ups := geminiPrimarySecondary(t,
+		sim.Config{Text: geminiPrimaryText, Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503}}},
+		sim.Config{Text: geminiSecondaryText})
 	out, res := runGemini(t, p.URL)
-	ups := map[string]*upstream{"primary": primary, "secondary": secondary}
 	if res.Exit != 0 || len(out.Error) > 0 || out.Response != geminiSecondaryText {
 		t.Fatalf("want exit 0 and the secondary's text %q, got %q, error %s\n%s\n%s", geminiSecondaryText, out.Response, out.Error, geminiTrace(ups), res)
 	}
@@ -196,4 +192,16 @@ func TestGeminiCLIRetryAfterLong(t *testing.T) {
 	if strings.Contains(res.Stderr, "Attempt 2") || len(geminiRecs(only)) != 1 {
 		t.Fatalf("the CLI retried a 429 that said to come back in an hour: upstream saw %d requests\n%s\n%s", len(geminiRecs(only)), geminiTrace(ups), res)
 	}
+}
+
+// geminiPrimarySecondary starts a primary and a secondary simulated Gemini
+// provider, each with the proxy's own key, behind a proxy with no hedge and
+// no retry on the same provider; ups names them for geminiTrace.
+func geminiPrimarySecondary(t *testing.T, primaryCfg, secondaryCfg sim.Config) (p *proxy, primary, secondary *upstream, ups map[string]*upstream) {
+	t.Helper()
+	primary, secondary = newUpstream(t, primaryCfg), newUpstream(t, secondaryCfg)
+	p = startProxy(t, provider("primary", primary, "key "+geminiProviderKey, "priority 0")+
+		provider("secondary", secondary, "key "+geminiProviderKey, "priority 1")+
+		"hedge off\n retry {\n same_provider 0\n }\n")
+	return p, primary, secondary, map[string]*upstream{"primary": primary, "secondary": secondary}
 }
