@@ -50,8 +50,9 @@ type attempt struct {
 	offset                 time.Duration
 	start                  time.Time
 
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	tailWait stream.Deadline // bounds the read of a complete stream's tail (reuseConn)
 
 	// outcome, written by the attempt's goroutine before it reports
 	resp       *http.Response

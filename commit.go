@@ -156,12 +156,17 @@ const (
 
 var errTailWait = errors.New("upstream body still open after its terminal event")
 
+// tailDeadlines bounds every tail read with one shared timer: the read
+// takes microseconds, and a timer of its own per stream cost more than it
+// (docs/performance.md, round six).
+var tailDeadlines = stream.NewDeadlines(tailWait)
+
 // reuseConn reads what is left of a's complete stream (discarded: the
 // client has its terminal event) so its connection can be reused.
 func reuseConn(a *attempt) {
-	t := time.AfterFunc(tailWait, func() { a.cancel(errTailWait) })
+	tailDeadlines.Start(&a.tailWait, a.cancel, errTailWait)
 	_, _ = io.CopyN(io.Discard, a.resp.Body, tailMax)
-	t.Stop()
+	tailDeadlines.Stop(&a.tailWait)
 }
 
 // copyHeader copies an upstream response header for the client, without
