@@ -42,8 +42,11 @@ func NewDeadlines(wait time.Duration) *Deadlines {
 // Start queues d: unless Stop dequeues it first, cancel(cause) is called,
 // from the shared timer's goroutine, once wait has passed.
 func (s *Deadlines) Start(d *Deadline, cancel context.CancelCauseFunc, cause error) {
-	d.cancel, d.cause = cancel, cause
 	s.mu.Lock()
+	if d.queued { // started again without a Stop: requeued, not linked twice
+		s.unlink(d)
+	}
+	d.cancel, d.cause = cancel, cause
 	d.at = time.Since(s.base) + s.wait // non-decreasing: the queue stays in order
 	d.prev, d.next, d.queued = s.tail, nil, true
 	if s.tail != nil {
@@ -94,12 +97,16 @@ func (s *Deadlines) unlink(d *Deadline) {
 // fire cancels the waits whose time has come and re-arms for the next
 // one; with none queued the timer stays idle until a wait starts.
 func (s *Deadlines) fire() {
-	var due []*Deadline
+	type cancel struct {
+		f     context.CancelCauseFunc
+		cause error
+	}
+	var due []cancel // called once the lock is released
 	s.mu.Lock()
 	now := time.Since(s.base)
 	for d := s.head; d != nil && d.at <= now; d = s.head {
 		s.unlink(d)
-		due = append(due, d)
+		due = append(due, cancel{d.cancel, d.cause})
 	}
 	if s.head != nil {
 		s.timer.Reset(s.head.at - now)
@@ -107,7 +114,7 @@ func (s *Deadlines) fire() {
 		s.armed = false
 	}
 	s.mu.Unlock()
-	for _, d := range due {
-		d.cancel(d.cause)
+	for _, c := range due {
+		c.f(c.cause)
 	}
 }
