@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -148,21 +149,14 @@ func (h *Handler) finish(st *requestState) {
 	if served == "" && w != nil {
 		served = w.model
 	}
+	af := &accessFields{provider, served, st.dialectName(), len(st.attempts), st.hedged, st.outcome, firstMs, u.Input, u.Output}
 	if repl, ok := st.r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		repl.Set("http.llm_hedge.provider", provider)
-		repl.Set("http.llm_hedge.dialect", st.dialectName())
-		repl.Set("http.llm_hedge.model", served)
-		repl.Set("http.llm_hedge.attempts", len(st.attempts))
-		repl.Set("http.llm_hedge.hedged", st.hedged)
-		repl.Set("http.llm_hedge.outcome", st.outcome)
-		repl.Set("http.llm_hedge.first_byte_ms", firstMs)
-		repl.Set("http.llm_hedge.input_tokens", u.Input)
-		repl.Set("http.llm_hedge.output_tokens", u.Output)
+		publishPlaceholders(repl, af)
 	}
 	if extra, ok := st.r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
 		// Set, not Add: a request that passes through the handler twice
 		// (an internal rewrite) must not log two llm_hedge objects.
-		extra.Set(zap.Object("llm_hedge", accessFields{provider, served, len(st.attempts), st.hedged, st.outcome, firstMs, u.Input, u.Output}))
+		extra.Set(zap.Object("llm_hedge", af))
 	}
 
 	recordDashboard(st, st.start.Add(total), total, model, provider, firstMs, u)
@@ -241,17 +235,66 @@ const maxLoggedPath = 512
 // request whose client left before anything was committed.
 const statusClientClosed = 499
 
-// accessFields is what the module adds to Caddy's access log entry.
+// accessFields is what the module adds to Caddy's access log entry, and
+// what its placeholders answer.
 type accessFields struct {
-	provider, model string
-	attempts        int
-	hedged          bool
-	outcome         string
-	firstByteMs     int64
-	in, out         int64
+	provider, model, dialect string
+	attempts                 int
+	hedged                   bool
+	outcome                  string
+	firstByteMs              int64
+	in, out                  int64
 }
 
-func (f accessFields) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+// placeholderSelf names the request's accessFields among its placeholders,
+// so a second pass through the handler updates them in place.
+const placeholderSelf = "http.llm_hedge.\x00fields"
+
+// publishPlaceholders makes {http.llm_hedge.*} answer from f. One lookup
+// function, read only when a placeholder is used (log_append, a header),
+// costs less than nine values set in the replacer's map on every request.
+// A request that passes through the handler again reads the last pass's.
+func publishPlaceholders(repl *caddy.Replacer, f *accessFields) {
+	if cur, ok := repl.Get(placeholderSelf); ok {
+		if prev, ok := cur.(*accessFields); ok {
+			*prev = *f
+			return
+		}
+	}
+	repl.Map(f.placeholder)
+}
+
+func (f *accessFields) placeholder(key string) (any, bool) {
+	name, ok := strings.CutPrefix(key, "http.llm_hedge.")
+	if !ok {
+		return nil, false
+	}
+	switch name {
+	case "provider":
+		return f.provider, true
+	case "dialect":
+		return f.dialect, true
+	case "model":
+		return f.model, true
+	case "attempts":
+		return f.attempts, true
+	case "hedged":
+		return f.hedged, true
+	case "outcome":
+		return f.outcome, true
+	case "first_byte_ms":
+		return f.firstByteMs, true
+	case "input_tokens":
+		return f.in, true
+	case "output_tokens":
+		return f.out, true
+	case placeholderSelf[len("http.llm_hedge."):]:
+		return f, true
+	}
+	return nil, false
+}
+
+func (f *accessFields) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddString("provider", f.provider)
 	enc.AddString("model", f.model)
 	enc.AddInt("attempts", f.attempts)

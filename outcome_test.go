@@ -3,6 +3,8 @@ package llmhedge
 import (
 	"fmt"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2"
 )
 
 // BookkeepingReport is what one request's provider bookkeeping came to.
@@ -38,4 +40,20 @@ func WatchBookkeeping(t testing.TB) <-chan BookkeepingReport {
 	bookkeepingDone.Store(&check)
 	t.Cleanup(func() { bookkeepingDone.Store(nil) })
 	return ch
+}
+
+// The placeholders answer from the request's fields, read when used; a
+// second pass through the handler (an internal rewrite) replaces the
+// first's values instead of adding a provider that the first would shadow.
+func TestPlaceholdersLastPassWins(t *testing.T) {
+	repl := caddy.NewReplacer()
+	publishPlaceholders(repl, &accessFields{provider: "first", dialect: "anthropic", attempts: 1, outcome: "exhausted"})
+	publishPlaceholders(repl, &accessFields{provider: "second", model: "m", dialect: "openai", attempts: 2, hedged: true,
+		outcome: "success", firstByteMs: 7, in: 11, out: 13})
+	got := repl.ReplaceAll("{http.llm_hedge.provider} {http.llm_hedge.model} {http.llm_hedge.dialect} {http.llm_hedge.attempts} "+
+		"{http.llm_hedge.hedged} {http.llm_hedge.outcome} {http.llm_hedge.first_byte_ms} {http.llm_hedge.input_tokens} "+
+		"{http.llm_hedge.output_tokens} [{http.llm_hedge.unknown}] [{http.other}]", "")
+	if want := "second m openai 2 true success 7 11 13 [] []"; got != want {
+		t.Fatalf("placeholders = %q, want %q", got, want)
+	}
 }
