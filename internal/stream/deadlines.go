@@ -12,9 +12,11 @@ import (
 // network poller, or an idle P) to re-plan its sleep, and that thread
 // wakes again when the stopped timer's time comes: a cost per wait that,
 // for the few microseconds a complete stream's tail read takes, is larger
-// than the wait. The shared timer is armed only when the first wait
-// starts while it is idle; waits that start and stop before it fires
-// touch no timer at all.
+// than the wait. The shared timer is armed only by a wait that starts
+// while it is idle; waits that start and stop while it is armed touch no
+// timer at all. When it fires (at the time of the wait that armed it,
+// which may be gone by then) it cancels what is due and re-arms for the
+// oldest wait still queued, or goes idle.
 type Deadlines struct {
 	wait time.Duration
 	base time.Time
@@ -68,8 +70,9 @@ func (s *Deadlines) Start(d *Deadline, cancel context.CancelCauseFunc, cause err
 	s.mu.Unlock()
 }
 
-// Stop dequeues d. It reports whether it did, false when d's cancel was
-// already called (or is being called).
+// Stop dequeues d. It reports whether it did: false when d was not queued,
+// because it was never started or its time came (its cancel has run, or
+// is about to, as with time.Timer.Stop).
 func (s *Deadlines) Stop(d *Deadline) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
