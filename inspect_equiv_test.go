@@ -84,6 +84,31 @@ func equivStreams(t *testing.T) map[string][]byte {
 		`{"candidates":[{"content":{"parts":[{"text":"l"}],"role":"model"},"index":0}],"candidates":null}`,
 		frame(`"m"`, `,"usageMetadata":{"promptTokenCount":5}`), frame(`"n"`, `,"usageMetadata":{"promptTokenCount":5}`),
 		frame(`"o"`, `,"usageMetadata":{"promptTokenCount":6}`), frame(`"p"`, `,"usageMetadata":{"promptTokenCount":5,"x":[}`)))
+	// What follows usageMetadata repeats too (wire.Memo.Tail): chunks
+	// that repeat it, and chunks that differ from it in every way its
+	// shortcut must notice, the model and the usage's own reading included.
+	usage := `,"usageMetadata":{"promptTokenCount":5,"totalTokenCount":5}`
+	tail := func(text, before, after string) string {
+		return `{"candidates":[{"content":{"parts":[{"text":"` + text + `"}],"role":"model"},"index":0}]` + before + usage + after + `}`
+	}
+	out["recorded Gemini tails"] = []byte(geminiSSE(tail("a", ``, `,"modelVersion":"m","responseId":"r"`),
+		tail("b", ``, `,"modelVersion":"m","responseId":"r"`), tail("c", ``, `,"modelVersion":"n","responseId":"r"`),
+		tail("d", ``, `,"modelVersion":"n","responseId":"r"`), tail("e", `,"modelVersion":"x"`, `,"modelVersion":"n","responseId":"r"`),
+		tail("f", ``, `,"model\u0056ersion":"n","responseId":"r"`), tail("g", ``, `,"model\u0056ersion":"n","responseId":"r"`),
+		tail("h", ``, `,"modelVersion":"n","modelVersion":"o"`), tail("i", ``, `,"modelVersion":"n","modelVersion":"o"`),
+		tail("j", ``, `,"responseId":"r","error":null`), tail("k", ``, `,"responseId":"r","error":null`),
+		tail("l", ``, `,"responseId":"r","error":{"code":503}`), tail("m", ``, `,"modelVersion":"n","responseId":"r"`),
+		tail("n", ``, `,"candidates":[]`), tail("o", ``, `,"modelVersion":"n","responseId":"r"`),
+		tail("p", ``, `,"promptFeedback":{"blockReason":"SAFETY"}`), tail("q", ``, `,"modelVersion":"n","responseId":"r"`),
+		tail("r", ``, usage+`,"modelVersion":"n"`), tail("s", ``, usage+`,"modelVersion":"n"`),
+		tail("t", ``, `,"modelVersion":"n","responseId":"r"`)+" ", tail("u", ``, `,"modelVersion":"n","responseId":"r"`),
+		tail("v", ``, `,"modelVersion":"n","responseId":"r",`), tail("w", ``, `,"modelVersion":5,"responseId":"r"`),
+		tail("x", ``, `,"modelVersion":5,"responseId":"r"`), tail("y", ``, ``), tail("z", ``, ``),
+		`{"candidates":[{"content":{"parts":[{"text":"z"}],"role":"model"},"index":0}],"usageMetadata":}`,
+		`{"candidates":[{"content":{"parts":[{"text":"z"}],"role":"model"},"index":0}],"usageMetadata":5}`,
+		`{"candidates":[{"content":{"parts":[{"text":"z"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":6}}`,
+		`{"usageMetadata":{"promptTokenCount":5,"totalTokenCount":5}}`,
+		tail("fin", ``, `,"modelVersion":"n","responseId":"r"`)))
 	out["recorded OpenAI"] = []byte(sseStream(openAIChunk(oContent), "data: "+strings.TrimPrefix(strings.TrimSpace(openAIDeltaChunk), "data: "),
 		`data: {"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":"a","refusal":null}}],"usage":null}`,
 		`data: {"id":"c","choices":[{"index":0,"delta":{"content":"a","content":"b"}}]}`,

@@ -427,3 +427,15 @@ func (it *Iter) SkipValue(end int) {
 	it.pending = false
 	it.Pos = end
 }
+
+// SkipRest ends the walk of the container at end, the index past its
+// close: the caller found b[it.Pos:] to be, byte for byte, what followed a
+// member in a container it walked and found valid from the same state.
+// False (and nothing changes) when a value is pending or the walk failed.
+func (it *Iter) SkipRest(end int) bool {
+	if it.pending || it.bad || it.done || it.first {
+		return false
+	}
+	it.Pos, it.done = end, true
+	return true
+}

@@ -290,6 +290,12 @@ type Memo struct {
 	// (Gemini): Frame[:FrameSplit] before the text string, the rest after.
 	Frame      []byte
 	FrameSplit int
+	// Tail is what followed the usage in a chunk, to the end of its data
+	// (Gemini: modelVersion, responseId and the close), when the walk
+	// read nothing there but the model; TailModel is where the model's
+	// value stands in it ({0, 0}: none).
+	Tail      []byte
+	TailModel [2]int
 }
 
 // Remember keeps a copy of raw (a valid object) and its counts, reusing
@@ -306,6 +312,13 @@ func (m *Memo) Remember(raw []byte, c UsageCounts) {
 func (m *Memo) RememberFrame(before, after []byte) {
 	m.Frame = append(append(m.Frame[:0], before...), after...)
 	m.FrameSplit = len(before)
+}
+
+// RememberTail keeps what followed a chunk's usage and where its model
+// value stood in it.
+func (m *Memo) RememberTail(tail []byte, model [2]int) {
+	m.Tail = append(m.Tail[:0], tail...)
+	m.TailModel = model
 }
 
 // RememberAround keeps before and after, which stand on either side of a

@@ -70,6 +70,8 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 	usageSeen, usageWalked := false, false // the last usageMetadata: matched the memo, walked as an object
 	var frame [3]int                       // plain candidates read token by token: where they start, where their text starts and ends
 	frameEnd := 0                          // and where they end
+	tailAt, tailPlain := -1, false         // where the members after usageMetadata start; they told nothing but the model
+	var tailModel [2]int                   // where the model's value stands in them
 	for it.Next() {
 		switch {
 		case it.KeyIs("usageMetadata"):
@@ -90,12 +92,34 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 				info.Counts = wire.UsageCounts{}
 				usage, usageSeen, usageWalked = it.Value(), false, false
 			}
+			// What follows usageMetadata (modelVersion, responseId, the
+			// close) is, chunk after chunk, the same bytes: read once.
+			at := it.Pos
+			if m := st.memo(); m != nil && len(m.Tail) > 0 && bytes.Equal(data[at:], m.Tail) && it.SkipRest(len(data)) {
+				if m.TailModel[1] > 0 {
+					usageOdd = usageOdd || model != nil
+					model = data[at+m.TailModel[0] : at+m.TailModel[1]]
+				}
+				tailAt = -1
+				continue
+			}
+			tailAt, tailPlain, tailModel = at, true, [2]int{}
 		case it.KeyIs("modelVersion"):
 			usageOdd = usageOdd || model != nil || string(it.Key) != "modelVersion"
+			at := it.Pos
 			model = it.Value()
+			if tailAt >= 0 {
+				if tailModel[1] > 0 || model == nil || string(it.Key) != "modelVersion" {
+					tailPlain = false
+				} else {
+					tailModel = [2]int{at - tailAt, at - tailAt + len(model)}
+				}
+			}
 		case it.KeyIs("error"):
 			info.ErrVal = it.Value()
+			tailPlain = false
 		case it.KeyIs("candidates"):
+			tailPlain = false
 			candidateKeys++
 			sc = geminiCandidates{} // the last of duplicate keys counts
 			if text, end, ok := st.framedText(data, it.Pos); ok {
@@ -124,6 +148,7 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 			it.Leave(&arr)
 		case it.KeyIs("promptFeedback"):
 			feedback = it.Value()
+			tailPlain = false
 		}
 	}
 	switch {
@@ -140,6 +165,9 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 	info.ErrVal = nil
 	if usageWalked && !usageSeen && st != nil {
 		st.remember(usage, info.Counts)
+	}
+	if tailAt >= 0 && tailPlain && st != nil {
+		st.ownMemo().RememberTail(data[tailAt:], tailModel)
 	}
 	if frameEnd > 0 && candidateKeys == 1 && st != nil {
 		st.rememberFrame(data[frame[0]:frame[1]], data[frame[2]:frameEnd])
