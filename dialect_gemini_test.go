@@ -886,7 +886,10 @@ func BenchmarkGeminiChunk(b *testing.B) {
 func FuzzGeminiChunk(f *testing.F) {
 	for _, d := range []string{gText1, gText2, gThought, gSigOnly, gFnCall, gImage, gCode, gSafety, gBlocked, gFeedback, gUsage, gEmpty, gTwoA, gTwoHalf, gUnspec, gErr503, gErr429,
 		`{"c\u0061ndidates":[{"content":{"parts":[{"text":"x"}]}}]}`, `{"candidates":[{"content":{"parts":[{"text":"x","text":""}]}}]}`, `{"candidates":[1,null,[]]}`,
-		`{"candidates":[{"index":1.5,"finishReason":"STOP"}]}`, `[1]`, `"x"`, ``, `{"error":null}`, `{"candidates":{}}`} {
+		`{"candidates":[{"index":1.5,"finishReason":"STOP"}]}`, `[1]`, `"x"`, ``, `{"error":null}`, `{"candidates":{}}`,
+		geminiPrimer, strings.Replace(geminiPrimer, `"a"`, `"b"`, 1), strings.Replace(geminiPrimer, `"m"`, `"n"`, 1),
+		strings.Replace(geminiPrimer, `"r"}`, `"r","modelVersion":"o"}`, 1), strings.Replace(geminiPrimer, `5}`, `5},"x":[}`, 1),
+		strings.Replace(geminiPrimer, `,"modelVersion"`, `,"error":{"code":1},"modelVersion"`, 1)} {
 		f.Add([]byte(d))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -896,6 +899,16 @@ func FuzzGeminiChunk(f *testing.F) {
 		want, texts := geminiReferenceClass(data)
 		if info.Class != want {
 			t.Fatalf("chunk %q: class %v, encoding/json reading says %v", data, info.Class, want)
+		}
+		// After a chunk that filled the stream's memo (its usage, the
+		// frame around its text, what follows its usage), the shortcuts
+		// must read the chunk exactly as a fresh walk does.
+		var primed gemini.Stream
+		gemini.InspectGeminiStream(sse.Event{Data: []byte(geminiPrimer)}, true, &primed)
+		if p := gemini.InspectGeminiStream(ev, true, &primed); p.Class != info.Class || p.By != info.By || !bytes.Equal(p.Text, info.Text) ||
+			!bytes.Equal(p.ErrVal, info.ErrVal) || p.Counts != info.Counts || !bytes.Equal(p.Model, info.Model) ||
+			p.UsageRead != info.UsageRead || !bytes.Equal(p.Usage, info.Usage) || p.Plain != info.Plain {
+			t.Fatalf("chunk %q after a primed stream reads %+v, fresh %+v", data, p, info)
 		}
 		if info.Text != nil {
 			got := string(jsonscan.AppendString(nil, info.Text))
@@ -938,6 +951,10 @@ func FuzzGeminiChunk(f *testing.F) {
 		}
 	})
 }
+
+// geminiPrimer is a stream chunk as Gemini writes them, compact: it fills
+// every part of the stream's memo.
+const geminiPrimer = `{"candidates":[{"content":{"parts":[{"text":"a"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":5,"totalTokenCount":5},"modelVersion":"m","responseId":"r"}`
 
 // geminiReferenceClass is a chunk's class by the rules inspectGemini
 // documents, read with encoding/json (the last of duplicate keys wins, as
