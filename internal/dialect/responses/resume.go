@@ -60,14 +60,14 @@ type responsesFrame struct {
 }
 
 // responsesEventKind is what a Responses event is: the output name inspect
-// gave it, else the data's type (or the event name).
-func responsesEventKind(ev sse.Event, info wire.EventInfo) string {
+// gave it, else the data's type (or the event name). It is read in place
+// or written to buf, so a caller that switches on it allocates nothing.
+func responsesEventKind(ev sse.Event, info wire.EventInfo, buf []byte) []byte {
 	if info.By != "" && info.By != "response.*.delta" {
-		return info.By
+		return append(buf, info.By...)
 	}
 	typ, _ := jsonscan.Lookup(ev.Data, "type")
-	var buf [64]byte
-	return string(responsesKind(typ, ev.Name, buf[:0]))
+	return responsesKind(typ, ev.Name, buf)
 }
 
 func (r *Resumer) Track(ev sse.Event, info wire.EventInfo) {
@@ -80,8 +80,9 @@ func (r *Resumer) Track(ev sse.Event, info wire.EventInfo) {
 			r.Seq = v
 		}
 	}
-	kind := responsesEventKind(ev, info)
-	switch kind {
+	var buf [64]byte
+	kind := responsesEventKind(ev, info, buf[:0])
+	switch string(kind) {
 	case "response.output_text.delta":
 		if info.Text == nil || r.parts == 0 {
 			r.Fail("a text delta outside an output_text part")
@@ -143,7 +144,7 @@ func (r *Resumer) Track(ev sse.Event, info wire.EventInfo) {
 		return
 	}
 	if info.Class == wire.EvOutput {
-		r.Fail("output that is not text (" + kind + ")")
+		r.Fail("output that is not text (" + string(kind) + ")")
 	}
 }
 
@@ -210,8 +211,9 @@ func (r *Resumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEvent {
 	if info.Class == wire.EvError {
 		return wire.ContEvent{Kind: wire.ContError}
 	}
-	kind := responsesEventKind(ev, info)
-	switch kind {
+	var buf [64]byte
+	kind := responsesEventKind(ev, info, buf[:0])
+	switch string(kind) {
 	case "response.output_text.delta":
 		if info.Text == nil {
 			return wire.ContEvent{Kind: wire.ContOther}
