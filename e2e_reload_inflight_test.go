@@ -51,16 +51,11 @@ func TestReloadKeepsEveryRequestInFlight(t *testing.T) {
 			block, ups, reached := tc.setup(t)
 			p := startProxy(t, block)
 			before := metricValue(t, p, `caddy_llm_hedge_requests_total{outcome="success"}`)
-			done := make(chan error, 1)
-			var text string
-			go func() {
-				msg, err := streamAnthropic(ctxTimeout(t, 20*time.Second), anthropicClient(p, "k"), anthropicParams("claude-test"))
-				text = messageText(msg)
-				done <- err
-			}()
+			wait := streamInBackground(t, p)
 			observeEventually(t, reached, func() string { return "the request never reached its point" })
 			p.reload(t, block+" timeouts {\n idle 91s\n }\n")
-			if err := <-done; err != nil {
+			text, err := wait()
+			if err != nil {
 				t.Fatalf("across the reload: %v", err)
 			}
 			if text == "" {
@@ -81,5 +76,21 @@ func TestReloadKeepsEveryRequestInFlight(t *testing.T) {
 				t.Fatalf("%d upstream requests, want %d", n, tc.want)
 			}
 		})
+	}
+}
+
+// streamInBackground streams an Anthropic answer from p while the test goes
+// on; wait returns its text and error once it ended.
+func streamInBackground(t *testing.T, p *proxy) (wait func() (string, error)) {
+	done := make(chan error, 1)
+	var text string
+	go func() {
+		msg, err := streamAnthropic(ctxTimeout(t, 20*time.Second), anthropicClient(p, "k"), anthropicParams("claude-test"))
+		text = messageText(msg)
+		done <- err
+	}()
+	return func() (string, error) {
+		err := <-done
+		return text, err
 	}
 }

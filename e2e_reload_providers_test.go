@@ -139,17 +139,7 @@ func TestReloadKeepsAffinityWinner(t *testing.T) {
 		retryAsk(t, p, affinityParams("user-reload"))
 		return affinityServed(t, ups, before)
 	}
-	sticky := ask()
-	ups[sticky].SetFaults([]sim.Fault{{Kind: sim.FaultStatus, Status: 503, Count: 1, NoRetry: true}})
-	before := affinityCounts(ups)
-	retryAsk(t, p, affinityParams("user-reload"))
-	after := affinityCounts(ups)
-	winner := -1
-	for i := range ups {
-		if i != sticky && after[i] == before[i]+1 {
-			winner = i
-		}
-	}
+	winner, before, after := failOverOnce(t, p, ups, ask(), "user-reload")
 	if winner < 0 {
 		t.Fatalf("no failover: %v -> %v", before, after)
 	}
@@ -167,13 +157,7 @@ func TestReloadRemovingProviderFinishesItsStream(t *testing.T) {
 	a := newUpstream(t, sim.Config{TokenDelay: caddyDur(150 * time.Millisecond)})
 	b := newUpstream(t, sim.Config{})
 	p := startProxy(t, provider("a", a, "priority 0")+provider("b", b, "priority 1")+"hedge off\n")
-	done := make(chan error, 1)
-	var text string
-	go func() {
-		msg, err := streamAnthropic(ctxTimeout(t, 20*time.Second), anthropicClient(p, "k"), anthropicParams("claude-test"))
-		text = messageText(msg)
-		done <- err
-	}()
+	wait := streamInBackground(t, p)
 	healthWaitRecords(t, a, "a streaming", func(rs []sim.RequestRecord) bool { return len(rs) == 1 && !rs[0].FirstDelta.IsZero() })
 	p.reload(t, provider("b", b)+"hedge off\n")
 	if v := healthProvider(t, p, "a", a); v != nil {
@@ -182,7 +166,7 @@ func TestReloadRemovingProviderFinishesItsStream(t *testing.T) {
 	if _, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 10*time.Second), anthropicParams("claude-test")); err != nil || completions(a) != 1 {
 		t.Fatalf("a request after the reload: %v; a got %d requests", err, completions(a))
 	}
-	if err := <-done; err != nil || text != wantText {
+	if text, err := wait(); err != nil || text != wantText {
 		t.Fatalf("the removed provider's stream: %v %q", err, text)
 	}
 	lines := logLines(t, p, "llm request", 2)

@@ -336,6 +336,25 @@ func affinityServed(t *testing.T, ups []*upstream, before []int) int {
 	return served
 }
 
+// failOverOnce makes ups[sticky] answer user's next request with one 503
+// (no same-provider retry) and sends it: the counts of requests each
+// provider saw before and after, and the other provider that took one
+// more (-1 if none did).
+func failOverOnce(t *testing.T, p *proxy, ups []*upstream, sticky int, user string) (winner int, before, after []int) {
+	t.Helper()
+	ups[sticky].SetFaults([]sim.Fault{{Kind: sim.FaultStatus, Status: 503, Count: 1, NoRetry: true}})
+	before = affinityCounts(ups)
+	retryAsk(t, p, affinityParams(user))
+	after = affinityCounts(ups)
+	winner = -1
+	for i := range ups {
+		if i != sticky && after[i] == before[i]+1 {
+			winner = i
+		}
+	}
+	return winner, before, after
+}
+
 func affinityCounts(ups []*upstream) []int {
 	out := make([]int, len(ups))
 	for i, u := range ups {
@@ -386,16 +405,7 @@ func TestAffinitySticky(t *testing.T) {
 	// The sticky provider fails once (no same-provider retry): the request
 	// fails over, and the winner keeps the conversation although the
 	// original provider is healthy again and still wins the hash.
-	ups[sticky].SetFaults([]sim.Fault{{Kind: sim.FaultStatus, Status: 503, Count: 1, NoRetry: true}})
-	before := affinityCounts(ups)
-	retryAsk(t, p, affinityParams("user-sticky"))
-	after := affinityCounts(ups)
-	winner := -1
-	for i := range ups {
-		if i != sticky && after[i] == before[i]+1 {
-			winner = i
-		}
-	}
+	winner, before, after := failOverOnce(t, p, ups, sticky, "user-sticky")
 	if after[sticky] != before[sticky]+1 || winner < 0 {
 		t.Fatalf("failover: counts %v -> %v, want one failed try on p%d and one answer elsewhere", before, after, sticky)
 	}

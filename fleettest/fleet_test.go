@@ -119,28 +119,17 @@ func startFleet(t *testing.T) *fleet {
 		t.Cleanup(srv.Close)
 		f.sims[name], f.simURL[name] = s, srv.URL
 	}
-	config := filepath.Join(dir, "instance.Caddyfile")
-	if err := os.WriteFile(config, []byte(instanceCaddyfile), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	config := writeConfig(t, dir, "instance.Caddyfile", instanceCaddyfile)
 	var upstreams []string
 	for i := range instances {
-		p := &process{name: fmt.Sprintf("instance-%d", i+1), bin: bin, config: config,
-			port: freePort(t), admin: freePort(t), log: filepath.Join(dir, fmt.Sprintf("instance-%d.log", i+1))}
-		p.env = []string{
-			fmt.Sprintf("FLEET_PORT=%d", p.port), fmt.Sprintf("FLEET_ADMIN_PORT=%d", p.admin),
-			"FLEET_INSTANCE=" + p.name,
-			"FLEET_SIM_A=" + f.simURL["a"], "FLEET_SIM_B=" + f.simURL["b"], "FLEET_SIM_DEAD=" + f.simURL["dead"],
-		}
+		name := fmt.Sprintf("instance-%d", i+1)
+		p := newProcess(t, name, bin, config, filepath.Join(dir, name+".log"), "FLEET_INSTANCE="+name,
+			"FLEET_SIM_A="+f.simURL["a"], "FLEET_SIM_B="+f.simURL["b"], "FLEET_SIM_DEAD="+f.simURL["dead"])
 		f.instances = append(f.instances, p)
 		upstreams = append(upstreams, fmt.Sprintf("127.0.0.1:%d", p.port))
 	}
-	lb := &process{name: "balancer", bin: bin, port: freePort(t), admin: freePort(t),
-		config: filepath.Join(dir, "balancer.Caddyfile"), log: filepath.Join(dir, "balancer.log")}
-	lbConfig := fmt.Sprintf(balancerCaddyfile, lb.admin, lb.port, strings.Join(upstreams, " "))
-	if err := os.WriteFile(lb.config, []byte(lbConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	lb := &process{name: "balancer", bin: bin, port: freePort(t), admin: freePort(t), log: filepath.Join(dir, "balancer.log")}
+	lb.config = writeConfig(t, dir, "balancer.Caddyfile", fmt.Sprintf(balancerCaddyfile, lb.admin, lb.port, strings.Join(upstreams, " ")))
 	f.balancer = lb
 	t.Cleanup(func() {
 		for _, p := range append(f.instances, f.balancer) {

@@ -125,6 +125,25 @@ type process struct {
 	exited chan struct{}
 }
 
+// newProcess is a Caddy process (not started) of bin serving config on free
+// ports, which its environment gives as FLEET_PORT and FLEET_ADMIN_PORT,
+// beside env.
+func newProcess(t *testing.T, name, bin, config, log string, env ...string) *process {
+	p := &process{name: name, bin: bin, config: config, port: freePort(t), admin: freePort(t), log: log}
+	p.env = append([]string{fmt.Sprintf("FLEET_PORT=%d", p.port), fmt.Sprintf("FLEET_ADMIN_PORT=%d", p.admin)}, env...)
+	return p
+}
+
+// writeConfig writes a Caddyfile into dir and returns its path.
+func writeConfig(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	config := filepath.Join(dir, name)
+	if err := os.WriteFile(config, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return config
+}
+
 func (p *process) URL() string { return fmt.Sprintf("http://127.0.0.1:%d", p.port) }
 
 // start runs `caddy run` and waits until its site answers the health

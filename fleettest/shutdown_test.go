@@ -51,16 +51,11 @@ func TestShutdownPastGraceEndsStreamWithErrorEvent(t *testing.T) {
 	lateSim := sim.New(sim.Config{Tokens: 9, FirstToken: simDuration(10000)})
 	late := httptest.NewServer(lateSim)
 	t.Cleanup(late.Close)
-	config := filepath.Join(dir, "shutdown.Caddyfile")
-	if err := os.WriteFile(config, []byte(shutdownCaddyfile), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	config := writeConfig(t, dir, "shutdown.Caddyfile", shutdownCaddyfile)
 	for _, how := range []string{"caddy stop", "SIGTERM"} {
 		t.Run(strings.ReplaceAll(how, " ", "_"), func(t *testing.T) {
-			p := &process{name: "instance", bin: bin, config: config, port: freePort(t), admin: freePort(t),
-				log: filepath.Join(dir, strings.ReplaceAll(how, " ", "_")+".log")}
-			p.env = []string{fmt.Sprintf("FLEET_PORT=%d", p.port), fmt.Sprintf("FLEET_ADMIN_PORT=%d", p.admin),
-				"FLEET_SIM_A=" + up.URL, "FLEET_SIM_B=" + late.URL}
+			p := newProcess(t, "instance", bin, config, filepath.Join(dir, strings.ReplaceAll(how, " ", "_")+".log"),
+				"FLEET_SIM_A="+up.URL, "FLEET_SIM_B="+late.URL)
 			t.Cleanup(func() {
 				p.kill()
 				if t.Failed() {
@@ -167,13 +162,8 @@ func TestShutdownPastGraceDuringContinuation(t *testing.T) {
 	contSim := sim.New(sim.Config{Tokens: 60, Text: text, FirstToken: simDuration(10000)})
 	cont := httptest.NewServer(contSim)
 	t.Cleanup(cont.Close)
-	config := filepath.Join(dir, "continuation.Caddyfile")
-	if err := os.WriteFile(config, []byte(continuationCaddyfile), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := &process{name: "instance", bin: bin, config: config, port: freePort(t), admin: freePort(t), log: filepath.Join(dir, "instance.log")}
-	p.env = []string{fmt.Sprintf("FLEET_PORT=%d", p.port), fmt.Sprintf("FLEET_ADMIN_PORT=%d", p.admin),
-		"FLEET_SIM_A=" + cut.URL, "FLEET_SIM_B=" + cont.URL}
+	config := writeConfig(t, dir, "continuation.Caddyfile", continuationCaddyfile)
+	p := newProcess(t, "instance", bin, config, filepath.Join(dir, "instance.log"), "FLEET_SIM_A="+cut.URL, "FLEET_SIM_B="+cont.URL)
 	t.Cleanup(p.kill)
 	p.start(t)
 
