@@ -92,6 +92,8 @@ type Reader struct {
 
 	src   Source // r, when it hands over whole events (source.go)
 	burst int    // bytes taken from src since BeforeFill last ran
+
+	last int // where in buf the event Next last returned starts; -1: none since the last read (Adjoin)
 }
 
 // NewReader reads events from r; maxEvent bounds one event's bytes
@@ -147,7 +149,7 @@ func (s *Reader) Reset(r io.Reader) {
 	}
 	s.r = r
 	s.src, _ = r.(Source)
-	s.burst = 0
+	s.burst, s.last = 0, -1
 	s.start, s.scan, s.end, s.seen = 0, 0, 0, 0
 	s.err = nil
 	s.crLF = false
@@ -165,7 +167,7 @@ func (s *Reader) ResetBytes(b []byte) {
 		s.recycle()
 	}
 	s.r, s.src, s.buf, s.borrowed, s.onSmall = nil, nil, b, true, false
-	s.start, s.scan, s.end, s.seen = 0, 0, len(b), 0
+	s.start, s.scan, s.end, s.seen, s.last = 0, 0, len(b), 0, -1
 	s.err = io.EOF
 	s.crLF = false
 	s.resetEvent()
@@ -212,7 +214,7 @@ func (s *Reader) Next() (Event, error) {
 // fail makes err the sticky result of every later Next call.
 func (s *Reader) fail(err error) {
 	s.err = err
-	s.start, s.scan, s.end, s.seen = 0, 0, 0, 0
+	s.start, s.scan, s.end, s.seen, s.last = 0, 0, 0, 0, -1
 	s.resetEvent()
 }
 
@@ -246,6 +248,7 @@ func (s *Reader) fill() {
 	if s.BeforeFill != nil {
 		s.BeforeFill()
 	}
+	s.last = -1 // the events returned so far may move
 	switch {
 	case s.start == s.end:
 		s.start, s.scan, s.end, s.seen = 0, 0, 0, 0
@@ -322,7 +325,7 @@ func (s *Reader) Release() {
 	}
 	s.recycle()
 	s.buf, s.onSmall = s.small[:], true
-	s.start, s.scan, s.end, s.seen = 0, 0, 0, 0
+	s.start, s.scan, s.end, s.seen, s.last = 0, 0, 0, 0, -1
 	s.resetEvent()
 }
 
@@ -427,6 +430,7 @@ func (s *Reader) line(buf []byte, from, to int) {
 // following one.
 func (s *Reader) dispatch(buf []byte, next int) Event {
 	ev := Event{Raw: buf[s.start:next:next]} // capped: appending must not clobber the next event
+	s.last = s.start
 	if s.hasName {
 		off := s.start + s.nameOff
 		ev.Name = buf[off : off+s.nameLen : off+s.nameLen]

@@ -98,7 +98,7 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 	var flushErr error
 	var cw *coalescer
 	if opts.Coalesce && flush != nil {
-		cw = &coalescer{w: w, flush: flush}
+		cw = &coalescer{w: w, flush: flush, rd: rd}
 		defer func() {
 			if cw.pending && flushErr == nil {
 				_ = cw.flushOut() // an upstream error event, relayed as is
@@ -226,11 +226,15 @@ func finishGraceOf(opts RelayOptions) time.Duration {
 // coalescer gathers the events of one burst and hands them to the client
 // in one write at the flush: every Write of a response passes Caddy's
 // writer wrappers (a deadline reset each), so sixty events one by one cost
-// sixty of those. Its buffer comes from a pool while events are pending,
-// so an idle stream holds none.
+// sixty of those. Events relayed unchanged, one after another, are held
+// where the reader read them (span) and written from there; anything else
+// (a dropped event between them, an event of the proxy's own) is copied
+// into a buffer from a pool, taken only then, so an idle stream holds none.
 type coalescer struct {
 	w       io.Writer
 	flush   func() error
+	rd      *sse.Reader // the reader whose events are held in place; nil: copy every event
+	span    []byte      // the burst so far, in rd's buffer (buf is nil then)
 	buf     *[]byte
 	pending bool // events written since the last flush
 }
@@ -243,8 +247,21 @@ const CoalesceMax = 32 << 10
 
 func (c *coalescer) Write(b []byte) (int, error) {
 	c.pending = true
+	if c.buf == nil && c.rd != nil {
+		if span, ok := c.rd.Adjoin(c.span, b); ok {
+			c.span = span
+			if len(span) >= CoalesceMax {
+				return len(b), c.writeOut()
+			}
+			return len(b), nil
+		}
+	}
 	if c.buf == nil {
 		c.buf = coalescePool.Get().(*[]byte)
+	}
+	if len(c.span) > 0 { // the burst so far goes first
+		*c.buf = append(*c.buf, c.span...)
+		c.span = nil
 	}
 	*c.buf = append(*c.buf, b...)
 	if len(*c.buf) >= CoalesceMax {
@@ -254,6 +271,11 @@ func (c *coalescer) Write(b []byte) (int, error) {
 }
 
 func (c *coalescer) writeOut() error {
+	if len(c.span) > 0 {
+		_, err := c.w.Write(c.span)
+		c.span = nil
+		return err
+	}
 	if c.buf == nil || len(*c.buf) == 0 {
 		return nil
 	}
@@ -274,6 +296,7 @@ func (c *coalescer) flushOut() error {
 }
 
 func (c *coalescer) release() {
+	c.span = nil
 	if c.buf != nil {
 		if cap(*c.buf) <= 2*CoalesceMax {
 			*c.buf = (*c.buf)[:0]

@@ -1,0 +1,87 @@
+package llmhedge
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
+)
+
+// splitReads hands out a stream in reads of the given sizes (cycled).
+type splitReads struct {
+	data  []byte
+	sizes []byte
+	n     int
+}
+
+func (r *splitReads) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, fmt.Errorf("upstream cut") // never reached: the stream ends in message_stop
+	}
+	n := 1 + int(r.sizes[r.n%len(r.sizes)])*37
+	r.n++
+	n = copy(p, r.data[:min(n, len(r.data))])
+	r.data = r.data[n:]
+	return n, nil
+}
+
+// A coalescing relay writes a burst of events from where the reader read
+// them, and copies only around an event it drops: whatever the reads'
+// sizes and wherever malformed events fall, the client gets exactly the
+// events a relay flushing each one gets, in order, byte for byte, and
+// nothing of a dropped event.
+func FuzzRelayCoalescedInPlace(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3}, []byte{5})
+	f.Add([]byte{9, 9, 0, 0, 9, 200, 1}, []byte{1, 2, 200})
+	f.Add(bytes.Repeat([]byte{3}, 300), []byte{0, 255, 17})
+	f.Add([]byte("C1"), []byte{0}) // a ping cut inside its "\r\n", then a dropped event
+	f.Fuzz(func(t *testing.T, shape, sizes []byte) {
+		if len(sizes) == 0 || len(shape) > 2000 {
+			return
+		}
+		var in, want bytes.Buffer
+		for i, c := range shape {
+			var ev string
+			switch {
+			case c%7 == 0: // malformed: dropped
+				ev = fmt.Sprintf("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",%d\n\n", i)
+			case c%11 == 1: // stray blank lines and a comment before it: part of its Raw
+				ev = "\n\n: keep-alive\nevent: ping\ndata: {\"type\":\"ping\"}\r\n\r\n"
+				if i+1 < len(shape) && shape[i+1]%7 == 0 {
+					// A "\r\n" cut after its '\r' gives the '\n' to the next
+					// event's Raw: one dropped takes it along.
+					ev = ev[:len(ev)-4] + "\n\n"
+				}
+			default:
+				ev = fmt.Sprintf("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"%d %s\"}}\n\n", i, bytes.Repeat([]byte{'x'}, int(c)*int(c)/8))
+			}
+			in.WriteString(ev)
+			if c%7 != 0 {
+				want.WriteString(ev)
+			}
+		}
+		const stop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+		in.WriteString(stop)
+		want.WriteString(stop)
+		for _, coalesce := range []bool{false, true} {
+			c := &faultFlushCounter{}
+			rd := sse.NewReader(&splitReads{data: bytes.Clone(in.Bytes()), sizes: sizes}, 1<<20)
+			res := stream.Relay(context.Background(), c, c.flush, rd, dialectAnthropic, nil,
+				stream.RelayOptions{Idle: time.Minute, Coalesce: coalesce, DropMalformed: true}, nil)
+			if !res.Complete {
+				t.Fatalf("coalesce=%v: %+v", coalesce, res)
+			}
+			if !bytes.Equal(c.Bytes(), want.Bytes()) {
+				t.Fatalf("coalesce=%v: the client got other bytes than the events kept:\n got %q\nwant %q", coalesce, c.Bytes(), want.Bytes())
+			}
+			if c.flushed != c.Len() {
+				t.Fatalf("coalesce=%v: %d bytes never flushed", coalesce, c.Len()-c.flushed)
+			}
+			sse.Put(rd)
+		}
+	})
+}
