@@ -43,7 +43,7 @@ var (
 	concList    = flag.String("conc", "1,16,64", "concurrencies (comma-separated); 1 shows the added latency of an unloaded proxy")
 	modeList    = flag.String("modes", "non-stream,stream,responses-stream,gemini-stream", "response shapes: non-stream, stream (Anthropic), responses-stream (OpenAI Responses), gemini-stream, bedrock-stream (Anthropic through api bedrock; adds llm_hedge_sigv4), translate-stream (Anthropic through api openai with translate anthropic)")
 	configList  = flag.String("configs", "direct,reverse_proxy,llm_hedge,llm_hedge_3", "configurations to compare")
-	rounds      = flag.Int("rounds", 1, "runs of every cell; the table shows the median of each figure")
+	rounds      = flag.Int("rounds", 1, "runs of every cell, every other one with the configurations in reverse order; the table shows the median of each figure")
 	profileDir  = flag.String("profile", "", "save a CPU profile (.pprof) and an allocation profile (.allocs, since the process started) of Caddy for every proxied cell into this directory")
 	rpIdle      = flag.Int("rp-idle", 256, "reverse_proxy keepalive_idle_conns_per_host (llm_hedge's pool holds 256; 0 = Caddy's default of 32)")
 	idleStreams = flag.Int("idle-streams", 0, "instead of the comparison: hold this many committed, idle streams open and report the memory per stream")
@@ -194,7 +194,14 @@ func runCompare(bin, dir string) error {
 		}
 		for _, conc := range concs {
 			for round := 0; round < *rounds; round++ {
-				for _, config := range modeConfigs(m, configs) {
+				order := modeConfigs(m, configs)
+				if round%2 == 1 {
+					// Every other round in reverse: a machine whose speed
+					// drifts during a round favours neither configuration.
+					order = slices.Clone(order)
+					slices.Reverse(order)
+				}
+				for _, config := range order {
 					r, err := runCell(bin, dir, sims, mode, config, m, conc, round)
 					if err != nil {
 						return fmt.Errorf("%s c=%d %s: %w", mode, conc, config, err)
