@@ -153,6 +153,10 @@ type cellResult struct {
 	failSample   string
 	respBytes    int
 	events       int // SSE events of a complete answer; 0 non-stream
+	round        int
+	// The medians of the rounds' own ratios to reverse_proxy (each
+	// round's two cells ran back to back): 0 when not computed.
+	pairedRPS, pairedCPU float64
 }
 
 func runCompare(bin, dir string) error {
@@ -235,7 +239,7 @@ func runCompare(bin, dir string) error {
 }
 
 func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMode, conc, round int) (cellResult, error) {
-	res := cellResult{mode: mode, config: config, conc: conc, cpuPer1k: -1, hwmKB: -1}
+	res := cellResult{mode: mode, config: config, conc: conc, round: round, cpuPer1k: -1, hwmKB: -1}
 	target := sims[0].URL
 	var proc *caddyProc
 	if config != "direct" {

@@ -36,6 +36,7 @@ func medians(rs []cellResult) []cellResult {
 		m.p99 = time.Duration(medianF(g, func(r cellResult) float64 { return float64(r.p99) }))
 		m.cpuPer1k = medianF(g, func(r cellResult) float64 { return r.cpuPer1k })
 		m.hwmKB = int64(medianF(g, func(r cellResult) float64 { return float64(r.hwmKB) }))
+		m.pairedRPS, m.pairedCPU = paired(g, groups[key{k.mode, "reverse_proxy", k.conc}])
 		for _, r := range g[1:] {
 			m.requests += r.requests
 			m.failed += r.failed
@@ -44,6 +45,26 @@ func medians(rs []cellResult) []cellResult {
 		out = append(out, m)
 	}
 	return out
+}
+
+// paired is the median over the rounds of a cell's ratios to
+// reverse_proxy's cell of the same round. Those two ran back to back (in
+// either order, rounds alternating), so the machine's drift between
+// rounds, which the ratio of the medians feels, cancels; 0 when rounds do
+// not pair up.
+func paired(g, base []cellResult) (rps, cpu float64) {
+	var ratios []cellResult // rps and cpuPer1k hold the ratios
+	for _, r := range g {
+		for _, b := range base {
+			if b.round == r.round && b.requests > 0 && r.requests > 0 && b.cpuPer1k > 0 && r.cpuPer1k >= 0 {
+				ratios = append(ratios, cellResult{rps: r.rps / b.rps, cpuPer1k: r.cpuPer1k / b.cpuPer1k})
+			}
+		}
+	}
+	if len(ratios) == 0 || len(ratios) != len(g) {
+		return 0, 0
+	}
+	return medianF(ratios, func(r cellResult) float64 { return r.rps }), medianF(ratios, func(r cellResult) float64 { return r.cpuPer1k })
 }
 
 func medianF(g []cellResult, f func(cellResult) float64) float64 {
@@ -123,6 +144,7 @@ func printTable(w *os.File, rs []cellResult, modes []string, concs []int, config
 	tw.Flush()
 	if len(verdicts) > 0 {
 		fmt.Fprintln(w, "\ntargets (issue 24): streams throughput ≥ 0.95×, CPU/request ≤ 1.10×; non-stream ≥ 1.00×, ≤ 1.00×; added p50 < 100µs at concurrency 1 (against reverse_proxy)")
+		fmt.Fprintln(w, "judged on the ratios of the medians; the medians of each round's own ratios (paired by round) are shown beside them")
 		for _, v := range verdicts {
 			fmt.Fprintln(w, v)
 		}
@@ -151,6 +173,9 @@ func verdict(r, base *cellResult) string {
 	}
 	if r.failed > 0 || base.failed > 0 {
 		lat += fmt.Sprintf(", FAILED requests: %d here, %d in reverse_proxy", r.failed, base.failed)
+	}
+	if r.pairedCPU > 0 && *rounds > 1 {
+		lat += fmt.Sprintf("; paired by round: throughput %.3f×, CPU %.3f×", r.pairedRPS, r.pairedCPU)
 	}
 	return fmt.Sprintf("  %-16s c=%-3d %-12s throughput %.3f× %s, CPU %.3f× %s, %s",
 		r.mode, r.conc, r.config, rps, mark(rps >= minRPS), cpu, mark(cpu <= maxCPU), lat)
