@@ -53,18 +53,18 @@ func medians(rs []cellResult) []cellResult {
 // rounds, which the ratio of the medians feels, cancels; 0 when rounds do
 // not pair up.
 func paired(g, base []cellResult) (rps, cpu float64) {
-	var ratios []cellResult // rps and cpuPer1k hold the ratios
+	var rpsR, cpuR []float64
 	for _, r := range g {
 		for _, b := range base {
 			if b.round == r.round && b.requests > 0 && r.requests > 0 && b.cpuPer1k > 0 && r.cpuPer1k >= 0 {
-				ratios = append(ratios, cellResult{rps: r.rps / b.rps, cpuPer1k: r.cpuPer1k / b.cpuPer1k})
+				rpsR, cpuR = append(rpsR, r.rps/b.rps), append(cpuR, r.cpuPer1k/b.cpuPer1k)
 			}
 		}
 	}
-	if len(ratios) == 0 || len(ratios) != len(g) {
+	if len(rpsR) == 0 || len(rpsR) != len(g) {
 		return 0, 0
 	}
-	return medianF(ratios, func(r cellResult) float64 { return r.rps }), medianF(ratios, func(r cellResult) float64 { return r.cpuPer1k })
+	return median(rpsR), median(cpuR)
 }
 
 func medianF(g []cellResult, f func(cellResult) float64) float64 {
@@ -72,6 +72,11 @@ func medianF(g []cellResult, f func(cellResult) float64) float64 {
 	for i, r := range g {
 		v[i] = f(r)
 	}
+	return median(v)
+}
+
+// median sorts v and returns its middle value.
+func median(v []float64) float64 {
 	sort.Float64s(v)
 	return v[len(v)/2]
 }

@@ -247,27 +247,33 @@ const CoalesceMax = 32 << 10
 
 func (c *coalescer) Write(b []byte) (int, error) {
 	c.pending = true
-	if c.buf == nil && c.rd != nil {
-		if span, ok := c.rd.Adjoin(c.span, b); ok {
-			c.span = span
-			if len(span) >= CoalesceMax {
-				return len(b), c.writeOut()
-			}
-			return len(b), nil
+	held := 0
+	if span, ok := c.adjoin(b); ok {
+		c.span, held = span, len(span)
+	} else {
+		if c.buf == nil {
+			c.buf = coalescePool.Get().(*[]byte)
 		}
+		if len(c.span) > 0 { // the burst so far goes first
+			*c.buf = append(*c.buf, c.span...)
+			c.span = nil
+		}
+		*c.buf = append(*c.buf, b...)
+		held = len(*c.buf)
 	}
-	if c.buf == nil {
-		c.buf = coalescePool.Get().(*[]byte)
-	}
-	if len(c.span) > 0 { // the burst so far goes first
-		*c.buf = append(*c.buf, c.span...)
-		c.span = nil
-	}
-	*c.buf = append(*c.buf, b...)
-	if len(*c.buf) >= CoalesceMax {
+	if held >= CoalesceMax {
 		return len(b), c.writeOut()
 	}
 	return len(b), nil
+}
+
+// adjoin extends the span by b when b follows it in the reader's buffer
+// and nothing has been copied in this burst.
+func (c *coalescer) adjoin(b []byte) ([]byte, bool) {
+	if c.buf != nil || c.rd == nil {
+		return nil, false
+	}
+	return c.rd.Adjoin(c.span, b)
 }
 
 func (c *coalescer) writeOut() error {
