@@ -9,17 +9,7 @@ import (
 // slice of the buffer; an event skipped between them, a read, a foreign
 // slice or another reader's event never do.
 func TestAdjoin(t *testing.T) {
-	reads := 0
-	r := NewReader(readFunc(func(p []byte) (int, error) {
-		reads++
-		switch reads {
-		case 1:
-			return copy(p, "data: a\n\n\ndata: b\n\ndata: c\n\ndata: d\n\ndata: e"), nil
-		case 2:
-			return copy(p, "\n\n"), nil
-		}
-		return 0, io.EOF
-	}), 0)
+	r, reads := scriptedReader("data: a\n\n\ndata: b\n\ndata: c\n\ndata: d\n\ndata: e", "\n\n")
 	next := func() []byte {
 		t.Helper()
 		ev, err := r.Next()
@@ -52,8 +42,8 @@ func TestAdjoin(t *testing.T) {
 		t.Fatalf("a new span: %q %v", got, ok)
 	}
 	e := next() // completed by the second read: the buffer moved
-	if reads != 2 {
-		t.Fatalf("%d reads", reads)
+	if *reads != 2 {
+		t.Fatalf("%d reads", *reads)
 	}
 	if _, ok := r.Adjoin(d, e); ok {
 		t.Fatal("an event adjoined across a read")

@@ -10,19 +10,9 @@ import (
 // Buffered hands out the events the bytes already read complete, never
 // reads, and leaves a partial event, the end and errors to Next.
 func TestBuffered(t *testing.T) {
-	reads := 0
-	r := NewReader(readFunc(func(p []byte) (int, error) {
-		reads++
-		switch reads {
-		case 1:
-			return copy(p, "data: a\n\ndata: b\n\nevent: c\ndata: c1\ndata: c2\n\ndata: d"), nil
-		case 2:
-			return copy(p, "\n\n"), nil
-		}
-		return 0, io.EOF
-	}), 0)
-	if _, ok := r.Buffered(); ok || reads != 0 {
-		t.Fatalf("Buffered before any read: ok %v, %d reads", ok, reads)
+	r, reads := scriptedReader("data: a\n\ndata: b\n\nevent: c\ndata: c1\ndata: c2\n\ndata: d", "\n\n")
+	if _, ok := r.Buffered(); ok || *reads != 0 {
+		t.Fatalf("Buffered before any read: ok %v, %d reads", ok, *reads)
 	}
 	ev, err := r.Next()
 	if err != nil || string(ev.Data) != "a" {
@@ -36,11 +26,11 @@ func TestBuffered(t *testing.T) {
 		}
 		got = append(got, string(ev.Name)+":"+string(ev.Data))
 	}
-	if strings.Join(got, " ") != ":b c:c1\nc2" || reads != 1 {
-		t.Fatalf("buffered %q after %d reads", got, reads)
+	if strings.Join(got, " ") != ":b c:c1\nc2" || *reads != 1 {
+		t.Fatalf("buffered %q after %d reads", got, *reads)
 	}
-	if ev, err := r.Next(); err != nil || string(ev.Data) != "d" || reads != 2 {
-		t.Fatalf("Next after the burst: %q %v (%d reads)", ev.Data, err, reads)
+	if ev, err := r.Next(); err != nil || string(ev.Data) != "d" || *reads != 2 {
+		t.Fatalf("Next after the burst: %q %v (%d reads)", ev.Data, err, *reads)
 	}
 	if _, ok := r.Buffered(); ok {
 		t.Fatal("Buffered at the end")
@@ -67,5 +57,18 @@ func TestBufferedTooLarge(t *testing.T) {
 }
 
 type readFunc func([]byte) (int, error)
+
+// scriptedReader reads each of reads in one Read, then io.EOF; *n counts
+// the Read calls.
+func scriptedReader(reads ...string) (r *Reader, n *int) {
+	n = new(int)
+	return NewReader(readFunc(func(p []byte) (int, error) {
+		*n++
+		if *n > len(reads) {
+			return 0, io.EOF
+		}
+		return copy(p, reads[*n-1]), nil
+	}), 0), n
+}
 
 func (f readFunc) Read(p []byte) (int, error) { return f(p) }
