@@ -98,7 +98,11 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 		h.metrics.translations.WithLabelValues(a.p.name, client.String(), "sent").Inc()
 	}
 	body := req.BodyFor(a.model)
-	up, err := http.NewRequestWithContext(a.ctx, http.MethodPost, a.p.url(path, query), bytes.NewReader(body))
+	var sent atomic.Bool
+	trace := httptrace.WithClientTrace(a.ctx, &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) { sent.Store(info.Err == nil) },
+	})
+	up, err := http.NewRequestWithContext(trace, http.MethodPost, a.p.url(path, query), bytes.NewReader(body))
 	if err != nil {
 		a.fail(wire.ClassConnect, fmt.Errorf("provider %s: building request: %w", a.p.name, err))
 		return
@@ -140,10 +144,6 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 		}
 	}()
 
-	var sent atomic.Bool
-	up = up.WithContext(httptrace.WithClientTrace(up.Context(), &httptrace.ClientTrace{
-		WroteRequest: func(info httptrace.WroteRequestInfo) { sent.Store(info.Err == nil) },
-	}))
 	resp, err := roundTrip(a.p.transport, up, rebody)
 	if err != nil {
 		a.fail(wire.ClassifyTransportError(err, a.ctx, r.Context()), fmt.Errorf("provider %s: %w", a.p.name, err))

@@ -332,14 +332,7 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 	if r.ContentLength > max {
 		return nil, wire.ErrBodyTooLarge
 	}
-	size := bytes.MinRead
-	if r.ContentLength > 0 {
-		// Room for the read that sees EOF too: bytes.Buffer grows (and
-		// copies) when less than MinRead bytes are free.
-		size = int(r.ContentLength) + bytes.MinRead
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, max+1))
+	b, err := readAll(r.Body, r.ContentLength, max)
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return nil, wire.ErrBodyTimeout
@@ -351,10 +344,37 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("reading request body: %w", err)
 	}
-	if n > max {
+	if int64(len(b)) > max {
 		return nil, wire.ErrBodyTooLarge
 	}
-	return decodeBody(r, buf.Bytes(), max)
+	return decodeBody(r, b, max)
+}
+
+// readAll reads body up to max+1 bytes. A body of known length is read
+// into a buffer of its size and one byte more (the read that sees its
+// end): a committed stream keeps the body for its whole life (a
+// continuation resends it), so it holds no slack.
+func readAll(body io.Reader, length, max int64) ([]byte, error) {
+	if length <= 0 {
+		var buf bytes.Buffer
+		_, err := buf.ReadFrom(io.LimitReader(body, max+1))
+		return buf.Bytes(), err
+	}
+	b := make([]byte, length+1)
+	n, err := io.ReadFull(body, b)
+	switch {
+	case err == io.ErrUnexpectedEOF && int64(n) == length:
+		return b[:n], nil
+	case err == io.ErrUnexpectedEOF || err == io.EOF:
+		return nil, io.ErrUnexpectedEOF // shorter than its Content-Length
+	case err != nil:
+		return nil, err
+	}
+	// Longer than it said (a body whose length net/http does not
+	// enforce): the rest, up to the bound.
+	buf := bytes.NewBuffer(b)
+	_, err = buf.ReadFrom(io.LimitReader(body, max+1-int64(len(b))))
+	return buf.Bytes(), err
 }
 
 // bodyStatus is the status of the answer to a body readBody refused.

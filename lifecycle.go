@@ -150,15 +150,10 @@ func endRequestsOnExit() {
 	})
 }
 
-// withExit returns ctx, also cancelled with wire.ErrShutdown when the
-// process exits past its grace period; stop releases it.
-func withExit(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(processExit.ctx, func() { cancel(wire.ErrShutdown) })
-	return ctx, func() {
-		stop()
-		cancel(nil)
-	}
+// onExit runs f when the process exits past its grace period (f cancels
+// a request with wire.ErrShutdown); stop releases it.
+func onExit(f func()) (stop func() bool) {
+	return context.AfterFunc(processExit.ctx, f)
 }
 
 // shutdownCut reports whether ctx ended because the process exits.

@@ -344,12 +344,40 @@ func (h *Handler) requestContext(r *http.Request) (context.Context, context.Canc
 	if d, ok := clientDeadline(r.Header); ok && d < total {
 		total = d
 	}
-	ctx, stop := withExit(r.Context())
-	ctx, cancel := context.WithTimeoutCause(ctx, total, wire.ErrTotalTimeout)
-	return ctx, func() {
-		cancel()
-		stop()
+	// One cancellable layer carries all three ends (the client's, the
+	// process's exit, timeouts.total) and their causes: a committed
+	// stream holds each layer for its whole life.
+	ctx, cancel := context.WithCancelCause(r.Context())
+	timer := time.AfterFunc(total, func() { cancel(wire.ErrTotalTimeout) })
+	stop := onExit(func() { cancel(wire.ErrShutdown) })
+	deadline := time.Now().Add(total)
+	if d, ok := r.Context().Deadline(); ok && d.Before(deadline) {
+		deadline = d
 	}
+	return deadlineCtx{ctx, deadline}, func() {
+		timer.Stop()
+		stop()
+		cancel(nil)
+	}
+}
+
+// deadlineCtx is the request's context as context.WithTimeoutCause would
+// make it, for one its own timer cancels: it reports the deadline (the
+// retry policy reads it), and context.DeadlineExceeded once timeouts.total
+// ended it (a stream cut then is total_timeout, not client_gone).
+type deadlineCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c deadlineCtx) Err() error {
+	err := c.Context.Err()
+	if err != nil && context.Cause(c.Context) == wire.ErrTotalTimeout {
+		return context.DeadlineExceeded
+	}
+	return err
 }
 
 // clientDeadline reads X-Stainless-Timeout, the request timeout in seconds

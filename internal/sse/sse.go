@@ -49,7 +49,7 @@ const (
 	DefaultMaxEvent  = 1 << 20
 	sseInitialBuffer = 4 << 10 // holds many typical events, and little per idle stream
 	MinRead          = 2 << 10 // compact rather than issue reads smaller than this
-	smallBuffer      = 1 << 10 // the read that waits on an idle stream
+	smallBuffer      = 512     // the read that waits on an idle stream: one typical event
 )
 
 // sseReader splits a text/event-stream into events incrementally, following
