@@ -240,7 +240,8 @@ func (s *bedrockStream) Decode() (f bedrockFrame, err error) {
 		return f, err
 	}
 	total, hlen := binary.BigEndian.Uint32(prelude[:]), binary.BigEndian.Uint32(prelude[4:])
-	if crc32.ChecksumIEEE(prelude[:8]) != binary.BigEndian.Uint32(prelude[8:]) {
+	sum := crc32.ChecksumIEEE(prelude[:8])
+	if sum != binary.BigEndian.Uint32(prelude[8:]) {
 		return f, errors.New("prelude checksum mismatch")
 	}
 	if total < 16 || hlen > bedrockMaxHeaders || hlen > total-16 || total-16-hlen > bedrockMaxPayload {
@@ -262,7 +263,9 @@ func (s *bedrockStream) Decode() (f bedrockFrame, err error) {
 	if cap(b) <= 64<<10 {
 		s.frame = b[:0]
 	}
-	if crc32.ChecksumIEEE(b[:total-4]) != binary.BigEndian.Uint32(b[total-4:]) {
+	// The message checksum covers the prelude too: it goes on from the
+	// prelude's sum rather than reading those 8 bytes again.
+	if crc32.Update(sum, crc32.IEEETable, b[8:total-4]) != binary.BigEndian.Uint32(b[total-4:]) {
 		return f, errors.New("message checksum mismatch")
 	}
 	f.Payload = b[12+hlen : total-4]
