@@ -18,7 +18,7 @@ import (
 
 // The request's one context ends as context.WithTimeoutCause would: with
 // context.DeadlineExceeded and wire.ErrTotalTimeout at timeouts.total (its
-// children see the cause), with the client's cancellation when the client
+// children see the cause; their Err is context.Canceled), with the client's cancellation when the client
 // leaves first, and it reports the earlier of its deadline and the
 // client's.
 func TestRequestContextEnds(t *testing.T) {

@@ -364,7 +364,9 @@ func (h *Handler) requestContext(r *http.Request) (context.Context, context.Canc
 // deadlineCtx is the request's context as context.WithTimeoutCause would
 // make it, for one its own timer cancels: it reports the deadline (the
 // retry policy reads it), and context.DeadlineExceeded once timeouts.total
-// ended it (a stream cut then is total_timeout, not client_gone).
+// ended it (a stream cut then is total_timeout, not client_gone). Contexts
+// made from it before then report context.Canceled with the same cause,
+// wire.ErrTotalTimeout: read the cause, never Err, on those.
 type deadlineCtx struct {
 	context.Context
 	deadline time.Time
