@@ -355,25 +355,23 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 // end): a committed stream keeps the body for its whole life (a
 // continuation resends it), so it holds no slack.
 func readAll(body io.Reader, length, max int64) ([]byte, error) {
-	if length <= 0 {
-		var buf bytes.Buffer
-		_, err := buf.ReadFrom(io.LimitReader(body, max+1))
-		return buf.Bytes(), err
+	var b []byte
+	if length > 0 {
+		b = make([]byte, length+1)
+		n, err := io.ReadFull(body, b)
+		switch {
+		case err == io.ErrUnexpectedEOF && int64(n) == length:
+			return b[:n], nil
+		case err == io.ErrUnexpectedEOF || err == io.EOF:
+			return nil, io.ErrUnexpectedEOF // shorter than its Content-Length
+		case err != nil:
+			return nil, err
+		}
+		// Longer than it said (a body whose length net/http does not
+		// enforce): the rest is read as a body of unknown length is.
 	}
-	b := make([]byte, length+1)
-	n, err := io.ReadFull(body, b)
-	switch {
-	case err == io.ErrUnexpectedEOF && int64(n) == length:
-		return b[:n], nil
-	case err == io.ErrUnexpectedEOF || err == io.EOF:
-		return nil, io.ErrUnexpectedEOF // shorter than its Content-Length
-	case err != nil:
-		return nil, err
-	}
-	// Longer than it said (a body whose length net/http does not
-	// enforce): the rest, up to the bound.
 	buf := bytes.NewBuffer(b)
-	_, err = buf.ReadFrom(io.LimitReader(body, max+1-int64(len(b))))
+	_, err := buf.ReadFrom(io.LimitReader(body, max+1-int64(len(b))))
 	return buf.Bytes(), err
 }
 
