@@ -44,7 +44,7 @@ func BenchmarkBedrockStream(b *testing.B) {
 	b.ReportAllocs()
 	rd := sse.NewReader(nil, 0)
 	fills := 0
-	rd.BeforeFill = func() { fills++ }
+	rd.BeforeFill = func(bool) { fills++ }
 	for b.Loop() {
 		rd.Reset(cloud.NewBedrockStream(io.NopCloser(bytes.NewReader(wire))))
 		n := 0

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,4 +86,71 @@ func FuzzRelayCoalescedInPlace(f *testing.F) {
 			sse.Put(rd)
 		}
 	})
+}
+
+// burstThenWait hands out its burst as fast as it is read, then, at the
+// read that would wait for the upstream, calls atWait before the tail.
+type burstThenWait struct {
+	burst, tail []byte
+	atWait      func()
+	waited      bool
+}
+
+func (r *burstThenWait) Read(p []byte) (int, error) {
+	if len(r.burst) > 0 {
+		n := copy(p, r.burst)
+		r.burst = r.burst[n:]
+		return n, nil
+	}
+	if !r.waited {
+		r.waited = true
+		r.atWait()
+	}
+	if len(r.tail) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.tail)
+	r.tail = r.tail[n:]
+	return n, nil
+}
+
+// A burst longer than the reader's first read after it ran dry (an event
+// cut at the end of that read) still reaches the client in one write and
+// one flush, before the relay waits for the upstream again; and a read
+// that ends inside an event without filling its room (the upstream sent
+// part of an event) flushes what came before it first: a complete event
+// never waits on the next one.
+func TestRelayBurstPastTheFirstRead(t *testing.T) {
+	ev := func(i int) string {
+		return fmt.Sprintf("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"%03d %s\"}}\n\n", i, strings.Repeat("x", 230))
+	}
+	const stop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	var burst strings.Builder
+	for i := range 8 {
+		burst.WriteString(ev(i))
+	}
+	half := ev(9)[:len(ev(9))/2]
+	for _, tc := range []struct {
+		name, burst, tail, wantAtWait string
+	}{
+		{"a burst of 8 events", burst.String(), stop, burst.String()},
+		{"an event, then part of one", ev(8) + half, ev(9)[len(half):] + stop, ev(8)},
+	} {
+		c := &faultFlushCounter{}
+		up := &burstThenWait{burst: []byte(tc.burst), tail: []byte(tc.tail)}
+		up.atWait = func() {
+			if c.flushes != 1 || c.String() != tc.wantAtWait || c.flushed != c.Len() {
+				t.Errorf("%s: when the relay waits for the upstream, the client has had %d flushes of %d bytes (%d flushed), want 1 of %d",
+					tc.name, c.flushes, c.Len(), c.flushed, len(tc.wantAtWait))
+			}
+		}
+		rd := sse.NewReader(up, 1<<20)
+		res := stream.Relay(context.Background(), c, c.flush, rd, dialectAnthropic, nil, stream.RelayOptions{Idle: time.Minute, Coalesce: true}, nil)
+		if !res.Complete || !up.waited || c.String() != tc.burst+tc.tail {
+			t.Fatalf("%s: %+v; the client got other bytes than the upstream sent", tc.name, res)
+		}
+		if c.writes != 2 || c.flushes != 2 {
+			t.Errorf("%s: %d writes and %d flushes, want 2 of each (the burst, then the rest)", tc.name, c.writes, c.flushes)
+		}
+	}
 }

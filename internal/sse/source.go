@@ -32,7 +32,7 @@ func (s *Reader) nextFromSource() (Event, error) {
 	}
 	if s.BeforeFill != nil && (s.burst >= sourceBurst || !s.src.Ready()) {
 		s.burst = 0
-		s.BeforeFill()
+		s.BeforeFill(false)
 	}
 	ev, err := s.src.NextEvent()
 	switch {

@@ -85,15 +85,21 @@ type Reader struct {
 	// stream holds no pooled buffer; one event usually fits.
 	small [smallBuffer]byte
 
-	// beforeFill, if set, runs before each read of r: the moment the
-	// reader has no complete event left and may wait (the relay flushes
-	// its coalesced writes there).
-	BeforeFill func()
+	// BeforeFill, if set, runs before each read of r, when the reader has
+	// no complete event left. The relay starts its wait clock there and
+	// flushes its coalesced writes, unless rest is true: the read takes
+	// the rest of an event whose start the last read took, and that read
+	// filled all the room it had (up to the initial buffer's size). That
+	// read stopped at the reader's buffer, not at what the upstream had
+	// sent, so the rest is almost always here already (a provider writes
+	// an event whole), and the burst goes out in one write after it.
+	BeforeFill func(rest bool)
 
 	src   Source // r, when it hands over whole events (source.go)
 	burst int    // bytes taken from src since BeforeFill last ran
 
-	last int // where in buf the event Next last returned starts; -1: none since the last read (Adjoin)
+	last int  // where in buf the event Next last returned starts; -1: none since the last read (Adjoin)
+	full bool // the last read filled the room it was given
 }
 
 // NewReader reads events from r; maxEvent bounds one event's bytes
@@ -149,7 +155,7 @@ func (s *Reader) Reset(r io.Reader) {
 	}
 	s.r = r
 	s.src, _ = r.(Source)
-	s.burst, s.last = 0, -1
+	s.burst, s.last, s.full = 0, -1, false
 	s.start, s.scan, s.end, s.seen = 0, 0, 0, 0
 	s.err = nil
 	s.crLF = false
@@ -246,7 +252,7 @@ func onlyWhitespace(b []byte) bool {
 // for the stream's next large event.
 func (s *Reader) fill() {
 	if s.BeforeFill != nil {
-		s.BeforeFill()
+		s.BeforeFill(s.full && s.start < s.end && len(s.buf) <= sseInitialBuffer)
 	}
 	s.last = -1 // the events returned so far may move
 	switch {
@@ -273,6 +279,7 @@ func (s *Reader) fill() {
 	for range 100 {
 		n, err := s.r.Read(s.buf[s.end:])
 		s.end += n
+		s.full = s.end == len(s.buf)
 		if err != nil {
 			if err != io.EOF {
 				err = readError(err)

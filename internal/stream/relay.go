@@ -116,10 +116,16 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 	// The wait for an event starts when the reader has no complete event
 	// left and reads the upstream (the watchdog's clock is read once per
 	// upstream read, not per event); a burst is flushed to the client
-	// first, and a slow client is not an idle upstream.
-	rd.BeforeFill = func() {
+	// first, and a slow client is not an idle upstream. A read that only
+	// takes the rest of an event already arriving (rest) does not end the
+	// burst: it is kept, out of the reader's buffer, for one write after.
+	rd.BeforeFill = func(rest bool) {
 		if cw != nil && cw.pending && flushErr == nil {
-			flushErr = cw.flushOut()
+			if rest {
+				cw.detach()
+			} else {
+				flushErr = cw.flushOut()
+			}
 		}
 		if !wd.reading {
 			wd.reading = true
@@ -265,6 +271,19 @@ func (c *coalescer) Write(b []byte) (int, error) {
 		return len(b), c.writeOut()
 	}
 	return len(b), nil
+}
+
+// detach copies the burst held in the reader's buffer into the
+// coalescer's own, before a read that may move the reader's buffer.
+func (c *coalescer) detach() {
+	if len(c.span) == 0 {
+		return
+	}
+	if c.buf == nil {
+		c.buf = coalescePool.Get().(*[]byte)
+	}
+	*c.buf = append(*c.buf, c.span...)
+	c.span = nil
 }
 
 // adjoin extends the span by b when b follows it in the reader's buffer
