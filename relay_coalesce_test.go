@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
+	"github.com/llmhedge/caddy-llm-hedge/internal/translate"
 )
 
 // splitReads hands out a stream in reads of the given sizes (cycled).
@@ -152,5 +153,43 @@ func TestRelayBurstPastTheFirstRead(t *testing.T) {
 		if c.writes != 2 || c.flushes != 2 {
 			t.Errorf("%s: %d writes and %d flushes, want 2 of each (the burst, then the rest)", tc.name, c.writes, c.flushes)
 		}
+	}
+}
+
+// The same for a translated stream: an OpenAI burst cut by the reader's
+// first read is translated whole before the relay sees it, and reaches
+// the Anthropic client in one write and one flush.
+func TestTranslatedBurstPastTheFirstRead(t *testing.T) {
+	pair, ok := translate.For(translate.Anthropic, translate.OpenAI)
+	if !ok {
+		t.Fatal("no anthropic → openai translation")
+	}
+	chunk := func(delta, finish string) string {
+		return fmt.Sprintf("data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1733000000,\"model\":\"gpt-5\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":%s}]}\n\n", delta, finish)
+	}
+	burst := chunk(`{"role":"assistant","content":""}`, "null")
+	for i := range 7 {
+		burst += chunk(fmt.Sprintf(`{"content":"%03d %s"}`, i, strings.Repeat("x", 230)), "null")
+	}
+	tail := chunk(`{}`, `"stop"`) + "data: [DONE]\n\n"
+	c := &faultFlushCounter{}
+	up := &burstThenWait{burst: []byte(burst), tail: []byte(tail)}
+	var atWait string
+	up.atWait = func() {
+		if c.flushes != 1 || c.flushed != c.Len() {
+			t.Errorf("when the relay waits for the upstream, the client has had %d flushes (%d of %d bytes flushed), want 1 of all", c.flushes, c.flushed, c.Len())
+		}
+		atWait = c.String()
+	}
+	x := &xlBody{rd: sse.NewReader(up, 0), s: pair.NewStream(), body: io.NopCloser(nil)}
+	res := stream.Relay(context.Background(), c, c.flush, sse.NewReader(x, 1<<20), dialectAnthropic, nil, stream.RelayOptions{Idle: time.Minute, Coalesce: true}, nil)
+	if !res.Complete || !up.waited {
+		t.Fatalf("%+v", res)
+	}
+	if n := strings.Count(atWait, "text_delta"); n != 7 {
+		t.Errorf("the burst's first flush carried %d text deltas, want 7:\n%s", n, atWait)
+	}
+	if !strings.HasSuffix(c.String(), "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n") || c.flushes != 2 {
+		t.Errorf("%d flushes; the stream ends:\n%s", c.flushes, c.String()[max(0, c.Len()-300):])
 	}
 }

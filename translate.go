@@ -242,15 +242,19 @@ func (x *xlBody) Read(p []byte) (int, error) {
 		}
 		x.buf, x.off = x.buf[:0], 0
 		x.translate(x.rd.Next())
-		// The events read with it are translated too: the relay then
-		// writes the burst to the client at once, as it does a native one,
-		// instead of flushing each event.
+		// The events read with it are translated too, and an event cut at
+		// the end of that read is read on (its rest is arriving, as the
+		// relay's reader sees it): the relay then writes the burst to the
+		// client at once, as it does a native one, instead of flushing
+		// each event.
 		for x.err == nil {
-			ev, ok := x.rd.Buffered()
-			if !ok {
+			if ev, ok := x.rd.Buffered(); ok {
+				x.translate(ev, nil)
+			} else if x.rd.Arriving() {
+				x.translate(x.rd.Next())
+			} else {
 				break
 			}
-			x.translate(ev, nil)
 		}
 	}
 	n := copy(p, x.buf[x.off:])

@@ -252,7 +252,7 @@ func onlyWhitespace(b []byte) bool {
 // for the stream's next large event.
 func (s *Reader) fill() {
 	if s.BeforeFill != nil {
-		s.BeforeFill(s.full && s.start < s.end && len(s.buf) <= sseInitialBuffer)
+		s.BeforeFill(s.Arriving())
 	}
 	s.last = -1 // the events returned so far may move
 	switch {
@@ -292,6 +292,16 @@ func (s *Reader) fill() {
 		}
 	}
 	s.err = fmt.Errorf("reading event stream: %w", io.ErrNoProgress)
+}
+
+// Arriving reports, once no complete event is left, that the bytes read
+// end inside an event and the last read filled all the room it had (up
+// to the initial buffer's size): that read stopped at the reader's
+// buffer, not at what the upstream had sent, so the rest of the event is
+// almost always here already (a provider writes an event whole). It is
+// BeforeFill's rest.
+func (s *Reader) Arriving() bool {
+	return s.full && s.start < s.end && len(s.buf) <= sseInitialBuffer
 }
 
 // setBuf moves the current event to a new buffer of size bytes (the
