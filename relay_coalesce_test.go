@@ -131,11 +131,18 @@ func TestRelayBurstPastTheFirstRead(t *testing.T) {
 		burst.WriteString(ev(i))
 	}
 	half := ev(9)[:len(ev(9))/2]
+	var long strings.Builder // longer than the reader's 4 KiB buffer
+	for i := range 24 {
+		long.WriteString(ev(100 + i))
+	}
+	blank := ev(8) + strings.Repeat("\n", 512-len(ev(8))) // fills the first read: an event, then blank lines
 	for _, tc := range []struct {
 		name, burst, tail, wantAtWait string
 	}{
 		{"a burst of 8 events", burst.String(), stop, burst.String()},
+		{"a burst of 24 events", long.String(), stop, long.String()},
 		{"an event, then part of one", ev(8) + half, ev(9)[len(half):] + stop, ev(8)},
+		{"an event, then blank lines to the end of the read", blank, stop, ev(8)},
 	} {
 		c := &faultFlushCounter{}
 		up := &burstThenWait{burst: []byte(tc.burst), tail: []byte(tc.tail)}
@@ -191,5 +198,25 @@ func TestTranslatedBurstPastTheFirstRead(t *testing.T) {
 	}
 	if !strings.HasSuffix(c.String(), "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n") || c.flushes != 2 {
 		t.Errorf("%d flushes; the stream ends:\n%s", c.flushes, c.String()[max(0, c.Len()-300):])
+	}
+}
+
+// A backlog of a translated stream (a slow client) is handed to the relay
+// in parts, each bounded, not translated whole in one Read.
+func TestTranslatedBacklogInParts(t *testing.T) {
+	pair, _ := translate.For(translate.Anthropic, translate.OpenAI)
+	var backlog strings.Builder
+	backlog.WriteString(`data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n")
+	for i := range 2000 {
+		fmt.Fprintf(&backlog, `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"%04d %s"},"finish_reason":null}]}`+"\n\n", i, strings.Repeat("y", 90))
+	}
+	x := &xlBody{rd: sse.NewReader(strings.NewReader(backlog.String()), 0), s: pair.NewStream(), body: io.NopCloser(nil)}
+	p := make([]byte, 1<<20)
+	n, err := x.Read(p)
+	if err != nil || n == 0 {
+		t.Fatalf("read %d bytes: %v", n, err)
+	}
+	if n > stream.CoalesceMax+4<<10 {
+		t.Fatalf("one Read of a %d-byte backlog translated %d bytes, want at most about %d", backlog.Len(), n, stream.CoalesceMax)
 	}
 }

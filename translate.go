@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/translate"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
@@ -244,13 +245,13 @@ func (x *xlBody) Read(p []byte) (int, error) {
 		x.translate(x.rd.Next())
 		// The events read with it are translated too, and an event cut at
 		// the end of that read is read on (its rest is arriving, as the
-		// relay's reader sees it): the relay then writes the burst to the
-		// client at once, as it does a native one, instead of flushing
-		// each event.
+		// relay's reader sees it), up to a bound (a backlog is handed over
+		// in parts): the relay then writes the burst to the client at
+		// once, as it does a native one, instead of flushing each event.
 		for x.err == nil {
 			if ev, ok := x.rd.Buffered(); ok {
 				x.translate(ev, nil)
-			} else if x.rd.Arriving() {
+			} else if x.rd.Arriving() && len(x.buf) < stream.CoalesceMax {
 				x.translate(x.rd.Next())
 			} else {
 				break

@@ -173,7 +173,7 @@ func (s *Reader) ResetBytes(b []byte) {
 		s.recycle()
 	}
 	s.r, s.src, s.buf, s.borrowed, s.onSmall = nil, nil, b, true, false
-	s.start, s.scan, s.end, s.seen, s.last = 0, 0, len(b), 0, -1
+	s.start, s.scan, s.end, s.seen, s.last, s.full = 0, 0, len(b), 0, -1, false
 	s.err = io.EOF
 	s.crLF = false
 	s.resetEvent()
@@ -295,13 +295,13 @@ func (s *Reader) fill() {
 }
 
 // Arriving reports, once no complete event is left, that the bytes read
-// end inside an event and the last read filled all the room it had (up
-// to the initial buffer's size): that read stopped at the reader's
-// buffer, not at what the upstream had sent, so the rest of the event is
-// almost always here already (a provider writes an event whole). It is
-// BeforeFill's rest.
+// end inside an event (not only blank lines between events) and the last
+// read filled all the room it had (up to the initial buffer's size): that
+// read stopped at the reader's buffer, not at what the upstream had sent,
+// so the rest of the event is almost always here already (a provider
+// writes an event whole). It is BeforeFill's rest.
 func (s *Reader) Arriving() bool {
-	return s.full && s.start < s.end && len(s.buf) <= sseInitialBuffer
+	return s.full && s.start < s.end && len(s.buf) <= sseInitialBuffer && !onlyWhitespace(s.buf[s.start:s.end])
 }
 
 // setBuf moves the current event to a new buffer of size bytes (the
