@@ -257,12 +257,9 @@ func (c *coalescer) Write(b []byte) (int, error) {
 	if span, ok := c.adjoin(b); ok {
 		c.span, held = span, len(span)
 	} else {
+		c.detach() // the burst so far goes first
 		if c.buf == nil {
 			c.buf = coalescePool.Get().(*[]byte)
-		}
-		if len(c.span) > 0 { // the burst so far goes first
-			*c.buf = append(*c.buf, c.span...)
-			c.span = nil
 		}
 		*c.buf = append(*c.buf, b...)
 		held = len(*c.buf)
