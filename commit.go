@@ -27,6 +27,9 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	} else {
 		copyHeader(w.Header(), a.resp.Header)
 	}
+	// A committed stream may idle for minutes holding what it references:
+	// the upstream header map is copied (its values are shared) and goes.
+	a.resp.Header = nil
 	st.status = http.StatusOK
 	if a.body != nil {
 		w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
@@ -66,6 +69,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 		// response.incomplete before any output): the written events are
 		// the whole answer, with nothing to relay or continue.
 		a.gate.Release()
+		a.gate = nil
 		st.relay = stream.RelayResult{Complete: true}
 	} else {
 		opts := stream.RelayOptions{
@@ -81,7 +85,8 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 			},
 		}
 		rs = h.newResumer(st, a)
-		a.gate.Release() // written and tracked
+		a.gate.Release() // written and tracked: the gate is done with
+		a.gate = nil
 		if rs != nil {
 			opts.Track, opts.HoldError = rs, true
 		}
