@@ -25,7 +25,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,6 +172,9 @@ func runCompare(bin, dir string) error {
 			return err
 		}
 	}
+	if *slicesFlag > 0 && *profileDir != "" {
+		return fmt.Errorf("-profile takes one configuration at a time: not with -slices")
+	}
 	configs := strings.Split(*configList, ",")
 	var all []string // the table's columns: every mode's configurations
 	for _, mode := range modes {
@@ -205,9 +207,19 @@ func runCompare(bin, dir string) error {
 					order = slices.Clone(order)
 					slices.Reverse(order)
 				}
-				for _, config := range order {
-					r, err := runCell(bin, dir, sims, mode, config, m, conc, round)
+				var cells []cellResult
+				if *slicesFlag > 0 {
+					rs, err := runInterleaved(bin, dir, sims, mode, order, m, conc, round, *slicesFlag)
 					if err != nil {
+						return fmt.Errorf("%s c=%d: %w", mode, conc, err)
+					}
+					cells = rs
+				}
+				for i, config := range order {
+					var r cellResult
+					if *slicesFlag > 0 {
+						r = cells[i]
+					} else if r, err = runCell(bin, dir, sims, mode, config, m, conc, round); err != nil {
 						return fmt.Errorf("%s c=%d %s: %w", mode, conc, config, err)
 					}
 					fmt.Fprintf(os.Stderr, "bench: %-16s c=%-3d %-13s %8.0f req/s  p50 %-9v p99 %-9v CPU %.3f s/1k (user %.3f)  syscalls/req %.1f read %.1f write  allocs/req %.0f (%.1f KiB)  failed %d\n",
@@ -258,14 +270,7 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 
 	// phase: 0 warm-up, 1 measured, 2 stop.
 	var phase atomic.Int32
-	type worker struct {
-		lat    []time.Duration
-		failed int
-		sample string
-		bytes  int
-		events int
-	}
-	workers := make([]worker, conc)
+	workers := make([]tally, conc)
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -278,36 +283,14 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 			var buf bytes.Buffer
 			for phase.Load() != 2 {
 				lat, err := timedRequest(ctx, client, target, m, &buf)
-				if phase.Load() != 1 {
-					continue
+				if phase.Load() == 1 {
+					w.add(lat, err, m, &buf)
 				}
-				if err != nil {
-					w.failed++
-					if w.sample == "" {
-						w.sample = err.Error()
-					}
-					continue
-				}
-				w.lat = append(w.lat, lat)
-				if w.bytes == 0 {
-					w.events = m.countEvents(buf.Bytes())
-				}
-				w.bytes = buf.Len()
 			}
 		}()
 	}
 	time.Sleep(*warmup)
-	var cpu0, user0 float64
-	var r0, w0 int64
-	if proc != nil {
-		cpu0 = proc.cpuSeconds()
-		user0, _ = proc.cpuTimes()
-		r0, w0 = proc.syscalls()
-	}
-	var m0, b0 uint64
-	if proc != nil {
-		m0, b0 = proc.mallocs()
-	}
+	before := spending(proc)
 	var prof chan error
 	if proc != nil && *profileDir != "" {
 		_ = os.MkdirAll(*profileDir, 0o755)
@@ -318,17 +301,7 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 	time.Sleep(*duration)
 	phase.Store(2)
 	elapsed := time.Since(t0)
-	var cpu1, user1 float64
-	var r1, w1 int64
-	if proc != nil {
-		cpu1 = proc.cpuSeconds()
-		user1, _ = proc.cpuTimes()
-		r1, w1 = proc.syscalls()
-	}
-	var m1, b1 uint64
-	if proc != nil {
-		m1, b1 = proc.mallocs()
-	}
+	after := spending(proc)
 	wg.Wait()
 	if prof != nil {
 		if err := <-prof; err != nil {
@@ -338,39 +311,11 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 			fmt.Fprintln(os.Stderr, "bench: allocation profile:", err)
 		}
 	}
-
-	var all []time.Duration
-	for _, w := range workers {
-		all = append(all, w.lat...)
-		res.failed += w.failed
-		if res.failSample == "" {
-			res.failSample = w.sample
-		}
-		res.respBytes = max(res.respBytes, w.bytes)
-		res.events = max(res.events, w.events)
+	var all tally
+	for i := range workers {
+		all.merge(&workers[i])
 	}
-	if res.failed > 0 {
-		fmt.Fprintf(os.Stderr, "bench: %s %s c=%d: %d failed requests, e.g. %s\n", mode, config, conc, res.failed, res.failSample)
-	}
-	if len(all) == 0 {
-		// Shown as a FAILED row; the run exits non-zero after the table.
-		fmt.Fprintf(os.Stderr, "bench: %s %s c=%d: no request succeeded\n", mode, config, conc)
-		return res, nil
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	res.requests = len(all)
-	res.rps = float64(len(all)) / elapsed.Seconds()
-	res.p50 = all[len(all)/2]
-	res.p99 = all[len(all)*99/100]
-	if proc != nil {
-		res.cpuPer1k = (cpu1 - cpu0) / float64(len(all)) * 1000
-		res.userPer1k = (user1 - user0) / float64(len(all)) * 1000
-		res.hwmKB = proc.memKB("VmHWM")
-		res.readsPerReq = float64(r1-r0) / float64(len(all))
-		res.writesPerReq = float64(w1-w0) / float64(len(all))
-		res.allocsPerReq = float64(m1-m0) / float64(len(all))
-		res.bytesPerReq = float64(b1-b0) / float64(len(all))
-	}
+	all.finish(&res, proc, spent{}.add(before, after), elapsed)
 	return res, nil
 }
 
