@@ -141,7 +141,12 @@ func (r *relayRun) run(tb testing.TB, u *wire.Usage) (stream.RelayResult, int) {
 	r.up = eventReads{data: r.c.stream, bedrock: r.c.bedrock}
 	var body io.Reader = &r.up
 	if r.c.bedrock {
-		body = cloud.NewBedrockStream(&r.up)
+		bs := cloud.NewBedrockStream(&r.up)
+		defer func() { // as commit ends a complete stream (reuseConn): the decoder's buffers go back to their pool
+			_, _ = io.Copy(io.Discard, bs)
+			_ = bs.Close()
+		}()
+		body = bs
 	}
 	r.rd.Reset(body)
 	r.gate.Reset(r.c.d, nil, 0, 0)
