@@ -111,7 +111,7 @@ func runInterleaved(bin, dir string, sims []*simServer, mode string, configs []s
 	measured.Store(true)
 	for s := range nSlices {
 		seq := order
-		if (s+round)%2 == 1 {
+		if s%2 == 1 { // A B, B A, …: with the rounds' own alternation, each round starts with the other
 			seq = slices.Clone(order)
 			slices.Reverse(seq)
 		}
