@@ -143,7 +143,7 @@ func (r *relayRun) run(tb testing.TB, u *wire.Usage) (stream.RelayResult, int) {
 	if r.c.bedrock {
 		bs := cloud.NewBedrockStream(&r.up)
 		defer func() { // as commit ends a complete stream (reuseConn): the decoder's buffers go back to their pool
-			_, _ = io.Copy(io.Discard, bs)
+			_, _ = io.CopyN(io.Discard, bs, tailMax)
 			_ = bs.Close()
 		}()
 		body = bs

@@ -38,6 +38,10 @@ type sliceTarget struct {
 // request is in flight (the workers drain first), so each request and the
 // CPU it took belong to one slice of one configuration.
 func runInterleaved(bin, dir string, sims []*simServer, mode string, configs []string, m benchMode, conc, round, nSlices int) ([]cellResult, error) {
+	slice := *duration / time.Duration(nSlices)
+	if len(configs) == 0 || slice <= 0 {
+		return nil, nil
+	}
 	targets := make([]*sliceTarget, len(configs))
 	for i, config := range configs {
 		t := &sliceTarget{config: config, m: m.forConfig(config), url: sims[0].URL}
@@ -64,6 +68,7 @@ func runInterleaved(bin, dir string, sims []*simServer, mode string, configs []s
 	var (
 		cur      atomic.Int32 // the target the workers send to
 		measured atomic.Bool
+		draining atomic.Bool // the slice's time is up: what completes now is not in its window
 		stop     atomic.Bool
 		inFlight sync.RWMutex // a worker holds it for reading during a request; a move takes it for writing
 		wg       sync.WaitGroup
@@ -86,6 +91,9 @@ func runInterleaved(bin, dir string, sims []*simServer, mode string, configs []s
 				if measured.Load() {
 					t.mu.Lock()
 					t.requests.add(lat, err, t.m, &buf)
+					if err == nil && !draining.Load() {
+						t.requests.inWindow++
+					}
 					t.mu.Unlock()
 				}
 				inFlight.RUnlock()
@@ -106,7 +114,6 @@ func runInterleaved(bin, dir string, sims []*simServer, mode string, configs []s
 	for i := range order {
 		order[i] = i
 	}
-	slice := *duration / time.Duration(nSlices)
 	inFlight.Lock()
 	measured.Store(true)
 	for s := range nSlices {
@@ -118,13 +125,17 @@ func runInterleaved(bin, dir string, sims []*simServer, mode string, configs []s
 		for _, i := range seq {
 			t := targets[i]
 			cur.Store(int32(i))
-			before := spending(t.proc)
+			before := spendingFrom(t.proc)
+			draining.Store(false)
 			t0 := time.Now()
 			inFlight.Unlock()
 			time.Sleep(slice)
-			inFlight.Lock() // waits for the requests in flight
+			// Requests per second count what completed in the window; CPU
+			// per request counts every request started in it, to its end.
+			draining.Store(true)
 			t.elapsed += time.Since(t0)
-			t.used = t.used.add(before, spending(t.proc))
+			inFlight.Lock() // waits for the requests in flight
+			t.used = t.used.add(before, spendingTo(t.proc))
 		}
 	}
 	stop.Store(true)

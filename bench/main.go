@@ -290,7 +290,7 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 		}()
 	}
 	time.Sleep(*warmup)
-	before := spending(proc)
+	before := spendingFrom(proc)
 	var prof chan error
 	if proc != nil && *profileDir != "" {
 		_ = os.MkdirAll(*profileDir, 0o755)
@@ -301,7 +301,7 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 	time.Sleep(*duration)
 	phase.Store(2)
 	elapsed := time.Since(t0)
-	after := spending(proc)
+	after := spendingTo(proc)
 	wg.Wait()
 	if prof != nil {
 		if err := <-prof; err != nil {
@@ -311,7 +311,7 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 			fmt.Fprintln(os.Stderr, "bench: allocation profile:", err)
 		}
 	}
-	var all tally
+	all := tally{inWindow: -1}
 	for i := range workers {
 		all.merge(&workers[i])
 	}

@@ -16,17 +16,32 @@ type spent struct {
 	allocs, bytes uint64
 }
 
-// spending reads p's counters; zero without a process (direct).
-func spending(p *caddyProc) spent {
+// spendingFrom and spendingTo read p's counters at the start and at the end
+// of a measured window; zero without a process (direct). The allocation
+// counts come from an admin request, made outside the window.
+func spendingFrom(p *caddyProc) spent {
 	var s spent
-	if p == nil {
-		return s
+	if p != nil {
+		s.allocs, s.bytes = p.mallocs()
+		s.cpu, s.user, s.reads, s.writes = usage(p)
 	}
-	s.cpu = p.cpuSeconds()
-	s.user, _ = p.cpuTimes()
-	s.reads, s.writes = p.syscalls()
-	s.allocs, s.bytes = p.mallocs()
 	return s
+}
+
+func spendingTo(p *caddyProc) spent {
+	var s spent
+	if p != nil {
+		s.cpu, s.user, s.reads, s.writes = usage(p)
+		s.allocs, s.bytes = p.mallocs()
+	}
+	return s
+}
+
+func usage(p *caddyProc) (cpu, user float64, reads, writes int64) {
+	cpu = p.cpuSeconds()
+	user, _ = p.cpuTimes()
+	reads, writes = p.syscalls()
+	return
 }
 
 // add returns s plus what was spent between from and to.
@@ -45,6 +60,10 @@ type tally struct {
 	sample string
 	bytes  int
 	events int
+	// inWindow counts the requests that completed inside the measured
+	// windows (not while the workers drained between slices): req/s is
+	// inWindow over the windows' length. -1: every request did (runCell).
+	inWindow int
 }
 
 // add counts one request: its latency, or its error.
@@ -73,8 +92,8 @@ func (t *tally) merge(o *tally) {
 	t.bytes, t.events = max(t.bytes, o.bytes), max(t.events, o.events)
 }
 
-// finish sets res's figures from the requests of t, made in elapsed, and
-// what proc spent on them (used).
+// finish sets res's figures from the requests of t, made in elapsed (the
+// measured windows), and what proc spent on them (used).
 func (t *tally) finish(res *cellResult, proc *caddyProc, used spent, elapsed time.Duration) {
 	res.failed, res.failSample, res.respBytes, res.events = t.failed, t.sample, t.bytes, t.events
 	if res.failed > 0 {
@@ -88,7 +107,11 @@ func (t *tally) finish(res *cellResult, proc *caddyProc, used spent, elapsed tim
 	}
 	sort.Slice(t.lat, func(i, j int) bool { return t.lat[i] < t.lat[j] })
 	res.requests = n
-	res.rps = float64(n) / elapsed.Seconds()
+	done := n
+	if t.inWindow >= 0 {
+		done = t.inWindow
+	}
+	res.rps = float64(done) / elapsed.Seconds()
 	res.p50, res.p99 = t.lat[n/2], t.lat[n*99/100]
 	if proc != nil {
 		per := float64(n)

@@ -32,6 +32,7 @@ func TestTallyAcrossSlices(t *testing.T) {
 		b.add(time.Duration(i)*time.Millisecond, nil, m, buf)
 	}
 	a.merge(&b)
+	a.inWindow = -1 // runCell: every request completed in the measured window
 	res := cellResult{mode: "stream", config: "llm_hedge", conc: 1}
 	a.finish(&res, nil, used, 2*time.Second)
 	if res.requests != 100 || res.failed != 1 || res.failSample != "status 502" {
@@ -42,6 +43,14 @@ func TestTallyAcrossSlices(t *testing.T) {
 	}
 	if res.cpuPer1k != 0 { // no process (direct): no CPU figure is set
 		t.Fatalf("cpu per 1k without a process = %v", res.cpuPer1k)
+	}
+	// Interleaved: 80 of the 100 completed inside the windows, the rest
+	// while the workers drained; req/s counts the 80, the rest counts all.
+	a.inWindow = 80
+	res = cellResult{mode: "stream", config: "llm_hedge", conc: 1}
+	a.finish(&res, nil, used, 2*time.Second)
+	if res.rps != 40 || res.requests != 100 || res.p99 != 100*time.Millisecond {
+		t.Fatalf("interleaved: rps %v requests %d p99 %v, want 40, 100, 100ms", res.rps, res.requests, res.p99)
 	}
 	// With a process (this one, for its peak RSS): per request figures.
 	res = cellResult{mode: "stream", config: "llm_hedge", conc: 1}
