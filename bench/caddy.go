@@ -109,12 +109,6 @@ func (p *caddyProc) stopWith(exited chan error) {
 // Stop ends the process (SIGTERM, then SIGKILL after 10s).
 func (p *caddyProc) Stop() { p.stopWith(p.waitExit) }
 
-// cpuSeconds is the user+system CPU time the process used so far.
-func (p *caddyProc) cpuSeconds() float64 {
-	user, sys := p.cpuTimes()
-	return user + sys
-}
-
 // cpuTimes is the user and the system CPU time the process used so far.
 func (p *caddyProc) cpuTimes() (user, sys float64) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))

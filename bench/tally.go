@@ -38,8 +38,8 @@ func spendingTo(p *caddyProc) spent {
 }
 
 func usage(p *caddyProc) (cpu, user float64, reads, writes int64) {
-	cpu = p.cpuSeconds()
-	user, _ = p.cpuTimes()
+	user, sys := p.cpuTimes() // one reading of /proc/<pid>/stat: user and the total agree
+	cpu = user + sys
 	reads, writes = p.syscalls()
 	return
 }
