@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -279,11 +280,31 @@ func (p *caddyProc) metrics(prefix string) []string {
 	return out
 }
 
+// freePort returns a loopback port nothing listens on now, never one it
+// returned before in this run: Caddy binds with SO_REUSEPORT, so a proxy
+// given one port for its site and its admin endpoint (two calls the kernel
+// may answer alike), or a port a Caddy of an earlier cell still holds while
+// it stops, would share it, and the admin endpoint answers the load with
+// "404 page not found" (a round of run AF lost a cell so).
 func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !portsGiven[port] {
+			portsGiven[port] = true
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	panic("bench: no loopback port that was not handed out before")
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)

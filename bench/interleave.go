@@ -65,6 +65,31 @@ func runInterleaved(bin, dir string, sims []*simServer, mode string, configs []s
 		}
 	}()
 
+	interleave(targets, conc, nSlices, slice, *warmup)
+
+	out := make([]cellResult, len(targets))
+	for i, t := range targets {
+		out[i] = cellResult{mode: mode, config: t.config, conc: conc, round: round, cpuPer1k: -1, hwmKB: -1}
+		t.requests.finish(&out[i], t.proc, t.used, t.elapsed)
+	}
+	return out, nil
+}
+
+func (t *sliceTarget) stop() {
+	if t.tr != nil {
+		t.tr.CloseIdleConnections()
+	}
+	if t.proc != nil {
+		t.proc.Stop()
+	}
+}
+
+// interleave runs conc workers against targets: warm-up on each in turn
+// (warm), then nSlices slices of each, order A B, B A, …, of length slice.
+// At each move no request is in flight (the workers drain first), so each
+// request and the CPU it took belong to one slice of one target. What each
+// target's slices came to is in its requests, elapsed and used.
+func interleave(targets []*sliceTarget, conc, nSlices int, slice, warm time.Duration) {
 	var (
 		cur      atomic.Int32 // the target the workers send to
 		measured atomic.Bool
@@ -90,10 +115,7 @@ func runInterleaved(bin, dir string, sims []*simServer, mode string, configs []s
 				lat, err := timedRequest(ctx, t.client, t.url, t.m, &buf)
 				if measured.Load() {
 					t.mu.Lock()
-					t.requests.add(lat, err, t.m, &buf)
-					if err == nil && !draining.Load() {
-						t.requests.inWindow++
-					}
+					t.requests.add(lat, err, t.m, &buf, !draining.Load())
 					t.mu.Unlock()
 				}
 				inFlight.RUnlock()
@@ -107,7 +129,7 @@ func runInterleaved(bin, dir string, sims []*simServer, mode string, configs []s
 		inFlight.Lock()
 		cur.Store(int32(i))
 		inFlight.Unlock()
-		time.Sleep(*warmup)
+		time.Sleep(warm)
 	}
 
 	order := make([]int, len(targets))
@@ -141,20 +163,4 @@ func runInterleaved(bin, dir string, sims []*simServer, mode string, configs []s
 	stop.Store(true)
 	inFlight.Unlock()
 	wg.Wait()
-
-	out := make([]cellResult, len(targets))
-	for i, t := range targets {
-		out[i] = cellResult{mode: mode, config: t.config, conc: conc, round: round, cpuPer1k: -1, hwmKB: -1}
-		t.requests.finish(&out[i], t.proc, t.used, t.elapsed)
-	}
-	return out, nil
-}
-
-func (t *sliceTarget) stop() {
-	if t.tr != nil {
-		t.tr.CloseIdleConnections()
-	}
-	if t.proc != nil {
-		t.proc.Stop()
-	}
 }

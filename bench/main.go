@@ -284,7 +284,7 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 			for phase.Load() != 2 {
 				lat, err := timedRequest(ctx, client, target, m, &buf)
 				if phase.Load() == 1 {
-					w.add(lat, err, m, &buf)
+					w.add(lat, err, m, &buf, true) // counted only while measured: completed in the window
 				}
 			}
 		}()
@@ -311,7 +311,7 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 			fmt.Fprintln(os.Stderr, "bench: allocation profile:", err)
 		}
 	}
-	all := tally{inWindow: -1}
+	var all tally
 	for i := range workers {
 		all.merge(&workers[i])
 	}

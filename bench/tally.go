@@ -60,14 +60,15 @@ type tally struct {
 	sample string
 	bytes  int
 	events int
-	// inWindow counts the requests that completed inside the measured
-	// windows (not while the workers drained between slices): req/s is
-	// inWindow over the windows' length. -1: every request did (runCell).
+	// inWindow counts the successful requests that completed inside the
+	// measured windows (with -slices, not while the workers drained
+	// between slices): req/s is inWindow over the windows' length.
 	inWindow int
 }
 
-// add counts one request: its latency, or its error.
-func (t *tally) add(lat time.Duration, err error, m benchMode, buf *bytes.Buffer) {
+// add counts one request: its latency, or its error; inWindow: it
+// completed inside a measured window.
+func (t *tally) add(lat time.Duration, err error, m benchMode, buf *bytes.Buffer, inWindow bool) {
 	if err != nil {
 		t.failed++
 		if t.sample == "" {
@@ -76,6 +77,9 @@ func (t *tally) add(lat time.Duration, err error, m benchMode, buf *bytes.Buffer
 		return
 	}
 	t.lat = append(t.lat, lat)
+	if inWindow {
+		t.inWindow++
+	}
 	if t.bytes == 0 {
 		t.events = m.countEvents(buf.Bytes())
 	}
@@ -86,6 +90,7 @@ func (t *tally) add(lat time.Duration, err error, m benchMode, buf *bytes.Buffer
 func (t *tally) merge(o *tally) {
 	t.lat = append(t.lat, o.lat...)
 	t.failed += o.failed
+	t.inWindow += o.inWindow
 	if t.sample == "" {
 		t.sample = o.sample
 	}
@@ -107,11 +112,7 @@ func (t *tally) finish(res *cellResult, proc *caddyProc, used spent, elapsed tim
 	}
 	sort.Slice(t.lat, func(i, j int) bool { return t.lat[i] < t.lat[j] })
 	res.requests = n
-	done := n
-	if t.inWindow >= 0 {
-		done = t.inWindow
-	}
-	res.rps = float64(done) / elapsed.Seconds()
+	res.rps = float64(t.inWindow) / elapsed.Seconds()
 	res.p50, res.p99 = t.lat[n/2], t.lat[n*99/100]
 	if proc != nil {
 		per := float64(n)

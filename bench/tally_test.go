@@ -25,14 +25,13 @@ func TestTallyAcrossSlices(t *testing.T) {
 	m := benchModes["stream"]
 	buf := bytes.NewBufferString("x")
 	for i := 1; i <= 60; i++ {
-		a.add(time.Duration(i)*time.Millisecond, nil, m, buf)
+		a.add(time.Duration(i)*time.Millisecond, nil, m, buf, true)
 	}
-	a.add(0, errors.New("status 502"), m, buf)
+	a.add(0, errors.New("status 502"), m, buf, true)
 	for i := 61; i <= 100; i++ {
-		b.add(time.Duration(i)*time.Millisecond, nil, m, buf)
+		b.add(time.Duration(i)*time.Millisecond, nil, m, buf, true)
 	}
-	a.merge(&b)
-	a.inWindow = -1 // runCell: every request completed in the measured window
+	a.merge(&b) // runCell: every counted request completed in the measured window
 	res := cellResult{mode: "stream", config: "llm_hedge", conc: 1}
 	a.finish(&res, nil, used, 2*time.Second)
 	if res.requests != 100 || res.failed != 1 || res.failSample != "status 502" {
@@ -46,7 +45,13 @@ func TestTallyAcrossSlices(t *testing.T) {
 	}
 	// Interleaved: 80 of the 100 completed inside the windows, the rest
 	// while the workers drained; req/s counts the 80, the rest counts all.
-	a.inWindow = 80
+	var c, d tally
+	for i := 1; i <= 100; i++ {
+		d.add(time.Duration(i)*time.Millisecond, nil, m, buf, i <= 80)
+	}
+	d.add(0, errors.New("status 502"), m, buf, true) // a failure is never in req/s
+	c.merge(&d)
+	a = c
 	res = cellResult{mode: "stream", config: "llm_hedge", conc: 1}
 	a.finish(&res, nil, used, 2*time.Second)
 	if res.rps != 40 || res.requests != 100 || res.p99 != 100*time.Millisecond {
