@@ -49,8 +49,10 @@ func TestInterleaveDrainsAtEachMove(t *testing.T) {
 		if r.failed > 0 {
 			t.Fatalf("target %d: %d failed, e.g. %s", i, r.failed, r.sample)
 		}
-		if len(r.lat) == 0 || r.inWindow == 0 || r.inWindow > len(r.lat) {
-			t.Fatalf("target %d: %d requests, %d in the windows", i, len(r.lat), r.inWindow)
+		// Each of its slices ends in a drain, and 8 workers are inside a
+		// 2 ms request nearly all the time: some complete while draining.
+		if len(r.lat) == 0 || r.inWindow == 0 || r.inWindow >= len(r.lat) {
+			t.Fatalf("target %d: %d requests, %d in the windows (want some, and fewer than all)", i, len(r.lat), r.inWindow)
 		}
 		if tg.elapsed < nSlices*slice {
 			t.Fatalf("target %d measured for %v, want at least %v", i, tg.elapsed, nSlices*slice)
