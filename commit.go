@@ -79,6 +79,9 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 			DropMalformed: *h.Stream.DropMalformed,
 			Coalesce:      true,
 			Unflushed:     unflushed,
+			// a.ctx is made from st.ctx: its end cancels the upstream
+			// request, which ends a pending read of its body.
+			ReadEndsWithCtx: true,
 			OnStall: func(gap time.Duration) {
 				h.logger.Warn("upstream stream stalled", zap.String("provider", a.p.name),
 					zap.Duration("gap", gap), zap.Duration("idle_timeout", time.Duration(h.Timeouts.Idle)))

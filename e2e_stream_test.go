@@ -543,6 +543,55 @@ func TestStreamCutIsAnError(t *testing.T) {
 	}
 }
 
+// A client that leaves a committed stream while the upstream is quiet:
+// the proxy hangs up on the upstream at once (the relay's read ends with
+// the request's context, no idle limit involved), writes nothing more,
+// and logs the client's leaving.
+func TestStreamClientLeavesIdleStream(t *testing.T) {
+	up := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStall, After: 2}}})
+	p := startProxy(t, provider("only", up)+"timeouts {\n idle 1m\n }\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/v1/messages",
+		strings.NewReader(`{"model":"claude-test","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Api-Key", "k")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got []byte
+	buf := make([]byte, 4096)
+	for !bytes.Contains(got, []byte("content_block_delta")) {
+		n, err := resp.Body.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			t.Fatalf("before the first delta: %v (%q)", err, got)
+		}
+	}
+	streamWait(t, 5*time.Second, "the upstream to stall", func() bool {
+		r := streamLastCompletion(t, up)
+		return r.Deltas == 2
+	})
+	leftAt := time.Now()
+	cancel()
+	streamWait(t, 5*time.Second, "the upstream request to be cancelled", func() bool {
+		r := streamLastCompletion(t, up)
+		return r.Canceled && !r.End.IsZero()
+	})
+	if d := streamLastCompletion(t, up).CanceledAt.Sub(leftAt); d > time.Second {
+		t.Fatalf("upstream closed %v after the client left, want within 1s", d)
+	}
+	line := streamLogLine(t, p, 1)
+	if line["outcome"] != "client_abort" || line["stream_end"] != "client_gone" {
+		t.Fatalf("log outcome %v stream_end %v; want client_abort, client_gone", line["outcome"], line["stream_end"])
+	}
+}
+
 // An upstream that stalls after commit longer than the idle timeout: the
 // client gets an error event (not a clean end), the proxy hangs up on the
 // upstream, logs a stall warning first, and serves the next request.

@@ -349,6 +349,27 @@ func TestRelayContext(t *testing.T) {
 			}
 		})
 	})
+	// The proxy's reader reads a body whose request context derives from
+	// ctx (ReadEndsWithCtx): ctx's end ends the read by itself, abort is
+	// left to the idle limit, and the end is still the client's.
+	t.Run("client gone, the read ends with ctx", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			up := newPipeUpstream()
+			ctx, cancel := context.WithCancel(context.Background())
+			stop := context.AfterFunc(ctx, func() { up.pr.CloseWithError(context.Canceled) })
+			defer stop()
+			go func() {
+				up.send(t, sseStream(anthropicEvent("content_block_delta", aTextDelta)))
+				cancel()
+			}()
+			c := &relayClient{}
+			res := stream.Relay(ctx, c, c.flush, sse.NewReader(up.pr, 4096), dialectAnthropic, nil,
+				stream.RelayOptions{Idle: time.Minute, ReadEndsWithCtx: true}, up.abort)
+			if res.Reason != "client_gone" || res.Events != 1 || up.aborted.Load() != 0 {
+				t.Errorf("result %+v, aborted %d", res, up.aborted.Load())
+			}
+		})
+	})
 	t.Run("total timeout", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			up := newPipeUpstream()

@@ -30,14 +30,15 @@ func newTransport(connect time.Duration, caFile string) (*http.Transport, error)
 		DisableCompression:    true,
 		// An HTTP/1.1 connection keeps its write buffer for its whole life
 		// (a streaming answer holds the connection for minutes) but uses
-		// it only for the request line and headers: 1 KiB holds those of
-		// most provider requests (an agent's many headers take one more
-		// write), and a larger body is written past it. The read buffer
+		// it only for the request line and headers: 512 B holds those of
+		// a plain SDK request, an agent's many headers (1-1.5 KiB) take
+		// one or two more writes per request (not per event), and a
+		// larger body is written past it. The read buffer
 		// stays at net/http's 4 KiB: an SSE body is chunked, so every
 		// upstream read goes through it, and 1 KiB cost up to 13% more
 		// CPU per stream at 64 concurrent streams (docs/performance.md,
 		// round eight). HTTP/2 (every TLS provider) uses neither.
-		WriteBufferSize: 1 << 10,
+		WriteBufferSize: 512,
 		// HTTP/2 (every TLS provider): one connection carries all the
 		// provider's requests, so a connection the network dropped
 		// silently would take each new request until TCP gives up,

@@ -51,6 +51,12 @@ type RelayOptions struct {
 	// in the result (Held) instead of writing it, an upstream error event
 	// included: the caller may still continue the stream.
 	HoldError bool
+	// ReadEndsWithCtx says a pending read of rd already fails once ctx
+	// ends (rd reads the body of a request made with a context derived
+	// from ctx): abort is then called only for the idle limit, and the
+	// relay does not hold a registration on ctx (and a channel) for the
+	// stream's whole life.
+	ReadEndsWithCtx bool
 }
 
 // relayResult is how a committed stream ended.
@@ -73,8 +79,8 @@ type RelayResult struct {
 // ctx is the request context: its deadline is the total timeout, its
 // cancellation the client leaving. abort must unblock a pending read of rd
 // (cancel the attempt or close the upstream body); it is called when ctx
-// ends or the idle limit passes, possibly more than once. u, flush and
-// abort may be nil.
+// ends (unless opts.ReadEndsWithCtx) or the idle limit passes, possibly
+// more than once. u, flush and abort may be nil.
 func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader, d wire.Dialect, u *wire.Usage, opts RelayOptions, abort func()) RelayResult {
 	if abort == nil {
 		abort = func() {}
@@ -83,16 +89,18 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 
 	wd := NewRelayWatchdog(opts, abort)
 	defer wd.Stop()
-	aborted := make(chan struct{})
-	stopAbort := context.AfterFunc(ctx, func() {
-		defer close(aborted)
-		abort()
-	})
-	defer func() {
-		if !stopAbort() {
-			<-aborted // abort runs in its own goroutine: do not outlive it
-		}
-	}()
+	if !opts.ReadEndsWithCtx {
+		aborted := make(chan struct{})
+		stopAbort := context.AfterFunc(ctx, func() {
+			defer close(aborted)
+			abort()
+		})
+		defer func() {
+			if !stopAbort() {
+				<-aborted // abort runs in its own goroutine: do not outlive it
+			}
+		}()
+	}
 
 	write := flush // flush after each event, unless coalescing
 	var flushErr error
