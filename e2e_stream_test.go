@@ -552,27 +552,11 @@ func TestStreamClientLeavesIdleStream(t *testing.T) {
 	p := startProxy(t, provider("only", up)+"timeouts {\n idle 1m\n }\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/v1/messages",
-		strings.NewReader(`{"model":"claude-test","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Api-Key", "k")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := openCommittedStream(ctx, http.DefaultClient, p.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var got []byte
-	buf := make([]byte, 4096)
-	for !bytes.Contains(got, []byte("content_block_delta")) {
-		n, err := resp.Body.Read(buf)
-		got = append(got, buf[:n]...)
-		if err != nil {
-			t.Fatalf("before the first delta: %v (%q)", err, got)
-		}
-	}
 	streamWait(t, 5*time.Second, "the upstream to stall", func() bool {
 		r := streamLastCompletion(t, up)
 		return r.Deltas == 2

@@ -104,32 +104,7 @@ func streamMemHold(t testing.TB, client *http.Client, up *upstream, base string,
 	debug.FreeOSMemory()
 	heap0, stack0, g0 := streamMemSnapshot()
 
-	body := `{"model":"claude-test","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hello"}]}`
-	open := func() (*http.Response, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages", strings.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Api-Key", "k")
-		req.Header.Set("Anthropic-Version", "2023-06-01")
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		// Read until the first delta: the stream is committed and relayed.
-		var seen []byte
-		buf := make([]byte, 1024)
-		for !bytes.Contains(seen, []byte("event: content_block_delta")) {
-			k, err := resp.Body.Read(buf)
-			seen = append(seen, buf[:k]...)
-			if err != nil {
-				resp.Body.Close()
-				return nil, fmt.Errorf("status %d, before the first delta: %w (%q)", resp.StatusCode, err, seen)
-			}
-		}
-		return resp, nil
-	}
+	open := func() (*http.Response, error) { return openCommittedStream(ctx, client, base) }
 
 	var (
 		mu    sync.Mutex
@@ -223,4 +198,32 @@ func BenchmarkStreamIdleMemory(b *testing.B) {
 	b.ReportMetric(r.proxyStack, "stackB/stream")
 	b.ReportMetric(r.proxyGoroutine, "goroutines/stream")
 	b.ReportMetric(0, "ns/op")
+}
+
+// openCommittedStream starts an Anthropic stream through the proxy at base
+// and reads it until its first delta: the stream is committed and relayed.
+func openCommittedStream(ctx context.Context, client *http.Client, base string) (*http.Response, error) {
+	body := `{"model":"claude-test","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hello"}]}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages", strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Api-Key", "k")
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	var seen []byte
+	buf := make([]byte, 1024)
+	for !bytes.Contains(seen, []byte("event: content_block_delta")) {
+		k, err := resp.Body.Read(buf)
+		seen = append(seen, buf[:k]...)
+		if err != nil {
+			resp.Body.Close()
+			return nil, fmt.Errorf("status %d, before the first delta: %w (%q)", resp.StatusCode, err, seen)
+		}
+	}
+	return resp, nil
 }
