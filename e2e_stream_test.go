@@ -548,8 +548,22 @@ func TestStreamCutIsAnError(t *testing.T) {
 // the request's context, no idle limit involved), writes nothing more,
 // and logs the client's leaving.
 func TestStreamClientLeavesIdleStream(t *testing.T) {
-	up := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStall, After: 2}}})
-	p := startProxy(t, provider("only", up)+"timeouts {\n idle 1m\n }\n")
+	stall := sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStall, After: 2}}}
+	t.Run("HTTP/1.1 provider", func(t *testing.T) {
+		up := newUpstream(t, stall)
+		streamClientLeaves(t, up, provider("only", up))
+	})
+	t.Run("HTTP/2 provider", func(t *testing.T) {
+		up := newH2Upstream(t, stall)
+		streamClientLeaves(t, up.upstream, provider("only", up.upstream, up.trust))
+		if h2, all := up.h2.Load(), up.all.Load(); all == 0 || h2 != all {
+			t.Fatalf("%d of %d upstream requests over HTTP/2", h2, all)
+		}
+	})
+}
+
+func streamClientLeaves(t *testing.T, up *upstream, block string) {
+	p := startProxy(t, block+"timeouts {\n idle 1m\n }\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	resp, err := openCommittedStream(ctx, http.DefaultClient, p.URL)
