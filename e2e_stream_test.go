@@ -545,8 +545,8 @@ func TestStreamCutIsAnError(t *testing.T) {
 
 // A client that leaves a committed stream while the upstream is quiet:
 // the proxy hangs up on the upstream at once (the relay's read ends with
-// the request's context, no idle limit involved), writes nothing more,
-// and logs the client's leaving.
+// the request's context, no idle limit involved) and logs the client's
+// leaving.
 func TestStreamClientLeavesIdleStream(t *testing.T) {
 	stall := sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStall, After: 2}}}
 	t.Run("HTTP/1.1 provider", func(t *testing.T) {
