@@ -22,6 +22,7 @@ import (
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/translate"
+	"github.com/llmhedge/caddy-llm-hedge/internal/upconn"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -53,6 +54,7 @@ type attempt struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	tailWait stream.Deadline // bounds the read of a complete stream's tail (reuseConn)
+	upConn   *upconn.Conn    // the cleartext HTTP/1.1 connection the response came on, if any
 
 	// outcome, written by the attempt's goroutine before it reports
 	resp       *http.Response
@@ -101,6 +103,11 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 	var sent atomic.Bool
 	trace := httptrace.WithClientTrace(a.ctx, &httptrace.ClientTrace{
 		WroteRequest: func(info httptrace.WroteRequestInfo) { sent.Store(info.Err == nil) },
+		GotConn: func(info httptrace.GotConnInfo) {
+			if c, ok := info.Conn.(*upconn.Conn); ok {
+				a.upConn = c
+			}
+		},
 	})
 	up, err := http.NewRequestWithContext(trace, http.MethodPost, a.p.url(path, query), bytes.NewReader(body))
 	if err != nil {

@@ -20,6 +20,7 @@ var importRules = map[string][]string{
 	"internal/sse/ssetest":       nil, // tests only: readers that split a stream
 	"internal/jsonscan/jsontest": nil, // tests only: the JSON mutator
 	"internal/limit":             nil,
+	"internal/upconn":            nil, // the cleartext provider connection's pooled reads
 	"fleettest":                  nil, // tests only: the fleet of real processes
 	// The layers below the root (docs/architecture.md). A new package is
 	// added here, in its layer, or the test fails.

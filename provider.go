@@ -201,7 +201,7 @@ func newProvider(pc *Provider, repl *caddy.Replacer, h *Handler) (*provider, err
 			return nil, fmt.Errorf("header_up: %w", err)
 		}
 	}
-	p.transport, err = newTransport(time.Duration(h.Timeouts.Connect), pc.TLSTrustedCA)
+	p.transport, err = newTransport(time.Duration(h.Timeouts.Connect), pc.TLSTrustedCA, u.Scheme == "http")
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -218,5 +219,76 @@ func TestTranslatedBacklogInParts(t *testing.T) {
 	}
 	if n > stream.CoalesceMax+4<<10 {
 		t.Fatalf("one Read of a %d-byte backlog translated %d bytes, want at most about %d", backlog.Len(), n, stream.CoalesceMax)
+	}
+}
+
+// eventPerRead hands out its burst one event per read, as net/http's
+// chunked reader does over a small transport buffer, and says (Pending)
+// whether more of the burst is already there; then, at the read that
+// would wait, calls atWait before the tail.
+type eventPerRead struct {
+	burst  []string
+	tail   string
+	atWait func()
+	waited bool
+}
+
+func (r *eventPerRead) Pending() bool { return len(r.burst) > 0 }
+
+func (r *eventPerRead) Read(p []byte) (int, error) {
+	if len(r.burst) > 0 {
+		n := copy(p, r.burst[0])
+		if r.burst[0] = r.burst[0][n:]; r.burst[0] == "" {
+			r.burst = r.burst[1:]
+		}
+		return n, nil
+	}
+	if !r.waited {
+		r.waited = true
+		r.atWait()
+	}
+	n := copy(p, r.tail)
+	if r.tail = r.tail[n:]; n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// A burst the upstream connection delivers one event per read is still
+// one write and one flush when the connection tells that more of it is
+// already read (RelayOptions.Upstream, internal/upconn): the relay reads
+// on, and flushes before the read that would wait. Without it, every
+// read is flushed.
+func TestRelayBurstWhileUpstreamPending(t *testing.T) {
+	var burst []string
+	for i := range 12 {
+		burst = append(burst, fmt.Sprintf("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"%03d\"}}\n\n", i))
+	}
+	const stop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	for _, told := range []bool{true, false} {
+		c := &faultFlushCounter{}
+		up := &eventPerRead{burst: slices.Clone(burst), tail: stop}
+		flushesAtWait := -1
+		up.atWait = func() {
+			flushesAtWait = c.flushes
+			if c.String() != strings.Join(burst, "") || c.flushed != c.Len() {
+				t.Errorf("told=%v: when the relay waits for the upstream, %d of the burst's bytes are flushed, want all %d", told, c.flushed, len(strings.Join(burst, "")))
+			}
+		}
+		opts := stream.RelayOptions{Idle: time.Minute, Coalesce: true}
+		if told {
+			opts.Upstream = up
+		}
+		rd := sse.NewReader(up, 1<<20)
+		res := stream.Relay(context.Background(), c, c.flush, rd, dialectAnthropic, nil, opts, nil)
+		if !res.Complete || c.String() != strings.Join(burst, "")+stop {
+			t.Fatalf("told=%v: %+v; the client got other bytes than the upstream sent", told, res)
+		}
+		switch {
+		case told && (flushesAtWait != 1 || c.writes != 2 || c.flushes != 2):
+			t.Errorf("told: %d flushes before the wait, %d writes and %d flushes in all, want 1, then 2 of each", flushesAtWait, c.writes, c.flushes)
+		case !told && flushesAtWait != len(burst):
+			t.Errorf("not told: %d flushes before the wait, want one per read (%d)", flushesAtWait, len(burst))
+		}
 	}
 }

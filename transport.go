@@ -1,6 +1,7 @@
 package llmhedge
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -10,13 +11,15 @@ import (
 	"os"
 	"time"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/upconn"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // newTransport builds the HTTP client side of one provider. Compression is
 // off: the proxy must read the stream's events, and gzip on loopback or in a
-// datacenter costs more CPU than it saves.
-func newTransport(connect time.Duration, caFile string) (*http.Transport, error) {
+// datacenter costs more CPU than it saves. plain is a provider spoken to
+// in cleartext HTTP/1.1 (an http:// base URL).
+func newTransport(connect time.Duration, caFile string, plain bool) (*http.Transport, error) {
 	dialer := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
 	t := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
@@ -33,11 +36,9 @@ func newTransport(connect time.Duration, caFile string) (*http.Transport, error)
 		// it only for the request line and headers: 512 B holds those of
 		// a plain SDK request, an agent's many headers (1-1.5 KiB) take
 		// one or two more writes per request (not per event), and a
-		// larger body is written past it. The read buffer
-		// stays at net/http's 4 KiB: an SSE body is chunked, so every
-		// upstream read goes through it, and 1 KiB cost up to 13% more
-		// CPU per stream at 64 concurrent streams (docs/performance.md,
-		// round eight). HTTP/2 (every TLS provider) uses neither.
+		// larger body is written past it. The read buffer is net/http's
+		// 4 KiB, except in cleartext (below). HTTP/2 (every TLS
+		// provider) uses neither.
 		WriteBufferSize: 512,
 		// HTTP/2 (every TLS provider): one connection carries all the
 		// provider's requests, so a connection the network dropped
@@ -62,6 +63,23 @@ func newTransport(connect time.Duration, caFile string) (*http.Transport, error)
 			return nil, fmt.Errorf("tls_trusted_ca %s: no PEM certificate found", caFile)
 		}
 		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	if plain && upconn.Wraps {
+		// Cleartext HTTP/1.1: each connection reads a burst in one system
+		// call into a buffer taken from a pool only while the socket has
+		// bytes (internal/upconn), and the transport's own buffer only
+		// holds a line at a time. An idle stream keeps 512 B to read with,
+		// not 4 KiB; a smaller transport buffer alone split every burst
+		// into more system calls (docs/performance.md, rounds eight and
+		// ten).
+		t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return upconn.Wrap(c), nil
+		}
+		t.ReadBufferSize = upconn.TransportBuffer
 	}
 	return t, nil
 }

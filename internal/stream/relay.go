@@ -57,6 +57,11 @@ type RelayOptions struct {
 	// relay does not hold a registration on ctx (and a channel) for the
 	// stream's whole life.
 	ReadEndsWithCtx bool
+	// Upstream, if set, is the connection rd's bytes come through, when
+	// it tells that bytes it has read wait in its buffer: more of the
+	// burst is there, so the relay reads on before it flushes, as when a
+	// read stops at the reader's buffer (sse.Reader.Arriving).
+	Upstream interface{ Pending() bool }
 }
 
 // relayResult is how a committed stream ended.
@@ -129,7 +134,7 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 	// burst: it is kept, out of the reader's buffer, for one write after.
 	rd.BeforeFill = func(rest bool) {
 		if cw != nil && cw.pending && flushErr == nil {
-			if rest {
+			if rest || (opts.Upstream != nil && opts.Upstream.Pending()) {
 				cw.detach()
 			} else {
 				flushErr = cw.flushOut()

@@ -1,0 +1,5 @@
+//go:build race
+
+package upconn
+
+const raceEnabled = true
