@@ -55,6 +55,7 @@ type attempt struct {
 	cancel   context.CancelCauseFunc
 	tailWait stream.Deadline // bounds the read of a complete stream's tail (reuseConn)
 	upConn   *upconn.Conn    // the cleartext HTTP/1.1 connection the response came on, if any
+	netBody  io.ReadCloser   // the response body as the transport made it (before a decoder)
 
 	// outcome, written by the attempt's goroutine before it reports
 	resp       *http.Response
@@ -162,7 +163,7 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 		}
 		return
 	}
-	a.resp, a.status = resp, resp.StatusCode
+	a.resp, a.status, a.netBody = resp, resp.StatusCode, resp.Body
 	a.noteRateLimits(resp.Header)
 	var verdict cloud.Verdict
 	if a.p.proto != nil {
@@ -241,6 +242,19 @@ func (h *Handler) readUpstreamError(a *attempt, d wire.Dialect, clientCtx contex
 		c = wire.ClassClientAbort
 	}
 	a.fail(c, fmt.Errorf("provider %s: status %d: %s", a.p.name, resp.StatusCode, wire.UpstreamMessage(a.errBody)))
+}
+
+// directConn is the cleartext connection whose bytes the relay reads
+// straight from the transport's body, or nil: a Bedrock decoder or a
+// translation between them may read on past what the connection holds
+// (and after the body's end, when the transport reads the connection for
+// its next request), so the connection's bytes say nothing of whether
+// their next read waits.
+func (a *attempt) directConn() interface{ ChunkReady() bool } {
+	if a.upConn == nil || a.resp == nil || a.resp.Body != a.netBody {
+		return nil
+	}
+	return a.upConn
 }
 
 // gateStream reads events until the first valid one (commit-ready) or a

@@ -87,8 +87,8 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 					zap.Duration("gap", gap), zap.Duration("idle_timeout", time.Duration(h.Timeouts.Idle)))
 			},
 		}
-		if a.upConn != nil {
-			opts.Upstream = a.upConn
+		if up := a.directConn(); up != nil {
+			opts.Upstream = up
 		}
 		rs = h.newResumer(st, a)
 		a.gate.Release() // written and tracked: the gate is done with

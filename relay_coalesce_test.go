@@ -223,8 +223,8 @@ func TestTranslatedBacklogInParts(t *testing.T) {
 }
 
 // eventPerRead hands out its burst one event per read, as net/http's
-// chunked reader does over a small transport buffer, and says (Pending)
-// whether more of the burst is already there; then, at the read that
+// chunked reader does over a small transport buffer, and says
+// (ChunkReady) whether more of the burst is already there; then, at the read that
 // would wait, calls atWait before the tail.
 type eventPerRead struct {
 	burst  []string
@@ -233,7 +233,7 @@ type eventPerRead struct {
 	waited bool
 }
 
-func (r *eventPerRead) Pending() bool { return len(r.burst) > 0 }
+func (r *eventPerRead) ChunkReady() bool { return len(r.burst) > 0 }
 
 func (r *eventPerRead) Read(p []byte) (int, error) {
 	if len(r.burst) > 0 {
@@ -259,7 +259,7 @@ func (r *eventPerRead) Read(p []byte) (int, error) {
 // already read (RelayOptions.Upstream, internal/upconn): the relay reads
 // on, and flushes before the read that would wait. Without it, every
 // read is flushed.
-func TestRelayBurstWhileUpstreamPending(t *testing.T) {
+func TestRelayBurstWhileUpstreamReady(t *testing.T) {
 	var burst []string
 	for i := range 12 {
 		burst = append(burst, fmt.Sprintf("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"%03d\"}}\n\n", i))

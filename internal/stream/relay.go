@@ -57,11 +57,14 @@ type RelayOptions struct {
 	// relay does not hold a registration on ctx (and a channel) for the
 	// stream's whole life.
 	ReadEndsWithCtx bool
-	// Upstream, if set, is the connection rd's bytes come through, when
-	// it tells that bytes it has read wait in its buffer: more of the
-	// burst is there, so the relay reads on before it flushes, as when a
-	// read stops at the reader's buffer (sse.Reader.Arriving).
-	Upstream interface{ Pending() bool }
+	// Upstream, if set, is the connection rd's bytes come through, read
+	// directly (no decoder between): ChunkReady reports that the bytes it
+	// has already read make the next read of rd return without waiting
+	// on the network (internal/upconn). The relay then reads on before it
+	// flushes: more of the burst is there, as when a read stops at the
+	// reader's buffer (sse.Reader.Arriving). A read that may wait is
+	// always preceded by a flush.
+	Upstream interface{ ChunkReady() bool }
 }
 
 // relayResult is how a committed stream ended.
@@ -134,7 +137,7 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 	// burst: it is kept, out of the reader's buffer, for one write after.
 	rd.BeforeFill = func(rest bool) {
 		if cw != nil && cw.pending && flushErr == nil {
-			if rest || (opts.Upstream != nil && opts.Upstream.Pending()) {
+			if rest || (opts.Upstream != nil && opts.Upstream.ChunkReady()) {
 				cw.detach()
 			} else {
 				flushErr = cw.flushOut()

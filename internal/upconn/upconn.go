@@ -13,6 +13,7 @@
 package upconn
 
 import (
+	"bytes"
 	"net"
 	"sync"
 )
@@ -23,9 +24,11 @@ const ReadSize = 8 << 10
 
 // TransportBuffer is the read buffer to give net/http's transport for
 // connections wrapped here (Transport.ReadBufferSize): it holds a status
-// line, a header line or a chunk's size line at a time (longer header
-// lines are read in parts), and a body read of at least its size goes
-// past it.
+// line, a header line or a chunk's size line at a time, and a body read
+// of at least its size goes past it. Longer header lines are read in
+// parts; a chunk-size line (a chunk extension) or a trailer longer than
+// it is refused as malformed, where net/http's default 4 KiB allows
+// longer ones. No LLM provider sends either.
 const TransportBuffer = 512
 
 var pool = sync.Pool{New: func() any { b := make([]byte, ReadSize); return &b }}
@@ -42,10 +45,62 @@ type Conn struct {
 	err    error                 // rawRead's error
 }
 
-// Pending reports whether bytes already read from the socket wait in the
-// connection's buffer: the next read returns at once, without a system
-// call. Called by the connection's reader only.
-func (c *Conn) Pending() bool { return c.buf != nil }
+// ChunkReady reports whether the bytes already read from the socket, from
+// where they start, hold a whole chunk of an HTTP/1.1 chunked body (after
+// the CRLF that ends the chunk before it, if they start with one), or the
+// body's last chunk and its end: net/http's chunked reader then returns
+// the next read of the body without waiting on the network. Bytes that
+// start inside a chunk, or hold only part of one, report false (the
+// caller must assume the read waits). Called by the body's reader only,
+// and not after the body has returned its end (the transport reads the
+// connection again then).
+func (c *Conn) ChunkReady() bool {
+	if c.buf == nil {
+		return false
+	}
+	return wholeChunk((*c.buf)[c.r:c.w])
+}
+
+// wholeChunk reports whether b starts with a whole chunk: a size line
+// (hex digits, an optional extension, CRLF), that many bytes and CRLF; or
+// the last chunk, "0" and its line, with no trailer, and the final CRLF.
+func wholeChunk(b []byte) bool {
+	if len(b) >= 2 && b[0] == '\r' && b[1] == '\n' {
+		b = b[2:]
+	}
+	size, i := 0, 0
+	for ; i < len(b) && i < 8; i++ {
+		d := unhex(b[i])
+		if d < 0 {
+			break
+		}
+		size = size<<4 | d
+	}
+	if i == 0 || (i < len(b) && unhex(b[i]) >= 0) {
+		return false // no size, or one of more than 8 digits
+	}
+	nl := bytes.IndexByte(b[i:], '\n')
+	if nl < 0 {
+		return false
+	}
+	rest := b[i+nl+1:]
+	if size == 0 {
+		return len(rest) >= 2 && rest[0] == '\r' && rest[1] == '\n'
+	}
+	return len(rest) >= size+2 && rest[size] == '\r' && rest[size+1] == '\n'
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
 
 // Read copies what the last system call delivered, or waits for the
 // socket to have bytes and then reads all it has, up to ReadSize.

@@ -72,14 +72,14 @@ func TestReadsWhatWasSent(t *testing.T) {
 			t.Fatalf("after %d bytes: %v", len(got), err)
 		}
 		got = append(got, p[:n]...)
-		if c.Pending() != (c.buf != nil) || (c.buf != nil && c.r >= c.w) {
-			t.Fatalf("Pending %v with buffer %v [%d:%d]", c.Pending(), c.buf != nil, c.r, c.w)
+		if c.buf != nil && c.r >= c.w {
+			t.Fatalf("a drained buffer is held [%d:%d]", c.r, c.w)
 		}
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatal("the bytes read differ from the bytes sent")
 	}
-	if c.Pending() || c.buf != nil {
+	if c.buf != nil || c.ChunkReady() {
 		t.Fatal("all bytes read, yet the connection holds a buffer")
 	}
 	if n, err := c.Read(nil); n != 0 || err != nil {
@@ -235,5 +235,35 @@ func TestTransportOverWrappedConn(t *testing.T) {
 	}
 	if dials != 1 {
 		t.Fatalf("%d connections dialed for two requests, want 1 (kept alive)", dials)
+	}
+}
+
+// ChunkReady is true only when the bytes held start with a whole chunk
+// (after the previous chunk's CRLF), or the body's whole end.
+func TestWholeChunk(t *testing.T) {
+	for _, tc := range []struct {
+		b    string
+		want bool
+	}{
+		{"5\r\nhello\r\n", true},
+		{"\r\n5\r\nhello\r\n", true},
+		{"\r\n5\r\nhello\r\n7\r\npart", true}, // the next read returns the first
+		{"1A\r\n" + strings.Repeat("x", 26) + "\r\n", true},
+		{"1a;name=value\r\n" + strings.Repeat("x", 26) + "\r\n", true},
+		{"0\r\n\r\n", true},
+		{"\r\n", false},                  // a chunk's end only: the next header is still to come
+		{"5\r\nhel", false},              // part of a chunk
+		{"5\r\nhello\r", false},          // its CRLF not all here
+		{"5\r\nhelloXY", false},          // not a chunk's end where it should be
+		{"5", false},                     // part of a size line
+		{"0\r\n", false},                 // the last chunk, its final CRLF still to come
+		{"0\r\nTrailer: x\r\n", false},   // a trailer: not read here
+		{"llo\r\n5\r\nhello\r\n", false}, // inside a chunk
+		{"123456789\r\n", false},         // more than 8 digits
+		{"", false},
+	} {
+		if got := wholeChunk([]byte(tc.b)); got != tc.want {
+			t.Errorf("wholeChunk(%q) = %v, want %v", tc.b, got, tc.want)
+		}
 	}
 }

@@ -1,0 +1,192 @@
+package llmhedge
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
+	"github.com/llmhedge/caddy-llm-hedge/internal/upconn"
+)
+
+// releaseCounter is the client side of TestRelayBurstBeforePause: each
+// time the flushed bytes are the next of want, it lets the provider go on
+// (release) and notes the flushes so far.
+type releaseCounter struct {
+	mu      sync.Mutex
+	b       strings.Builder
+	flushes int
+	want    []string
+	release chan int // the flushes when the client had want[i]
+}
+
+func (c *releaseCounter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b.Write(p)
+}
+
+func (c *releaseCounter) flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.flushes++
+	if len(c.want) > 0 && c.b.String() == c.want[0] {
+		c.want = c.want[1:]
+		c.release <- c.flushes
+	}
+	return nil
+}
+
+func httpChunk(s string) string { return fmt.Sprintf("%x\r\n%s\r\n", len(s), s) }
+
+// A cleartext provider sends a first event, and once the client has it,
+// a burst in one write; it pauses until the client has every complete
+// event of the burst (at most 5 s), then ends the stream. Through the
+// transport the proxy builds for it (pooled reads, the 512 B transport
+// buffer) and the relay told by the connection, the complete events of
+// the burst reach the client before the provider goes on, whatever the
+// burst's shape (a read never waits with an event held back); and a
+// burst that arrived whole is one flush, not one per chunk.
+func TestRelayBurstBeforePause(t *testing.T) {
+	ev := func(i, pad int) string {
+		return fmt.Sprintf("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"%03d %s\"}}\n\n", i, strings.Repeat("x", pad))
+	}
+	const stop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	var many, chunked, partial, partialWant strings.Builder
+	for i := range 20 {
+		many.WriteString(ev(i, 60))
+		chunked.WriteString(httpChunk(ev(i, 60)))
+	}
+	for i := range 5 {
+		partial.WriteString(httpChunk(ev(i, 60)))
+		partialWant.WriteString(ev(i, 60))
+	}
+	var large, largeWant strings.Builder // a chunk's data past the transport's buffer is read straight from the connection
+	for i := range 3 {                   // 6 KB: within one pooled read
+		large.WriteString(httpChunk(ev(i, 2000)))
+		largeWant.WriteString(ev(i, 2000))
+	}
+	sixth := httpChunk(ev(5, 600))
+	split := ev(1, 900)
+	for _, tc := range []struct {
+		name, burst, rest, want string
+		after                   string // the events that complete after the pause, before the end
+		whole                   bool   // arrived whole: at most two flushes before the pause
+	}{
+		{"twenty events in one chunk", httpChunk(many.String()), "", many.String(), "", true},
+		{"one 20 KB event", httpChunk(ev(0, 20000)), "", ev(0, 20000), "", true},
+		{"twenty events, a chunk each", chunked.String(), "", many.String(), "", true},
+		{"three 2 KB events, a chunk each", large.String(), "", largeWant.String(), "", true},
+		{"an event split over two chunks", httpChunk(ev(0, 60)) + httpChunk(split[:300]) + httpChunk(split[300:]), "", ev(0, 60) + split, "", true},
+		// (A chunk cut inside its data is waited for by net/http's chunked
+		// reader itself, inside the read that returns the chunks before
+		// it, with or without pooled reads: the network, not the
+		// provider, cuts a chunk, and its rest follows at once.)
+		{"five chunks and the sixth's size line cut", partial.String() + sixth[:2], sixth[2:], partialWant.String(), ev(5, 600), false},
+		{"a chunk and its size line cut", httpChunk(ev(0, 60)) + httpChunk(ev(1, 900))[:2], httpChunk(ev(1, 900))[2:], ev(0, 60), ev(1, 900), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			first := ev(999, 0)
+			c := &releaseCounter{want: []string{first, first + tc.want}, release: make(chan int, 2)}
+			served := make(chan error, 1)
+			var atFirst, atBurst int
+			go func() {
+				conn, err := ln.Accept()
+				if err != nil {
+					served <- err
+					return
+				}
+				defer conn.Close()
+				req, err := http.ReadRequest(bufio.NewReader(conn))
+				if err != nil {
+					served <- err
+					return
+				}
+				req.Body.Close()
+				fmt.Fprintf(conn, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%s", httpChunk(first))
+				for i, next := range []string{tc.burst, tc.rest + httpChunk(stop) + "0\r\n\r\n"} {
+					select {
+					case n := <-c.release:
+						if i == 0 {
+							atFirst = n
+						} else {
+							atBurst = n
+						}
+					case <-time.After(5 * time.Second):
+						served <- fmt.Errorf("stage %d: the client did not have the events sent after 5 s", i)
+						io.WriteString(conn, next)
+						return
+					}
+					io.WriteString(conn, next)
+				}
+				served <- nil
+			}()
+			tr, err := newTransport(time.Second, "", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.CloseIdleConnections()
+			var uc *upconn.Conn
+			ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+				GotConn: func(i httptrace.GotConnInfo) { uc, _ = i.Conn.(*upconn.Conn) },
+			})
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ln.Addr().String()+"/v1/messages", strings.NewReader("{}"))
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if uc == nil {
+				if !upconn.Wraps {
+					t.Skip("reads are not pooled on this platform")
+				}
+				t.Fatal("the provider connection is not wrapped")
+			}
+			rd := sse.NewReader(resp.Body, 1<<20)
+			res := stream.Relay(context.Background(), c, c.flush, rd, dialectAnthropic, nil,
+				stream.RelayOptions{Idle: time.Minute, Coalesce: true, Upstream: uc}, nil)
+			if err := <-served; err != nil {
+				t.Fatalf("%v (flushed %d bytes in %d flushes)", err, len(c.b.String()), c.flushes)
+			}
+			if !res.Complete || c.b.String() != first+tc.want+tc.after+stop {
+				t.Fatalf("%+v; the client got other bytes than the provider sent", res)
+			}
+			if tc.whole && atBurst-atFirst != 1 {
+				t.Errorf("the burst took %d flushes, want 1", atBurst-atFirst)
+			}
+		})
+	}
+}
+
+// The relay is told by the connection only when it reads the transport's
+// body itself: not through a translation or a cloud's decoder.
+func TestDirectConnOnlyForTheTransportsBody(t *testing.T) {
+	body := io.NopCloser(strings.NewReader(""))
+	uc := &upconn.Conn{}
+	a := &attempt{upConn: uc, netBody: body, resp: &http.Response{Body: body}}
+	if a.directConn() == nil {
+		t.Fatal("the transport's own body: not told")
+	}
+	a.resp.Body = &xlBody{body: body}
+	if a.directConn() != nil {
+		t.Fatal("a translated body: told")
+	}
+	a.resp.Body, a.upConn = body, nil
+	if a.directConn() != nil {
+		t.Fatal("no cleartext connection: told")
+	}
+}
