@@ -30,6 +30,26 @@ func Wrap(c net.Conn) net.Conn {
 // Wraps reports whether Wrap pools reads on this platform.
 const Wraps = true
 
+// Read copies what the last system call delivered, or waits for the
+// socket to have bytes and then reads all it has, up to ReadSize.
+func (c *Conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if c.buf == nil {
+		if err := c.fill(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, (*c.buf)[c.r:c.w])
+	c.r += n
+	if c.r == c.w {
+		pool.Put(c.buf)
+		c.buf = nil
+	}
+	return n, nil
+}
+
 // fill waits until the socket is readable and reads what it has into a
 // pooled buffer.
 func (c *Conn) fill() error {
