@@ -90,6 +90,26 @@ func wholeChunk(b []byte) bool {
 	return len(rest) >= size+2 && rest[size] == '\r' && rest[size+1] == '\n'
 }
 
+// lineCut returns how much of w, the part of the held bytes that fits the
+// reader's buffer, to hand out: up to the last line end in its last
+// lineTail bytes, or all of it when there is none. A chunk-size line is
+// shorter than lineTail, so a buffer too small for the held bytes never
+// takes the head of a size line and leaves its tail: the bytes held start
+// with the line, and ChunkReady can read the chunk's size. A shorter read
+// is always allowed (io.Reader); the reader asks again, with no system
+// call while bytes are held.
+func lineCut(w []byte) int {
+	from := max(len(w)-lineTail, 0)
+	if i := bytes.LastIndexByte(w[from:], '\n'); i >= 0 {
+		return from + i + 1
+	}
+	return len(w)
+}
+
+// lineTail is the longest chunk-size line lineCut keeps whole: 8 hex
+// digits, CRLF, and room for a short extension.
+const lineTail = 32
+
 func unhex(c byte) int {
 	switch {
 	case '0' <= c && c <= '9':

@@ -267,3 +267,37 @@ func TestWholeChunk(t *testing.T) {
 		}
 	}
 }
+
+// A read into a buffer smaller than the bytes held never takes the head
+// of a chunk-size line and leaves its tail, wherever the buffer ends
+// (unless the read starts on that line): the bytes left start with the
+// whole line (ChunkReady can read the chunk's size), or inside a chunk's
+// data, as before.
+func TestReadKeepsSizeLineWhole(t *testing.T) {
+	var s strings.Builder
+	var lines [][2]int // each size line's [start, end after its LF)
+	for i := range 40 {
+		data := fmt.Sprintf("data: {\"type\":\"response.output_text.delta\",\"i\":%d,\"delta\":\"%s\"}\n\n", i, strings.Repeat("w", i*7%90))
+		start := s.Len()
+		fmt.Fprintf(&s, "%x\r\n", len(data))
+		lines = append(lines, [2]int{start, s.Len()})
+		s.WriteString(data + "\r\n")
+	}
+	held := []byte(s.String())
+	for from := 0; from < len(held)-1; from++ {
+		for size := 1; size <= TransportBuffer && from+size < len(held); size++ {
+			b := held
+			c := &Conn{buf: &b, r: from, w: len(held)}
+			n, err := c.Read(make([]byte, size))
+			if err != nil || n < 1 || n > size {
+				t.Fatalf("from %d, read of %d: %d bytes, %v", from, size, n, err)
+			}
+			at := from + n
+			for _, l := range lines {
+				if l[0] < at && at < l[1] && from < l[0] {
+					t.Fatalf("from %d, read of %d: the bytes left start inside the size line %q at %d", from, size, held[l[0]:l[1]], at)
+				}
+			}
+		}
+	}
+}

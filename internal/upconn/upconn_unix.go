@@ -31,7 +31,9 @@ func Wrap(c net.Conn) net.Conn {
 const Wraps = true
 
 // Read copies what the last system call delivered, or waits for the
-// socket to have bytes and then reads all it has, up to ReadSize.
+// socket to have bytes and then reads all it has, up to ReadSize. Into
+// the transport's buffer (at most TransportBuffer) it hands out whole
+// lines where it can (see lineCut).
 func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
@@ -41,7 +43,11 @@ func (c *Conn) Read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
-	n := copy(p, (*c.buf)[c.r:c.w])
+	held := (*c.buf)[c.r:c.w]
+	if len(p) < len(held) && len(p) <= TransportBuffer {
+		p = p[:lineCut(held[:len(p)])]
+	}
+	n := copy(p, held)
 	c.r += n
 	if c.r == c.w {
 		pool.Put(c.buf)
