@@ -75,6 +75,11 @@ func TestRelayBurstBeforePause(t *testing.T) {
 		large.WriteString(httpChunk(ev(i, 2000)))
 		largeWant.WriteString(ev(i, 2000))
 	}
+	var varied, variedWant strings.Builder // size lines wherever the transport's 512 B buffer ends
+	for i := range 30 {
+		varied.WriteString(httpChunk(ev(i, i*7%60)))
+		variedWant.WriteString(ev(i, i*7%60))
+	}
 	sixth := httpChunk(ev(5, 600))
 	split := ev(1, 900)
 	for _, tc := range []struct {
@@ -86,6 +91,7 @@ func TestRelayBurstBeforePause(t *testing.T) {
 		{"one 20 KB event", httpChunk(ev(0, 20000)), "", ev(0, 20000), "", true},
 		{"twenty events, a chunk each", chunked.String(), "", many.String(), "", true},
 		{"three 2 KB events, a chunk each", large.String(), "", largeWant.String(), "", true},
+		{"thirty events of other sizes, a chunk each", varied.String(), "", variedWant.String(), "", true},
 		{"an event split over two chunks", httpChunk(ev(0, 60)) + httpChunk(split[:300]) + httpChunk(split[300:]), "", ev(0, 60) + split, "", true},
 		// (A chunk cut inside its data is waited for by net/http's chunked
 		// reader itself, inside the read that returns the chunks before
