@@ -80,6 +80,15 @@ func TestRelayBurstBeforePause(t *testing.T) {
 		varied.WriteString(httpChunk(ev(i, i*7%60)))
 		variedWant.WriteString(ev(i, i*7%60))
 	}
+	// A chunk of 511 bytes: a transport buffer's fill ends on the next size
+	// line's first byte (left for the next read); then a whole chunk, and
+	// a third's size line with part of its data. net/http's chunked reader
+	// reads on into the third and waits for it.
+	pad0 := 504 - len(ev(0, 0))
+	c0, c1, c2 := httpChunk(ev(0, pad0)), httpChunk(ev(1, 10)), httpChunk(ev(2, 200))
+	if len(c0) != 511 {
+		t.Fatalf("the first chunk is %d bytes, want 511", len(c0))
+	}
 	sixth := httpChunk(ev(5, 600))
 	split := ev(1, 900)
 	for _, tc := range []struct {
@@ -98,6 +107,7 @@ func TestRelayBurstBeforePause(t *testing.T) {
 		// it, with or without pooled reads: the network, not the
 		// provider, cuts a chunk, and its rest follows at once.)
 		{"five chunks and the sixth's size line cut", partial.String() + sixth[:2], sixth[2:], partialWant.String(), ev(5, 600), false},
+		{"a chunk at the buffer's end, a whole one, and part of a third", c0 + c1 + c2[:60], c2[60:], ev(0, pad0), ev(1, 10) + ev(2, 200), false},
 		{"a chunk and its size line cut", httpChunk(ev(0, 60)) + httpChunk(ev(1, 900))[:2], httpChunk(ev(1, 900))[2:], ev(0, 60), ev(1, 900), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -47,11 +47,12 @@ type Conn struct {
 
 // ChunkReady reports whether the bytes already read from the socket, from
 // where they start, hold a whole chunk of an HTTP/1.1 chunked body (after
-// the CRLF that ends the chunk before it, if they start with one), or the
-// body's last chunk and its end: net/http's chunked reader then returns
-// the next read of the body without waiting on the network. Bytes that
-// start inside a chunk, or hold only part of one, report false (the
-// caller must assume the read waits). Called by the body's reader only,
+// the CRLF that ends the chunk before it, if they start with one), and
+// every further chunk whose size line they hold whole, or the body's last
+// chunk and its end: net/http's chunked reader then returns the next read
+// of the body without waiting on the network. Bytes that start inside a
+// chunk, or hold only part of one, report false (the caller must assume
+// the read waits). Called by the body's reader only,
 // and not after the body has returned its end (the transport reads the
 // connection again then).
 func (c *Conn) ChunkReady() bool {
@@ -61,33 +62,42 @@ func (c *Conn) ChunkReady() bool {
 	return wholeChunk((*c.buf)[c.r:c.w])
 }
 
-// wholeChunk reports whether b starts with a whole chunk: a size line
-// (hex digits, an optional extension, CRLF), that many bytes and CRLF; or
-// the last chunk, "0" and its line, with no trailer, and the final CRLF.
+// wholeChunk reports whether b starts with a whole chunk (a size line:
+// hex digits, an optional extension, CRLF; that many bytes and CRLF) and
+// every further chunk whose size line b holds is whole too, or whether it
+// ends with the last chunk, "0" and its line, with no trailer, and the
+// final CRLF. net/http's chunked reader reads on into every chunk whose
+// size line it has buffered and waits for that chunk's data, even with
+// bytes to return; it stops before a size line it does not hold whole.
 func wholeChunk(b []byte) bool {
 	if len(b) >= 2 && b[0] == '\r' && b[1] == '\n' {
 		b = b[2:]
 	}
-	size, i := 0, 0
-	for ; i < len(b) && i < 8; i++ {
-		d := unhex(b[i])
-		if d < 0 {
-			break
+	for first := true; ; first = false {
+		nl := bytes.IndexByte(b, '\n')
+		if nl < 0 {
+			return !first // no more, or a size line not yet whole: the read stops before it
 		}
-		size = size<<4 | d
+		size, i := 0, 0
+		for ; i < nl && i < 8; i++ {
+			d := unhex(b[i])
+			if d < 0 {
+				break
+			}
+			size = size<<4 | d
+		}
+		if i == 0 || (i < nl && unhex(b[i]) >= 0) {
+			return false // no size, or one of more than 8 digits
+		}
+		rest := b[nl+1:]
+		if size == 0 {
+			return len(rest) >= 2 && rest[0] == '\r' && rest[1] == '\n'
+		}
+		if len(rest) < size+2 || rest[size] != '\r' || rest[size+1] != '\n' {
+			return false
+		}
+		b = rest[size+2:]
 	}
-	if i == 0 || (i < len(b) && unhex(b[i]) >= 0) {
-		return false // no size, or one of more than 8 digits
-	}
-	nl := bytes.IndexByte(b[i:], '\n')
-	if nl < 0 {
-		return false
-	}
-	rest := b[i+nl+1:]
-	if size == 0 {
-		return len(rest) >= 2 && rest[0] == '\r' && rest[1] == '\n'
-	}
-	return len(rest) >= size+2 && rest[size] == '\r' && rest[size+1] == '\n'
 }
 
 // lineCut returns how much of w, the part of the held bytes that fits the

@@ -239,7 +239,8 @@ func TestTransportOverWrappedConn(t *testing.T) {
 }
 
 // ChunkReady is true only when the bytes held start with a whole chunk
-// (after the previous chunk's CRLF), or the body's whole end.
+// (after the previous chunk's CRLF) and every chunk whose size line is
+// held is whole, or with the body's whole end.
 func TestWholeChunk(t *testing.T) {
 	for _, tc := range []struct {
 		b    string
@@ -247,7 +248,11 @@ func TestWholeChunk(t *testing.T) {
 	}{
 		{"5\r\nhello\r\n", true},
 		{"\r\n5\r\nhello\r\n", true},
-		{"\r\n5\r\nhello\r\n7\r\npart", true}, // the next read returns the first
+		{"\r\n5\r\nhello\r\n7\r\npart", false}, // the reader reads on into the second and waits
+		{"\r\n5\r\nhello\r\n7", true},          // it stops before a size line not yet whole
+		{"5\r\nhello\r\n3\r\nabc\r\n0\r\n\r\n", true},
+		{"5\r\nhello\r\n3\r\nabc\r\n0\r\n", false}, // the body's end, its final CRLF to come
+		{"5\r\nhello\r\nzz\r\n", false},            // a later size line that is not one
 		{"1A\r\n" + strings.Repeat("x", 26) + "\r\n", true},
 		{"1a;name=value\r\n" + strings.Repeat("x", 26) + "\r\n", true},
 		{"0\r\n\r\n", true},
@@ -279,7 +284,14 @@ func TestReadKeepsSizeLineWhole(t *testing.T) {
 	for i := range 40 {
 		data := fmt.Sprintf("data: {\"type\":\"response.output_text.delta\",\"i\":%d,\"delta\":\"%s\"}\n\n", i, strings.Repeat("w", i*7%90))
 		start := s.Len()
-		fmt.Fprintf(&s, "%x\r\n", len(data))
+		switch i % 3 { // short, eight digits, an extension
+		case 0:
+			fmt.Fprintf(&s, "%x\r\n", len(data))
+		case 1:
+			fmt.Fprintf(&s, "%08x\r\n", len(data))
+		case 2:
+			fmt.Fprintf(&s, "%x;n=%d\r\n", len(data), i)
+		}
 		lines = append(lines, [2]int{start, s.Len()})
 		s.WriteString(data + "\r\n")
 	}
