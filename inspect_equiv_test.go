@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
@@ -140,6 +141,21 @@ func equivStreams(t *testing.T) map[string][]byte {
 		`{"type":"response.output_text.delta","delta":"a"`,
 		`{"type":"response.output_text.delta"}`,
 		`{"type":"response.output_text.delta","delta":"\x"}`,
+		// response objects: the usage observer's reading of them
+		`{"type":"response.created","response":{"id":"r","model":"m1","output":[],"usage":null}}`,
+		`{"type":"response.completed","response":{"model":"m2","output":[{"type":"message","content":[{"type":"output_text","text":"a\"usage\""}]}],"usage":{"input_tokens":5,"output_tokens":7,"input_tokens_details":{"cached_tokens":2}}}}`,
+		`{"type":"response.completed","response":{"model":5,"model":"m3","usage":{"input_tokens":1},"usage":{"output_tokens":9}}}`,
+		`{"type":"response.completed","response":{"mod\u0065l":"m4","us\u0061ge":{"input_tokens":3,"output_tokens":4}}}`,
+		`{"type":"response.completed","respons\u0065":{"model":"m5","usage":{"input_tokens":6,"output_tokens":6}}}`,
+		`{"type":"response.incomplete","response":{"usage":{"input_tokens":"x","output_tokens":8,"output_tokens":10,"input_tokens_details":null}}}`,
+		`{"type":"response.completed","response":{"usage":[1,2]}}`,
+		`{"type":"response.completed","response":[{"usage":{"input_tokens":1}}]}`,
+		`{"type":"response.completed","response": {"model" : "m6" , "usage" : {"input_tokens" : 11} } }`,
+		`{"type":"response.completed","response":{"model":"m7","usage":{"input_tokens":12}},"response":{"usage":{"input_tokens":13}}}`,
+		`{"type":"response.failed","response":{"model":"m8","error":{"message":"x"},"usage":{"input_tokens":14,"output_tokens":0}}}`,
+		`{"type":"response.in_progress","response":{"model":"m9","usage":{"input_tokens":15}}}`,
+		`{"type":"response.completed","usage":{"input_tokens":16},"response":{"model":"m10"}}`,
+		`{"type":"response.completed","response":{"model":"m11","usage":{"input_tokens":17}}`,
 	} {
 		edges = append(edges, "event: response.output_text.delta\ndata: "+d, "data: "+d)
 	}
@@ -192,6 +208,12 @@ func compareEvents(d wire.Dialect, evs []sse.Event) error {
 			if o.Class != n.Class || o.By != n.By || !bytes.Equal(o.Text, n.Text) || !bytes.Equal(o.ErrVal, n.ErrVal) || !oldCS.SameChoices(&newCS) {
 				return fmt.Errorf("event %d %q (text %v): old %v %q %q %q, new %v %q %q %q", i, ev.Raw, withText,
 					o.Class, o.By, o.Text, o.ErrVal, n.Class, n.By, n.Text, n.ErrVal)
+			}
+			if d == dialectResponses && n.UsageRead && n.Usage != nil {
+				// the resumer keeps it as the response object a lookup finds
+				if v, _ := jsonscan.Lookup(ev.Data, "response"); !bytes.Equal(v, n.Usage) {
+					return fmt.Errorf("event %d %q: the response object read %q, a lookup finds %q", i, ev.Raw, n.Usage, v)
+				}
 			}
 			oldObserve(d, &oldU[k], ev)
 			if obs != nil {
