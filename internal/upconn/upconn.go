@@ -74,17 +74,20 @@ func wholeChunk(b []byte) bool {
 		b = b[2:]
 	}
 	for first := true; ; first = false {
-		nl := bytes.IndexByte(b, '\n')
-		if nl < 0 {
-			return !first // no more, or a size line not yet whole: the read stops before it
-		}
 		size, i := 0, 0
-		for ; i < nl && i < 8; i++ {
+		for ; i < len(b) && i < 8; i++ {
 			d := unhex(b[i])
 			if d < 0 {
 				break
 			}
 			size = size<<4 | d
+		}
+		nl := i // the line's end: after the digits, mostly at once ("\r\n")
+		for nl < len(b) && b[nl] != '\n' {
+			nl++
+		}
+		if nl == len(b) {
+			return !first // no more, or a size line not yet whole: the read stops before it
 		}
 		if i == 0 || (i < nl && unhex(b[i]) >= 0) {
 			return false // no size, or one of more than 8 digits
