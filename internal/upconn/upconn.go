@@ -82,9 +82,13 @@ func wholeChunk(b []byte) bool {
 			}
 			size = size<<4 | d
 		}
-		nl := i // the line's end: after the digits, mostly at once ("\r\n")
-		for nl < len(b) && b[nl] != '\n' {
-			nl++
+		nl := i + 1 // the line's end: mostly right after the digits ("\r\n")
+		if nl >= len(b) || b[i] != '\r' || b[nl] != '\n' {
+			if nl = bytes.IndexByte(b[i:], '\n'); nl >= 0 {
+				nl += i
+			} else {
+				nl = len(b)
+			}
 		}
 		if nl == len(b) {
 			return !first // no more, or a size line not yet whole: the read stops before it
