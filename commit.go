@@ -87,9 +87,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 					zap.Duration("gap", gap), zap.Duration("idle_timeout", time.Duration(h.Timeouts.Idle)))
 			},
 		}
-		if up := a.directConn(); up != nil {
-			opts.Upstream = up
-		}
+		opts.Upstream = a.directConn()
 		rs = h.newResumer(st, a)
 		a.gate.Release() // written and tracked: the gate is done with
 		a.gate = nil

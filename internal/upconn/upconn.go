@@ -52,24 +52,24 @@ type Conn struct {
 // chunk and its end: net/http's chunked reader then returns the next read
 // of the body without waiting on the network. Bytes that start inside a
 // chunk, or hold only part of one, report false (the caller must assume
-// the read waits). Called by the body's reader only,
-// and not after the body has returned its end (the transport reads the
-// connection again then).
+// the read waits). Called by the body's reader only, and not after the
+// body has returned its end (the transport reads the connection again
+// then).
 func (c *Conn) ChunkReady() bool {
 	if c.buf == nil {
 		return false
 	}
-	return wholeChunk((*c.buf)[c.r:c.w])
+	return wholeChunks((*c.buf)[c.r:c.w])
 }
 
-// wholeChunk reports whether b starts with a whole chunk (a size line:
+// wholeChunks reports whether b starts with a whole chunk (a size line:
 // hex digits, an optional extension, CRLF; that many bytes and CRLF) and
 // every further chunk whose size line b holds is whole too, or whether it
 // ends with the last chunk, "0" and its line, with no trailer, and the
 // final CRLF. net/http's chunked reader reads on into every chunk whose
 // size line it has buffered and waits for that chunk's data, even with
 // bytes to return; it stops before a size line it does not hold whole.
-func wholeChunk(b []byte) bool {
+func wholeChunks(b []byte) bool {
 	if len(b) >= 2 && b[0] == '\r' && b[1] == '\n' {
 		b = b[2:]
 	}

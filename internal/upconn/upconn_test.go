@@ -267,8 +267,8 @@ func TestWholeChunk(t *testing.T) {
 		{"123456789\r\n", false},         // more than 8 digits
 		{"", false},
 	} {
-		if got := wholeChunk([]byte(tc.b)); got != tc.want {
-			t.Errorf("wholeChunk(%q) = %v, want %v", tc.b, got, tc.want)
+		if got := wholeChunks([]byte(tc.b)); got != tc.want {
+			t.Errorf("wholeChunks(%q) = %v, want %v", tc.b, got, tc.want)
 		}
 	}
 }
