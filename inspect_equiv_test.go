@@ -22,7 +22,7 @@ import (
 // split into reads at random offsets, and random mutations of every event.
 
 // equivStreams are the streams of every dialect, as SSE.
-func equivStreams(t *testing.T) map[string][]byte {
+func equivStreams(t testing.TB) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
 	for _, tokens := range []int{1, 7, relayBenchTokens} {

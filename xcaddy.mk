@@ -37,7 +37,7 @@ bench: caddy
 	go run ./bench -caddy ./caddy
 
 fuzz:
-	for t in ./internal/sse:FuzzSSEReader ./internal/jsonscan:FuzzJSONScanner .:FuzzGate .:FuzzBedrockEventStream ./internal/limit:FuzzParseRetryAfter .:FuzzCaddyfile .:FuzzParseCompletion .:FuzzResumeSplice; do \
+	for t in ./internal/sse:FuzzSSEReader ./internal/jsonscan:FuzzJSONScanner .:FuzzGate .:FuzzBedrockEventStream ./internal/limit:FuzzParseRetryAfter .:FuzzCaddyfile .:FuzzParseCompletion .:FuzzResumeSplice .:FuzzInspectSequence; do \
 		go test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime 5m "$${t%%:*}" || exit 1; done
 
 clean:

@@ -103,7 +103,8 @@ func inspectTextDelta(ev sse.Event, withText bool, memo *wire.Memo) (info wire.E
 	case seq[0] != '"': // an integer: the next delta's will differ
 		memo.RememberAround(data[:seqAt], data[seqEnd:deltaAt])
 	}
-	info.Class, info.By, info.Seq = wire.EvOutput, "response.output_text.delta", seq
+	// UsageRead as the walk sets it for a valid event: it holds no response object.
+	info.Class, info.By, info.Seq, info.UsageRead = wire.EvOutput, "response.output_text.delta", seq, true
 	if withText {
 		info.Text = delta
 	}
