@@ -246,11 +246,9 @@ func (h *Handler) readUpstreamError(a *attempt, d wire.Dialect, clientCtx contex
 
 // directConn is the cleartext connection whose bytes the relay reads
 // straight from the transport's body, or nil: a Bedrock decoder or a
-// translation between them may read on past what the connection holds
-// (and after the body's end, when the transport reads the connection for
-// its next request), so the connection's bytes say nothing of whether
-// their next read waits.
-func (a *attempt) directConn() interface{ ChunkReady() bool } {
+// translation between them reads on by itself, so a wait of the
+// connection is not one of the relay's reads.
+func (a *attempt) directConn() interface{ BeforeWait(func()) } {
 	if a.upConn == nil || a.resp == nil || a.resp.Body != a.netBody {
 		return nil
 	}

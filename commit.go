@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -88,6 +89,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 			},
 		}
 		opts.Upstream = a.directConn()
+		opts.ReadsAhead = a.resp.ProtoMajor == 1 && slices.Contains(a.resp.TransferEncoding, "chunked")
 		rs = h.newResumer(st, a)
 		a.gate.Release() // written and tracked: the gate is done with
 		a.gate = nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
 	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/translate"
 )
@@ -223,17 +224,18 @@ func TestTranslatedBacklogInParts(t *testing.T) {
 }
 
 // eventPerRead hands out its burst one event per read, as net/http's
-// chunked reader does over a small transport buffer, and says
-// (ChunkReady) whether more of the burst is already there; then, at the read that
-// would wait, calls atWait before the tail.
+// chunked reader does over a small transport buffer; then the read that
+// would wait runs the BeforeWait function, as the connection does
+// (internal/upconn), and calls atWait before the tail.
 type eventPerRead struct {
-	burst  []string
-	tail   string
-	atWait func()
-	waited bool
+	burst      []string
+	tail       string
+	atWait     func()
+	waited     bool
+	beforeWait func()
 }
 
-func (r *eventPerRead) ChunkReady() bool { return len(r.burst) > 0 }
+func (r *eventPerRead) BeforeWait(f func()) { r.beforeWait = f }
 
 func (r *eventPerRead) Read(p []byte) (int, error) {
 	if len(r.burst) > 0 {
@@ -245,6 +247,9 @@ func (r *eventPerRead) Read(p []byte) (int, error) {
 	}
 	if !r.waited {
 		r.waited = true
+		if r.beforeWait != nil {
+			r.beforeWait()
+		}
 		r.atWait()
 	}
 	n := copy(p, r.tail)
@@ -255,10 +260,9 @@ func (r *eventPerRead) Read(p []byte) (int, error) {
 }
 
 // A burst the upstream connection delivers one event per read is still
-// one write and one flush when the connection tells that more of it is
-// already read (RelayOptions.Upstream, internal/upconn): the relay reads
-// on, and flushes before the read that would wait. Without it, every
-// read is flushed.
+// one write and one flush when the connection tells the relay that a read
+// is about to wait (RelayOptions.Upstream, internal/upconn): the relay
+// reads on, and flushes there. Without it, every read is flushed.
 func TestRelayBurstWhileUpstreamReady(t *testing.T) {
 	var burst []string
 	for i := range 12 {
@@ -289,6 +293,54 @@ func TestRelayBurstWhileUpstreamReady(t *testing.T) {
 			t.Errorf("told: %d flushes before the wait, %d writes and %d flushes in all, want 1, then 2 of each", flushesAtWait, c.writes, c.flushes)
 		case !told && flushesAtWait != len(burst):
 			t.Errorf("not told: %d flushes before the wait, want one per read (%d)", flushesAtWait, len(burst))
+		}
+	}
+}
+
+// A read that ended inside an event because it filled the reader's room
+// is followed by one that takes the event's rest, and the relay keeps the
+// burst for one write after it; but an HTTP/1.x chunked body's reader
+// goes on into the next chunk whose size line it holds and waits for its
+// data (RelayOptions.ReadsAhead): there, without the connection's word,
+// the burst so far is flushed before that read.
+func TestRelayReadsAheadFlushesFirst(t *testing.T) {
+	ev := func(i int) string {
+		return fmt.Sprintf("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"%03d %s\"}}\n\n", i, strings.Repeat("x", 100))
+	}
+	const stop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	two := ev(1) + ev(2)
+	burst := two + ev(3)[:512-len(two)] // fills the reader's first read, inside the third event
+	for _, readsAhead := range []bool{true, false} {
+		c := &faultFlushCounter{}
+		up := &burstThenWait{burst: []byte(burst), tail: []byte(ev(3)[512-len(two):] + stop)}
+		atWait := "unset"
+		up.atWait = func() { atWait = c.String()[:c.flushed] }
+		rd := sse.NewReader(up, 1<<20)
+		res := stream.Relay(context.Background(), c, c.flush, rd, dialectAnthropic, nil,
+			stream.RelayOptions{Idle: time.Minute, Coalesce: true, ReadsAhead: readsAhead}, nil)
+		if !res.Complete || c.String() != two+ev(3)+stop {
+			t.Fatalf("reads ahead %v: %+v; the client got other bytes than the upstream sent", readsAhead, res)
+		}
+		if want := map[bool]string{true: two, false: ""}[readsAhead]; atWait != want {
+			t.Errorf("reads ahead %v: flushed when the relay read the rest: %d bytes, want %d", readsAhead, len(atWait), len(want))
+		}
+	}
+}
+
+// A read that ends between the terminal event's last CR and its LF (CRLF
+// lines, as Gemini frames its events) leaves the LF to an event that never
+// comes: the relay writes it, so a client that splits at "\r\n\r\n" gets
+// the last event whole, coalescing or not.
+func TestRelayTerminalCRLFCutBeforeLF(t *testing.T) {
+	in := "event: content_block_delta\r\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\r\n\r\n" +
+		"event: message_stop\r\ndata: {\"type\":\"message_stop\"}\r\n\r\n"
+	for _, coalesce := range []bool{true, false} {
+		c := &faultFlushCounter{}
+		up := &ssetest.SplitReader{Data: []byte(in), Cuts: []int{len(in) - 1}}
+		res := stream.Relay(context.Background(), c, c.flush, sse.NewReader(up, 1<<20), dialectAnthropic, nil,
+			stream.RelayOptions{Idle: time.Minute, Coalesce: coalesce}, nil)
+		if !res.Complete || c.String() != in || c.flushed != len(in) || res.Bytes != int64(len(in)) {
+			t.Fatalf("coalesce %v: %+v; the client got %q (%d flushed)", coalesce, res, c.String(), c.flushed)
 		}
 	}
 }

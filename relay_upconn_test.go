@@ -19,8 +19,8 @@ import (
 )
 
 // releaseCounter is the client side of TestRelayBurstBeforePause: each
-// time the flushed bytes are the next of want, it lets the provider go on
-// (release) and notes the flushes so far.
+// time the flushed bytes start with the next of want, it lets the
+// provider go on (release) and notes the flushes so far.
 type releaseCounter struct {
 	mu      sync.Mutex
 	b       strings.Builder
@@ -39,7 +39,7 @@ func (c *releaseCounter) flush() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.flushes++
-	if len(c.want) > 0 && c.b.String() == c.want[0] {
+	if len(c.want) > 0 && strings.HasPrefix(c.b.String(), c.want[0]) {
 		c.want = c.want[1:]
 		c.release <- c.flushes
 	}
@@ -47,6 +47,13 @@ func (c *releaseCounter) flush() error {
 }
 
 func httpChunk(s string) string { return fmt.Sprintf("%x\r\n%s\r\n", len(s), s) }
+
+// eventsBefore splits events (CRLF lines) after the last one that ends in
+// their first n bytes.
+func eventsBefore(events string, n int) (string, string) {
+	i := strings.LastIndex(events[:n], "\r\n\r\n") + 4
+	return events[:i], events[i:]
+}
 
 // A cleartext provider sends a first event, and once the client has it,
 // a burst in one write; it pauses until the client has every complete
@@ -91,24 +98,48 @@ func TestRelayBurstBeforePause(t *testing.T) {
 	}
 	sixth := httpChunk(ev(5, 600))
 	split := ev(1, 900)
+	// A first event past the reader's 4 KiB grows its buffer, so its reads
+	// end inside chunks; then a 12 KB chunk of small events (CRLF lines)
+	// arrives in two parts. Read there, the connection's bytes start inside
+	// a chunk's data (where "..}}\r\n\r\n" may look like a chunk's end).
+	// net/http's chunked reader waits for the rest of the chunk inside a
+	// read, holding the events that read took (under 1 KiB here; 8.9 KB
+	// when the relay read on, told the held bytes were whole chunks).
+	crlf := func(s string) string { return strings.ReplaceAll(s, "\n", "\r\n") }
+	var small strings.Builder
+	small.WriteString(": " + strings.Repeat("p", 196) + "\r\n\r\n")
+	for i := 0; small.Len() < 12000; i++ {
+		small.WriteString(crlf(ev(i, 40)))
+	}
+	big, smallChunk := crlf(ev(998, 6000)), httpChunk(small.String())
+	const part = 9006
+	bigWant, bigAfter := eventsBefore(small.String(), part-len(fmt.Sprintf("%x\r\n", small.Len()))-1024)
+	// A read that fills the reader's small buffer inside the third event
+	// of a chunk, and a fourth chunk with part of its data: the read for
+	// the rest of the third goes on into the fourth and waits there.
+	three := ev(1, 100) + ev(2, 100) + ev(3, 100)
+	fourth := httpChunk(ev(4, 100))
 	for _, tc := range []struct {
 		name, burst, rest, want string
 		after                   string // the events that complete after the pause, before the end
 		whole                   bool   // arrived whole: at most two flushes before the pause
+		first                   string // the event before the burst; ev(999, 0) if empty
 	}{
-		{"twenty events in one chunk", httpChunk(many.String()), "", many.String(), "", true},
-		{"one 20 KB event", httpChunk(ev(0, 20000)), "", ev(0, 20000), "", true},
-		{"twenty events, a chunk each", chunked.String(), "", many.String(), "", true},
-		{"three 2 KB events, a chunk each", large.String(), "", largeWant.String(), "", true},
-		{"thirty events of other sizes, a chunk each", varied.String(), "", variedWant.String(), "", true},
-		{"an event split over two chunks", httpChunk(ev(0, 60)) + httpChunk(split[:300]) + httpChunk(split[300:]), "", ev(0, 60) + split, "", true},
+		{"twenty events in one chunk", httpChunk(many.String()), "", many.String(), "", true, ""},
+		{"one 20 KB event", httpChunk(ev(0, 20000)), "", ev(0, 20000), "", true, ""},
+		{"twenty events, a chunk each", chunked.String(), "", many.String(), "", true, ""},
+		{"three 2 KB events, a chunk each", large.String(), "", largeWant.String(), "", true, ""},
+		{"thirty events of other sizes, a chunk each", varied.String(), "", variedWant.String(), "", true, ""},
+		{"an event split over two chunks", httpChunk(ev(0, 60)) + httpChunk(split[:300]) + httpChunk(split[300:]), "", ev(0, 60) + split, "", true, ""},
 		// (A chunk cut inside its data is waited for by net/http's chunked
 		// reader itself, inside the read that returns the chunks before
 		// it, with or without pooled reads: the network, not the
 		// provider, cuts a chunk, and its rest follows at once.)
-		{"five chunks and the sixth's size line cut", partial.String() + sixth[:2], sixth[2:], partialWant.String(), ev(5, 600), false},
-		{"a chunk at the buffer's end, a whole one, and part of a third", c0 + c1 + c2[:60], c2[60:], ev(0, pad0), ev(1, 10) + ev(2, 200), false},
-		{"a chunk and its size line cut", httpChunk(ev(0, 60)) + httpChunk(ev(1, 900))[:2], httpChunk(ev(1, 900))[2:], ev(0, 60), ev(1, 900), false},
+		{"five chunks and the sixth's size line cut", partial.String() + sixth[:2], sixth[2:], partialWant.String(), ev(5, 600), false, ""},
+		{"a chunk at the buffer's end, a whole one, and part of a third", c0 + c1 + c2[:60], c2[60:], ev(0, pad0), ev(1, 10) + ev(2, 200), false, ""},
+		{"a chunk and its size line cut", httpChunk(ev(0, 60)) + httpChunk(ev(1, 900))[:2], httpChunk(ev(1, 900))[2:], ev(0, 60), ev(1, 900), false, ""},
+		{"a large first event, then a chunk in two parts", smallChunk[:part], smallChunk[part:], bigWant, bigAfter, false, big},
+		{"the rest of an event read on into a cut chunk", httpChunk(three) + fourth[:20], fourth[20:], ev(1, 100) + ev(2, 100), ev(3, 100) + ev(4, 100), false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -116,7 +147,10 @@ func TestRelayBurstBeforePause(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ln.Close()
-			first := ev(999, 0)
+			first := tc.first
+			if first == "" {
+				first = ev(999, 0)
+			}
 			c := &releaseCounter{want: []string{first, first + tc.want}, release: make(chan int, 2)}
 			served := make(chan error, 1)
 			var atFirst, atBurst int

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
@@ -58,13 +57,17 @@ type RelayOptions struct {
 	// stream's whole life.
 	ReadEndsWithCtx bool
 	// Upstream, if set, is the connection rd's bytes come through, read
-	// directly (no decoder between): ChunkReady reports that the bytes it
-	// has already read make the next read of rd return without waiting
-	// on the network (internal/upconn). The relay then reads on before it
-	// flushes: more of the burst is there, as when a read stops at the
-	// reader's buffer (sse.Reader.Arriving). A read that may wait is
-	// always preceded by a flush.
-	Upstream interface{ ChunkReady() bool }
+	// directly (no decoder between): it runs the function BeforeWait gives
+	// it when a read of rd finds the network has nothing yet and is about
+	// to wait (internal/upconn). The relay then reads on without flushing,
+	// and flushes from there: exactly when waiting would hold back what it
+	// has read, and never for a read that returns at once.
+	Upstream interface{ BeforeWait(func()) }
+	// ReadsAhead says rd reads an HTTP/1.x chunked body, whose reader
+	// goes on into every chunk whose size line it holds and waits for
+	// that chunk's data: a read that only takes the rest of an event may
+	// still wait, so without Upstream each read is preceded by a flush.
+	ReadsAhead bool
 }
 
 // relayResult is how a committed stream ended.
@@ -134,12 +137,35 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 	// upstream read, not per event); a burst is flushed to the client
 	// first, and a slow client is not an idle upstream. A read that only
 	// takes the rest of an event already arriving (rest) does not end the
-	// burst: it is kept, out of the reader's buffer, for one write after.
+	// burst: it is kept, out of the reader's buffer, for one write after,
+	// unless the body's reader may read on past that rest (ReadsAhead).
+	// With the connection's word (Upstream) every read goes on without a
+	// flush, the burst kept the same way, and the connection flushes it
+	// if the read has to wait.
+	var atWait func() // run by the connection when a read waits; armed for one Next
+	armed := false
+	if cw != nil && opts.Upstream != nil {
+		atWait = func() {
+			if cw.pending && flushErr == nil {
+				wd.WaitEnd() // the client's time, not the upstream's
+				flushErr = cw.flushOut()
+				wd.WaitStart()
+			}
+		}
+		defer opts.Upstream.BeforeWait(nil)
+	}
 	rd.BeforeFill = func(rest bool) {
 		if cw != nil && cw.pending && flushErr == nil {
-			if rest || (opts.Upstream != nil && opts.Upstream.ChunkReady()) {
+			switch {
+			case atWait != nil:
 				cw.detach()
-			} else {
+				if !armed {
+					armed = true
+					opts.Upstream.BeforeWait(atWait)
+				}
+			case rest && !opts.ReadsAhead:
+				cw.detach()
+			default:
 				flushErr = cw.flushOut()
 			}
 		}
@@ -170,6 +196,10 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 	for {
 		wd.reading = false
 		ev, err := rd.Next()
+		if armed { // the read is over: the connection's next one is not the relay's
+			armed = false
+			opts.Upstream.BeforeWait(nil)
+		}
 		if wd.reading {
 			wd.WaitEnd()
 		}
@@ -208,11 +238,21 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 		}
 		switch class {
 		case wire.EvTerminal:
-			if write == nil && flush != nil {
-				if err := flush(); err != nil {
-					res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", err)
-					return res
-				}
+			// A read that ended between the event's last CR and its LF
+			// left the LF to the next event, never read: a client that
+			// splits events at "\r\n\r\n" waits for it.
+			var err error
+			cut := ev.Raw[len(ev.Raw)-1] == '\r'
+			if cut {
+				_, err = w.Write(lineFeed)
+				res.Bytes++
+			}
+			if err == nil && flush != nil && (write == nil || cut) {
+				err = flush()
+			}
+			if err != nil {
+				res.Reason, res.Err = "client_gone", fmt.Errorf("writing to the client: %w", err)
+				return res
 			}
 			res.Complete = true
 			return res
@@ -238,110 +278,13 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 	}
 }
 
+var lineFeed = []byte("\n")
+
 func finishGraceOf(opts RelayOptions) time.Duration {
 	if opts.FinishGrace <= 0 {
 		return DefaultFinishGrace
 	}
 	return opts.FinishGrace
-}
-
-// coalescer gathers the events of one burst and hands them to the client
-// in one write at the flush: every Write of a response passes Caddy's
-// writer wrappers (a deadline reset each), so sixty events one by one cost
-// sixty of those. Events relayed unchanged, one after another, are held
-// where the reader read them (span) and written from there; anything else
-// (a dropped event between them, an event of the proxy's own) is copied
-// into a buffer from a pool, taken only then, so an idle stream holds none.
-type coalescer struct {
-	w       io.Writer
-	flush   func() error
-	rd      *sse.Reader // the reader whose events are held in place; nil: copy every event
-	span    []byte      // the burst so far, in rd's buffer (buf is nil then)
-	buf     *[]byte
-	pending bool // events written since the last flush
-}
-
-var coalescePool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
-
-// coalesceMax bounds a burst held back: past it, the events are written
-// (not flushed) at once.
-const CoalesceMax = 32 << 10
-
-func (c *coalescer) Write(b []byte) (int, error) {
-	c.pending = true
-	held := 0
-	if span, ok := c.adjoin(b); ok {
-		c.span, held = span, len(span)
-	} else {
-		c.detach() // the burst so far goes first
-		if c.buf == nil {
-			c.buf = coalescePool.Get().(*[]byte)
-		}
-		*c.buf = append(*c.buf, b...)
-		held = len(*c.buf)
-	}
-	if held >= CoalesceMax {
-		return len(b), c.writeOut()
-	}
-	return len(b), nil
-}
-
-// detach copies the burst held in the reader's buffer into the
-// coalescer's own, before a read that may move the reader's buffer.
-func (c *coalescer) detach() {
-	if len(c.span) == 0 {
-		return
-	}
-	if c.buf == nil {
-		c.buf = coalescePool.Get().(*[]byte)
-	}
-	*c.buf = append(*c.buf, c.span...)
-	c.span = nil
-}
-
-// adjoin extends the span by b when b follows it in the reader's buffer
-// and nothing has been copied in this burst.
-func (c *coalescer) adjoin(b []byte) ([]byte, bool) {
-	if c.buf != nil || c.rd == nil {
-		return nil, false
-	}
-	return c.rd.Adjoin(c.span, b)
-}
-
-func (c *coalescer) writeOut() error {
-	if len(c.span) > 0 {
-		_, err := c.w.Write(c.span)
-		c.span = nil
-		return err
-	}
-	if c.buf == nil || len(*c.buf) == 0 {
-		return nil
-	}
-	_, err := c.w.Write(*c.buf)
-	*c.buf = (*c.buf)[:0]
-	return err
-}
-
-// flushOut writes what is pending and flushes it to the client.
-func (c *coalescer) flushOut() error {
-	c.pending = false
-	err := c.writeOut()
-	c.release()
-	if err != nil {
-		return err
-	}
-	return c.flush()
-}
-
-func (c *coalescer) release() {
-	c.span = nil
-	if c.buf != nil {
-		if cap(*c.buf) <= 2*CoalesceMax {
-			*c.buf = (*c.buf)[:0]
-			coalescePool.Put(c.buf)
-		}
-		c.buf = nil
-	}
 }
 
 func WriteClientEvent(w io.Writer, flush func() error, b []byte) error {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,7 +80,7 @@ func TestReadsWhatWasSent(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("the bytes read differ from the bytes sent")
 	}
-	if c.buf != nil || c.ChunkReady() {
+	if c.buf != nil {
 		t.Fatal("all bytes read, yet the connection holds a buffer")
 	}
 	if n, err := c.Read(nil); n != 0 || err != nil {
@@ -238,78 +239,65 @@ func TestTransportOverWrappedConn(t *testing.T) {
 	}
 }
 
-// ChunkReady is true only when the bytes held start with a whole chunk
-// (after the previous chunk's CRLF) and every chunk whose size line is
-// held is whole, or with the body's whole end.
-func TestWholeChunk(t *testing.T) {
-	for _, tc := range []struct {
-		b    string
-		want bool
-	}{
-		{"5\r\nhello\r\n", true},
-		{"\r\n5\r\nhello\r\n", true},
-		{"\r\n5\r\nhello\r\n7\r\npart", false}, // the reader reads on into the second and waits
-		{"\r\n5\r\nhello\r\n7", true},          // it stops before a size line not yet whole
-		{"5\r\nhello\r\n3\r\nabc\r\n0\r\n\r\n", true},
-		{"5\r\nhello\r\n3\r\nabc\r\n0\r\n", false}, // the body's end, its final CRLF to come
-		{"5\r\nhello\r\nzz\r\n", false},            // a later size line that is not one
-		{"1A\r\n" + strings.Repeat("x", 26) + "\r\n", true},
-		{"1a;name=value\r\n" + strings.Repeat("x", 26) + "\r\n", true},
-		{"0\r\n\r\n", true},
-		{"\r\n", false},                  // a chunk's end only: the next header is still to come
-		{"5\r\nhel", false},              // part of a chunk
-		{"5\r\nhello\r", false},          // its CRLF not all here
-		{"5\r\nhelloXY", false},          // not a chunk's end where it should be
-		{"5", false},                     // part of a size line
-		{"0\r\n", false},                 // the last chunk, its final CRLF still to come
-		{"0\r\nTrailer: x\r\n", false},   // a trailer: not read here
-		{"llo\r\n5\r\nhello\r\n", false}, // inside a chunk
-		{"123456789\r\n", false},         // more than 8 digits
-		{"", false},
-	} {
-		if got := wholeChunks([]byte(tc.b)); got != tc.want {
-			t.Errorf("wholeChunks(%q) = %v, want %v", tc.b, got, tc.want)
+// BeforeWait's function runs when a read finds the socket empty, before
+// it waits, and not for a read that has bytes to return; once
+// BeforeWait(nil) returns, it has finished and does not run again.
+func TestBeforeWait(t *testing.T) {
+	c, srv := pair(t)
+	var waits atomic.Int32
+	c.BeforeWait(func() { waits.Add(1) })
+	srv.Write([]byte("burst"))
+	time.Sleep(20 * time.Millisecond) // the bytes are on the socket
+	p := make([]byte, 2)
+	for range 3 { // one system call for the burst, then bytes held
+		if _, err := c.Read(p); err != nil {
+			t.Fatal(err)
 		}
 	}
-}
-
-// A read into a buffer smaller than the bytes held never takes the head
-// of a chunk-size line and leaves its tail, wherever the buffer ends
-// (unless the read starts on that line): the bytes left start with the
-// whole line (ChunkReady can read the chunk's size), or inside a chunk's
-// data, as before.
-func TestReadKeepsSizeLineWhole(t *testing.T) {
-	var s strings.Builder
-	var lines [][2]int // each size line's [start, end after its LF)
-	for i := range 40 {
-		data := fmt.Sprintf("data: {\"type\":\"response.output_text.delta\",\"i\":%d,\"delta\":\"%s\"}\n\n", i, strings.Repeat("w", i*7%90))
-		start := s.Len()
-		switch i % 3 { // short, eight digits, an extension
-		case 0:
-			fmt.Fprintf(&s, "%x\r\n", len(data))
-		case 1:
-			fmt.Fprintf(&s, "%08x\r\n", len(data))
-		case 2:
-			fmt.Fprintf(&s, "%x;n=%d\r\n", len(data), i)
-		}
-		lines = append(lines, [2]int{start, s.Len()})
-		s.WriteString(data + "\r\n")
+	if n := waits.Load(); n != 0 {
+		t.Fatalf("ran %d times for reads that had bytes", n)
 	}
-	held := []byte(s.String())
-	for from := 0; from < len(held)-1; from++ {
-		for size := 1; size <= TransportBuffer && from+size < len(held); size++ {
-			b := held
-			c := &Conn{buf: &b, r: from, w: len(held)}
-			n, err := c.Read(make([]byte, size))
-			if err != nil || n < 1 || n > size {
-				t.Fatalf("from %d, read of %d: %d bytes, %v", from, size, n, err)
-			}
-			at := from + n
-			for _, l := range lines {
-				if l[0] < at && at < l[1] && from < l[0] {
-					t.Fatalf("from %d, read of %d: the bytes left start inside the size line %q at %d", from, size, held[l[0]:l[1]], at)
-				}
-			}
-		}
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		srv.Write([]byte("later"))
+	}()
+	if _, err := io.ReadFull(c, make([]byte, len("later"))); err != nil {
+		t.Fatal(err)
+	}
+	if n := waits.Load(); n != 1 {
+		t.Fatalf("ran %d times for one read that waited, want 1", n)
+	}
+	// A run in progress holds BeforeWait(nil) until it is done.
+	running, release := make(chan struct{}), make(chan struct{})
+	var finished atomic.Bool
+	c.BeforeWait(func() {
+		close(running)
+		<-release
+		finished.Store(true)
+	})
+	read := make(chan error, 1)
+	go func() {
+		_, err := io.ReadFull(c, make([]byte, 3))
+		read <- err
+	}()
+	<-running
+	cleared := make(chan struct{})
+	go func() {
+		c.BeforeWait(nil)
+		close(cleared)
+	}()
+	select {
+	case <-cleared:
+		t.Fatal("BeforeWait(nil) returned while the function ran")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	<-cleared
+	if !finished.Load() {
+		t.Fatal("BeforeWait(nil) returned before the function finished")
+	}
+	srv.Write([]byte("end"))
+	if err := <-read; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -31,9 +31,7 @@ func Wrap(c net.Conn) net.Conn {
 const Wraps = true
 
 // Read copies what the last system call delivered, or waits for the
-// socket to have bytes and then reads all it has, up to ReadSize. Into
-// the transport's buffer (at most TransportBuffer) it hands out whole
-// lines where it can (see lineCut).
+// socket to have bytes and then reads all it has, up to ReadSize.
 func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
@@ -43,11 +41,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
-	held := (*c.buf)[c.r:c.w]
-	if len(p) < len(held) && len(p) <= TransportBuffer {
-		p = p[:lineCut(held[:len(p)])]
-	}
-	n := copy(p, held)
+	n := copy(p, (*c.buf)[c.r:c.w])
 	c.r += n
 	if c.r == c.w {
 		pool.Put(c.buf)
@@ -72,8 +66,9 @@ func (c *Conn) fill() error {
 }
 
 // rawRead is the poller's callback: false asks it to wait for the socket
-// to be readable and call again. The buffer is taken for the read system
-// call and given back at once if nothing came.
+// to be readable and call again (BeforeWait's function runs first). The
+// buffer is taken for the read system call and given back at once if
+// nothing came.
 func (c *Conn) rawRead(fd uintptr) bool {
 	b := pool.Get().(*[]byte)
 	for {
@@ -83,6 +78,7 @@ func (c *Conn) rawRead(fd uintptr) bool {
 			continue
 		case err == syscall.EAGAIN:
 			pool.Put(b)
+			c.waiting()
 			return false
 		case err != nil:
 			pool.Put(b)
