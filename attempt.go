@@ -109,6 +109,7 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 				a.upConn = c
 			}
 		},
+		PutIdleConn: a.connIdle,
 	})
 	up, err := http.NewRequestWithContext(trace, http.MethodPost, a.p.url(path, query), bytes.NewReader(body))
 	if err != nil {
@@ -244,11 +245,20 @@ func (h *Handler) readUpstreamError(a *attempt, d wire.Dialect, clientCtx contex
 	a.fail(c, fmt.Errorf("provider %s: status %d: %s", a.p.name, resp.StatusCode, wire.UpstreamMessage(a.errBody)))
 }
 
+// connIdle is the trace's PutIdleConn: the body has ended and the
+// transport takes the connection back, so the relay's flush at a wait
+// (set only around its reads) must not run on the transport's next read.
+func (a *attempt) connIdle(error) {
+	if a.upConn != nil {
+		a.upConn.Idle()
+	}
+}
+
 // directConn is the cleartext connection whose bytes the relay reads
 // straight from the transport's body, or nil: a Bedrock decoder or a
 // translation between them reads on by itself, so a wait of the
 // connection is not one of the relay's reads.
-func (a *attempt) directConn() interface{ BeforeWait(func()) } {
+func (a *attempt) directConn() stream.Upstream {
 	if a.upConn == nil || a.resp == nil || a.resp.Body != a.netBody {
 		return nil
 	}

@@ -225,17 +225,23 @@ func TestTranslatedBacklogInParts(t *testing.T) {
 
 // eventPerRead hands out its burst one event per read, as net/http's
 // chunked reader does over a small transport buffer; then the read that
-// would wait runs the BeforeWait function, as the connection does
+// would wait tells the Waiter set, as the connection does
 // (internal/upconn), and calls atWait before the tail.
 type eventPerRead struct {
 	burst      []string
 	tail       string
 	atWait     func()
 	waited     bool
-	beforeWait func()
+	beforeWait stream.Waiter
 }
 
-func (r *eventPerRead) BeforeWait(f func()) { r.beforeWait = f }
+func (r *eventPerRead) BeforeWait(w stream.Waiter) { r.beforeWait = w }
+
+func (r *eventPerRead) StopWaiting(w stream.Waiter) {
+	if r.beforeWait == w {
+		r.beforeWait = nil
+	}
+}
 
 func (r *eventPerRead) Read(p []byte) (int, error) {
 	if len(r.burst) > 0 {
@@ -248,7 +254,7 @@ func (r *eventPerRead) Read(p []byte) (int, error) {
 	if !r.waited {
 		r.waited = true
 		if r.beforeWait != nil {
-			r.beforeWait()
+			r.beforeWait.Waiting()
 		}
 		r.atWait()
 	}
@@ -342,5 +348,13 @@ func TestRelayTerminalCRLFCutBeforeLF(t *testing.T) {
 		if !res.Complete || c.String() != in || c.flushed != len(in) || res.Bytes != int64(len(in)) {
 			t.Fatalf("coalesce %v: %+v; the client got %q (%d flushed)", coalesce, res, c.String(), c.flushed)
 		}
+	}
+	// CR-only lines end in "\r\r": nothing was cut, nothing is added.
+	cr := strings.ReplaceAll(in, "\r\n", "\r")
+	c := &faultFlushCounter{}
+	res := stream.Relay(context.Background(), c, c.flush, sse.NewReader(strings.NewReader(cr), 1<<20), dialectAnthropic, nil,
+		stream.RelayOptions{Idle: time.Minute, Coalesce: true}, nil)
+	if !res.Complete || c.String() != cr {
+		t.Fatalf("CR-only lines: %+v; the client got %q", res, c.String())
 	}
 }

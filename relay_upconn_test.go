@@ -10,6 +10,7 @@ import (
 	"net/http/httptrace"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -239,4 +240,47 @@ func TestDirectConnOnlyForTheTransportsBody(t *testing.T) {
 	if a.directConn() != nil {
 		t.Fatal("no cleartext connection: told")
 	}
+}
+
+// relayWaiter counts what a connection tells it.
+type relayWaiter struct{ told atomic.Int32 }
+
+func (w *relayWaiter) Waiting() { w.told.Add(1) }
+
+// Once the transport takes the connection back (httptrace's PutIdleConn,
+// after the body's end), the relay's Waiter is cleared: the transport's
+// own read for the next answer must not flush the last client's stream.
+func TestConnIdleClearsTheRelaysWaiter(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			time.Sleep(50 * time.Millisecond)
+			c.Write([]byte("x"))
+			c.Close()
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, ok := upconn.Wrap(c).(*upconn.Conn)
+	if !ok {
+		t.Skip("reads are not pooled on this platform")
+	}
+	defer uc.Close()
+	w := &relayWaiter{}
+	uc.BeforeWait(w)
+	a := &attempt{upConn: uc}
+	a.connIdle(nil)
+	if _, err := uc.Read(make([]byte, 1)); err != nil { // waits 50 ms for the byte
+		t.Fatal(err)
+	}
+	if n := w.told.Load(); n != 0 {
+		t.Fatalf("the relay's Waiter was told %d times after the connection went idle", n)
+	}
+	(&attempt{}).connIdle(nil) // no cleartext connection: nothing to clear
 }

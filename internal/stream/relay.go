@@ -57,12 +57,12 @@ type RelayOptions struct {
 	// stream's whole life.
 	ReadEndsWithCtx bool
 	// Upstream, if set, is the connection rd's bytes come through, read
-	// directly (no decoder between): it runs the function BeforeWait gives
-	// it when a read of rd finds the network has nothing yet and is about
-	// to wait (internal/upconn). The relay then reads on without flushing,
+	// directly (no decoder between): it tells the Waiter set by BeforeWait
+	// when a read of rd finds the network has nothing yet and is about to
+	// wait (internal/upconn). The relay then reads on without flushing,
 	// and flushes from there: exactly when waiting would hold back what it
 	// has read, and never for a read that returns at once.
-	Upstream interface{ BeforeWait(func()) }
+	Upstream Upstream
 	// ReadsAhead says rd reads an HTTP/1.x chunked body, whose reader
 	// goes on into every chunk whose size line it holds and waits for
 	// that chunk's data: a read that only takes the rest of an event may
@@ -142,17 +142,11 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 	// With the connection's word (Upstream) every read goes on without a
 	// flush, the burst kept the same way, and the connection flushes it
 	// if the read has to wait.
-	var atWait func() // run by the connection when a read waits; armed for one Next
+	var atWait *flushAtWait // told by the connection when a read waits; set for one Next
 	armed := false
 	if cw != nil && opts.Upstream != nil {
-		atWait = func() {
-			if cw.pending && flushErr == nil {
-				wd.WaitEnd() // the client's time, not the upstream's
-				flushErr = cw.flushOut()
-				wd.WaitStart()
-			}
-		}
-		defer opts.Upstream.BeforeWait(nil)
+		atWait = &flushAtWait{cw: cw, wd: wd, err: &flushErr}
+		defer opts.Upstream.StopWaiting(atWait) // only its own: the connection may serve another request by now
 	}
 	rd.BeforeFill = func(rest bool) {
 		if cw != nil && cw.pending && flushErr == nil {
@@ -198,7 +192,7 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 		ev, err := rd.Next()
 		if armed { // the read is over: the connection's next one is not the relay's
 			armed = false
-			opts.Upstream.BeforeWait(nil)
+			opts.Upstream.StopWaiting(atWait)
 		}
 		if wd.reading {
 			wd.WaitEnd()
@@ -242,10 +236,12 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 			// left the LF to the next event, never read: a client that
 			// splits events at "\r\n\r\n" waits for it.
 			var err error
-			cut := ev.Raw[len(ev.Raw)-1] == '\r'
+			n := len(ev.Raw)
+			cut := n >= 2 && ev.Raw[n-1] == '\r' && ev.Raw[n-2] == '\n' // not "\r\r", a CR-only stream's end
 			if cut {
-				_, err = w.Write(lineFeed)
-				res.Bytes++
+				if _, err = w.Write(lineFeed); err == nil {
+					res.Bytes++
+				}
 			}
 			if err == nil && flush != nil && (write == nil || cut) {
 				err = flush()
@@ -279,6 +275,32 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 }
 
 var lineFeed = []byte("\n")
+
+// Upstream is RelayOptions.Upstream: internal/upconn's Conn.
+type Upstream interface {
+	BeforeWait(Waiter)
+	StopWaiting(Waiter)
+}
+
+// Waiter is told that a read is about to wait (internal/upconn.Waiter).
+type Waiter = interface{ Waiting() }
+
+// flushAtWait flushes the relay's burst when a read of the upstream is
+// about to wait; the wait clock stops meanwhile (the client's time, not
+// the upstream's).
+type flushAtWait struct {
+	cw  *coalescer
+	wd  *relayWatchdog
+	err *error // the relay's flushErr
+}
+
+func (f *flushAtWait) Waiting() {
+	if f.cw.pending && *f.err == nil {
+		f.wd.WaitEnd()
+		*f.err = f.cw.flushOut()
+		f.wd.WaitStart()
+	}
+}
 
 func finishGraceOf(opts RelayOptions) time.Duration {
 	if opts.FinishGrace <= 0 {

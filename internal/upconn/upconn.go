@@ -44,28 +44,45 @@ type Conn struct {
 	err    error                 // rawRead's error
 
 	waitMu sync.Mutex
-	onWait func() // BeforeWait's
+	onWait Waiter // BeforeWait's
 }
 
-// BeforeWait sets f to run when a read of the connection finds nothing
-// to read and is about to wait for the network; nil runs nothing. The
-// body's reader (the relay) sets it around its own reads only, to flush
-// what it holds for the client exactly when waiting would hold it back.
-// f runs on the goroutine that reads: the body's, or the transport's once
-// the body has returned its end (it reads the connection for the next
-// answer); BeforeWait waits for a run in progress, so once BeforeWait(nil)
-// returns, f is done and never runs again.
-func (c *Conn) BeforeWait(f func()) {
+// Waiter is told that a read of the connection found nothing to read and
+// is about to wait for the network.
+type Waiter = interface{ Waiting() }
+
+// BeforeWait sets w to be told, on the reading goroutine, each time a
+// read is about to wait. The body's reader (the relay) sets it around its
+// own reads only, to flush what it holds for the client exactly when
+// waiting would hold it back.
+func (c *Conn) BeforeWait(w Waiter) {
 	c.waitMu.Lock()
-	c.onWait = f
+	c.onWait = w
 	c.waitMu.Unlock()
 }
 
-// waiting runs the BeforeWait function, if any.
+// StopWaiting clears w if it is the one set: once the body has ended, the
+// connection may serve another request, whose reader set its own. It waits
+// for a Waiting in progress, so once it returns w is not told again.
+func (c *Conn) StopWaiting(w Waiter) {
+	c.waitMu.Lock()
+	if c.onWait == w {
+		c.onWait = nil
+	}
+	c.waitMu.Unlock()
+}
+
+// Idle clears what is set: the transport is putting the connection in its
+// pool (httptrace's PutIdleConn), after the body's end, and reads it from
+// then on for its next answer, on its own goroutine, which must not flush
+// the last reader's client.
+func (c *Conn) Idle() { c.BeforeWait(nil) }
+
+// waiting tells the Waiter set, if any.
 func (c *Conn) waiting() {
 	c.waitMu.Lock()
 	if c.onWait != nil {
-		c.onWait()
+		c.onWait.Waiting()
 	}
 	c.waitMu.Unlock()
 }

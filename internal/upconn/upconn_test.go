@@ -239,13 +239,19 @@ func TestTransportOverWrappedConn(t *testing.T) {
 	}
 }
 
-// BeforeWait's function runs when a read finds the socket empty, before
-// it waits, and not for a read that has bytes to return; once
-// BeforeWait(nil) returns, it has finished and does not run again.
+// waitFunc is a Waiter that calls f.
+type waitFunc struct{ f func() }
+
+func (w *waitFunc) Waiting() { w.f() }
+
+// The Waiter set is told when a read finds the socket empty, before it
+// waits, and not for a read that has bytes to return; StopWaiting clears
+// only its own and waits for a Waiting in progress; Idle clears any.
 func TestBeforeWait(t *testing.T) {
 	c, srv := pair(t)
 	var waits atomic.Int32
-	c.BeforeWait(func() { waits.Add(1) })
+	counter := &waitFunc{func() { waits.Add(1) }}
+	c.BeforeWait(counter)
 	srv.Write([]byte("burst"))
 	time.Sleep(20 * time.Millisecond) // the bytes are on the socket
 	p := make([]byte, 2)
@@ -255,26 +261,40 @@ func TestBeforeWait(t *testing.T) {
 		}
 	}
 	if n := waits.Load(); n != 0 {
-		t.Fatalf("ran %d times for reads that had bytes", n)
+		t.Fatalf("told %d times for reads that had bytes", n)
 	}
-	go func() {
-		time.Sleep(20 * time.Millisecond)
-		srv.Write([]byte("later"))
-	}()
-	if _, err := io.ReadFull(c, make([]byte, len("later"))); err != nil {
-		t.Fatal(err)
+	later := func(s string) {
+		go func() {
+			time.Sleep(20 * time.Millisecond)
+			srv.Write([]byte(s))
+		}()
+		if _, err := io.ReadFull(c, make([]byte, len(s))); err != nil {
+			t.Fatal(err)
+		}
 	}
+	later("later")
 	if n := waits.Load(); n != 1 {
-		t.Fatalf("ran %d times for one read that waited, want 1", n)
+		t.Fatalf("told %d times for one read that waited, want 1", n)
 	}
-	// A run in progress holds BeforeWait(nil) until it is done.
+	c.StopWaiting(&waitFunc{func() {}}) // another reader's: not the one set
+	later("again")
+	if n := waits.Load(); n != 2 {
+		t.Fatalf("told %d times after another's StopWaiting, want 2", n)
+	}
+	c.Idle()
+	later("idle")
+	if n := waits.Load(); n != 2 {
+		t.Fatalf("told after Idle (%d times)", n)
+	}
+	// A Waiting in progress holds StopWaiting until it is done.
 	running, release := make(chan struct{}), make(chan struct{})
 	var finished atomic.Bool
-	c.BeforeWait(func() {
+	slow := &waitFunc{func() {
 		close(running)
 		<-release
 		finished.Store(true)
-	})
+	}}
+	c.BeforeWait(slow)
 	read := make(chan error, 1)
 	go func() {
 		_, err := io.ReadFull(c, make([]byte, 3))
@@ -283,18 +303,18 @@ func TestBeforeWait(t *testing.T) {
 	<-running
 	cleared := make(chan struct{})
 	go func() {
-		c.BeforeWait(nil)
+		c.StopWaiting(slow)
 		close(cleared)
 	}()
 	select {
 	case <-cleared:
-		t.Fatal("BeforeWait(nil) returned while the function ran")
+		t.Fatal("StopWaiting returned while Waiting ran")
 	case <-time.After(20 * time.Millisecond):
 	}
 	close(release)
 	<-cleared
 	if !finished.Load() {
-		t.Fatal("BeforeWait(nil) returned before the function finished")
+		t.Fatal("StopWaiting returned before Waiting finished")
 	}
 	srv.Write([]byte("end"))
 	if err := <-read; err != nil {

@@ -66,7 +66,7 @@ func (c *Conn) fill() error {
 }
 
 // rawRead is the poller's callback: false asks it to wait for the socket
-// to be readable and call again (BeforeWait's function runs first). The
+// to be readable and call again (the Waiter set is told first). The
 // buffer is taken for the read system call and given back at once if
 // nothing came.
 func (c *Conn) rawRead(fd uintptr) bool {
