@@ -61,17 +61,26 @@ func freePort(t testing.TB) int {
 	t.Helper()
 	portsMu.Lock()
 	defer portsMu.Unlock()
-	for range 100 {
+	// A port handed out before stays bound until the search ends: the
+	// kernel, asked again, often answers with the port just closed.
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	for range 1000 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
 		if !portsGiven[port] {
+			l.Close()
 			portsGiven[port] = true
 			return port
 		}
+		held = append(held, l)
 	}
 	t.Fatal("no loopback port not handed out before")
 	return 0

@@ -289,17 +289,26 @@ func (p *caddyProc) metrics(prefix string) []string {
 func freePort() int {
 	portsMu.Lock()
 	defer portsMu.Unlock()
-	for range 100 {
+	// A port handed out before stays bound until the search ends: the
+	// kernel, asked again, often answers with the port just closed.
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	for range 1000 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			panic(err)
 		}
 		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
 		if !portsGiven[port] {
+			l.Close()
 			portsGiven[port] = true
 			return port
 		}
+		held = append(held, l)
 	}
 	panic("bench: no loopback port that was not handed out before")
 }
