@@ -55,7 +55,6 @@ type attempt struct {
 	cancel   context.CancelCauseFunc
 	tailWait stream.Deadline // bounds the read of a complete stream's tail (reuseConn)
 	upConn   *upconn.Conn    // the cleartext HTTP/1.1 connection the response came on, if any
-	netBody  io.ReadCloser   // the response body as the transport made it (before a decoder)
 
 	// outcome, written by the attempt's goroutine before it reports
 	resp       *http.Response
@@ -164,7 +163,7 @@ func (h *Handler) run(a *attempt, req *wire.Request, r *http.Request, repl *cadd
 		}
 		return
 	}
-	a.resp, a.status, a.netBody = resp, resp.StatusCode, resp.Body
+	a.resp, a.status = resp, resp.StatusCode
 	a.noteRateLimits(resp.Header)
 	var verdict cloud.Verdict
 	if a.p.proto != nil {
@@ -254,12 +253,12 @@ func (a *attempt) connIdle(error) {
 	}
 }
 
-// directConn is the cleartext connection whose bytes the relay reads
-// straight from the transport's body, or nil: a Bedrock decoder or a
-// translation between them reads on by itself, so a wait of the
-// connection is not one of the relay's reads.
+// directConn is the cleartext connection the relay's reads of the body
+// wait on, or nil. A Bedrock decoder or a translation between them reads
+// it only inside the relay's reads (and the Waiter is set only around
+// those), so a wait of the connection is one the relay's read waits on.
 func (a *attempt) directConn() stream.Upstream {
-	if a.upConn == nil || a.resp == nil || a.resp.Body != a.netBody {
+	if a.upConn == nil || a.resp == nil {
 		return nil
 	}
 	return a.upConn

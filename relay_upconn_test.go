@@ -223,20 +223,21 @@ func TestRelayBurstBeforePause(t *testing.T) {
 	}
 }
 
-// The relay is told by the connection only when it reads the transport's
-// body itself: not through a translation or a cloud's decoder.
-func TestDirectConnOnlyForTheTransportsBody(t *testing.T) {
+// The relay is told by the cleartext connection its reads wait on,
+// whatever decodes between them (a translation, a cloud's decoder): none
+// without one.
+func TestDirectConnWhenCleartext(t *testing.T) {
 	body := io.NopCloser(strings.NewReader(""))
 	uc := &upconn.Conn{}
-	a := &attempt{upConn: uc, netBody: body, resp: &http.Response{Body: body}}
+	a := &attempt{upConn: uc, resp: &http.Response{Body: body}}
 	if a.directConn() == nil {
 		t.Fatal("the transport's own body: not told")
 	}
 	a.resp.Body = &xlBody{body: body}
-	if a.directConn() != nil {
-		t.Fatal("a translated body: told")
+	if a.directConn() == nil {
+		t.Fatal("a translated body: not told")
 	}
-	a.resp.Body, a.upConn = body, nil
+	a.upConn = nil
 	if a.directConn() != nil {
 		t.Fatal("no cleartext connection: told")
 	}
