@@ -9,7 +9,9 @@
 // whole burst in one system call, into a pooled buffer: an idle stream
 // holds none. The wait for bytes is the runtime's network poller's, as for
 // any net.Conn (syscall.RawConn.Read), so deadlines, Close and the
-// transport's cancellation end it the same way.
+// transport's cancellation end it the same way. Where a read is about to
+// wait, a Waiter set by the body's reader is told first (BeforeWait): the
+// relay flushes its client there, and only there.
 package upconn
 
 import (
