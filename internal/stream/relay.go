@@ -56,10 +56,10 @@ type RelayOptions struct {
 	// relay does not hold a registration on ctx (and a channel) for the
 	// stream's whole life.
 	ReadEndsWithCtx bool
-	// Upstream, if set, is the connection rd's bytes come through, read
-	// directly (no decoder between): it tells the Waiter set by BeforeWait
-	// when a read of rd finds the network has nothing yet and is about to
-	// wait (internal/upconn). The relay then reads on without flushing,
+	// Upstream, if set, is the connection rd's reads wait on (a decoder
+	// between them reads it only inside those reads): it tells the Waiter
+	// set by BeforeWait when a read of rd finds the network has nothing
+	// yet and is about to wait (internal/upconn). The relay then reads on without flushing,
 	// and flushes from there: exactly when waiting would hold back what it
 	// has read, and never for a read that returns at once.
 	Upstream Upstream
