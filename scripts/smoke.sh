@@ -37,10 +37,12 @@ done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 config=$work/Caddyfile
-sed -e "s/localhost:2019/localhost:$admin_port/g" -e "s/127\.0\.0\.1:8080/127.0.0.1:$proxy_port/g" \
-	-e "s/127\.0\.0\.1:2020/127.0.0.1:$dash_port/g" \
-	-e "s/127\.0\.0\.1:9001/127.0.0.1:${sim_ports[0]}/g" -e "s/127\.0\.0\.1:9002/127.0.0.1:${sim_ports[1]}/g" \
-	-e "s/127\.0\.0\.1:9003/127.0.0.1:${sim_ports[2]}/g" Caddyfile.example >"$config"
+# Each pattern ends at a word boundary: a port already put in by an earlier
+# expression (20201, say) must not match a later one (2020) as a prefix.
+sed -e "s/localhost:2019\b/localhost:$admin_port/g" -e "s/127\.0\.0\.1:8080\b/127.0.0.1:$proxy_port/g" \
+	-e "s/127\.0\.0\.1:2020\b/127.0.0.1:$dash_port/g" \
+	-e "s/127\.0\.0\.1:9001\b/127.0.0.1:${sim_ports[0]}/g" -e "s/127\.0\.0\.1:9002\b/127.0.0.1:${sim_ports[1]}/g" \
+	-e "s/127\.0\.0\.1:9003\b/127.0.0.1:${sim_ports[2]}/g" Caddyfile.example >"$config"
 proxy=http://127.0.0.1:$proxy_port
 
 # The list is read whole first: `list-modules | grep -q` under pipefail fails
