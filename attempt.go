@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -262,6 +263,13 @@ func (a *attempt) directConn() stream.Upstream {
 		return nil
 	}
 	return a.upConn
+}
+
+// bodyReadsAhead: the answer is an HTTP/1.x chunked body, whose reader
+// (net/http's) reads on into the next chunk and may wait there with the
+// events before it already returned.
+func (a *attempt) bodyReadsAhead() bool {
+	return a.resp.ProtoMajor == 1 && slices.Contains(a.resp.TransferEncoding, "chunked")
 }
 
 // gateStream reads events until the first valid one (commit-ready) or a

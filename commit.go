@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -51,6 +50,9 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	_, err := w.Write(a.gate.Buffered())
+	if err == nil && a.gate.Ended() && stream.CutBeforeLF(a.gate.Buffered()) {
+		_, err = w.Write(stream.LineFeed) // as the relay does for its terminal event
+	}
 	// With losers to reap, the first events are flushed before that: their
 	// teardown is not the client's wait. Otherwise the relay's first flush
 	// carries them, with any event already read after them, before it
@@ -89,7 +91,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 			},
 		}
 		opts.Upstream = a.directConn()
-		opts.ReadsAhead = a.resp.ProtoMajor == 1 && slices.Contains(a.resp.TransferEncoding, "chunked")
+		opts.ReadsAhead = a.bodyReadsAhead()
 		rs = h.newResumer(st, a)
 		a.gate.Release() // written and tracked: the gate is done with
 		a.gate = nil

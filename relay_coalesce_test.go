@@ -190,7 +190,7 @@ func TestTranslatedBurstPastTheFirstRead(t *testing.T) {
 		}
 		atWait = c.String()
 	}
-	x := &xlBody{rd: sse.NewReader(up, 0), s: pair.NewStream(), body: io.NopCloser(nil)}
+	x := &xlBody{rd: sse.NewReader(up, 0), s: pair.NewStream(), body: io.NopCloser(nil), readOn: true} // no Waiter: the relay keeps its shortcut, and so does the translation
 	res := stream.Relay(context.Background(), c, c.flush, sse.NewReader(x, 1<<20), dialectAnthropic, nil, stream.RelayOptions{Idle: time.Minute, Coalesce: true}, nil)
 	if !res.Complete || !up.waited {
 		t.Fatalf("%+v", res)

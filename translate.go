@@ -195,7 +195,8 @@ func (xl *xlTarget) translateRequest(req *wire.Request, model string, tr *transl
 // exactly fails the attempt, before commit).
 func (a *attempt) translateAnswer() error {
 	if isEventStream(a.resp.Header) {
-		a.resp.Body = &xlBody{rd: sse.NewReader(a.resp.Body, 0), s: a.xlReq.NewStream(), body: a.resp.Body}
+		a.resp.Body = &xlBody{rd: sse.NewReader(a.resp.Body, 0), s: a.xlReq.NewStream(), body: a.resp.Body,
+			readOn: a.translationReadsOn()}
 		return nil
 	}
 	if a.body == nil {
@@ -234,6 +235,14 @@ type xlBody struct {
 	buf  []byte
 	off  int
 	err  error
+	// readOn: read on for the rest of an event cut at the end of a read
+	// that filled the reader's room, holding what is translated. Only
+	// where the relay keeps its own such shortcut (an HTTP/2 or
+	// Content-Length body): over a cleartext connection the relay is told
+	// at the wait and flushes there, and an HTTP/1.x chunked body may
+	// wait inside that read, so there the translated events go to the
+	// relay first and a wait never holds them.
+	readOn bool
 }
 
 func (x *xlBody) Read(p []byte) (int, error) {
@@ -243,15 +252,16 @@ func (x *xlBody) Read(p []byte) (int, error) {
 		}
 		x.buf, x.off = x.buf[:0], 0
 		x.translate(x.rd.Next())
-		// The events read with it are translated too, and an event cut at
-		// the end of that read is read on (its rest is arriving, as the
-		// relay's reader sees it), up to a bound (a backlog is handed over
-		// in parts): the relay then writes the burst to the client at
-		// once, as it does a native one, instead of flushing each event.
+		// The events read with it are translated too, and (readOn) an
+		// event cut at the end of that read is read on (its rest is
+		// arriving, as the relay's reader sees it), up to a bound (a
+		// backlog is handed over in parts): the relay then writes the
+		// burst to the client at once, as it does a native one, instead of
+		// flushing each event.
 		for x.err == nil {
 			if ev, ok := x.rd.Buffered(); ok {
 				x.translate(ev, nil)
-			} else if x.rd.Arriving() && len(x.buf) < stream.CoalesceMax {
+			} else if x.readOn && x.rd.Arriving() && len(x.buf) < stream.CoalesceMax {
 				x.translate(x.rd.Next())
 			} else {
 				break
@@ -286,6 +296,12 @@ func (x *xlBody) translate(ev sse.Event, err error) {
 }
 
 func (x *xlBody) Close() error { return x.body.Close() }
+
+// translationReadsOn is xlBody's readOn for this answer: only where the
+// relay is not told at the wait and the body's reader does not read ahead.
+func (a *attempt) translationReadsOn() bool {
+	return a.directConn() == nil && !a.bodyReadsAhead()
+}
 
 // translationHeaders names a translated answer's formats and what it
 // dropped, on the client's response.

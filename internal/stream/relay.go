@@ -236,10 +236,9 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 			// left the LF to the next event, never read: a client that
 			// splits events at "\r\n\r\n" waits for it.
 			var err error
-			n := len(ev.Raw)
-			cut := n >= 2 && ev.Raw[n-1] == '\r' && ev.Raw[n-2] == '\n' // not "\r\r", a CR-only stream's end
+			cut := CutBeforeLF(ev.Raw)
 			if cut {
-				if _, err = w.Write(lineFeed); err == nil {
+				if _, err = w.Write(LineFeed); err == nil {
 					res.Bytes++
 				}
 			}
@@ -274,7 +273,16 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 	}
 }
 
-var lineFeed = []byte("\n")
+// LineFeed is what a terminal event CutBeforeLF lacks.
+var LineFeed = []byte("\n")
+
+// CutBeforeLF reports that a terminal event's bytes end between the last
+// CR and its LF: the read that returned it ended there, and the LF, left
+// to the next event, is never read. Not "\r\r", a CR-only stream's end.
+func CutBeforeLF(raw []byte) bool {
+	n := len(raw)
+	return n >= 2 && raw[n-1] == '\r' && raw[n-2] == '\n'
+}
 
 // Upstream is RelayOptions.Upstream: internal/upconn's Conn.
 type Upstream interface {
