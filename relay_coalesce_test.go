@@ -228,18 +228,22 @@ func TestTranslatedBacklogInParts(t *testing.T) {
 // would wait tells the Waiter set, as the connection does
 // (internal/upconn), and calls atWait before the tail.
 type eventPerRead struct {
-	burst      []string
-	tail       string
-	atWait     func()
-	waited     bool
-	beforeWait stream.Waiter
+	burst  []string
+	tail   string
+	atWait func()
+	waited bool
+	waiterSlot
 }
 
-func (r *eventPerRead) BeforeWait(w stream.Waiter) { r.beforeWait = w }
+// waiterSlot makes a test upstream a stream.Upstream: it keeps the Waiter
+// the relay sets, for the upstream's read that waits to tell.
+type waiterSlot struct{ beforeWait stream.Waiter }
 
-func (r *eventPerRead) StopWaiting(w stream.Waiter) {
-	if r.beforeWait == w {
-		r.beforeWait = nil
+func (s *waiterSlot) BeforeWait(w stream.Waiter) { s.beforeWait = w }
+
+func (s *waiterSlot) StopWaiting(w stream.Waiter) {
+	if s.beforeWait == w {
+		s.beforeWait = nil
 	}
 }
 

@@ -25,15 +25,7 @@ type fillingReads struct {
 	pos, fills int
 	atWait     func(pos int)
 	waited     bool
-	beforeWait stream.Waiter
-}
-
-func (r *fillingReads) BeforeWait(w stream.Waiter) { r.beforeWait = w }
-
-func (r *fillingReads) StopWaiting(w stream.Waiter) {
-	if r.beforeWait == w {
-		r.beforeWait = nil
-	}
+	waiterSlot
 }
 
 func (r *fillingReads) Read(p []byte) (int, error) {
