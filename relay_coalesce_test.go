@@ -169,13 +169,8 @@ func TestRelayBurstPastTheFirstRead(t *testing.T) {
 // first read is translated whole before the relay sees it, and reaches
 // the Anthropic client in one write and one flush.
 func TestTranslatedBurstPastTheFirstRead(t *testing.T) {
-	pair, ok := translate.For(translate.Anthropic, translate.OpenAI)
-	if !ok {
-		t.Fatal("no anthropic → openai translation")
-	}
-	chunk := func(delta, finish string) string {
-		return fmt.Sprintf("data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1733000000,\"model\":\"gpt-5\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":%s}]}\n\n", delta, finish)
-	}
+	pair := anthropicFromChat(t)
+	chunk := chatChunk
 	burst := chunk(`{"role":"assistant","content":""}`, "null")
 	for i := range 7 {
 		burst += chunk(fmt.Sprintf(`{"content":"%03d %s"}`, i, strings.Repeat("x", 230)), "null")
@@ -233,6 +228,22 @@ type eventPerRead struct {
 	atWait func()
 	waited bool
 	waiterSlot
+}
+
+// anthropicFromChat is the translation of an Anthropic client's stream
+// from a Chat Completions provider's.
+func anthropicFromChat(t *testing.T) translate.Pair {
+	t.Helper()
+	pair, ok := translate.For(translate.Anthropic, translate.OpenAI)
+	if !ok {
+		t.Fatal("no anthropic → openai translation")
+	}
+	return pair
+}
+
+// chatChunk is one Chat Completions stream chunk of choice 0.
+func chatChunk(delta, finish string) string {
+	return fmt.Sprintf("data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1733000000,\"model\":\"gpt-5\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":%s}]}\n\n", delta, finish)
 }
 
 // waiterSlot makes a test upstream a stream.Upstream: it keeps the Waiter

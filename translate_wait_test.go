@@ -12,7 +12,6 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
-	"github.com/llmhedge/caddy-llm-hedge/internal/translate"
 	"github.com/llmhedge/caddy-llm-hedge/internal/upconn"
 )
 
@@ -51,13 +50,8 @@ func (r *fillingReads) Read(p []byte) (int, error) {
 // before it are held. At the wait, the client has had every event the
 // upstream completed before it.
 func TestTranslatedCutEventNotHeldAtTheWait(t *testing.T) {
-	pair, ok := translate.For(translate.Anthropic, translate.OpenAI)
-	if !ok {
-		t.Fatal("no anthropic → openai translation")
-	}
-	chunk := func(delta, finish string) string {
-		return fmt.Sprintf("data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1733000000,\"model\":\"gpt-5\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":%s}]}\n\n", delta, finish)
-	}
+	pair := anthropicFromChat(t)
+	chunk := chatChunk
 	var in strings.Builder
 	in.WriteString(chunk(`{"role":"assistant","content":""}`, "null"))
 	for i := range 60 {
