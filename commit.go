@@ -51,7 +51,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	rc := http.NewResponseController(w)
 	_, err := w.Write(a.gate.Buffered())
 	if err == nil && a.gate.Ended() && stream.CutBeforeLF(a.gate.Buffered()) {
-		_, err = w.Write(stream.LineFeed) // as the relay does for its terminal event
+		_, err = w.Write([]byte("\n")) // as the relay does for its terminal event (a rare path)
 	}
 	// With losers to reap, the first events are flushed before that: their
 	// teardown is not the client's wait. Otherwise the relay's first flush

@@ -238,7 +238,7 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 			var err error
 			cut := CutBeforeLF(ev.Raw)
 			if cut {
-				if _, err = w.Write(LineFeed); err == nil {
+				if _, err = w.Write(lineFeed); err == nil {
 					res.Bytes++
 				}
 			}
@@ -273,8 +273,7 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 	}
 }
 
-// LineFeed is what a terminal event CutBeforeLF lacks.
-var LineFeed = []byte("\n")
+var lineFeed = []byte("\n")
 
 // CutBeforeLF reports that a terminal event's bytes end between the last
 // CR and its LF: the read that returned it ended there, and the LF, left
