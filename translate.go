@@ -241,7 +241,7 @@ type xlBody struct {
 	// Content-Length body): over a cleartext connection the relay is told
 	// at the wait and flushes there, and an HTTP/1.x chunked body may
 	// wait inside that read, so there the translated events go to the
-	// relay first and a wait never holds them.
+	// relay first, not held across a wait.
 	readOn bool
 }
 
