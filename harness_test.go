@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	_ "github.com/llmhedge/caddy-llm-hedge"
+	"github.com/llmhedge/caddy-llm-hedge/internal/freeport"
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
@@ -52,44 +52,15 @@ type proxy struct {
 	LogFile  string
 }
 
-// freePort returns a loopback port nothing listens on now, never one it
-// returned before in this process: Caddy binds with SO_REUSEPORT, so a
-// proxy given one port for its site and its admin endpoint (two calls the
-// kernel may answer alike) would split its requests between the two, and
-// the admin endpoint answers "404 page not found".
+// freePort is freeport.Port, failing the test when there is none.
 func freePort(t testing.TB) int {
 	t.Helper()
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	// A port handed out before stays bound until the search ends: the
-	// kernel, asked again, often answers with the port just closed.
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	for range 1000 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		if !portsGiven[port] {
-			l.Close()
-			portsGiven[port] = true
-			return port
-		}
-		held = append(held, l)
+	port, err := freeport.Port()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no loopback port not handed out before")
-	return 0
+	return port
 }
-
-var (
-	portsMu    sync.Mutex
-	portsGiven = map[int]bool{}
-)
 
 // startProxy loads a Caddy config whose site serves `llm_hedge { <block> }`.
 // Extra site directives (log_append, ...) go in siteExtra.

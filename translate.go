@@ -297,10 +297,10 @@ func (x *xlBody) translate(ev sse.Event, err error) {
 
 func (x *xlBody) Close() error { return x.body.Close() }
 
-// translationReadsOn is xlBody's readOn for this answer: only where the
-// relay is not told at the wait and the body's reader does not read ahead.
+// translationReadsOn is xlBody's readOn for this answer: the relay's rule
+// for its own reads of this body.
 func (a *attempt) translationReadsOn() bool {
-	return a.directConn() == nil && !a.bodyReadsAhead()
+	return stream.ReadsOnForRest(a.directConn(), a.bodyReadsAhead())
 }
 
 // translationHeaders names a translated answer's formats and what it

@@ -13,9 +13,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/freeport"
 )
 
 // caddyProc is one Caddy process under test.
@@ -280,40 +281,13 @@ func (p *caddyProc) metrics(prefix string) []string {
 	return out
 }
 
-// freePort returns a loopback port nothing listens on now, never one it
-// returned before in this run: Caddy binds with SO_REUSEPORT, so a proxy
-// given one port for its site and its admin endpoint (two calls the kernel
-// may answer alike), or a port a Caddy of an earlier cell still holds while
-// it stops, would share it, and the admin endpoint answers the load with
-// "404 page not found" (a round of run AF lost a cell so).
+// freePort is freeport.Port (a port never handed out before in this
+// run: a Caddy of an earlier cell may still hold one while it stops); a
+// run without one cannot go on.
 func freePort() int {
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	// A port handed out before stays bound until the search ends: the
-	// kernel, asked again, often answers with the port just closed.
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	for range 1000 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			panic(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		if !portsGiven[port] {
-			l.Close()
-			portsGiven[port] = true
-			return port
-		}
-		held = append(held, l)
+	port, err := freeport.Port()
+	if err != nil {
+		panic(err)
 	}
-	panic("bench: no loopback port that was not handed out before")
+	return port
 }
-
-var (
-	portsMu    sync.Mutex
-	portsGiven = map[int]bool{}
-)

@@ -157,7 +157,7 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 					armed = true
 					opts.Upstream.BeforeWait(atWait)
 				}
-			case rest && !opts.ReadsAhead:
+			case rest && ReadsOnForRest(opts.Upstream, opts.ReadsAhead):
 				cw.detach()
 			default:
 				flushErr = cw.flushOut()
@@ -274,6 +274,14 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 }
 
 var lineFeed = []byte("\n")
+
+// ReadsOnForRest is the rule for reading on, without a flush, for the rest
+// of an event cut at the end of a read that filled the reader's room
+// (sse.Reader.Arriving): only for a body whose connection does not tell
+// where a read waits (up nil) and whose reader does not read ahead into a
+// wait (not an HTTP/1.x chunked body). The relay keeps to it, and so does a
+// translation between the body and the relay.
+func ReadsOnForRest(up Upstream, readsAhead bool) bool { return up == nil && !readsAhead }
 
 // CutBeforeLF reports that a terminal event's bytes end between the last
 // CR and its LF: the read that returned it ended there, and the LF, left
