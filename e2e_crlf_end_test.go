@@ -14,7 +14,8 @@ import (
 // response.incomplete before any output), in CRLF lines, read up to the
 // last CR with its LF still to come: the client gets the LF too, as the
 // relay gives it for a terminal event it reads. Without it a client that
-// splits events at "\r\n\r\n" never sees the end of the answer.
+// splits events at "\r\n\r\n" never sees the end of the answer. The
+// official SDK reads it too.
 func TestGateEndedCRLFCutBeforeLF(t *testing.T) {
 	events := "event: response.created\r\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_c\",\"object\":\"response\",\"created_at\":1,\"status\":\"in_progress\",\"model\":\"gpt-x\",\"output\":[]}}\r\n\r\n" +
 		"event: response.incomplete\r\ndata: {\"type\":\"response.incomplete\",\"sequence_number\":1,\"response\":{\"id\":\"resp_c\",\"object\":\"response\",\"created_at\":1,\"status\":\"incomplete\",\"incomplete_details\":{\"reason\":\"max_output_tokens\"},\"model\":\"gpt-x\",\"output\":[],\"usage\":{\"input_tokens\":7,\"output_tokens\":16,\"total_tokens\":23}}}\r\n\r\n"
@@ -43,4 +44,14 @@ func TestGateEndedCRLFCutBeforeLF(t *testing.T) {
 	if !bytes.Equal(b, []byte(events)) {
 		t.Fatalf("the client got %q, want the provider's events exactly", b[max(0, len(b)-80):])
 	}
+	// The official SDK, asking the same: it gets the answer's end.
+	stream := openaiClient(p, "sk-client").Responses.NewStreaming(ctxTimeout(t, 10*time.Second), responsesParams("gpt-x"))
+	var types []string
+	for stream.Next() {
+		types = append(types, stream.Current().Type)
+	}
+	if err := stream.Err(); err != nil || len(types) != 2 || types[1] != "response.incomplete" {
+		t.Fatalf("the SDK saw %v, %v; want response.created, response.incomplete", types, err)
+	}
+	stream.Close()
 }
