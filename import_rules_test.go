@@ -21,6 +21,7 @@ var importRules = map[string][]string{
 	"internal/jsonscan/jsontest": nil, // tests only: the JSON mutator
 	"internal/limit":             nil,
 	"internal/upconn":            nil, // the cleartext provider connection's pooled reads
+	"internal/freeport":          nil, // tests and the bench only: loopback ports never handed out twice
 	"fleettest":                  nil, // tests only: the fleet of real processes
 	// The layers below the root (docs/architecture.md). A new package is
 	// added here, in its layer, or the test fails.
