@@ -118,6 +118,25 @@ func equivStreams(t testing.TB) map[string][]byte {
 		`data: {"id":"c","choices":[{"index":0,"delta":{"content":"a"}}],"usage":{"prompt_tokens":1}}`,
 		`data: {"id":"c","choices":[{"index":0,"delta":{"content":null,"audio":{}}}]}`,
 		`data: {"id":"c","choices":[{"index":0,"delta":{"content":""},"finish_reason":"stop"}]}`, "data: [DONE]"))
+	// chunks around the frame a content delta leaves in the memo (OpenAI's
+	// obfuscation member included), each after one that sets it again
+	chunk := func(text, tail string) string {
+		return `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":` + text +
+			`},"logprobs":null,"finish_reason":null}],"usage":null` + tail + `}`
+	}
+	var chunks []string
+	for _, v := range []string{chunk(`"b"`, `,"obfuscation":"xy"`), chunk(`""`, `,"obfuscation":"x"`), chunk(`null`, `,"obfuscation":"x"`),
+		chunk(`"a\u00e9\n"`, `,"obfuscation":"x"`), chunk(`"a\x"`, `,"obfuscation":"x"`), chunk(`"b"`, `,"obfuscation":5`),
+		chunk(`"b"`, `,"obfuscation":"x","error":{"message":"m"}`), chunk(`"b"`, `,"obfuscation":"x"} `), chunk(`"b"`, `,"obfuscation":"x"}}`),
+		chunk(`"b"`, `,"obfuscation":"x" `), chunk(`"b"`, ``), chunk(`"b"`, `,"obfuscation":"x","obfuscation":"y"`),
+		chunk(`"b","content":"c"`, `,"obfuscation":"x"`), chunk(`"b","role":"assistant"`, `,"obfuscation":"x"`),
+		chunk(`"b"`, `,"obfuscation":"x"`) + "\n", strings.Replace(chunk(`"b"`, `,"obfuscation":"x"`), `"usage":null`, `"usage":{"prompt_tokens":1}`, 1),
+		strings.Replace(chunk(`"b"`, `,"obfuscation":"x"`), `"finish_reason":null`, `"finish_reason":"stop"`, 1),
+		strings.Replace(chunk(`"b"`, `,"obfuscation":"x"`), `"index":0`, `"index":1`, 1)} {
+		chunks = append(chunks, chunk(`"a"`, `,"obfuscation":"abc"`), v)
+	}
+	chunks = append(chunks, chunk(`"a"`, ``), chunk(`"b"`, ``), chunk(`"c"`, `,"obfuscation":"x"`), chunk(`"d"`, ``), "data: [DONE]")
+	out["recorded OpenAI frames"] = []byte(sseStream(chunks...))
 	out["recorded Responses"] = []byte(responsesStream(rCreated, rInProgress, rItemAdded, rPartAdded, rTextDelta, rTextDelta2, rTextDone, rPartDone,
 		rItemDone, rCompleted, rIncomplete, rFailed, rError, rErrorObj, rFnAdded, rFnDelta, rRsAdded, rRsPart, rRsDelta, rRsDone, rRefusal))
 	// spellings at the edge of the text delta's flat scan, some invalid

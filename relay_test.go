@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/anthropic"
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/openai"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse/ssetest"
 	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
@@ -420,4 +421,11 @@ func BenchmarkRelayAnthropicDeltaTracked(b *testing.B) {
 
 func BenchmarkRelayOpenAIDelta(b *testing.B) {
 	benchmarkRelay(b, dialectOpenAI, openAIDeltaChunk, "data: [DONE]\n\n")
+}
+
+// Tracked, as a stream that may be continued is read: the deltas after
+// the first are read by their frame (internal/dialect/openai).
+func BenchmarkRelayOpenAIDeltaTracked(b *testing.B) {
+	benchmarkRelayWith(b, dialectOpenAI, openAIDeltaChunk, "data: [DONE]\n\n",
+		stream.RelayOptions{Idle: time.Minute, Track: &openai.Resumer{}, HoldError: true})
 }

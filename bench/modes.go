@@ -47,6 +47,13 @@ var benchModes = map[string]benchMode{
 		body:   fmt.Appendf(nil, `{"model":"gpt-bench","stream":true,"store":false,"max_output_tokens":1024,"input":%q}`, prompt),
 		check:  checkResponsesStream,
 	},
+	"openai-stream": {
+		tokens: streamTokens,
+		path:   "/v1/chat/completions",
+		header: map[string]string{"Authorization": "Bearer sk-load"},
+		body:   fmt.Appendf(nil, `{"model":"gpt-bench","stream":true,"stream_options":{"include_usage":true},"max_tokens":1024,"messages":[{"role":"user","content":%q}]}`, prompt),
+		check:  checkChatStream,
+	},
 	"gemini-stream": {
 		tokens: streamTokens,
 		path:   "/v1beta/models/gemini-bench:streamGenerateContent?alt=sse",
@@ -125,6 +132,15 @@ func checkResponsesStream(b []byte) error {
 	return nil
 }
 
+// checkChatStream requires the [DONE] that ends an OpenAI chat stream.
+func checkChatStream(b []byte) error {
+	ev, ok := lastEvent(b)
+	if !ok || !bytes.HasPrefix(ev, []byte("data: [DONE]")) {
+		return fmt.Errorf("stream without [DONE]: %.200s", b[max(0, len(b)-200):])
+	}
+	return nil
+}
+
 // checkGeminiStream requires the last chunk to carry a finishReason.
 func checkGeminiStream(b []byte) error {
 	ev, ok := lastEvent(b)
@@ -155,7 +171,7 @@ func parseModes(s string) ([]string, error) {
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		if _, ok := benchModes[f]; !ok {
-			return nil, fmt.Errorf("unknown mode %q (have non-stream, stream, responses-stream, gemini-stream, bedrock-stream, translate-stream)", f)
+			return nil, fmt.Errorf("unknown mode %q (have non-stream, stream, openai-stream, responses-stream, gemini-stream, bedrock-stream, translate-stream)", f)
 		}
 		out = append(out, f)
 	}

@@ -27,7 +27,7 @@ import (
 func TestBenchModesCheck(t *testing.T) {
 	// bedrock-stream: the client of llm_hedge reads Anthropic SSE (the
 	// Bedrock request is TestBedrockStreamMode's).
-	wantEvents := map[string]int{"non-stream": 0, "stream": 60, "responses-stream": 62, "gemini-stream": 55, "bedrock-stream": 60, "translate-stream": 60}
+	wantEvents := map[string]int{"non-stream": 0, "stream": 60, "openai-stream": 58, "responses-stream": 62, "gemini-stream": 55, "bedrock-stream": 60, "translate-stream": 60}
 	for name, m := range benchModes {
 		t.Run(name, func(t *testing.T) {
 			srv := httptest.NewServer(sim.New(sim.Config{Tokens: m.tokens}))

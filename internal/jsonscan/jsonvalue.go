@@ -288,3 +288,13 @@ func Int(v []byte) (int64, bool) {
 func StringIs(v []byte, want string) bool {
 	return len(v) >= 2 && v[0] == '"' && KeyIs(v[1:len(v)-1], want)
 }
+
+// OffsetOf returns where sub, a slice of data, starts in it; -1 when it
+// is not one.
+func OffsetOf(data, sub []byte) int {
+	at := cap(data) - cap(sub)
+	if len(sub) == 0 || at < 0 || at+len(sub) > len(data) || &data[at] != &sub[0] {
+		return -1
+	}
+	return at
+}

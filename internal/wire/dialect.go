@@ -287,9 +287,14 @@ type Memo struct {
 	// Raw[:Split] comes before it and Raw[Split:] after it.
 	Split int
 	// Frame is what stands around the text of a chunk's one candidate
-	// (Gemini): Frame[:FrameSplit] before the text string, the rest after.
+	// (Gemini) or of a whole chunk (OpenAI): Frame[:FrameSplit] before the
+	// text string, the rest after.
 	Frame      []byte
 	FrameSplit int
+	// FrameOdd (OpenAI) says the chunks end in an "obfuscation" member,
+	// whose string changes from chunk to chunk: Frame stops before it.
+	// FrameNull says they carry "usage":null.
+	FrameOdd, FrameNull bool
 	// Tail is what followed the usage in a chunk, to the end of its data
 	// (Gemini: modelVersion, responseId and the close), when the walk
 	// read nothing there but the model; TailModel is where the model's

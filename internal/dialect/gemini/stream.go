@@ -128,7 +128,7 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 				continue
 			}
 			if text, end, ok := plainCandidates(data, it.Pos); ok {
-				if at := offsetOf(data, text); at > 0 {
+				if at := jsonscan.OffsetOf(data, text); at > 0 {
 					frame, frameEnd = [3]int{it.Pos, at, at + len(text)}, end
 				}
 				it.SkipValue(end)

@@ -51,13 +51,3 @@ func (s *Stream) framedText(data []byte, i int) (text []byte, end int, ok bool) 
 	}
 	return data[t:e], e + len(after), true
 }
-
-// offsetOf returns where sub, a slice of data, starts in it; -1 when it
-// is not one.
-func offsetOf(data, sub []byte) int {
-	at := cap(data) - cap(sub)
-	if len(sub) == 0 || at < 0 || at+len(sub) > len(data) || &data[at] != &sub[0] {
-		return -1
-	}
-	return at
-}

@@ -100,6 +100,9 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventIn
 		info.Class = wire.EvTerminal
 		return info
 	}
+	if info, ok := inspectFramed(data, withText, cs); ok {
+		return info
+	}
 	it, ok := jsonscan.Open(data, start, 0)
 	if !ok || !it.IsObject() {
 		info.Class = wire.EvMalformed
@@ -185,6 +188,9 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventIn
 		}
 	case info.By != "":
 		info.Class = wire.EvOutput
+		if withText {
+			rememberFrame(data, &info, cs)
+		}
 	}
 	return info
 }

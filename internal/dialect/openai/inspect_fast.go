@@ -1,0 +1,91 @@
+package openai
+
+import (
+	"bytes"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
+)
+
+// The bulk of a Chat Completions stream is content deltas that repeat
+// their chunk byte for byte around the text: id, object, created, model,
+// system_fingerprint, the one choice's index, logprobs and finish_reason,
+// and "usage":null with include_usage. OpenAI also ends each chunk with an
+// "obfuscation" string that changes every time. The first such chunk of a
+// stream is walked; what stands before and after its text is kept in the
+// stream's memo (wire.Memo.Frame, read with the text, as the relay and the
+// gate read). A chunk that is that frame around another non-empty string
+// (and, where the walked one ended in an obfuscation member, another
+// string there) is the same valid object with the same members but the
+// text, so it reads as the walk reads it, without the walk.
+
+var (
+	obfuscationMember = []byte(`,"obfuscation":`)
+	jsonNull          = []byte("null")
+)
+
+// inspectFramed reads data when it is the memo's frame around a non-empty
+// string; ok is false for anything else (the walk then reads it).
+func inspectFramed(data []byte, withText bool, cs *wire.ChoiceSet) (info wire.EventInfo, ok bool) {
+	if !withText || cs == nil || cs.Memo == nil || cs.Memo.FrameSplit == 0 {
+		return info, false
+	}
+	m := cs.Memo
+	before, after := m.Frame[:m.FrameSplit], m.Frame[m.FrameSplit:]
+	if !bytes.HasPrefix(data, before) {
+		return info, false
+	}
+	t := len(before)
+	e := jsonscan.StringEnd(data, t)
+	if e-t <= 2 || !bytes.HasPrefix(data[e:], after) { // e < 0, "" (no output: the walk says so) or another frame
+		return info, false
+	}
+	rest := data[e+len(after):]
+	if m.FrameOdd {
+		if !bytes.HasPrefix(rest, obfuscationMember) {
+			return info, false
+		}
+		j := jsonscan.StringEnd(rest, len(obfuscationMember))
+		if j < 0 || j >= len(rest) || rest[j] != '}' {
+			return info, false
+		}
+		rest = rest[j+1:]
+	}
+	if jsonscan.SkipSpace(rest, 0) != len(rest) {
+		return info, false
+	}
+	cs.Note(0, false)
+	info.Class, info.By, info.Text, info.Plain, info.UsageRead = wire.EvOutput, "content", data[t:e], true, true
+	if m.FrameNull {
+		info.Usage = jsonNull
+	}
+	return info, true
+}
+
+// rememberFrame keeps the frame of a chunk the walk read (with the text)
+// as one choice's content delta and nothing else: choice 0, unfinished,
+// no error, no usage but null.
+func rememberFrame(data []byte, info *wire.EventInfo, cs *wire.ChoiceSet) {
+	if info.Class != wire.EvOutput || info.By != "content" || !info.Plain || info.ErrVal != nil || !info.UsageRead ||
+		info.Usage != nil && !jsonscan.IsNull(info.Usage) || len(info.Text) <= 2 || cs == nil {
+		return
+	}
+	t := jsonscan.OffsetOf(data, info.Text)
+	if t < 0 {
+		return
+	}
+	before, after := data[:t], data[t+len(info.Text):]
+	odd := false
+	if k := bytes.LastIndex(after, obfuscationMember); k >= 0 {
+		j := jsonscan.StringEnd(after, k+len(obfuscationMember))
+		if j > 0 && j < len(after) && after[j] == '}' && jsonscan.SkipSpace(after, j+1) == len(after) {
+			after, odd = after[:k], true
+		}
+	}
+	if cs.Memo == nil {
+		cs.Memo = new(wire.Memo)
+	}
+	m := cs.Memo
+	m.RememberFrame(before, after)
+	m.FrameOdd, m.FrameNull = odd, info.Usage != nil
+}

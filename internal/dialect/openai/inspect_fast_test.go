@@ -1,0 +1,62 @@
+package openai
+
+import (
+	"testing"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
+)
+
+// The frame a walked content delta leaves is what the next deltas are
+// read by: OpenAI's (obfuscation after "usage":null) and a provider's
+// without either; what the walk must read again is left to it (the
+// readings themselves are checked against the walk's in the root
+// package's TestInspectMatchesOldClassification and FuzzInspectSequence).
+func TestInspectFramed(t *testing.T) {
+	openAI := func(text, obf string) string {
+		return `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-x","system_fingerprint":"fp","choices":[{"index":0,"delta":{"content":` +
+			text + `},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":` + obf + `}`
+	}
+	plain := func(text string) string {
+		return `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":` + text + `},"finish_reason":null}]}`
+	}
+	for _, c := range []struct {
+		name, first, next string
+		framed            bool
+		odd, null         bool
+	}{
+		{"OpenAI, another obfuscation", openAI(`"Hel"`, `"ab"`), openAI(`"lo \"x\""`, `"xyz1"`), true, true, true},
+		{"OpenAI, an empty text", openAI(`"Hel"`, `"ab"`), openAI(`""`, `"x"`), false, true, true},
+		{"OpenAI, obfuscation not a string", openAI(`"Hel"`, `"ab"`), openAI(`"lo"`, `1`), false, true, true},
+		{"plain provider", plain(`"a"`), plain(`"b"`), true, false, false},
+		{"plain provider, a finish", plain(`"a"`), `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"b"},"finish_reason":"stop"}]}`, false, false, false},
+		{"plain provider, trailing space", plain(`"a"`), plain(`"b"`) + "  ", true, false, false},
+		{"plain provider, more after", plain(`"a"`), plain(`"b"`) + `,"x":1}`, false, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var cs wire.ChoiceSet
+			first := inspectOpenAI(sse.Event{Data: []byte(c.first)}, true, &cs)
+			if first.Class != wire.EvOutput || cs.Memo == nil || cs.Memo.FrameSplit == 0 {
+				t.Fatalf("the walk left no frame: %+v, memo %+v", first, cs.Memo)
+			}
+			if cs.Memo.FrameOdd != c.odd || cs.Memo.FrameNull != c.null {
+				t.Fatalf("frame odd %v null %v, want %v %v", cs.Memo.FrameOdd, cs.Memo.FrameNull, c.odd, c.null)
+			}
+			got, ok := inspectFramed([]byte(c.next), true, &cs)
+			if ok != c.framed {
+				t.Fatalf("read by the frame: %v, want %v (%+v)", ok, c.framed, got)
+			}
+			if !ok {
+				return
+			}
+			walked := inspectOpenAI(sse.Event{Data: []byte(c.next)}, true, nil)
+			if got.Class != walked.Class || got.By != walked.By || string(got.Text) != string(walked.Text) || got.Plain != walked.Plain ||
+				got.UsageRead != walked.UsageRead || string(got.Usage) != string(walked.Usage) || got.ErrVal != nil {
+				t.Fatalf("framed %+v, walked %+v", got, walked)
+			}
+			if _, ok := inspectFramed([]byte(c.next), false, &cs); ok {
+				t.Fatal("read by the frame without the text: the frame holds the reading with it")
+			}
+		})
+	}
+}
