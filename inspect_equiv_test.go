@@ -137,6 +137,23 @@ func equivStreams(t testing.TB) map[string][]byte {
 	}
 	chunks = append(chunks, chunk(`"a"`, ``), chunk(`"b"`, ``), chunk(`"c"`, `,"obfuscation":"x"`), chunk(`"d"`, ``), "data: [DONE]")
 	out["recorded OpenAI frames"] = []byte(sseStream(chunks...))
+	// whole Gemini chunks around their text (wire.Memo.Chunk), each
+	// variant after a chunk that sets the memo again
+	gchunk := func(text, after string) string {
+		return `{"candidates":[{"content":{"parts":[{"text":` + text + `}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":5,"totalTokenCount":5}` + after + `}`
+	}
+	var gchunks []string
+	for _, v := range []string{gchunk(`"b"`, `,"modelVersion":"m","responseId":"r"`), gchunk(`""`, `,"modelVersion":"m","responseId":"r"`),
+		gchunk(`"\u00e9\n"`, `,"modelVersion":"m","responseId":"r"`), gchunk(`"a\x"`, `,"modelVersion":"m","responseId":"r"`),
+		gchunk(`"b"`, `,"modelVersion":"n","responseId":"r"`), gchunk(`"b"`, `,"modelVersion":"m","responseId":"r"`) + " ",
+		gchunk(`"b"`, `,"modelVersion":"m","responseId":"r"`) + "}", gchunk(`"b","thought":true`, `,"modelVersion":"m","responseId":"r"`),
+		strings.Replace(gchunk(`"b"`, `,"modelVersion":"m","responseId":"r"`), `"index":0}`, `"index":0,"finishReason":"STOP"}`, 1),
+		strings.Replace(gchunk(`"b"`, `,"modelVersion":"m","responseId":"r"`), `"promptTokenCount":5`, `"promptTokenCount":6`, 1),
+		`{"usageMetadata":{"promptTokenCount":5},"candidates":[{"content":{"parts":[{"text":"b"}],"role":"model"},"index":0}],"modelVersion":"m"}`,
+		`{"usageMetadata":{"promptTokenCount":5},"candidates":[{"content":{"parts":[{"text":"c"}],"role":"model"},"index":0}],"modelVersion":"m"}`} {
+		gchunks = append(gchunks, gchunk(`"a"`, `,"modelVersion":"m","responseId":"r"`), v)
+	}
+	out["recorded Gemini chunks"] = []byte(geminiSSE(gchunks...))
 	out["recorded Responses"] = []byte(responsesStream(rCreated, rInProgress, rItemAdded, rPartAdded, rTextDelta, rTextDelta2, rTextDone, rPartDone,
 		rItemDone, rCompleted, rIncomplete, rFailed, rError, rErrorObj, rFnAdded, rFnDelta, rRsAdded, rRsPart, rRsDelta, rRsDone, rRefusal))
 	// spellings at the edge of the text delta's flat scan, some invalid

@@ -301,6 +301,14 @@ type Memo struct {
 	// value stands in it ({0, 0}: none).
 	Tail      []byte
 	TailModel [2]int
+	// Chunk (Gemini) is the last plain chunk around its text:
+	// Chunk[:ChunkSplit] before the text string, the rest after it, in
+	// which the usage and the model stand at ChunkUsage and ChunkModel
+	// ({0, 0}: none); ChunkCounts were read from that usage.
+	Chunk                  []byte
+	ChunkSplit             int
+	ChunkUsage, ChunkModel [2]int
+	ChunkCounts            UsageCounts
 }
 
 // Remember keeps a copy of raw (a valid object) and its counts, reusing

@@ -57,6 +57,13 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 	if start == len(data) {
 		return info // no payload: a comment or keepalive
 	}
+	if text, usage, model, counts, ok := st.framedChunk(data); ok {
+		// the stream's last plain chunk around another text (stream_memo.go)
+		var sc geminiCandidates
+		sc.plainText(text, withText)
+		info.Counts = counts
+		return st.finish(info, &sc, 1, usage, model, false, nil, withText)
+	}
 	it, ok := jsonscan.Open(data, start, 0)
 	if !ok || !it.IsObject() {
 		info.Class = wire.EvMalformed
@@ -70,6 +77,7 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 	usageSeen, usageWalked := false, false // the last usageMetadata: matched the memo, walked as an object
 	var frame [3]int                       // plain candidates read token by token: where they start, where their text starts and ends
 	frameEnd := 0                          // and where they end
+	textAt, textEnd := 0, 0                // plain candidates' text, read either way
 	tailAt, tailPlain := -1, false         // where the members after usageMetadata start; they told nothing but the model
 	var tailModel [2]int                   // where the model's value stands in them
 	for it.Next() {
@@ -125,11 +133,15 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 			if text, end, ok := st.framedText(data, it.Pos); ok {
 				it.SkipValue(end) // the last plain chunk's candidates around another text
 				sc.plainText(text, withText)
+				if at := jsonscan.OffsetOf(data, text); at > 0 {
+					textAt, textEnd = at, at+len(text)
+				}
 				continue
 			}
 			if text, end, ok := plainCandidates(data, it.Pos); ok {
 				if at := jsonscan.OffsetOf(data, text); at > 0 {
 					frame, frameEnd = [3]int{it.Pos, at, at + len(text)}, end
+					textAt, textEnd = at, at+len(text)
 				}
 				it.SkipValue(end)
 				sc.plainText(text, withText)
@@ -172,6 +184,17 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 	if frameEnd > 0 && candidateKeys == 1 && st != nil {
 		st.rememberFrame(data[frame[0]:frame[1]], data[frame[2]:frameEnd])
 	}
+	info = st.finish(info, &sc, candidateKeys, usage, model, usageOdd, feedback, withText)
+	if textEnd-textAt > 2 && candidateKeys == 1 && !usageOdd && feedback == nil && info.Class == wire.EvOutput && st != nil {
+		st.rememberChunk(data, textAt, textEnd, usage, model, info.Counts)
+	}
+	return info
+}
+
+// finish is InspectGeminiStream's reading of a valid chunk without an
+// error, once its members are read: sc its candidates, candidateKeys how
+// many candidates members it had.
+func (st *Stream) finish(info wire.EventInfo, sc *geminiCandidates, candidateKeys int, usage, model []byte, usageOdd bool, feedback []byte, withText bool) wire.EventInfo {
 	info.By = sc.by
 	info.Plain = withText && candidateKeys == 1 && sc.n == 1 && sc.plain
 	info.UsageRead, info.Usage, info.Model = !usageOdd, usage, model

@@ -51,3 +51,51 @@ func (s *Stream) framedText(data []byte, i int) (text []byte, end int, ok bool) 
 	}
 	return data[t:e], e + len(after), true
 }
+
+// framedChunk reads data when it is the stream's last plain chunk (one
+// candidate's text and nothing else, with its usage and model after the
+// text) around another text, a non-empty string as framedText takes it.
+// That is the same valid object with the same members but the text: the
+// walk would read the same usage, counts and model at the same places.
+func (s *Stream) framedChunk(data []byte) (text, usage, model []byte, counts wire.UsageCounts, ok bool) {
+	m := s.memo()
+	if m == nil || m.ChunkSplit == 0 {
+		return nil, nil, nil, counts, false
+	}
+	before, after := m.Chunk[:m.ChunkSplit], m.Chunk[m.ChunkSplit:]
+	if !bytes.HasPrefix(data, before) {
+		return nil, nil, nil, counts, false
+	}
+	t := len(before)
+	e := jsonscan.StringEnd(data, t)
+	if e-t <= 2 || len(data)-e != len(after) || !bytes.Equal(data[e:], after) {
+		return nil, nil, nil, counts, false
+	}
+	if m.ChunkUsage[1] > 0 {
+		usage = data[e+m.ChunkUsage[0] : e+m.ChunkUsage[1]]
+	}
+	if m.ChunkModel[1] > 0 {
+		model = data[e+m.ChunkModel[0] : e+m.ChunkModel[1]]
+	}
+	return data[t:e], usage, model, m.ChunkCounts, true
+}
+
+// rememberChunk keeps a plain chunk the walk read: data around its text
+// at [t, e), where its usage and model stand after the text (a chunk with
+// either before it is not kept), and the counts read from the usage.
+func (s *Stream) rememberChunk(data []byte, t, e int, usage, model []byte, counts wire.UsageCounts) {
+	u, md := jsonscan.OffsetOf(data, usage), jsonscan.OffsetOf(data, model)
+	if usage != nil && u < e || model != nil && md < e {
+		return
+	}
+	m := s.ownMemo()
+	m.Chunk = append(append(m.Chunk[:0], data[:t]...), data[e:]...)
+	m.ChunkSplit, m.ChunkCounts = t, counts
+	m.ChunkUsage, m.ChunkModel = [2]int{}, [2]int{}
+	if usage != nil {
+		m.ChunkUsage = [2]int{u - e, u - e + len(usage)}
+	}
+	if model != nil {
+		m.ChunkModel = [2]int{md - e, md - e + len(model)}
+	}
+}
