@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-var upstreamTLS = flag.Bool("upstream-tls", false, "serve the simulated providers over TLS, where both proxies negotiate HTTP/2 as they do with real providers (a certificate made for the run, trusted by both); the comparison's non-stream, stream, responses-stream and gemini-stream modes, and -idle-streams")
+var upstreamTLS = flag.Bool("upstream-tls", false, "serve the simulated providers over TLS, where both proxies negotiate HTTP/2 as they do with real providers (a certificate made for the run, trusted by both); the comparison's non-stream, stream, openai-stream, responses-stream and gemini-stream modes, and -idle-streams")
 
 // upstream is the TLS of the simulated providers when -upstream-tls is
 // set: the servers' config and the PEM file both proxies trust.
@@ -64,7 +64,7 @@ func setupUpstreamTLS(dir string) error {
 func checkUpstreamTLS(modes []string) error {
 	for _, m := range modes {
 		if bm := benchModes[m]; bm.translate != "" || m == "bedrock-stream" {
-			return fmt.Errorf("-upstream-tls covers non-stream, stream, responses-stream and gemini-stream, not %s", m)
+			return fmt.Errorf("-upstream-tls covers non-stream, stream, openai-stream, responses-stream and gemini-stream, not %s", m)
 		}
 	}
 	return nil
