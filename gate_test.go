@@ -360,6 +360,39 @@ func TestGateReset(t *testing.T) {
 	}
 }
 
+// A reused gate forgets what the last stream repeated (wire.Memo): a
+// Gemini frame starts at the candidates value and an OpenAI one at the
+// chunk, so a frame kept across dialects would read a chunk as the other
+// dialect's (found by review: both of these committed a malformed chunk).
+func TestGateResetForgetsTheMemo(t *testing.T) {
+	gemini := func(v string) string { return `data: {"candidates":` + v + `}` }
+	for _, c := range []struct {
+		name          string
+		first, second wire.Dialect
+		firstEv, next string
+	}{
+		{"Gemini, then OpenAI", dialectGemini, dialectOpenAI,
+			gemini(`[{"content":{"parts":[{"text":"a"}],"role":"model"},"index":0}]`),
+			`data: [{"content":{"parts":[{"text":"b"}],"role":"model"},"index":0}]`},
+		{"OpenAI, then Gemini", dialectOpenAI, dialectGemini,
+			`data: {"choices":[{"delta":{"content":"a"}}]}`, gemini(`{"choices":[{"delta":{"content":"b"}}]}`)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := stream.NewGate(c.first, [][]byte{[]byte("zzz")}, 0, 0) // a phrase: the text is read
+			g.Track = wire.NewResumer(c.first, &wire.Request{Body: []byte(`{}`)})
+			if d := g.Feed(parseEvents(t, sseStream(c.firstEv))[0]); d != stream.GateCommit {
+				t.Fatalf("first stream: %v %v", d, g.Err())
+			}
+			g.Reset(c.second, [][]byte{[]byte("zzz")}, 0, 0)
+			fresh := stream.NewGate(c.second, [][]byte{[]byte("zzz")}, 0, 0)
+			ev := parseEvents(t, sseStream(c.next))[0]
+			if d, want := g.Feed(ev), fresh.Feed(ev); d != want || g.FailReason() != fresh.FailReason() {
+				t.Fatalf("reused gate %v %q, a new one %v %q", d, g.FailReason(), want, fresh.FailReason())
+			}
+		})
+	}
+}
+
 func TestCheckBody(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -143,9 +143,9 @@ func (g *Gate) Reset(d wire.Dialect, reject [][]byte, maxBuffer int, maxEvents i
 	g.buf, g.events = g.buf[:0], 0
 	g.text, g.scratch = g.text[:0], g.scratch[:0]
 	g.decision, g.failure, g.cause, g.by, g.ended = GateHold, GateOK, nil, "", false
-	memo := g.Choices.Memo // a reused gate keeps its memo's buffer, emptied
+	memo := g.Choices.Memo // a reused gate keeps its memo's buffers, emptied
 	if memo != nil {
-		memo.Remember(nil, wire.UsageCounts{})
+		memo.Reset()
 	}
 	g.Choices = wire.ChoiceSet{Memo: memo}
 	g.Track, g.Usage = nil, nil

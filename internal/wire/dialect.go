@@ -321,6 +321,14 @@ func (m *Memo) Remember(raw []byte, c UsageCounts) {
 	m.Counts, m.Split = c, 0
 }
 
+// Reset empties the memo, keeping its buffers: what one stream repeated
+// says nothing about the next, and a frame means something else in
+// another dialect (Gemini's starts at the candidates, OpenAI's at the
+// chunk).
+func (m *Memo) Reset() {
+	*m = Memo{Raw: m.Raw[:0], Frame: m.Frame[:0], Tail: m.Tail[:0], Chunk: m.Chunk[:0]}
+}
+
 // RememberFrame keeps what stands before and after a text.
 func (m *Memo) RememberFrame(before, after []byte) {
 	m.Frame = append(append(m.Frame[:0], before...), after...)
