@@ -62,7 +62,8 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 		var sc geminiCandidates
 		sc.plainText(text, withText)
 		info.Counts = counts
-		return st.finish(info, &sc, 1, usage, model, false, nil, withText)
+		st.finish(&info, &sc, 1, usage, model, false, nil, withText)
+		return info
 	}
 	it, ok := jsonscan.Open(data, start, 0)
 	if !ok || !it.IsObject() {
@@ -184,8 +185,12 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 	if frameEnd > 0 && candidateKeys == 1 && st != nil {
 		st.rememberFrame(data[frame[0]:frame[1]], data[frame[2]:frameEnd])
 	}
-	info = st.finish(info, &sc, candidateKeys, usage, model, usageOdd, feedback, withText)
-	if textEnd-textAt > 2 && candidateKeys == 1 && !usageOdd && feedback == nil && info.Class == wire.EvOutput && st != nil {
+	st.finish(&info, &sc, candidateKeys, usage, model, usageOdd, feedback, withText)
+	// Kept once its usage has repeated (the usage memo matched it, or it
+	// has none): a stream whose counts change every chunk would only pay
+	// for a copy and a failed comparison.
+	if textEnd-textAt > 2 && candidateKeys == 1 && !usageOdd && feedback == nil && info.Class == wire.EvOutput && st != nil &&
+		(usageSeen || usage == nil) {
 		st.rememberChunk(data, textAt, textEnd, usage, model, info.Counts)
 	}
 	return info
@@ -194,7 +199,7 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 // finish is InspectGeminiStream's reading of a valid chunk without an
 // error, once its members are read: sc its candidates, candidateKeys how
 // many candidates members it had.
-func (st *Stream) finish(info wire.EventInfo, sc *geminiCandidates, candidateKeys int, usage, model []byte, usageOdd bool, feedback []byte, withText bool) wire.EventInfo {
+func (st *Stream) finish(info *wire.EventInfo, sc *geminiCandidates, candidateKeys int, usage, model []byte, usageOdd bool, feedback []byte, withText bool) {
 	info.By = sc.by
 	info.Plain = withText && candidateKeys == 1 && sc.n == 1 && sc.plain
 	info.UsageRead, info.Usage, info.Model = !usageOdd, usage, model
@@ -218,7 +223,6 @@ func (st *Stream) finish(info wire.EventInfo, sc *geminiCandidates, candidateKey
 	if info.Class != wire.EvPrelude {
 		info.Text = sc.text
 	}
-	return info
 }
 
 // geminiCandidates is what the candidates array of one chunk holds.
