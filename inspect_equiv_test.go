@@ -134,6 +134,9 @@ func equivStreams(t testing.TB) map[string][]byte {
 		strings.Replace(chunk(`"b"`, `,"obfuscation":"x"`), `"finish_reason":null`, `"finish_reason":"stop"`, 1),
 		strings.Replace(chunk(`"b"`, `,"obfuscation":"x"`), `"index":0`, `"index":1`, 1)} {
 		chunks = append(chunks, chunk(`"a"`, `,"obfuscation":"abc"`), v)
+		// each also a stream of its own: the memo's frame met fresh
+		// (wire.MemoMisses stops a stream keeping frames it never meets)
+		out[fmt.Sprintf("recorded OpenAI frame %02d", len(chunks)/2)] = []byte(sseStream(chunk(`"a"`, `,"obfuscation":"abc"`), v, "data: [DONE]"))
 	}
 	chunks = append(chunks, chunk(`"a"`, ``), chunk(`"b"`, ``), chunk(`"c"`, `,"obfuscation":"x"`), chunk(`"d"`, ``), "data: [DONE]")
 	out["recorded OpenAI frames"] = []byte(sseStream(chunks...))
@@ -152,6 +155,10 @@ func equivStreams(t testing.TB) map[string][]byte {
 		`{"usageMetadata":{"promptTokenCount":5},"candidates":[{"content":{"parts":[{"text":"b"}],"role":"model"},"index":0}],"modelVersion":"m"}`,
 		`{"usageMetadata":{"promptTokenCount":5},"candidates":[{"content":{"parts":[{"text":"c"}],"role":"model"},"index":0}],"modelVersion":"m"}`} {
 		gchunks = append(gchunks, gchunk(`"a"`, `,"modelVersion":"m","responseId":"r"`), v)
+		// each also a stream of its own: the chunk is kept once its usage
+		// has repeated, so the second "a" sets the memo the variant meets
+		a := gchunk(`"a"`, `,"modelVersion":"m","responseId":"r"`)
+		out[fmt.Sprintf("recorded Gemini chunk %02d", len(gchunks)/2)] = []byte(geminiSSE(a, a, v))
 	}
 	out["recorded Gemini chunks"] = []byte(geminiSSE(gchunks...))
 	out["recorded Responses"] = []byte(responsesStream(rCreated, rInProgress, rItemAdded, rPartAdded, rTextDelta, rTextDelta2, rTextDone, rPartDone,

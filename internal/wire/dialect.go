@@ -293,8 +293,11 @@ type Memo struct {
 	FrameSplit int
 	// FrameOdd (OpenAI) says the chunks end in an "obfuscation" member,
 	// whose string changes from chunk to chunk: Frame stops before it.
-	// FrameNull says they carry "usage":null.
+	// FrameNull says they carry "usage":null. FrameMisses counts the
+	// frames kept since one was last met (a stream whose chunks never
+	// repeat stops keeping them: MemoMisses).
 	FrameOdd, FrameNull bool
+	FrameMisses         int
 	// Tail is what followed the usage in a chunk, to the end of its data
 	// (Gemini: modelVersion, responseId and the close), when the walk
 	// read nothing there but the model; TailModel is where the model's
@@ -309,7 +312,14 @@ type Memo struct {
 	ChunkSplit             int
 	ChunkUsage, ChunkModel [2]int
 	ChunkCounts            UsageCounts
+	ChunkMisses            int // as FrameMisses
 }
+
+// MemoMisses is how many frames (or chunks) a stream keeps, one after
+// another, without meeting any of them again before it stops keeping
+// them: the copies would cost a stream whose chunks never repeat (a
+// timestamp or an id that changes every chunk) more than they save.
+const MemoMisses = 3
 
 // Remember keeps a copy of raw (a valid object) and its counts, reusing
 // the memo's buffer.

@@ -71,6 +71,7 @@ func (s *Stream) framedChunk(data []byte) (text, usage, model []byte, counts wir
 	if e-t <= 2 || len(data)-e != len(after) || !bytes.Equal(data[e:], after) {
 		return nil, nil, nil, counts, false
 	}
+	m.ChunkMisses = 0
 	if m.ChunkUsage[1] > 0 {
 		usage = data[e+m.ChunkUsage[0] : e+m.ChunkUsage[1]]
 	}
@@ -89,6 +90,14 @@ func (s *Stream) rememberChunk(data []byte, t, e int, usage, model []byte, count
 		return
 	}
 	m := s.ownMemo()
+	if m.ChunkMisses >= wire.MemoMisses {
+		return // this stream's chunks do not repeat
+	}
+	m.ChunkMisses++
+	if m.ChunkMisses == wire.MemoMisses {
+		m.ChunkSplit = 0 // the last one kept is not met again either
+		return
+	}
 	m.Chunk = append(append(m.Chunk[:0], data[:t]...), data[e:]...)
 	m.ChunkSplit, m.ChunkCounts = t, counts
 	m.ChunkUsage, m.ChunkModel = [2]int{}, [2]int{}

@@ -54,6 +54,7 @@ func inspectFramed(data []byte, withText bool, cs *wire.ChoiceSet) (info wire.Ev
 	if jsonscan.SkipSpace(rest, 0) != len(rest) {
 		return info, false
 	}
+	m.FrameMisses = 0
 	cs.Note(0, false)
 	info.Class, info.By, info.Text, info.Plain, info.UsageRead = wire.EvOutput, "content", data[t:e], true, true
 	if m.FrameNull {
@@ -70,8 +71,17 @@ func rememberFrame(data []byte, info *wire.EventInfo, cs *wire.ChoiceSet) {
 		info.Usage != nil && !jsonscan.IsNull(info.Usage) || len(info.Text) <= 2 || cs == nil {
 		return
 	}
+	if cs.Memo == nil {
+		cs.Memo = new(wire.Memo)
+	}
+	m := cs.Memo
+	if m.FrameMisses >= wire.MemoMisses {
+		return // this stream's chunks do not repeat
+	}
+	m.FrameMisses++
 	t := jsonscan.OffsetOf(data, info.Text)
-	if t < 0 {
+	if m.FrameMisses == wire.MemoMisses || t < 0 {
+		m.FrameSplit = 0 // the last one kept is not met again either
 		return
 	}
 	before, after := data[:t], data[t+len(info.Text):]
@@ -82,10 +92,6 @@ func rememberFrame(data []byte, info *wire.EventInfo, cs *wire.ChoiceSet) {
 			after, odd = after[:k], true
 		}
 	}
-	if cs.Memo == nil {
-		cs.Memo = new(wire.Memo)
-	}
-	m := cs.Memo
 	m.RememberFrame(before, after)
 	m.FrameOdd, m.FrameNull = odd, info.Usage != nil
 }
