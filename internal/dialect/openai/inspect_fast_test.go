@@ -60,3 +60,31 @@ func TestInspectFramed(t *testing.T) {
 		})
 	}
 }
+
+// A stream whose chunks never repeat their frame (each stamped with its
+// own created) stops keeping frames after wire.MemoMisses of them; one
+// that meets its frame again keeps going.
+func TestInspectFramedGivesUp(t *testing.T) {
+	chunk := func(created int, text string) []byte {
+		return []byte(`{"id":"c","object":"chat.completion.chunk","created":` + string(rune('1'+created)) +
+			`,"model":"m","choices":[{"index":0,"delta":{"content":"` + text + `"},"finish_reason":null}]}`)
+	}
+	var cs wire.ChoiceSet
+	for i := range wire.MemoMisses + 2 {
+		info := inspectOpenAI(sse.Event{Data: chunk(i, "x")}, true, &cs)
+		if info.Class != wire.EvOutput || string(info.Text) != `"x"` {
+			t.Fatalf("chunk %d: %+v", i, info)
+		}
+		if kept := cs.Memo.FrameSplit > 0; kept != (i < wire.MemoMisses-1) {
+			t.Fatalf("after chunk %d: frame kept %v, misses %d", i, kept, cs.Memo.FrameMisses)
+		}
+	}
+	cs = wire.ChoiceSet{}
+	for i := range 3 * wire.MemoMisses {
+		created := i / 2 // each frame met once again, then another
+		inspectOpenAI(sse.Event{Data: chunk(created, "y")}, true, &cs)
+		if cs.Memo.FrameSplit == 0 {
+			t.Fatalf("chunk %d: a stream that meets its frames stopped keeping them", i)
+		}
+	}
+}
