@@ -4,8 +4,6 @@ package gemini
 // usageMetadata object and the frame around a plain candidate's text.
 
 import (
-	"bytes"
-
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
@@ -40,16 +38,7 @@ func (s *Stream) framedText(data []byte, i int) (text []byte, end int, ok bool) 
 	if m == nil || m.FrameSplit == 0 {
 		return nil, 0, false
 	}
-	before, after := m.Frame[:m.FrameSplit], m.Frame[m.FrameSplit:]
-	if !bytes.HasPrefix(data[i:], before) {
-		return nil, 0, false
-	}
-	t := i + len(before)
-	e := jsonscan.StringEnd(data, t)
-	if e < 0 || e-t <= 2 || !bytes.HasPrefix(data[e:], after) {
-		return nil, 0, false
-	}
-	return data[t:e], e + len(after), true
+	return wire.Framed(data, i, m.Frame[:m.FrameSplit], m.Frame[m.FrameSplit:])
 }
 
 // framedChunk reads data when it is the stream's last plain chunk (one
@@ -62,15 +51,11 @@ func (s *Stream) framedChunk(data []byte) (text, usage, model []byte, counts wir
 	if m == nil || m.ChunkSplit == 0 {
 		return nil, nil, nil, counts, false
 	}
-	before, after := m.Chunk[:m.ChunkSplit], m.Chunk[m.ChunkSplit:]
-	if !bytes.HasPrefix(data, before) {
+	text, end, ok := wire.Framed(data, 0, m.Chunk[:m.ChunkSplit], m.Chunk[m.ChunkSplit:])
+	if !ok || end != len(data) {
 		return nil, nil, nil, counts, false
 	}
-	t := len(before)
-	e := jsonscan.StringEnd(data, t)
-	if e-t <= 2 || len(data)-e != len(after) || !bytes.Equal(data[e:], after) {
-		return nil, nil, nil, counts, false
-	}
+	e := end - (len(m.Chunk) - m.ChunkSplit)
 	m.ChunkMisses = 0
 	if m.ChunkUsage[1] > 0 {
 		usage = data[e+m.ChunkUsage[0] : e+m.ChunkUsage[1]]
@@ -78,7 +63,7 @@ func (s *Stream) framedChunk(data []byte) (text, usage, model []byte, counts wir
 	if m.ChunkModel[1] > 0 {
 		model = data[e+m.ChunkModel[0] : e+m.ChunkModel[1]]
 	}
-	return data[t:e], usage, model, m.ChunkCounts, true
+	return text, usage, model, m.ChunkCounts, true
 }
 
 // rememberChunk keeps a plain chunk the walk read: data around its text
@@ -90,13 +75,8 @@ func (s *Stream) rememberChunk(data []byte, t, e int, usage, model []byte, count
 		return
 	}
 	m := s.ownMemo()
-	if m.ChunkMisses >= wire.MemoMisses {
+	if !wire.KeepFrame(&m.ChunkMisses, &m.ChunkSplit) {
 		return // this stream's chunks do not repeat
-	}
-	m.ChunkMisses++
-	if m.ChunkMisses == wire.MemoMisses {
-		m.ChunkSplit = 0 // the last one kept is not met again either
-		return
 	}
 	m.Chunk = append(append(m.Chunk[:0], data[:t]...), data[e:]...)
 	m.ChunkSplit, m.ChunkCounts = t, counts

@@ -31,16 +31,11 @@ func inspectFramed(data []byte, withText bool, cs *wire.ChoiceSet) (info wire.Ev
 		return info, false
 	}
 	m := cs.Memo
-	before, after := m.Frame[:m.FrameSplit], m.Frame[m.FrameSplit:]
-	if !bytes.HasPrefix(data, before) {
+	text, end, ok := wire.Framed(data, 0, m.Frame[:m.FrameSplit], m.Frame[m.FrameSplit:])
+	if !ok { // another frame, or "" (no output: the walk says so)
 		return info, false
 	}
-	t := len(before)
-	e := jsonscan.StringEnd(data, t)
-	if e-t <= 2 || !bytes.HasPrefix(data[e:], after) { // e < 0, "" (no output: the walk says so) or another frame
-		return info, false
-	}
-	rest := data[e+len(after):]
+	rest := data[end:]
 	if m.FrameOdd {
 		if !bytes.HasPrefix(rest, obfuscationMember) {
 			return info, false
@@ -56,7 +51,7 @@ func inspectFramed(data []byte, withText bool, cs *wire.ChoiceSet) (info wire.Ev
 	}
 	m.FrameMisses = 0
 	cs.Note(0, false)
-	info.Class, info.By, info.Text, info.Plain, info.UsageRead = wire.EvOutput, "content", data[t:e], true, true
+	info.Class, info.By, info.Text, info.Plain, info.UsageRead = wire.EvOutput, "content", text, true, true
 	if m.FrameNull {
 		info.Usage = jsonNull
 	}
@@ -75,13 +70,12 @@ func rememberFrame(data []byte, info *wire.EventInfo, cs *wire.ChoiceSet) {
 		cs.Memo = new(wire.Memo)
 	}
 	m := cs.Memo
-	if m.FrameMisses >= wire.MemoMisses {
+	if !wire.KeepFrame(&m.FrameMisses, &m.FrameSplit) {
 		return // this stream's chunks do not repeat
 	}
-	m.FrameMisses++
 	t := jsonscan.OffsetOf(data, info.Text)
-	if m.FrameMisses == wire.MemoMisses || t < 0 {
-		m.FrameSplit = 0 // the last one kept is not met again either
+	if t < 0 {
+		m.FrameSplit = 0
 		return
 	}
 	before, after := data[:t], data[t+len(info.Text):]
