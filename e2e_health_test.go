@@ -340,8 +340,10 @@ func TestHealthBreakerSurvivesReload(t *testing.T) {
 		t.Fatalf("before the reload: %+v, want open", *before)
 	}
 
-	// Each stream now lasts about 2 s.
-	if err := secondary.SetConfig(sim.Config{Model: healthBySecondary, Tokens: 9, TokenDelay: caddyDur(220 * time.Millisecond)}); err != nil {
+	// Each stream now lasts about 3.6 s: under -race on 2 cores the 20 take
+	// well over a second to all be in flight, and the first must not end
+	// before the reload starts.
+	if err := secondary.SetConfig(sim.Config{Model: healthBySecondary, Tokens: 9, TokenDelay: caddyDur(400 * time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
 	results := make(chan error, streams)
