@@ -36,6 +36,49 @@ type handlerMetrics struct {
 	resumeIn     *prometheus.CounterVec
 	discovers    *prometheus.CounterVec
 	translations *prometheus.CounterVec
+
+	// series caches the children every request records (its outcome, the
+	// winner's result, first event and tokens): finding one by its label
+	// values hashes and checks them each time, several per request. The
+	// label values come from configuration and fixed sets, so it stays
+	// small.
+	series sync.Map // seriesKey → prometheus.Counter or prometheus.Observer
+}
+
+type seriesKey struct {
+	vec  any // the *CounterVec or *HistogramVec
+	n    int // how many label values: 1 (a) or 2 (a, b)
+	a, b string
+}
+
+// counter1 is vec's child for the one label value a; counter2 for two.
+func (m *handlerMetrics) counter1(vec *prometheus.CounterVec, a string) prometheus.Counter {
+	return m.counter(seriesKey{vec, 1, a, ""}, vec)
+}
+
+func (m *handlerMetrics) counter2(vec *prometheus.CounterVec, a, b string) prometheus.Counter {
+	return m.counter(seriesKey{vec, 2, a, b}, vec)
+}
+
+func (m *handlerMetrics) counter(k seriesKey, vec *prometheus.CounterVec) prometheus.Counter {
+	if c, ok := m.series.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	lvs := []string{k.a, k.b}[:k.n]
+	c := vec.WithLabelValues(lvs...)
+	m.series.Store(k, c)
+	return c
+}
+
+// observer is vec's child for the one label value a.
+func (m *handlerMetrics) observer(vec *prometheus.HistogramVec, a string) prometheus.Observer {
+	k := seriesKey{vec: vec, n: 1, a: a}
+	if o, ok := m.series.Load(k); ok {
+		return o.(prometheus.Observer)
+	}
+	o := vec.WithLabelValues(a)
+	m.series.Store(k, o)
+	return o
 }
 
 const ns, sub = "caddy", "llm_hedge"
@@ -108,7 +151,7 @@ func (m *handlerMetrics) all() []prometheus.Collector {
 
 func (m *handlerMetrics) request(outcome string) {
 	if m != nil {
-		m.requests.WithLabelValues(outcome).Inc()
+		m.counter1(m.requests, outcome).Inc()
 	}
 }
 
@@ -169,8 +212,8 @@ func (m *handlerMetrics) won(provider, result string, firstEventSeconds float64,
 	if m == nil {
 		return
 	}
-	m.attempts.WithLabelValues(provider, result).Inc()
-	m.firstEvent.WithLabelValues(provider).Observe(firstEventSeconds)
+	m.counter2(m.attempts, provider, result).Inc()
+	m.observer(m.firstEvent, provider).Observe(firstEventSeconds)
 	m.addTokens(provider, *u)
 }
 
@@ -180,7 +223,7 @@ func (m *handlerMetrics) addTokens(provider string, u wire.Usage) {
 		n    int64
 	}{{"input", u.Input}, {"output", u.Output}, {"cache_read", u.CacheRead}, {"cache_write", u.CacheWrite}} {
 		if t.n > 0 {
-			m.tokens.WithLabelValues(provider, t.kind).Add(float64(t.n))
+			m.counter2(m.tokens, provider, t.kind).Add(float64(t.n))
 		}
 	}
 }

@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"cmp"
+	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -151,7 +152,7 @@ func (h *Handler) finish(st *requestState) {
 	}
 	af := &accessFields{provider, served, st.dialectName(), len(st.attempts), st.hedged, st.outcome, firstMs, u.Input, u.Output}
 	if repl, ok := st.r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		publishPlaceholders(repl, af)
+		publishPlaceholders(st.r.Context(), repl, af)
 	}
 	if extra, ok := st.r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
 		// Set, not Add: a request that passes through the handler twice
@@ -247,14 +248,29 @@ type accessFields struct {
 }
 
 // placeholderSelf names the request's accessFields among its placeholders,
-// so a second pass through the handler updates them in place.
-const placeholderSelf = "http.llm_hedge.\x00fields"
+// and varSelf in its vars, so a second pass through the handler updates
+// them in place.
+const (
+	placeholderSelf = "http.llm_hedge.\x00fields"
+	varSelf         = "llm_hedge\x00fields"
+)
 
 // publishPlaceholders makes {http.llm_hedge.*} answer from f. One lookup
 // function, read only when a placeholder is used (log_append, a header),
 // costs less than nine values set in the replacer's map on every request.
-// A request that passes through the handler again reads the last pass's.
-func publishPlaceholders(repl *caddy.Replacer, f *accessFields) {
+// A request that passes through the handler again reads the last pass's:
+// the request's vars say whether one did (asking the replacer asks every
+// provider of a request's placeholders, about a microsecond).
+func publishPlaceholders(ctx context.Context, repl *caddy.Replacer, f *accessFields) {
+	if vars, ok := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
+		if prev, ok := vars[varSelf].(*accessFields); ok {
+			*prev = *f
+			return
+		}
+		vars[varSelf] = f
+		repl.Map(f.placeholder)
+		return
+	}
 	if cur, ok := repl.Get(placeholderSelf); ok {
 		if prev, ok := cur.(*accessFields); ok {
 			*prev = *f

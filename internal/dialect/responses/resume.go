@@ -45,18 +45,29 @@ func (Dialect) NewResumer(req *wire.Request) wire.Resumer {
 
 // responsesFrame is the part of a Responses event a resumer reads.
 type responsesFrame struct {
-	OutputIndex  int64  `json:"output_index"`
-	ContentIndex int64  `json:"content_index"`
-	ItemID       string `json:"item_id"`
-	Item         *struct {
-		ID      string            `json:"id"`
-		Type    string            `json:"type"`
-		Content []json.RawMessage `json:"content"`
-	} `json:"item"`
-	Part *struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	} `json:"part"`
+	OutputIndex  int64      `json:"output_index"`
+	ContentIndex int64      `json:"content_index"`
+	ItemID       string     `json:"item_id"`
+	Item         *frameItem `json:"item"`
+	Part         *framePart `json:"part"`
+}
+
+type frameItem struct {
+	ID      string            `json:"id"`
+	Type    string            `json:"type"`
+	Content []json.RawMessage `json:"content"`
+}
+
+type framePart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// frameStore is where the fast path puts a frame's item and part: the
+// caller's, so reading a frame does not allocate them.
+type frameStore struct {
+	item frameItem
+	part framePart
 }
 
 // responsesEventKind is what a Responses event is: the output name inspect
@@ -100,7 +111,8 @@ func (r *Resumer) Track(ev sse.Event, info wire.EventInfo) {
 		}
 		return
 	case "response.output_item.added":
-		f, err := readFrame(ev.Data)
+		var st frameStore
+		f, err := readFrame(ev.Data, &st)
 		switch {
 		case err != nil || f.Item == nil:
 			r.Fail("an unreadable output item")
@@ -115,7 +127,8 @@ func (r *Resumer) Track(ev sse.Event, info wire.EventInfo) {
 		}
 		return
 	case "response.content_part.added":
-		f, err := readFrame(ev.Data)
+		var st frameStore
+		f, err := readFrame(ev.Data, &st)
 		switch {
 		case err != nil || f.Part == nil:
 			r.Fail("an unreadable content part")
@@ -220,12 +233,14 @@ func (r *Resumer) Read(ev sse.Event, info wire.EventInfo) wire.ContEvent {
 		}
 		return wire.ContEvent{Kind: wire.ContText, Text: string(jsonscan.AppendString(nil, info.Text))}
 	case "response.output_item.added", "response.output_item.done":
-		if f, err := readFrame(ev.Data); err != nil || f.Item == nil || f.Item.Type != "message" {
+		var st frameStore
+		if f, err := readFrame(ev.Data, &st); err != nil || f.Item == nil || f.Item.Type != "message" {
 			return wire.ContEvent{Kind: wire.ContOther}
 		}
 		return wire.ContEvent{Kind: wire.ContSkip}
 	case "response.content_part.added", "response.content_part.done":
-		if f, err := readFrame(ev.Data); err != nil || f.Part == nil || f.Part.Type != "output_text" {
+		var st frameStore
+		if f, err := readFrame(ev.Data, &st); err != nil || f.Part == nil || f.Part.Type != "output_text" {
 			return wire.ContEvent{Kind: wire.ContOther}
 		}
 		return wire.ContEvent{Kind: wire.ContSkip}

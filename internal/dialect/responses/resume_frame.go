@@ -8,31 +8,41 @@ import (
 )
 
 // readFrame reads the members of a Responses event a resumer uses, as
-// json.Unmarshal into a responsesFrame reads them. The events providers
+// json.Unmarshal into a responsesFrame reads them (the item and part in
+// st, when the fast path reads them). The events providers
 // send (exact keys, once each, plain strings and integers) are read with
 // the allocation-free scanner; anything else (a key encoding/json would
 // match by case folding, a duplicate, an escape, a number that is not a
 // plain integer) goes to encoding/json itself, so the result is its own.
-func readFrame(data []byte) (f responsesFrame, err error) {
-	if scanFrame(data, &f) {
+func readFrame(data []byte, st *frameStore) (f responsesFrame, err error) {
+	if item, part, ok := scanFrame(data, &f, st); ok {
+		// Set here, not in the scan: st then stays the caller's (on its
+		// stack) unless the caller keeps the frame.
+		if item {
+			f.Item = &st.item
+		}
+		if part {
+			f.Part = &st.part
+		}
 		return f, nil
 	}
-	f = responsesFrame{}
-	err = json.Unmarshal(data, &f)
-	return f, err
+	var g responsesFrame // its own: f, given to encoding/json, would be on the heap
+	err = json.Unmarshal(data, &g)
+	return g, err
 }
 
-// scanFrame is readFrame's fast path; false means "ask encoding/json".
-func scanFrame(data []byte, f *responsesFrame) bool {
+// scanFrame is readFrame's fast path; ok false means "ask encoding/json".
+// item and part say the frame has them (in st): not null, not absent.
+func scanFrame(data []byte, f *responsesFrame, st *frameStore) (item, part, ok bool) {
 	it, ok := jsonscan.Open(data, 0, 0)
 	if !ok || !it.IsObject() {
-		return false
+		return false, false, false
 	}
 	var seen [5]bool
 	for it.Next() {
 		k := frameKey(&it, "output_index", "content_index", "item_id", "item", "part")
 		if k == keyOdd || k >= 0 && seen[k] {
-			return false
+			return false, false, false
 		}
 		if k >= 0 {
 			seen[k] = true
@@ -41,7 +51,7 @@ func scanFrame(data []byte, f *responsesFrame) bool {
 		case 0, 1:
 			n, ok := plainInt(it.Value())
 			if !ok {
-				return false
+				return false, false, false
 			}
 			if k == 0 {
 				f.OutputIndex = n
@@ -51,41 +61,38 @@ func scanFrame(data []byte, f *responsesFrame) bool {
 		case 2:
 			s, ok := plainString(it.Value())
 			if !ok {
-				return false
+				return false, false, false
 			}
 			f.ItemID = s
 		case 3:
-			if !scanFrameItem(&it, f) {
-				return false
+			if item, ok = scanFrameItem(&it, &st.item); !ok {
+				return false, false, false
 			}
 		case 4:
-			if !scanFramePart(&it, f) {
-				return false
+			if part, ok = scanFramePart(&it, &st.part); !ok {
+				return false, false, false
 			}
 		}
 	}
-	return it.End()
+	return item, part, it.End()
 }
 
-// scanFrameItem reads the item member: null, or {id, type, content}.
-func scanFrameItem(it *jsonscan.Iter, f *responsesFrame) bool {
+// scanFrameItem reads the item member: null (present false), or {id,
+// type, content} into item.
+func scanFrameItem(it *jsonscan.Iter, item *frameItem) (present, ok bool) {
 	obj, ok := it.Enter()
 	if !ok {
-		return jsonscan.IsNull(it.Value())
+		return false, jsonscan.IsNull(it.Value())
 	}
 	if !obj.IsObject() {
-		return false
+		return false, false
 	}
-	f.Item = &struct {
-		ID      string            `json:"id"`
-		Type    string            `json:"type"`
-		Content []json.RawMessage `json:"content"`
-	}{}
+	*item = frameItem{}
 	var seen [3]bool
 	for obj.Next() {
 		k := frameKey(&obj, "id", "type", "content")
 		if k == keyOdd || k >= 0 && seen[k] {
-			return false
+			return false, false
 		}
 		if k >= 0 {
 			seen[k] = true
@@ -94,51 +101,49 @@ func scanFrameItem(it *jsonscan.Iter, f *responsesFrame) bool {
 		case 0, 1:
 			s, ok := plainString(obj.Value())
 			if !ok {
-				return false
+				return false, false
 			}
 			if k == 0 {
-				f.Item.ID = s
+				item.ID = s
 			} else {
-				f.Item.Type = s
+				item.Type = s
 			}
 		case 2:
 			// Only how many elements there are is read: a non-empty array
 			// is refused before its elements are looked at.
 			arr, ok := obj.Enter()
 			if !ok || arr.IsObject() {
-				return false
+				return false, false
 			}
 			for arr.Next() {
 				if arr.Value() == nil {
-					return false
+					return false, false
 				}
-				f.Item.Content = append(f.Item.Content, nil)
+				item.Content = append(item.Content, nil)
 			}
 			obj.Leave(&arr)
 		}
 	}
 	it.Leave(&obj)
-	return true
+	return true, true
 }
 
-// scanFramePart reads the part member: null, or {type, text}.
-func scanFramePart(it *jsonscan.Iter, f *responsesFrame) bool {
+// scanFramePart reads the part member: null (present false), or {type,
+// text} into part.
+func scanFramePart(it *jsonscan.Iter, part *framePart) (present, ok bool) {
 	obj, ok := it.Enter()
 	if !ok {
-		return jsonscan.IsNull(it.Value())
+		return false, jsonscan.IsNull(it.Value())
 	}
 	if !obj.IsObject() {
-		return false
+		return false, false
 	}
-	f.Part = &struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}{}
+	*part = framePart{}
 	var seen [2]bool
 	for obj.Next() {
 		k := frameKey(&obj, "type", "text")
 		if k == keyOdd || k >= 0 && seen[k] {
-			return false
+			return false, false
 		}
 		if k >= 0 {
 			seen[k] = true
@@ -146,17 +151,17 @@ func scanFramePart(it *jsonscan.Iter, f *responsesFrame) bool {
 		if k >= 0 {
 			s, ok := plainString(obj.Value())
 			if !ok {
-				return false
+				return false, false
 			}
 			if k == 0 {
-				f.Part.Type = s
+				part.Type = s
 			} else {
-				f.Part.Text = s
+				part.Text = s
 			}
 		}
 	}
 	it.Leave(&obj)
-	return true
+	return true, true
 }
 
 // keyOdd is a key encoding/json might match to a field by folding it.
@@ -177,7 +182,8 @@ func frameKey(it *jsonscan.Iter, names ...string) int {
 		}
 	}
 	for _, n := range names {
-		if bytes.EqualFold(it.Key, []byte(n)) {
+		// ASCII only here: a key of another length cannot fold to n.
+		if len(it.Key) == len(n) && bytes.EqualFold(it.Key, []byte(n)) {
 			return keyOdd
 		}
 	}

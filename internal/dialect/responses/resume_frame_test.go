@@ -25,7 +25,8 @@ func TestReadFrameMatchesEncodingJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(24, 4))
 	const alphabet = "\"\\{}[],: 0123456789nultrex-.E"
 	check := func(data []byte) {
-		got, gotErr := readFrame(data)
+		var st frameStore
+		got, gotErr := readFrame(data, &st)
 		var want responsesFrame
 		wantErr := json.Unmarshal(data, &want)
 		if (gotErr != nil) != (wantErr != nil) || gotErr == nil && !reflect.DeepEqual(frameSummary(got), frameSummary(want)) {
