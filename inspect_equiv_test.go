@@ -163,6 +163,30 @@ func equivStreams(t testing.TB) map[string][]byte {
 	out["recorded Gemini chunks"] = []byte(geminiSSE(gchunks...))
 	out["recorded Responses"] = []byte(responsesStream(rCreated, rInProgress, rItemAdded, rPartAdded, rTextDelta, rTextDelta2, rTextDone, rPartDone,
 		rItemDone, rCompleted, rIncomplete, rFailed, rError, rErrorObj, rFnAdded, rFnDelta, rRsAdded, rRsPart, rRsDelta, rRsDone, rRefusal))
+	// Deltas that end in their sequence_number (the simulator's, and
+	// providers' that put it last): the members between the delta and
+	// that number are read from the stream's memo when they repeat.
+	seqLast := func(delta, tail string) string {
+		return "event: response.output_text.delta\ndata: " +
+			`{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":` + delta + tail
+	}
+	base := seqLast(`"a"`, `,"logprobs":[],"sequence_number":4}`)
+	last := []string{base}
+	for _, v := range []string{
+		seqLast(`"b"`, `,"logprobs":[],"sequence_number":5}`), seqLast(`"b"`, `,"logprobs":[],"sequence_number":05}`),
+		seqLast(`"b"`, `,"logprobs":[],"sequence_number":5.0}`), seqLast(`"b"`, `,"logprobs":[],"sequence_number":"5"}`),
+		seqLast(`"b"`, `,"logprobs":[],"sequence_number":5} `), seqLast(`"b"`, `,"logprobs":[],"sequence_number":5,"x":1}`),
+		seqLast(`"b"`, `,"logprobs":[],"sequence_number":5}}`), seqLast(`"b"`, `,"logprobs":[1],"sequence_number":5}`),
+		seqLast(`"b"`, `,"logprobs":[],"sequence_number":}`), seqLast(`"b"`, `,"logprobs":[],"sequence_number":5`),
+		seqLast(`"b"`, `,"logprobs":[],"sequence_number":-5}`), seqLast(`"b"`, `,"logprobs":[],"sequence_number":5,"sequence_number":6}`),
+		seqLast(`"b"`, `,"logprobs":[],"error":null,"sequence_number":5}`), seqLast(`"b"`, `,"logprobs":[],"sequence_number":5e1}`),
+		seqLast(`""`, `,"logprobs":[],"sequence_number":5}`), seqLast(`"b\"`, `,"logprobs":[],"sequence_number":5}`),
+		seqLast(`"b"`, `,"logprobs":[],"sequence_number":5,"delta":"c"}`), seqLast(`"b"`, `,"logprobs":[],"sequence_number":99999999999999999999}`),
+	} {
+		last = append(last, base, v)
+		out[fmt.Sprintf("recorded Responses sequence last %02d", len(last)/2)] = []byte(sseStream(base, base, v))
+	}
+	out["recorded Responses sequence last"] = []byte(sseStream(last...))
 	// spellings at the edge of the text delta's flat scan, some invalid
 	var edges []string
 	for _, d := range []string{

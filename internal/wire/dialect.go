@@ -301,7 +301,8 @@ type Memo struct {
 	// Tail is what followed the usage in a chunk, to the end of its data
 	// (Gemini: modelVersion, responseId and the close), when the walk
 	// read nothing there but the model; TailModel is where the model's
-	// value stands in it ({0, 0}: none).
+	// value stands in it ({0, 0}: none). Responses: what followed a text
+	// delta up to the integer sequence_number that closed it.
 	Tail      []byte
 	TailModel [2]int
 	// Chunk (Gemini) is the last plain chunk around its text:

@@ -40,6 +40,7 @@ func inspectTextDelta(ev sse.Event, withText bool, memo *wire.Memo) (info wire.E
 	var delta, seq []byte
 	i := len(textDeltaHead)
 	deltaAt, seqAt, seqEnd := -1, -1, -1 // where the delta value starts; a sequence_number before it
+	deltaEnd, lastSeq := -1, -1          // past the delta; a sequence_number after it that ends the event
 	if j, n := memoDelta(data, memo); j > 0 {
 		end := jsonscan.StringEnd(data, j)
 		if end < 0 {
@@ -48,7 +49,13 @@ func inspectTextDelta(ev sse.Event, withText bool, memo *wire.Memo) (info wire.E
 		if n > 0 {
 			seq = data[memo.Split:n]
 		}
-		delta, i = data[j:end], end
+		delta, i, deltaEnd = data[j:end], end, end
+		if seq == nil {
+			if v, ok := memoTail(data, end, memo); ok {
+				seq, i = v, len(data)
+				goto read
+			}
+		}
 	}
 	for {
 		if i >= len(data) {
@@ -82,12 +89,14 @@ func inspectTextDelta(ev sse.Event, withText bool, memo *wire.Memo) (info wire.E
 			if delta != nil || data[i] != '"' {
 				return info, false
 			}
-			delta, deltaAt = data[i:end], i
+			delta, deltaAt, deltaEnd = data[i:end], i, end
 		case "sequence_number":
 			if seq == nil {
 				seq = data[i:end] // the first, as the walk keeps it
 				if delta == nil {
 					seqAt, seqEnd = i, end
+				} else if data[i] != '"' && end+1 == len(data) && data[end] == '}' {
+					lastSeq = i
 				}
 			}
 		}
@@ -96,6 +105,10 @@ func inspectTextDelta(ev sse.Event, withText bool, memo *wire.Memo) (info wire.E
 	if delta == nil || jsonscan.SkipSpace(data, i) != len(data) {
 		return info, false
 	}
+	if memo != nil && lastSeq > 0 && memo.Split == 0 {
+		memo.RememberTail(data[deltaEnd:lastSeq], [2]int{})
+	}
+read:
 	switch {
 	case memo == nil || deltaAt < 0:
 	case seqAt < 0:
@@ -132,6 +145,26 @@ func memoDelta(data []byte, memo *wire.Memo) (j, n int) {
 		return 0, 0
 	}
 	return n + len(after), n
+}
+
+// memoTail reads the members after a delta that ends at end when they
+// are, byte for byte, those of an earlier delta of the stream (memo.Tail:
+// all but the integer sequence_number that closed it, as the loop walked
+// and accepted them) around another integer that closes the event: the
+// sequence number, and true. The loop would read the same.
+func memoTail(data []byte, end int, memo *wire.Memo) (seq []byte, ok bool) {
+	if len(memo.Tail) == 0 || memo.Split != 0 || !bytes.HasPrefix(data[end:], memo.Tail) {
+		return nil, false
+	}
+	k := end + len(memo.Tail)
+	if k >= len(data) || data[k] < '0' || data[k] > '9' {
+		return nil, false
+	}
+	n := flatValueEnd(data, k)
+	if n < 0 || n+1 != len(data) || data[n] != '}' {
+		return nil, false
+	}
+	return data[k:n], true
 }
 
 // flatValueEnd returns the index past the value at data[i] when it is a
