@@ -223,6 +223,10 @@ func equivStreams(t testing.TB) map[string][]byte {
 		`{"type":"response.in_progress","response":{"model":"m9","usage":{"input_tokens":15}}}`,
 		`{"type":"response.completed","usage":{"input_tokens":16},"response":{"model":"m10"}}`,
 		`{"type":"response.completed","response":{"model":"m11","usage":{"input_tokens":17}}`,
+		`{"type":"response.completed","response":{"model":"m12","model":"m13","usage":{"input_tokens":18}}}`,
+		`{"response":{"model":"m14","usage":{"input_tokens":19,"output_tokens":3}},"type":"response.completed"}`,
+		`{"type":"response.incomplete","response":{"model":"","model":"m15","usage":{"output_tokens":4},"usage":null,"usage":{"input_tokens":20}}}`,
+		`{"type":"response.completed","type":"response.completed","response":{"model":"m16","usage":{"input_tokens":21}}}`,
 	} {
 		edges = append(edges, "event: response.output_text.delta\ndata: "+d, "data: "+d)
 	}

@@ -229,7 +229,9 @@ type EventInfo struct {
 	UsageRead    bool
 	Usage, Model []byte
 	// Counts (Gemini) are the token counts read from Usage in the same
-	// walk, as the dialect's observer records them.
+	// walk, as the dialect's observer records them. Responses: those of
+	// a final response object's usage, with its first model string in
+	// Model, when the walk read them (Counts.Read).
 	Counts UsageCounts
 	// UsageFinal (Responses) says Usage is the response object of the
 	// event that ends the response (its usage counts), not of one that

@@ -64,6 +64,19 @@ func (u *Usage) ObserveModel(obj []byte) {
 	}
 }
 
+// ApplyCounts records the counts a walk read (those it has).
+func (u *Usage) ApplyCounts(c UsageCounts) {
+	if c.HasInput {
+		u.Input = c.Input
+	}
+	if c.HasOutput {
+		u.Output = c.Output
+	}
+	if c.HasCacheRead {
+		u.CacheRead = c.CacheRead
+	}
+}
+
 // readTokenCounts reads an OpenAI-style usage object (Chat Completions and
 // Responses name the same three counts differently): the input and output
 // counts, and cached_tokens inside the details object.

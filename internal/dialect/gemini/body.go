@@ -203,7 +203,7 @@ func (Dialect) ObserveInfo(u *wire.Usage, ev sse.Event, info wire.EventInfo) {
 		return
 	}
 	observeGeminiModel(u, info.Model)
-	applyGeminiCounts(u, info.Counts) // read in inspect's walk
+	u.ApplyCounts(info.Counts) // read in inspect's walk
 }
 
 func observeGeminiModel(u *wire.Usage, v []byte) {
@@ -218,7 +218,7 @@ func observeGeminiModel(u *wire.Usage, v []byte) {
 
 // observeGeminiUsage reads a usageMetadata object (um walks it).
 func observeGeminiUsage(u *wire.Usage, um *jsonscan.Iter) {
-	applyGeminiCounts(u, readGeminiCounts(um))
+	u.ApplyCounts(readGeminiCounts(um))
 }
 
 // readGeminiCounts walks a usageMetadata object (um, to its end) for the
@@ -251,19 +251,6 @@ func readGeminiCounts(um *jsonscan.Iter) wire.UsageCounts {
 	}
 	c.Input, c.Output, c.CacheRead, c.Read = prompt+tool, cands+thoughts, cached, true
 	return c
-}
-
-// applyGeminiCounts records counts read by readGeminiCounts.
-func applyGeminiCounts(u *wire.Usage, c wire.UsageCounts) {
-	if c.HasInput {
-		u.Input = c.Input
-	}
-	if c.HasOutput {
-		u.Output = c.Output
-	}
-	if c.HasCacheRead {
-		u.CacheRead = c.CacheRead
-	}
 }
 
 // maxCachedContentLen bounds a cachedContent name the proxy pins by.

@@ -60,8 +60,18 @@ func inspectResponses(ev sse.Event, withText bool, memo *wire.Memo) wire.EventIn
 			case it.KeyIs("delta"):
 				delta = it.Value()
 			case it.KeyIs("response"):
-				resp = it.Value()
 				resps++
+				if resps == 1 && types == 1 && finalKind(typ, ev.Name) {
+					// The usage observer's reading of it, in this walk.
+					vs := it.Pos
+					if obj, ok := it.Enter(); ok {
+						info.Model, info.Counts = readFinalResponse(&obj)
+						it.Leave(&obj)
+						resp = data[vs:it.Pos]
+						continue
+					}
+				}
+				resp = it.Value()
 			case it.KeyIs("code"):
 				code = it.Value()
 			case it.KeyIs("message"):
@@ -113,6 +123,61 @@ func inspectResponses(ev sse.Event, withText bool, memo *wire.Memo) wire.EventIn
 		info.Text = delta
 	}
 	return info
+}
+
+// finalKind says the event's type (read so far) is one whose response
+// object holds the final usage counts.
+func finalKind(typ, name []byte) bool {
+	var buf [64]byte
+	switch string(responsesKind(typ, name, buf[:0])) {
+	case "response.completed", "response.incomplete", "response.failed":
+		return true
+	}
+	return false
+}
+
+// readFinalResponse walks a final response object as
+// observeResponsesObject reads it with counts: its first model string and
+// what its usage members set (Read: the object was walked).
+func readFinalResponse(obj *jsonscan.Iter) (model []byte, c wire.UsageCounts) {
+	c.Read = true
+	for obj.IsObject() && obj.Next() {
+		switch {
+		case obj.KeyIs("model"):
+			if v := obj.Value(); model == nil && len(v) > 2 && v[0] == '"' {
+				model = v
+			}
+		case obj.KeyIs("usage"):
+			if uo, ok := obj.Enter(); ok {
+				readResponsesCounts(&uo, &c)
+				obj.Leave(&uo)
+			}
+		}
+	}
+	return model, c
+}
+
+// readResponsesCounts is wire.Usage.ReadTokenCounts of a Responses usage
+// object into c.
+func readResponsesCounts(uo *jsonscan.Iter, c *wire.UsageCounts) {
+	for uo.IsObject() && uo.Next() {
+		switch {
+		case uo.KeyIs("input_tokens"):
+			if n, ok := jsonscan.Int(uo.Value()); ok {
+				c.Input, c.HasInput = n, true
+			}
+		case uo.KeyIs("output_tokens"):
+			if n, ok := jsonscan.Int(uo.Value()); ok {
+				c.Output, c.HasOutput = n, true
+			}
+		case uo.KeyIs("input_tokens_details"):
+			if v, ok := jsonscan.Lookup(uo.Value(), "cached_tokens"); ok {
+				if n, ok := jsonscan.Int(v); ok {
+					c.CacheRead, c.HasCacheRead = n, true
+				}
+			}
+		}
+	}
 }
 
 // responsesKind returns what an event is: the data's "type" when it is a
@@ -380,6 +445,13 @@ func (Dialect) ObserveInfo(u *wire.Usage, ev sse.Event, info wire.EventInfo) {
 	case info.Usage != nil && (info.UsageFinal || u.Model == "") && mayObserve(u, ev.Data):
 		// (before the final counts, a response object tells only the
 		// model: once it is known, there is nothing to look for)
+		if info.UsageFinal && info.Counts.Read { // inspect's walk read it
+			if u.Model == "" && info.Model != nil {
+				u.Model = wire.JSONStringValue(info.Model)
+			}
+			u.ApplyCounts(info.Counts)
+			return
+		}
 		observeResponsesObject(u, info.Usage, info.UsageFinal)
 	}
 }
