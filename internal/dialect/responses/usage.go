@@ -93,3 +93,58 @@ func observeResponsesObject(u *wire.Usage, obj []byte, counts bool) {
 		}
 	}
 }
+
+// finalKind says the event's type (read so far) is one whose response
+// object holds the final usage counts.
+func finalKind(typ, name []byte) bool {
+	var buf [64]byte
+	switch string(responsesKind(typ, name, buf[:0])) {
+	case "response.completed", "response.incomplete", "response.failed":
+		return true
+	}
+	return false
+}
+
+// readFinalResponse walks a final response object as
+// observeResponsesObject reads it with counts: its first model string and
+// what its usage members set (Read: the object was walked).
+func readFinalResponse(obj *jsonscan.Iter) (model []byte, c wire.UsageCounts) {
+	c.Read = true
+	for obj.IsObject() && obj.Next() {
+		switch {
+		case obj.KeyIs("model"):
+			if v := obj.Value(); model == nil && len(v) > 2 && v[0] == '"' {
+				model = v
+			}
+		case obj.KeyIs("usage"):
+			if uo, ok := obj.Enter(); ok {
+				readResponsesCounts(&uo, &c)
+				obj.Leave(&uo)
+			}
+		}
+	}
+	return model, c
+}
+
+// readResponsesCounts is wire.Usage.ReadTokenCounts of a Responses usage
+// object into c.
+func readResponsesCounts(uo *jsonscan.Iter, c *wire.UsageCounts) {
+	for uo.IsObject() && uo.Next() {
+		switch {
+		case uo.KeyIs("input_tokens"):
+			if n, ok := jsonscan.Int(uo.Value()); ok {
+				c.Input, c.HasInput = n, true
+			}
+		case uo.KeyIs("output_tokens"):
+			if n, ok := jsonscan.Int(uo.Value()); ok {
+				c.Output, c.HasOutput = n, true
+			}
+		case uo.KeyIs("input_tokens_details"):
+			if v, ok := jsonscan.Lookup(uo.Value(), "cached_tokens"); ok {
+				if n, ok := jsonscan.Int(v); ok {
+					c.CacheRead, c.HasCacheRead = n, true
+				}
+			}
+		}
+	}
+}
