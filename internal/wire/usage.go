@@ -81,20 +81,28 @@ func (u *Usage) ApplyCounts(c UsageCounts) {
 // Responses name the same three counts differently): the input and output
 // counts, and cached_tokens inside the details object.
 func (u *Usage) ReadTokenCounts(uo *jsonscan.Iter, input, output, details string) {
+	var c UsageCounts
+	ReadTokenCounts(uo, input, output, details, &c)
+	u.ApplyCounts(c)
+}
+
+// ReadTokenCounts is Usage.ReadTokenCounts into c: what the object sets,
+// and the Has* of each count it sets (a later member overrides).
+func ReadTokenCounts(uo *jsonscan.Iter, input, output, details string, c *UsageCounts) {
 	for uo.IsObject() && uo.Next() {
 		switch {
 		case uo.KeyIs(input):
 			if n, ok := jsonscan.Int(uo.Value()); ok {
-				u.Input = n
+				c.Input, c.HasInput = n, true
 			}
 		case uo.KeyIs(output):
 			if n, ok := jsonscan.Int(uo.Value()); ok {
-				u.Output = n
+				c.Output, c.HasOutput = n, true
 			}
 		case uo.KeyIs(details):
-			if c, ok := jsonscan.Lookup(uo.Value(), "cached_tokens"); ok {
-				if n, ok := jsonscan.Int(c); ok {
-					u.CacheRead = n
+			if v, ok := jsonscan.Lookup(uo.Value(), "cached_tokens"); ok {
+				if n, ok := jsonscan.Int(v); ok {
+					c.CacheRead, c.HasCacheRead = n, true
 				}
 			}
 		}

@@ -391,10 +391,7 @@ func (Dialect) ObserveInfo(u *wire.Usage, ev sse.Event, info wire.EventInfo) {
 		// (before the final counts, a response object tells only the
 		// model: once it is known, there is nothing to look for)
 		if info.UsageFinal && info.Counts.Read { // inspect's walk read it
-			if u.Model == "" && info.Model != nil {
-				u.Model = wire.JSONStringValue(info.Model)
-			}
-			u.ApplyCounts(info.Counts)
+			applyFinal(u, info.Model, info.Counts)
 			return
 		}
 		observeResponsesObject(u, info.Usage, info.UsageFinal)

@@ -76,22 +76,30 @@ func observeResponsesObject(u *wire.Usage, obj []byte, counts bool) {
 		return // nothing left to read: response.in_progress after response.created
 	}
 	it, ok := jsonscan.Open(obj, 0, 0)
-	for ok && it.IsObject() && it.Next() {
-		switch {
-		case it.KeyIs("model"):
-			if v := it.Value(); u.Model == "" && len(v) > 2 && v[0] == '"' {
+	if !ok {
+		return
+	}
+	if counts {
+		model, c := readFinalResponse(&it)
+		applyFinal(u, model, c)
+		return
+	}
+	for it.IsObject() && it.Next() {
+		if it.KeyIs("model") {
+			if v := it.Value(); len(v) > 2 && v[0] == '"' {
 				u.Model = wire.JSONStringValue(v)
-			}
-			if !counts && u.Model != "" {
 				return // the first model read is the one kept
-			}
-		case counts && it.KeyIs("usage"):
-			if uo, ok := it.Enter(); ok {
-				u.ReadTokenCounts(&uo, "input_tokens", "output_tokens", "input_tokens_details")
-				it.Leave(&uo)
 			}
 		}
 	}
+}
+
+// applyFinal records what readFinalResponse read.
+func applyFinal(u *wire.Usage, model []byte, c wire.UsageCounts) {
+	if u.Model == "" && model != nil {
+		u.Model = wire.JSONStringValue(model)
+	}
+	u.ApplyCounts(c)
 }
 
 // finalKind says the event's type (read so far) is one whose response
@@ -118,33 +126,10 @@ func readFinalResponse(obj *jsonscan.Iter) (model []byte, c wire.UsageCounts) {
 			}
 		case obj.KeyIs("usage"):
 			if uo, ok := obj.Enter(); ok {
-				readResponsesCounts(&uo, &c)
+				wire.ReadTokenCounts(&uo, "input_tokens", "output_tokens", "input_tokens_details", &c)
 				obj.Leave(&uo)
 			}
 		}
 	}
 	return model, c
-}
-
-// readResponsesCounts is wire.Usage.ReadTokenCounts of a Responses usage
-// object into c.
-func readResponsesCounts(uo *jsonscan.Iter, c *wire.UsageCounts) {
-	for uo.IsObject() && uo.Next() {
-		switch {
-		case uo.KeyIs("input_tokens"):
-			if n, ok := jsonscan.Int(uo.Value()); ok {
-				c.Input, c.HasInput = n, true
-			}
-		case uo.KeyIs("output_tokens"):
-			if n, ok := jsonscan.Int(uo.Value()); ok {
-				c.Output, c.HasOutput = n, true
-			}
-		case uo.KeyIs("input_tokens_details"):
-			if v, ok := jsonscan.Lookup(uo.Value(), "cached_tokens"); ok {
-				if n, ok := jsonscan.Int(v); ok {
-					c.CacheRead, c.HasCacheRead = n, true
-				}
-			}
-		}
-	}
 }
