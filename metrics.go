@@ -3,6 +3,7 @@ package llmhedge
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -42,43 +43,68 @@ type handlerMetrics struct {
 	// values hashes and checks them each time, several per request. The
 	// label values come from configuration and fixed sets, so it stays
 	// small.
-	series sync.Map // seriesKey → prometheus.Counter or prometheus.Observer
+	// It is read without a lock (a map replaced whole when a series is
+	// added, which happens a few times per label value, ever) and keyed
+	// by plain values: no interface to hash or compare.
+	series   atomic.Pointer[map[seriesKey]any] // → prometheus.Counter or prometheus.Observer
+	seriesMu sync.Mutex                        // serializes the additions
 }
 
 type seriesKey struct {
-	vec  any // the *CounterVec or *HistogramVec
-	n    int // how many label values: 1 (a) or 2 (a, b)
+	vec  *prometheus.MetricVec // the CounterVec's or HistogramVec's
+	n    int                   // how many label values: 1 (a) or 2 (a, b)
 	a, b string
+}
+
+// cached returns the series of k, made by mk (once) when it is new.
+func (m *handlerMetrics) cached(k seriesKey, mk func() any) any {
+	if p := m.series.Load(); p != nil {
+		if v, ok := (*p)[k]; ok {
+			return v
+		}
+	}
+	m.seriesMu.Lock()
+	defer m.seriesMu.Unlock()
+	old := m.series.Load()
+	if old != nil {
+		if v, ok := (*old)[k]; ok {
+			return v
+		}
+	}
+	next := make(map[seriesKey]any, 1+len(mapOrEmpty(old)))
+	for kk, v := range mapOrEmpty(old) {
+		next[kk] = v
+	}
+	v := mk()
+	next[k] = v
+	m.series.Store(&next)
+	return v
+}
+
+func mapOrEmpty(p *map[seriesKey]any) map[seriesKey]any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 // counter1 is vec's child for the one label value a; counter2 for two.
 func (m *handlerMetrics) counter1(vec *prometheus.CounterVec, a string) prometheus.Counter {
-	return m.counter(seriesKey{vec, 1, a, ""}, vec)
+	return m.counter(seriesKey{vec.MetricVec, 1, a, ""}, vec)
 }
 
 func (m *handlerMetrics) counter2(vec *prometheus.CounterVec, a, b string) prometheus.Counter {
-	return m.counter(seriesKey{vec, 2, a, b}, vec)
+	return m.counter(seriesKey{vec.MetricVec, 2, a, b}, vec)
 }
 
 func (m *handlerMetrics) counter(k seriesKey, vec *prometheus.CounterVec) prometheus.Counter {
-	if c, ok := m.series.Load(k); ok {
-		return c.(prometheus.Counter)
-	}
-	lvs := []string{k.a, k.b}[:k.n]
-	c := vec.WithLabelValues(lvs...)
-	m.series.Store(k, c)
-	return c
+	return m.cached(k, func() any { return vec.WithLabelValues([]string{k.a, k.b}[:k.n]...) }).(prometheus.Counter)
 }
 
 // observer is vec's child for the one label value a.
 func (m *handlerMetrics) observer(vec *prometheus.HistogramVec, a string) prometheus.Observer {
-	k := seriesKey{vec: vec, n: 1, a: a}
-	if o, ok := m.series.Load(k); ok {
-		return o.(prometheus.Observer)
-	}
-	o := vec.WithLabelValues(a)
-	m.series.Store(k, o)
-	return o
+	k := seriesKey{vec: vec.MetricVec, n: 1, a: a}
+	return m.cached(k, func() any { return vec.WithLabelValues(a) }).(prometheus.Observer)
 }
 
 const ns, sub = "caddy", "llm_hedge"

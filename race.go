@@ -53,10 +53,13 @@ func (h *Handler) racePlan(st *requestState, r *http.Request) *attempt {
 
 	hedging := req.Stream && h.Hedge.enabled() && st.pinned == nil && st.discover == nil
 	var hedgeC, retryC <-chan time.Time
-	hedgeTimer := stoppedTimer()
-	retryTimer := stoppedTimer()
-	defer hedgeTimer.Stop()
-	defer retryTimer.Stop()
+	// Made when first armed: a request that neither hedges nor waits to
+	// retry (most) makes no timer.
+	var hedgeTimer, retryTimer *time.Timer
+	defer func() {
+		stopTimer(hedgeTimer)
+		stopTimer(retryTimer)
+	}()
 	var pending *attempt // a same-provider retry waiting for its backoff
 
 	// rearm restarts the hedge delay for the attempt just launched when it
@@ -68,8 +71,7 @@ func (h *Handler) racePlan(st *requestState, r *http.Request) *attempt {
 			return
 		}
 		newest := st.attempts[len(st.attempts)-1]
-		hedgeTimer.Reset(h.hedgeDelay(newest.p, req.SizeClass))
-		hedgeC = hedgeTimer.C
+		hedgeC = armTimer(&hedgeTimer, h.hedgeDelay(newest.p, req.SizeClass))
 	}
 
 	// carryOut does what a step of the policy says; it reports whether
@@ -94,8 +96,7 @@ func (h *Handler) racePlan(st *requestState, r *http.Request) *attempt {
 		case stepRetryLater:
 			h.metrics.retry(s.attempt.p.name, string(s.attempt.class))
 			pending = st.prepare(s.attempt.p, s.attempt.model, launchRetryReason, false)
-			retryTimer.Reset(s.wait)
-			retryC = retryTimer.C
+			retryC = armTimer(&retryTimer, s.wait)
 		case stepLaunch:
 			if h.launchStep(st, r, s) != nil {
 				return false
@@ -393,6 +394,23 @@ func (st *requestState) launch(h *Handler, r *http.Request, a *attempt) {
 		return
 	}
 	go h.run(a, req, r, st.repl, st.done)
+}
+
+// armTimer starts *t for d, making it the first time, and returns its
+// channel.
+func armTimer(t **time.Timer, d time.Duration) <-chan time.Time {
+	if *t == nil {
+		*t = time.NewTimer(d)
+	} else {
+		(*t).Reset(d)
+	}
+	return (*t).C
+}
+
+func stopTimer(t *time.Timer) {
+	if t != nil {
+		t.Stop()
+	}
 }
 
 func stoppedTimer() *time.Timer {
