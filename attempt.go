@@ -321,7 +321,11 @@ func (h *Handler) gateStream(a *attempt, d wire.Dialect, clientCtx context.Conte
 // readCompleteBody reads a non-stream 200 whole and checks it is a real
 // completion, not an error dressed as a success.
 func (h *Handler) readCompleteBody(a *attempt, d wire.Dialect, clientCtx context.Context) {
-	body, err := io.ReadAll(io.LimitReader(a.resp.Body, maxResponseBody+1))
+	length := a.resp.ContentLength // a buffer of the body's size, not grown from 512 bytes
+	if length > maxResponseBody {
+		length = -1 // refused below, after reading what fits
+	}
+	body, err := readAll(a.resp.Body, length, maxResponseBody)
 	a.resp.Body.Close()
 	if err != nil {
 		a.fail(wire.ClassifyTransportError(err, a.ctx, clientCtx), fmt.Errorf("provider %s: reading response: %w", a.p.name, err))
