@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"slices"
 	"strings"
@@ -240,7 +239,7 @@ func (s *bedrockStream) Decode() (f bedrockFrame, err error) {
 		return f, err
 	}
 	total, hlen := binary.BigEndian.Uint32(prelude[:]), binary.BigEndian.Uint32(prelude[4:])
-	sum := crc32.ChecksumIEEE(prelude[:8])
+	sum := crcUpdate(0, prelude[:8])
 	if sum != binary.BigEndian.Uint32(prelude[8:]) {
 		return f, errors.New("prelude checksum mismatch")
 	}
@@ -265,7 +264,7 @@ func (s *bedrockStream) Decode() (f bedrockFrame, err error) {
 	}
 	// The message checksum covers the prelude too: it goes on from the
 	// prelude's sum rather than reading those 8 bytes again.
-	if crc32.Update(sum, crc32.IEEETable, b[8:total-4]) != binary.BigEndian.Uint32(b[total-4:]) {
+	if crcUpdate(sum, b[8:total-4]) != binary.BigEndian.Uint32(b[total-4:]) {
 		return f, errors.New("message checksum mismatch")
 	}
 	f.Payload = b[12+hlen : total-4]
