@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -217,17 +218,18 @@ func (p *plan) unusedWithin(tier int) bool {
 // "" when the request carries none. With headerName set only that header is
 // used. Otherwise Anthropic's metadata.user_id, or OpenAI's prompt_cache_key
 // (literally the cache key), user, then safety_identifier. The body must be
-// valid JSON (parseCompletion checked it); only its top level is scanned, with
-// the scanner parseCompletion uses, so a 1 MiB prompt costs one pass and the
-// same names inside messages never match.
-func sessionKey(d wire.Dialect, body []byte, header http.Header, headerName string) string {
+// valid JSON (parseCompletion checked it); only its top level is read, from
+// the index of top-level members parseCompletion's walk left in top (nil: a
+// walk of the top level), so a 1 MiB prompt costs no second pass and the same
+// names inside messages never match.
+func sessionKey(d wire.Dialect, body []byte, top *jsonscan.Top, header http.Header, headerName string) string {
 	if headerName != "" {
 		return strings.TrimSpace(header.Get(headerName))
 	}
 	if d == wire.DialectNone {
 		return ""
 	}
-	return d.SessionKey(body, header)
+	return d.SessionKey(body, top, header)
 }
 
 // Key pools: a provider with several configured keys uses each by its own

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -56,7 +57,7 @@ func TestSessionKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := sessionKey(tt.d, []byte(tt.body), tt.header, tt.headerName); got != tt.want {
+			if got := sessionKey(tt.d, []byte(tt.body), nil, tt.header, tt.headerName); got != tt.want {
 				t.Errorf("sessionKey = %q, want %q", got, tt.want)
 			}
 		})
@@ -65,11 +66,22 @@ func TestSessionKey(t *testing.T) {
 
 func BenchmarkSessionKey1MiB(b *testing.B) {
 	body := []byte(`{"model":"claude","messages":[{"role":"user","content":"` + strings.Repeat("lorem ipsum ", 1<<20/12) + `"}],"metadata":{"user_id":"u-1"}}`)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if sessionKey(dialectAnthropic, body, nil, "") != "u-1" {
-			b.Fatal("wrong key")
-		}
+	req, err := wire.ParseCompletion(dialectAnthropic, "/v1/messages", "", body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name string
+		top  *jsonscan.Top
+	}{{"walk", nil}, {"indexed", &req.Top}} { // the parse's index: what a request uses
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if sessionKey(dialectAnthropic, body, bc.top, nil, "") != "u-1" {
+					b.Fatal("wrong key")
+				}
+			}
+		})
 	}
 }

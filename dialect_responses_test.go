@@ -451,7 +451,7 @@ func TestResponsesIDs(t *testing.T) {
 		{`"résp"`, ""},
 	} {
 		body := `{"model":"gpt-4.1","previous_response_id":` + tc.raw + `,"input":"hi"}`
-		if got := dresponses.PreviousResponseID([]byte(body)); got != tc.want {
+		if got := dresponses.PreviousResponseID([]byte(body), nil); got != tc.want {
 			t.Errorf("previousResponseID(%s) = %q, want %q", tc.raw, got, tc.want)
 		}
 		if got := dresponses.BodyID([]byte(`{"id":` + tc.raw + `}`)); got != tc.want {
@@ -468,7 +468,7 @@ func TestResponsesIDs(t *testing.T) {
 		`{"previous_respons\u0065_id":"resp_esc"}`:                                                                      "resp_esc",
 		`{"previous_response_id":"resp_a"`:                                                                              "",
 	} {
-		if got := dresponses.PreviousResponseID([]byte(body)); got != want {
+		if got := dresponses.PreviousResponseID([]byte(body), nil); got != want {
 			t.Errorf("previousResponseID(%s) = %q, want %q", body, got, want)
 		}
 	}
@@ -501,7 +501,7 @@ func TestResponsesSessionKey(t *testing.T) {
 			if h == nil {
 				h = http.Header{}
 			}
-			if got := dresponses.SessionKey([]byte(tc.body), h, tc.headerName); got != tc.want {
+			if got := dresponses.SessionKey([]byte(tc.body), nil, h, tc.headerName); got != tc.want {
 				t.Errorf("responsesSessionKey = %q, want %q", got, tc.want)
 			}
 		})
@@ -511,7 +511,7 @@ func TestResponsesSessionKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := dresponses.SessionKey([]byte(`{}`), r.Header, ""); got != "conv-wire" {
+	if got := dresponses.SessionKey([]byte(`{}`), nil, r.Header, ""); got != "conv-wire" {
 		t.Errorf("from the wire: %q", got)
 	}
 }
@@ -706,14 +706,14 @@ func FuzzResponsesEvent(f *testing.F) {
 		var u wire.Usage
 		dresponses.ObserveResponsesEvent(&u, ev)
 		dresponses.ObserveResponsesBody(&u, data)
-		for _, id := range []string{dresponses.CreatedID(ev), dresponses.BodyID(data), dresponses.PreviousResponseID(data)} {
+		for _, id := range []string{dresponses.CreatedID(ev), dresponses.BodyID(data), dresponses.PreviousResponseID(data, nil)} {
 			if id != "" && !dresponses.ValidResponseID([]byte(id)) {
 				t.Fatalf("id %q", id)
 			}
 		}
 		_, _ = dresponses.CheckResponsesBody(data)
 		_ = dresponses.CheckResponsesBodyReject(data, [][]byte{[]byte("x")})
-		_ = dresponses.SessionKey(data, http.Header{}, "")
+		_ = dresponses.SessionKey(data, nil, http.Header{}, "")
 	})
 }
 

@@ -263,7 +263,7 @@ func TestDialectSessionKeys(t *testing.T) {
 		{dialectResponses, `{"model":"m"}`, http.Header{"Session-Id": {"s1"}, "Conversation_id": {"c1"}}, "s1"},
 		{dialectResponses, `{"model":"m"}`, http.Header{"Conversation_id": {"c1"}}, "c1"},
 	} {
-		if got := sessionKey(tt.d, []byte(tt.body), tt.header, ""); got != tt.want {
+		if got := sessionKey(tt.d, []byte(tt.body), nil, tt.header, ""); got != tt.want {
 			t.Errorf("%v session key of %s %v = %q, want %q", tt.d, tt.body, tt.header, got, tt.want)
 		}
 	}

@@ -323,7 +323,7 @@ func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, d wire
 	}
 	req.SizeClass = health.SizeClass(len(body))
 	if h.affinity != nil {
-		req.SessionKey = sessionKey(d, body, r.Header, h.Affinity.Header)
+		req.SessionKey = sessionKey(d, body, &req.Top, r.Header, h.Affinity.Header)
 	}
 	st.req = req
 	h.pinResponse(st, body)

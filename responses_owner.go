@@ -204,7 +204,7 @@ func (h *Handler) pinResponse(st *requestState, body []byte) {
 		h.pinObject(st, body) // objects.go: a file, a container, a cache
 		return
 	}
-	if id := responses.PreviousResponseID(body); id != "" {
+	if id := responses.PreviousResponseID(body, &st.req.Top); id != "" {
 		if st.pinned = h.ownerOf(st.r, id); st.pinned == nil {
 			st.pinned, st.discover = h.discoverOwner(st.r, id)
 			if st.discover != nil {
@@ -245,7 +245,7 @@ func (st *requestState) pinPlan(cands []*provider) []*provider {
 // or continued by id: it would only push useful ids out of the table.
 func (st *requestState) rememberResponse(a *attempt) {
 	h := st.h
-	if st.dialect != dialectResponses || h.owners == nil || !responses.ResponseStored(st.req.Body) ||
+	if st.dialect != dialectResponses || h.owners == nil || !responses.ResponseStored(st.req.Body, &st.req.Top) ||
 		strings.HasSuffix(strings.TrimSuffix(st.r.URL.Path, "/"), "/compact") {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
@@ -74,7 +75,7 @@ type Codec interface {
 	BodyFor(req *Request, model string) []byte
 	// SessionKey returns the conversation key of a request body for
 	// affinity, or "".
-	SessionKey(body []byte, header http.Header) string
+	SessionKey(body []byte, top *jsonscan.Top, header http.Header) string
 
 	// CheckBody detects a fake 200 in a complete non-stream body: the
 	// reason and an error naming it, or "", nil for a real answer.

@@ -26,6 +26,9 @@ type Request struct {
 	ModelStart, modelEnd int
 	SessionKey           string
 	SizeClass            int
+	// Top is where the body's top-level members stand, as the parse's
+	// walk found them, for the readers of one member (Top.Scan).
+	Top jsonscan.Top
 }
 
 var (
@@ -69,7 +72,9 @@ func ParseRequestBody(body []byte) (*Request, error) {
 	}
 	var modelRaw []byte
 	sawModel, sawStream := false, false
+	req.Top.Reset(body)
 	for it.Next() {
+		key, start := it.Key, it.Pos
 		switch {
 		case it.KeyFold("model"):
 			if sawModel {
@@ -86,9 +91,13 @@ func ParseRequestBody(body []byte) (*Request, error) {
 			}
 			sawStream = true
 			req.Stream = string(it.Value()) == "true"
+		default:
+			it.Value()
 		}
+		req.Top.Add(key, start, it.Pos)
 	}
 	if !it.End() {
+		req.Top.Drop()
 		return nil, ErrInvalidJSON
 	}
 	if modelRaw == nil || len(modelRaw) == 2 {

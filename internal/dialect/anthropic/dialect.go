@@ -57,9 +57,9 @@ func (Dialect) BodyFor(req *wire.Request, model string) []byte {
 
 // sessionKey is metadata.user_id, else the X-Claude-Code-Session-Id
 // header Claude Code sends.
-func (Dialect) SessionKey(body []byte, header http.Header) string {
+func (Dialect) SessionKey(body []byte, top *jsonscan.Top, header http.Header) string {
 	var user string
-	_ = jsonscan.ScanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
+	_ = top.Scan(body, func(key []byte, vStart, vEnd int) bool {
 		v := body[vStart:vEnd]
 		if string(key) == "metadata" {
 			_ = jsonscan.ScanTopLevel(v, func(key []byte, s, e int) bool {

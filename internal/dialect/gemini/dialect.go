@@ -122,7 +122,7 @@ func (Dialect) BodyFor(req *wire.Request, _ string) []byte { return req.Body }
 // sessionKey is the request's cachedContent: with affinity on, requests
 // that use one cache go to one provider (the cache lives there). Gemini
 // has no other conversation key.
-func (Dialect) SessionKey(body []byte, _ http.Header) string {
+func (Dialect) SessionKey(body []byte, _ *jsonscan.Top, _ http.Header) string {
 	return CachedContent(body)
 }
 

@@ -50,9 +50,9 @@ func (Dialect) BodyFor(req *wire.Request, model string) []byte { return req.Spli
 
 // sessionKey is prompt_cache_key (literally the cache key), else user,
 // else safety_identifier.
-func (Dialect) SessionKey(body []byte, _ http.Header) string {
+func (Dialect) SessionKey(body []byte, top *jsonscan.Top, _ http.Header) string {
 	var cacheKey, user, safety string
-	_ = jsonscan.ScanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
+	_ = top.Scan(body, func(key []byte, vStart, vEnd int) bool {
 		v := body[vStart:vEnd]
 		switch string(key) {
 		case "prompt_cache_key":

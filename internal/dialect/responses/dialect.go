@@ -345,8 +345,8 @@ func (Dialect) BodyFor(req *wire.Request, model string) []byte {
 	return req.SpliceModel(model)
 }
 
-func (Dialect) SessionKey(body []byte, header http.Header) string {
-	return SessionKey(body, header, "")
+func (Dialect) SessionKey(body []byte, top *jsonscan.Top, header http.Header) string {
+	return SessionKey(body, top, header, "")
 }
 
 func (Dialect) CredentialHeaders() []string { return openai.CredentialHeaders }

@@ -42,9 +42,9 @@ func BodyID(body []byte) string {
 // the providers (and encoding/json), the last of duplicate keys counts, so
 // the proxy pins the request to the provider that will read that id. A
 // body that is not a JSON object has none.
-func PreviousResponseID(body []byte) string {
+func PreviousResponseID(body []byte, top *jsonscan.Top) string {
 	var id string
-	err := jsonscan.ScanTopLevel(body, func(key []byte, s, e int) bool {
+	err := top.Scan(body, func(key []byte, s, e int) bool {
 		if jsonscan.KeyIs(key, "previous_response_id") {
 			id = responseIDValue(body[s:e])
 		}
@@ -68,12 +68,12 @@ func ValidResponseID(id []byte) bool { return wire.ValidObjectID(id) }
 // affinity, or "": with headerName set only that header; otherwise the
 // body's top-level prompt_cache_key (literally the cache key), else the
 // session-id header, else conversation_id (what Codex CLI sends).
-func SessionKey(body []byte, header http.Header, headerName string) string {
+func SessionKey(body []byte, top *jsonscan.Top, header http.Header, headerName string) string {
 	if headerName != "" {
 		return strings.TrimSpace(header.Get(headerName))
 	}
 	var cacheKey string
-	_ = jsonscan.ScanTopLevel(body, func(key []byte, s, e int) bool {
+	_ = top.Scan(body, func(key []byte, s, e int) bool {
 		if jsonscan.KeyIs(key, "prompt_cache_key") {
 			if v := body[s:e]; jsonscan.IsString(v) {
 				cacheKey = jsonscan.Unquote(v)
@@ -140,9 +140,9 @@ func ErrorEvent(status int, message string, seq int64) []byte {
 // responseStored reports whether a request asks the provider to keep its
 // response: unless its top-level store is false (the last of duplicate
 // keys counts, as for the provider).
-func ResponseStored(body []byte) bool {
+func ResponseStored(body []byte, top *jsonscan.Top) bool {
 	stored := true
-	_ = jsonscan.ScanTopLevel(body, func(key []byte, s, e int) bool {
+	_ = top.Scan(body, func(key []byte, s, e int) bool {
 		if jsonscan.KeyIs(key, "store") {
 			stored = string(body[s:e]) != "false"
 		}

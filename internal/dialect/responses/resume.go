@@ -37,7 +37,7 @@ type Resumer struct {
 // answer under an id the client never sees, so neither could be read back
 // or continued by previous_response_id as the client was told.
 func (Dialect) NewResumer(req *wire.Request) wire.Resumer {
-	if ResponseStored(req.Body) {
+	if ResponseStored(req.Body, &req.Top) {
 		return nil
 	}
 	return &Resumer{Seq: -1}

@@ -1,0 +1,46 @@
+package jsonscan
+
+// Top is where the top-level members of one JSON object stand, as the
+// walk that validated the object found them: a reader of one member finds
+// it without walking the object again. A coding agent's request body is
+// hundreds of kilobytes, and several readers each want one member of it
+// (the session key, Responses' store and previous_response_id).
+type Top struct {
+	body    []byte
+	members []topMember
+	inline  [8]topMember // most bodies have fewer members: no allocation
+}
+
+type topMember struct {
+	key  []byte
+	s, e int
+}
+
+// Reset starts t over for body.
+func (t *Top) Reset(body []byte) {
+	t.body, t.members = body, t.inline[:0]
+}
+
+// Add records the next member of the body, in order: its raw key and the
+// range of its value.
+func (t *Top) Add(key []byte, s, e int) {
+	t.members = append(t.members, topMember{key, s, e})
+}
+
+// Drop forgets the body: the walk did not find it valid.
+func (t *Top) Drop() { t.body, t.members = nil, nil }
+
+// Scan is ScanTopLevel(body, fn): fn sees the same members, in order, from
+// the index when t holds one for body (the same bytes: only a valid object
+// is indexed, so the scan has no error to report), else by a walk.
+func (t *Top) Scan(body []byte, fn func(key []byte, vStart, vEnd int) bool) error {
+	if t == nil || len(body) == 0 || len(t.body) != len(body) || &t.body[0] != &body[0] {
+		return ScanTopLevel(body, fn)
+	}
+	for _, m := range t.members {
+		if !fn(m.key, m.s, m.e) {
+			break
+		}
+	}
+	return nil
+}
