@@ -599,7 +599,7 @@ func TestGeminiCachedContent(t *testing.T) {
 		`{"contents":[{"parts":[{"text":"cachedContent"}]}],"config":{"cachedContent":"inner"}}`: "",
 		`{"cachedContent":"cachedContents/x"`:                                                    "",
 	} {
-		if got := gemini.CachedContent([]byte(body)); got != want {
+		if got := gemini.CachedContent([]byte(body), nil); got != want {
 			t.Errorf("geminiCachedContent(%.60s) = %q, want %q", body, got, want)
 		}
 	}
@@ -934,7 +934,7 @@ func FuzzGeminiChunk(f *testing.F) {
 			t.Fatalf("checkGeminiBody %q %v", reason, err)
 		}
 		_ = gemini.CheckGeminiBodyReject(data, [][]byte{[]byte("x")})
-		if c := gemini.CachedContent(data); len(c) > gemini.MaxCachedContentLen {
+		if c := gemini.CachedContent(data, nil); len(c) > gemini.MaxCachedContentLen {
 			t.Fatalf("cachedContent of %d bytes", len(c))
 		}
 		if d, ok := gemini.RetryDelay(data); d < 0 || d > limit.MaxRetryAfter || !ok && d != 0 {

@@ -26,11 +26,16 @@ func TestTopIndexReaders(t *testing.T) {
 		{dialectResponses, "/v1/responses", `{"model":"m","prompt_cache_key":"k","store":false,"previous_response_id":"resp_1"}`},
 		{dialectResponses, "/v1/responses", `{"model":"m","store":false,"store":true,"previous_response_id":"resp_1","previous_response_id":null}`},
 		{dialectResponses, "/v1/responses", `{"model":"m","input":[{"role":"user","content":"\"store\":false"}]}`},
+		{dialectGemini, "/v1beta/models/gemini-2.5-pro:streamGenerateContent", `{"cachedContent":"cachedContents/c1","contents":[]}`},
+		{dialectGemini, "/v1beta/models/gemini-2.5-pro:generateContent", `{"contents":[{"parts":[{"text":"cachedContent"}]}],"cachedContent":"cachedContents/c1","cachedContent":"cachedContents/c2"}`},
 	} {
 		body := []byte(tc.body)
 		req, err := wire.ParseCompletion(tc.d, tc.path, "", body)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.body, err)
+		}
+		if !req.Top.Holds(body) {
+			t.Fatalf("%s: the parse left no index", tc.body)
 		}
 		if got, want := sessionKey(tc.d, body, &req.Top, h, ""), sessionKey(tc.d, body, nil, h, ""); got != want {
 			t.Errorf("%s: session key %q from the index, %q from a walk", tc.body, got, want)

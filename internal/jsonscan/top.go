@@ -27,6 +27,11 @@ func (t *Top) Add(key []byte, s, e int) {
 	t.members = append(t.members, topMember{key, s, e})
 }
 
+// Holds reports whether t indexes body: the same bytes, not a copy.
+func (t *Top) Holds(body []byte) bool {
+	return t != nil && len(body) > 0 && len(t.body) == len(body) && &t.body[0] == &body[0]
+}
+
 // Drop forgets the body: the walk did not find it valid.
 func (t *Top) Drop() { t.body, t.members = nil, nil }
 
@@ -34,7 +39,7 @@ func (t *Top) Drop() { t.body, t.members = nil, nil }
 // the index when t holds one for body (the same bytes: only a valid object
 // is indexed, so the scan has no error to report), else by a walk.
 func (t *Top) Scan(body []byte, fn func(key []byte, vStart, vEnd int) bool) error {
-	if t == nil || len(body) == 0 || len(t.body) != len(body) || &t.body[0] != &body[0] {
+	if !t.Holds(body) {
 		return ScanTopLevel(body, fn)
 	}
 	for _, m := range t.members {

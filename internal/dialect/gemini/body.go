@@ -262,9 +262,9 @@ const MaxCachedContentLen = 512
 // when absent, not a string, or not a plausible name (printable ASCII
 // without spaces, quotes or backslashes, at most 512 bytes); like the
 // providers, the last of duplicate keys counts.
-func CachedContent(body []byte) string {
+func CachedContent(body []byte, top *jsonscan.Top) string {
 	var name string
-	err := jsonscan.ScanTopLevel(body, func(key []byte, s, e int) bool {
+	err := top.Scan(body, func(key []byte, s, e int) bool {
 		if jsonscan.KeyIs(key, "cachedContent") {
 			name = ""
 			if v := body[s:e]; jsonscan.IsString(v) && len(v) <= 2+6*MaxCachedContentLen {

@@ -103,17 +103,22 @@ func (Dialect) ParseRequest(path, rawQuery string, body []byte) (*wire.Request, 
 		}
 		return nil, jsonscan.ErrScan
 	}
-	for it.Next() {
-	}
-	if !it.End() {
-		return nil, wire.ErrInvalidJSON
-	}
-	return &wire.Request{
+	req := &wire.Request{
 		Body:       body,
 		Model:      model,
 		Stream:     IsStream(method) && IsSSE(rawQuery),
 		ModelStart: -1,
-	}, nil
+	}
+	req.Top.Reset(body) // where the members stand, for their readers (SessionKey)
+	for it.Next() {
+		key, start := it.Key, it.Pos
+		it.Value()
+		req.Top.Add(key, start, it.Pos)
+	}
+	if !it.End() {
+		return nil, wire.ErrInvalidJSON
+	}
+	return req, nil
 }
 
 // bodyFor: the model is in the path, so every attempt sends the body as is.
@@ -122,8 +127,8 @@ func (Dialect) BodyFor(req *wire.Request, _ string) []byte { return req.Body }
 // sessionKey is the request's cachedContent: with affinity on, requests
 // that use one cache go to one provider (the cache lives there). Gemini
 // has no other conversation key.
-func (Dialect) SessionKey(body []byte, _ *jsonscan.Top, _ http.Header) string {
-	return CachedContent(body)
+func (Dialect) SessionKey(body []byte, top *jsonscan.Top, _ http.Header) string {
+	return CachedContent(body, top)
 }
 
 var geminiCredentialHeaders = []string{"X-Goog-Api-Key", "X-Goog-User-Project"}
