@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"errors"
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -58,22 +59,17 @@ type seriesKey struct {
 
 // cached returns the series of k, made by mk (once) when it is new.
 func (m *handlerMetrics) cached(k seriesKey, mk func() any) any {
-	if p := m.series.Load(); p != nil {
-		if v, ok := (*p)[k]; ok {
-			return v
-		}
+	if v, ok := m.loadSeries()[k]; ok {
+		return v
 	}
 	m.seriesMu.Lock()
 	defer m.seriesMu.Unlock()
-	old := m.series.Load()
-	if old != nil {
-		if v, ok := (*old)[k]; ok {
-			return v
-		}
+	next := maps.Clone(m.loadSeries()) // nil when there is none yet
+	if v, ok := next[k]; ok {
+		return v
 	}
-	next := make(map[seriesKey]any, 1+len(mapOrEmpty(old)))
-	for kk, v := range mapOrEmpty(old) {
-		next[kk] = v
+	if next == nil {
+		next = make(map[seriesKey]any)
 	}
 	v := mk()
 	next[k] = v
@@ -81,11 +77,12 @@ func (m *handlerMetrics) cached(k seriesKey, mk func() any) any {
 	return v
 }
 
-func mapOrEmpty(p *map[seriesKey]any) map[seriesKey]any {
-	if p == nil {
-		return nil
+// loadSeries is the current cache, nil before its first series.
+func (m *handlerMetrics) loadSeries() map[seriesKey]any {
+	if p := m.series.Load(); p != nil {
+		return *p
 	}
-	return *p
+	return nil
 }
 
 // counter1 is vec's child for the one label value a; counter2 for two.

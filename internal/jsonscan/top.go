@@ -32,8 +32,15 @@ func (t *Top) Holds(body []byte) bool {
 	return t != nil && len(body) > 0 && len(t.body) == len(body) && &t.body[0] == &body[0]
 }
 
-// Drop forgets the body: the walk did not find it valid.
-func (t *Top) Drop() { t.body, t.members = nil, nil }
+// Index walks body as ScanTopLevel does and records every member, for a
+// parse that reads no member of its own; an error is ScanTopLevel's.
+func (t *Top) Index(body []byte) error {
+	t.Reset(body)
+	return ScanTopLevel(body, func(key []byte, s, e int) bool {
+		t.Add(key, s, e)
+		return true
+	})
+}
 
 // Scan is ScanTopLevel(body, fn): fn sees the same members, in order, from
 // the index when t holds one for body (the same bytes: only a valid object

@@ -97,7 +97,6 @@ func ParseRequestBody(body []byte) (*Request, error) {
 		req.Top.Add(key, start, it.Pos)
 	}
 	if !it.End() {
-		req.Top.Drop()
 		return nil, ErrInvalidJSON
 	}
 	if modelRaw == nil || len(modelRaw) == 2 {

@@ -96,8 +96,7 @@ func (Dialect) ParseRequest(path, rawQuery string, body []byte) (*wire.Request, 
 	if !ValidModel(model) {
 		return nil, errPathModel
 	}
-	it, ok := jsonscan.Open(body, 0, 0)
-	if !ok || !it.IsObject() {
+	if it, ok := jsonscan.Open(body, 0, 0); !ok || !it.IsObject() {
 		if !jsonscan.Valid(body) {
 			return nil, wire.ErrInvalidJSON
 		}
@@ -109,13 +108,9 @@ func (Dialect) ParseRequest(path, rawQuery string, body []byte) (*wire.Request, 
 		Stream:     IsStream(method) && IsSSE(rawQuery),
 		ModelStart: -1,
 	}
-	req.Top.Reset(body) // where the members stand, for their readers (SessionKey)
-	for it.Next() {
-		key, start := it.Key, it.Pos
-		it.Value()
-		req.Top.Add(key, start, it.Pos)
-	}
-	if !it.End() {
+	// The validating walk, which leaves where the members stand for
+	// their readers (SessionKey).
+	if req.Top.Index(body) != nil {
 		return nil, wire.ErrInvalidJSON
 	}
 	return req, nil
