@@ -27,7 +27,10 @@ func (t *Top) Add(key []byte, s, e int) {
 	t.members = append(t.members, topMember{key, s, e})
 }
 
-// Holds reports whether t indexes body: the same bytes, not a copy.
+// Holds reports whether t indexes body: the same bytes, not a copy. It
+// compares the start and the length only, so a body must never be
+// rewritten in place once indexed; the proxy never does (a rewrite, such
+// as the model's substitution, makes a new slice, which is walked).
 func (t *Top) Holds(body []byte) bool {
 	return t != nil && len(body) > 0 && len(t.body) == len(body) && &t.body[0] == &body[0]
 }

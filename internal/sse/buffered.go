@@ -9,7 +9,8 @@ func (s *Reader) Buffered() (Event, bool) {
 	if s.err != nil && s.start == s.end {
 		return Event{}, false
 	}
-	ev, ok := s.parse()
+	var ev Event
+	ok := s.parse(&ev)
 	if ok && len(ev.Raw) > s.maxEvent {
 		s.fail(ErrEventTooLarge)
 		return Event{}, false

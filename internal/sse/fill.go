@@ -22,7 +22,7 @@ func (s *Reader) fill() {
 	s.last = -1 // the events returned so far may move
 	switch {
 	case s.start == s.end:
-		s.start, s.scan, s.end, s.seen = 0, 0, 0, 0
+		s.start, s.scan, s.end, s.seen, s.cr, s.crTo = 0, 0, 0, 0, 0, 0
 		if s.pooled != nil { // a buffer grown for large events is kept, as before
 			s.recycle()
 			s.buf, s.onSmall = s.small[:], true
@@ -108,6 +108,7 @@ func (s *Reader) Release() {
 	s.recycle()
 	s.buf, s.onSmall = s.small[:], true
 	s.start, s.scan, s.end, s.seen, s.last = 0, 0, 0, 0, -1
+	s.cr, s.crTo = 0, 0
 	s.resetEvent()
 }
 
@@ -118,6 +119,7 @@ func (s *Reader) moveTo(nb []byte) {
 	n := copy(nb, s.buf[s.start:s.end])
 	s.scan -= s.start
 	s.seen = max(s.seen-s.start, 0)
+	s.cr, s.crTo = 0, 0 // positions moved: searched again from the next line
 	s.end = n
 	s.start = 0
 	s.buf = nb

@@ -65,6 +65,10 @@ type Reader struct {
 	err      error // sticky: the read error, or the error Next returned
 	crLF     bool  // the last line ended in '\r' at scan-1: a '\n' at scan belongs to it
 	seen     int   // buf[scan:seen] holds no line end: a long line is not searched twice
+	// cr-1 is the first '\r' at or after where the parser last looked for
+	// one, found in buf[:crTo]; 0: none there. An LF-only burst is searched
+	// for '\r' once, not once per line (nextCR).
+	cr, crTo int
 
 	// The event being parsed. Offsets are relative to start, so they
 	// survive compaction of buf.
@@ -155,7 +159,7 @@ func (s *Reader) Reset(r io.Reader) {
 	s.r = r
 	s.src, _ = r.(Source)
 	s.burst, s.last, s.full = 0, -1, false
-	s.start, s.scan, s.end, s.seen = 0, 0, 0, 0
+	s.start, s.scan, s.end, s.seen, s.cr, s.crTo = 0, 0, 0, 0, 0, 0
 	s.err = nil
 	s.crLF = false
 	s.resetEvent()
@@ -173,6 +177,7 @@ func (s *Reader) ResetBytes(b []byte) {
 	}
 	s.r, s.src, s.buf, s.borrowed, s.onSmall = nil, nil, b, true, false
 	s.start, s.scan, s.end, s.seen, s.last, s.full = 0, 0, len(b), 0, -1, false
+	s.cr, s.crTo = 0, 0
 	s.err = io.EOF
 	s.crLF = false
 	s.resetEvent()
@@ -198,7 +203,8 @@ func (s *Reader) Next() (Event, error) {
 		return Event{}, s.finalErr()
 	}
 	for {
-		if ev, ok := s.parse(); ok {
+		var ev Event
+		if s.parse(&ev) {
 			if len(ev.Raw) > s.maxEvent {
 				s.fail(ErrEventTooLarge)
 				return Event{}, ErrEventTooLarge
@@ -220,6 +226,7 @@ func (s *Reader) Next() (Event, error) {
 func (s *Reader) fail(err error) {
 	s.err = err
 	s.start, s.scan, s.end, s.seen, s.last = 0, 0, 0, 0, -1
+	s.cr, s.crTo = 0, 0
 	s.resetEvent()
 }
 
@@ -243,9 +250,10 @@ func onlyWhitespace(b []byte) bool {
 	return true
 }
 
-// parse splits the unscanned bytes into lines and reports the event they
-// complete, if any.
-func (s *Reader) parse() (Event, bool) {
+// parse splits the unscanned bytes into lines and reports whether they
+// complete an event, set in *ev (filled in place: an Event returned
+// through each call costs more than the parse of its lines).
+func (s *Reader) parse(ev *Event) bool {
 	buf := s.buf[:s.end]
 	for s.scan < len(buf) {
 		if s.crLF {
@@ -260,16 +268,16 @@ func (s *Reader) parse() (Event, bool) {
 		lineEnd, next := -1, -1
 		if i := bytes.IndexByte(buf[from:], '\n'); i >= 0 {
 			i += from
-			if j := bytes.IndexByte(buf[from:i], '\r'); j >= 0 {
-				lineEnd, next = from+j, from+j+1
+			if j := s.nextCR(from); j >= 0 && j < i {
+				lineEnd, next = j, j+1
 				if next == i {
 					next++
 				}
 			} else {
 				lineEnd, next = i, i+1
 			}
-		} else if j := bytes.IndexByte(buf[from:], '\r'); j >= 0 {
-			lineEnd, next = from+j, from+j+1
+		} else if j := s.nextCR(from); j >= 0 {
+			lineEnd, next = j, j+1
 			if next == len(buf) {
 				// Whether a '\n' follows is not known yet; the line is
 				// complete either way, so do not wait for it.
@@ -277,18 +285,40 @@ func (s *Reader) parse() (Event, bool) {
 			}
 		} else {
 			s.seen = len(buf)
-			return Event{}, false // a partial line: wait for more
+			return false // a partial line: wait for more
 		}
 		s.scan = next
 		if lineEnd == lineStart {
 			if !s.fields {
 				continue // a stray blank line: it joins the next event's Raw
 			}
-			return s.dispatch(buf, next), true
+			s.dispatch(buf, next, ev)
+			return true
 		}
 		s.line(buf, lineStart, lineEnd)
 	}
-	return Event{}, false
+	return false
+}
+
+// nextCR returns the first '\r' in buf[from:end], or -1. from never goes
+// back between the resets of the buffer's positions, so a '\r' found
+// before stays the first until the parser passes it, and a search that
+// found none is carried on from where it stopped.
+func (s *Reader) nextCR(from int) int {
+	if c := s.cr - 1; c >= from {
+		return c
+	}
+	if s.cr == 0 && s.crTo >= from {
+		if s.crTo == s.end {
+			return -1
+		}
+		from = s.crTo
+	}
+	s.cr, s.crTo = 0, s.end
+	if i := bytes.IndexByte(s.buf[from:s.end], '\r'); i >= 0 {
+		s.cr = from + i + 1
+	}
+	return s.cr - 1
 }
 
 // line applies one non-blank line of the current event.
@@ -328,10 +358,10 @@ func (s *Reader) line(buf []byte, from, to int) {
 	}
 }
 
-// dispatch returns the current event, which ends at next, and starts the
-// following one.
-func (s *Reader) dispatch(buf []byte, next int) Event {
-	ev := Event{Raw: buf[s.start:next:next]} // capped: appending must not clobber the next event
+// dispatch sets *ev to the current event, which ends at next, and starts
+// the following one.
+func (s *Reader) dispatch(buf []byte, next int, ev *Event) {
+	*ev = Event{Raw: buf[s.start:next:next]} // capped: appending must not clobber the next event
 	s.last = s.start
 	if s.hasName {
 		off := s.start + s.nameOff
@@ -346,5 +376,4 @@ func (s *Reader) dispatch(buf []byte, next int) Event {
 	}
 	s.start = next
 	s.resetEvent()
-	return ev
 }
