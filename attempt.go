@@ -31,7 +31,6 @@ import (
 const (
 	maxErrorBody    = wire.MaxErrorBody
 	maxResponseBody = 64 << 20 // a non-stream completion
-	exactSizeBody   = 1 << 20  // read into a buffer of its stated size up to this
 )
 
 // attempt is one try of a request on one provider, from sending the
@@ -322,14 +321,9 @@ func (h *Handler) gateStream(a *attempt, d wire.Dialect, clientCtx context.Conte
 // readCompleteBody reads a non-stream 200 whole and checks it is a real
 // completion, not an error dressed as a success.
 func (h *Handler) readCompleteBody(a *attempt, d wire.Dialect, clientCtx context.Context) {
-	// A buffer of the body's size, not grown from 512 bytes; past
-	// exactSizeBody, grown as the bytes arrive (a length the provider
-	// states but does not send allocates nothing).
-	length := a.resp.ContentLength
-	if length > exactSizeBody {
-		length = -1
-	}
-	body, err := readAll(a.resp.Body, length, maxResponseBody)
+	// A buffer of the body's size, not grown from 512 bytes (ReadAll:
+	// past 1 MiB, grown as the bytes arrive).
+	body, err := wire.ReadAll(a.resp.Body, a.resp.ContentLength, maxResponseBody)
 	a.resp.Body.Close()
 	if err != nil {
 		a.fail(wire.ClassifyTransportError(err, a.ctx, clientCtx), fmt.Errorf("provider %s: reading response: %w", a.p.name, err))

@@ -17,7 +17,7 @@ import (
 // A non-stream 200 whose Content-Length promises more than the provider
 // sends (the connection closes early) fails its attempt, and the next
 // provider answers; a length far past what arrives is not allocated
-// ahead (the buffer grows with the bytes past exactSizeBody).
+// ahead (wire.ReadAll: the buffer grows with the bytes past 1 MiB).
 func TestNonStreamBodyShorterThanItsLength(t *testing.T) {
 	for _, stated := range []string{"5000", "60000000"} {
 		var hits atomic.Int32
@@ -56,5 +56,33 @@ func TestNonStreamBodyShorterThanItsLength(t *testing.T) {
 		cancel()
 		short.Close()
 		good.Close()
+	}
+}
+
+// A client that states a large Content-Length (under max_body) and sends
+// a few bytes before its body ends is refused with 400 in its dialect's
+// shape, and the stated length is not allocated ahead.
+func TestRequestBodyShorterThanItsLength(t *testing.T) {
+	good := httptest.NewServer(sim.New(sim.Config{Tokens: 5}))
+	defer good.Close()
+	h := &Handler{Providers: []*Provider{{Name: "good", BaseURL: good.URL}}}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	if err := h.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Cleanup()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r := observeBenchRequest([]byte(`{"model":"claude-bench","max_tokens":16,`))
+	r.ContentLength = 30 << 20
+	w := httptest.NewRecorder()
+	err := h.ServeHTTP(w, r, nil)
+	runtime.ReadMemStats(&after)
+	if err != nil || w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), `"message":"reading request body: unexpected EOF"`) {
+		t.Errorf("status %d, %v, %.300s", w.Code, err, w.Body.String())
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
+		t.Errorf("the request allocated %d bytes for a stated 30 MiB", grew)
 	}
 }

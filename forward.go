@@ -332,7 +332,7 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 	if r.ContentLength > max {
 		return nil, wire.ErrBodyTooLarge
 	}
-	b, err := readAll(r.Body, r.ContentLength, max)
+	b, err := wire.ReadAll(r.Body, r.ContentLength, max)
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return nil, wire.ErrBodyTimeout
@@ -348,31 +348,6 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 		return nil, wire.ErrBodyTooLarge
 	}
 	return decodeBody(r, b, max)
-}
-
-// readAll reads body up to max+1 bytes. A body of known length is read
-// into a buffer of its size and one byte more (the read that sees its
-// end): a committed stream keeps the body for its whole life (a
-// continuation resends it), so it holds no slack.
-func readAll(body io.Reader, length, max int64) ([]byte, error) {
-	var b []byte
-	if length > 0 {
-		b = make([]byte, length+1)
-		n, err := io.ReadFull(body, b)
-		switch {
-		case err == io.ErrUnexpectedEOF && int64(n) == length:
-			return b[:n], nil
-		case err == io.ErrUnexpectedEOF || err == io.EOF:
-			return nil, io.ErrUnexpectedEOF // shorter than its Content-Length
-		case err != nil:
-			return nil, err
-		}
-		// Longer than it said (a body whose length net/http does not
-		// enforce): the rest is read as a body of unknown length is.
-	}
-	buf := bytes.NewBuffer(b)
-	_, err := buf.ReadFrom(io.LimitReader(body, max+1-int64(len(b))))
-	return buf.Bytes(), err
 }
 
 // bodyStatus is the status of the answer to a body readBody refused.

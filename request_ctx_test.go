@@ -1,13 +1,10 @@
 package llmhedge
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -59,39 +56,5 @@ func TestRequestContextEnds(t *testing.T) {
 	stop()
 	if ctx.Err() != context.Canceled || context.Cause(ctx) != context.Canceled {
 		t.Fatalf("stopped: err %v cause %v", ctx.Err(), context.Cause(ctx))
-	}
-}
-
-// readAll keeps a body of known length in a buffer of its size (one byte
-// of room for the read that ends it), refuses one shorter than it said,
-// and reads one longer only up to the bound.
-func TestReadAllBody(t *testing.T) {
-	body := []byte(strings.Repeat("x", 300))
-	for _, c := range []struct {
-		name          string
-		length, max   int64
-		want          int
-		wantErr       error
-		maxCapOverLen int
-	}{
-		{"known length", 300, 1 << 20, 300, nil, 8},
-		{"unknown length", -1, 1 << 20, 300, nil, 1 << 20},
-		{"shorter than said", 400, 1 << 20, 0, io.ErrUnexpectedEOF, 0},
-		{"longer than said", 100, 1 << 20, 300, nil, 1 << 20},
-		{"longer than said, past the bound", 100, 200, 201, nil, 1 << 20},
-		{"empty, unknown length", 0, 1 << 20, 300, nil, 1 << 20},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			got, err := readAll(bytes.NewReader(body), c.length, c.max)
-			if !errors.Is(err, c.wantErr) || len(got) != c.want {
-				t.Fatalf("got %d bytes, %v; want %d, %v", len(got), err, c.want, c.wantErr)
-			}
-			if c.want > 0 && !bytes.Equal(got, body[:c.want]) {
-				t.Fatal("bytes differ")
-			}
-			if cap(got)-len(got) > c.maxCapOverLen {
-				t.Fatalf("cap %d for %d bytes", cap(got), len(got))
-			}
-		})
 	}
 }
