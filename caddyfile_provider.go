@@ -222,6 +222,11 @@ func percentArg(d *caddyfile.Dispenser) (float64, error) {
 	return pct, nil
 }
 
+// maxSize bounds every size option (max_body, stream.max_buffer), in
+// the Caddyfile and in JSON: past it, the reads' bounds (size+1) would
+// overflow long before any machine could hold such a body.
+const maxSize = 1 << 40
+
 func sizeArg(d *caddyfile.Dispenser) (int64, error) {
 	opt := d.Val()
 	v, err := oneArg(d)
@@ -229,7 +234,7 @@ func sizeArg(d *caddyfile.Dispenser) (int64, error) {
 		return 0, err
 	}
 	n, err := humanize.ParseBytes(v)
-	if err != nil || n == 0 || n > 1<<40 {
+	if err != nil || n == 0 || n > maxSize {
 		return 0, d.Errf("%s: %q is not a size like 32MiB", opt, v)
 	}
 	return int64(n), nil

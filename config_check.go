@@ -112,6 +112,17 @@ func (h *Handler) checkConfig() error {
 	if _, err := h.timeoutConflict(); err != nil {
 		return err
 	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"max_body", h.MaxBody}, {"stream.max_buffer", h.Stream.MaxBuffer}} {
+		switch {
+		case f.v < 0:
+			return fmt.Errorf("%s: negative size", f.name)
+		case f.v > maxSize:
+			return fmt.Errorf("%s: %d bytes is over 1TiB, the largest size the proxy takes", f.name, f.v)
+		}
+	}
 	for i, p := range h.Providers {
 		for _, f := range []struct {
 			name string

@@ -61,6 +61,9 @@ func TestJSONConfigChecks(t *testing.T) {
 		{"first_byte over total", `{"providers":[{"name":"a","base_url":"http://x"}],"timeouts":{"first_byte":"2m","total":"1m"}}`, "timeouts: first_byte 2m0s is longer"},
 		{"bad duration", `{"providers":[{"name":"a","base_url":"http://x"}],"timeouts":{"idle":"soon"}}`, "timeouts.idle: "},
 		{"bad provider duration", `{"providers":[{"name":"a","base_url":"http://x"},{"name":"b","base_url":"http://y","first_byte_timeout":"x"}]}`, "providers[1].first_byte_timeout: "},
+		{"max_body past 1TiB", `{"providers":[{"name":"a","base_url":"http://x"}],"max_body":9223372036854775807}`, "max_body: 9223372036854775807 bytes is over 1TiB"},
+		{"max_buffer past 1TiB", `{"providers":[{"name":"a","base_url":"http://x"}],"stream":{"max_buffer":1099511627777}}`, "stream.max_buffer: 1099511627777 bytes is over 1TiB"},
+		{"negative max_buffer", `{"providers":[{"name":"a","base_url":"http://x"}],"stream":{"max_buffer":-1}}`, "stream.max_buffer: negative size"},
 		{"unknown api", `{"providers":[{"name":"a","base_url":"http://x","api":"claude"}]}`, `api: "claude" is not one of ` + apiNames()},
 	}
 	for _, tc := range cases {
