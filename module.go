@@ -211,9 +211,6 @@ func (h *Handler) Validate() error {
 			return fmt.Errorf("%s: negative duration", d.name)
 		}
 	}
-	if h.MaxBody < 0 {
-		return fmt.Errorf("max_body: negative size")
-	}
 	for _, g := range h.Forward {
 		if err := checkForwardGlob(g); err != nil {
 			return fmt.Errorf("forward: %w", err)
