@@ -26,6 +26,11 @@ func TestBedrockChunkPayloads(t *testing.T) {
 		{`{"bytes":"` + b64 + `","p":"abcdefghij"}`, true},
 		{`{"p":"x","bytes":"` + b64 + `"}`, true},
 		{`{"bytes":"` + b64[:8] + "\n" + b64[8:] + `"}`, false}, // a raw line end: not a JSON string
+		// Line ends the base64 decoder would skip, four of them so that
+		// what is left still decodes: refused all the same.
+		{`{"bytes":"` + b64[:8] + "\r\n\r\n" + b64[8:] + `"}`, false},
+		{`{"bytes":"` + "\n\n\n\n" + b64 + `"}`, false},
+		{`{"bytes":"` + b64 + "\r\r\r\r" + `"}`, false},
 		{`{"bytes":"` + b64[:8] + `\/` + b64[8:] + `"}`, false}, // an escape: not base64 as written
 		{`{"bytes":"` + b64[:7] + `"}`, false},
 		{`{"bytes":1}`, false},

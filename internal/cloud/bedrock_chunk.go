@@ -30,11 +30,27 @@ func (s *bedrockStream) decodeChunk(payload []byte) ([]byte, bool) {
 	ev := slices.Grow(s.ev[:0], base64.StdEncoding.DecodedLen(end))
 	ev = ev[:cap(ev)]
 	n, err := base64.StdEncoding.Decode(ev, b64[:end])
-	// The decoder skips line ends, which a JSON string cannot hold.
-	if err != nil || bytes.IndexByte(b64[:end], '\n') >= 0 || bytes.IndexByte(b64[:end], '\r') >= 0 {
+	// The decoder skips line ends, which a JSON string cannot hold: with
+	// any, the bytes decoded are fewer than the string's length makes.
+	if err != nil || n != paddedDecodedLen(b64[:end]) {
 		return nil, false
 	}
 	return ev[:n], true
+}
+
+// paddedDecodedLen is the length of what s decodes to as padded base64
+// holding only the alphabet and its padding, or -1 when no such string is
+// that long. With line ends skipped the decoder reads at least four
+// characters fewer, so it decodes fewer bytes.
+func paddedDecodedLen(s []byte) int {
+	if len(s)%4 != 0 {
+		return -1
+	}
+	n := len(s) / 4 * 3
+	for i := len(s) - 1; i >= len(s)-2 && i >= 0 && s[i] == '='; i-- {
+		n--
+	}
+	return n
 }
 
 // indexLineEnd is bytes.IndexAny(data, "\r\n") with two vectorized

@@ -222,16 +222,16 @@ const (
 )
 
 // bedrockFrame is one decoded event-stream frame: the values of the string
-// headers the stream reads, and the payload. They alias the stream's frame
-// buffer, valid until the next frame is read.
+// headers the stream reads, and the payload. They alias the stream's read
+// buffer or its frame buffer, valid until the next frame is read.
 type bedrockFrame struct {
 	MessageType, EventType, ExceptionType, ErrorCode, ErrorMessage []byte
 	Payload                                                        []byte
 }
 
 // decode reads one frame whole (prelude, headers, payload, the two CRC32
-// checksums) from the buffered stream into a reused buffer and parses its
-// headers in place. It returns io.EOF at a frame boundary, and
+// checksums) from the buffered stream, in place or into a reused buffer,
+// and parses its headers there. It returns io.EOF at a frame boundary, and
 // io.ErrUnexpectedEOF inside a frame.
 func (s *bedrockStream) Decode() (f bedrockFrame, err error) {
 	prelude := s.prelude[:]
@@ -246,29 +246,40 @@ func (s *bedrockStream) Decode() (f bedrockFrame, err error) {
 	if total < 16 || hlen > bedrockMaxHeaders || hlen > total-16 || total-16-hlen > bedrockMaxPayload {
 		return f, fmt.Errorf("frame length %d with headers %d", total, hlen)
 	}
-	// Grown as the bytes arrive, not to the length the prelude claims.
-	b := append(s.frame[:0], prelude...)
-	for len(b) < int(total) {
-		n := min(int(total)-len(b), 64<<10)
-		b = slices.Grow(b, n)
-		if _, err := io.ReadFull(s.br, b[len(b):len(b)+n]); err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
+	// The rest of the frame (headers, payload, message checksum): read in
+	// place when it has arrived whole, as it has on a stream that keeps up
+	// (valid until the next read of br, which is the next frame's);
+	// otherwise copied into the frame buffer, grown as the bytes arrive,
+	// not to the length the prelude claims.
+	rest := int(total) - 12
+	var b []byte
+	if rest <= s.br.Buffered() {
+		b, _ = s.br.Peek(rest)
+		s.br.Discard(rest)
+	} else {
+		b = s.frame[:0]
+		for len(b) < rest {
+			n := min(rest-len(b), 64<<10)
+			b = slices.Grow(b, n)
+			if _, err := io.ReadFull(s.br, b[len(b):len(b)+n]); err != nil {
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return f, err
 			}
-			return f, err
+			b = b[:len(b)+n]
 		}
-		b = b[:len(b)+n]
-	}
-	if cap(b) <= 64<<10 {
-		s.frame = b[:0]
+		if cap(b) <= 64<<10 {
+			s.frame = b[:0]
+		}
 	}
 	// The message checksum covers the prelude too: it goes on from the
 	// prelude's sum rather than reading those 8 bytes again.
-	if crcUpdate(sum, b[8:total-4]) != binary.BigEndian.Uint32(b[total-4:]) {
+	if crcUpdate(crcUpdate(sum, prelude[8:]), b[:rest-4]) != binary.BigEndian.Uint32(b[rest-4:]) {
 		return f, errors.New("message checksum mismatch")
 	}
-	f.Payload = b[12+hlen : total-4]
-	for h := b[12 : 12+hlen]; len(h) > 0; {
+	f.Payload = b[hlen : rest-4]
+	for h := b[:hlen]; len(h) > 0; {
 		nl := int(h[0])
 		if len(h) < 2+nl {
 			return f, &StreamFault{wire.ClassMalformed, "bedrock event stream: malformed frame header"}
