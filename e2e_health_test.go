@@ -340,10 +340,11 @@ func TestHealthBreakerSurvivesReload(t *testing.T) {
 		t.Fatalf("before the reload: %+v, want open", *before)
 	}
 
-	// Each stream now lasts about 3.6 s: under -race on 2 cores the 20 take
-	// well over a second to all be in flight, and the first must not end
+	// Each stream now lasts about 6.3 s: under -race on 2 cores the 20 take
+	// well over a second to all be in flight (3.6 s in one CI run, with
+	// another package's tests beside them), and the first must not end
 	// before the reload starts.
-	if err := secondary.SetConfig(sim.Config{Model: healthBySecondary, Tokens: 9, TokenDelay: caddyDur(400 * time.Millisecond)}); err != nil {
+	if err := secondary.SetConfig(sim.Config{Model: healthBySecondary, Tokens: 9, TokenDelay: caddyDur(700 * time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
 	results := make(chan error, streams)
