@@ -67,6 +67,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 		return
 	}
 	var rs wire.Resumer
+	var endUnflushed stream.Upstream // the relay left its end to flush: this connection's tail read flushes it if it waits
 	if a.gate.Ended() {
 		// The committing event was also the last (a Responses
 		// response.incomplete before any output): the written events are
@@ -92,6 +93,13 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 		}
 		opts.Upstream = a.directConn()
 		opts.ReadsAhead = a.bodyReadsAhead()
+		// The terminal event goes out with the response's end, in one
+		// write, unless the tail read below waits first (it flushes
+		// then): only with the connection's word on that wait.
+		opts.EndUnflushed = opts.Upstream != nil
+		if opts.EndUnflushed {
+			endUnflushed = opts.Upstream
+		}
 		rs = h.newResumer(st, a)
 		a.gate.Release() // written and tracked: the gate is done with
 		a.gate = nil
@@ -109,7 +117,14 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	case st.relay.Complete:
 		st.outcome = outcomeSuccess
 		if own.Complete { // not a continuation's: a was cancelled for it
-			reuseConn(a)
+			if endUnflushed != nil {
+				fw := &flushOnWait{flush: rc.Flush}
+				endUnflushed.BeforeWait(fw)
+				reuseConn(a)
+				endUnflushed.StopWaiting(fw)
+			} else {
+				reuseConn(a)
+			}
 		}
 	// Only the relay can tell a client that left from one that hung up
 	// after reading the error event: that is no abort.
@@ -120,6 +135,12 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	}
 	h.recordStreamEnd(st, a, own)
 }
+
+// flushOnWait flushes the client when the connection's read is about to
+// wait: the tail read after a terminal event left unflushed.
+type flushOnWait struct{ flush func() error }
+
+func (f *flushOnWait) Waiting() { _ = f.flush() }
 
 // newResumer follows the committed stream for a continuation, from the
 // events the gate buffered (already written): nil when continuation is

@@ -1,6 +1,7 @@
 package llmhedge_test
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	llmhedge "github.com/llmhedge/caddy-llm-hedge"
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
@@ -118,6 +120,66 @@ func TestStreamEndsAtTerminalWhenUpstreamLingers(t *testing.T) {
 	sc.waitGone(t)
 	if line := streamLogLine(t, p, 1); line["outcome"] != "success" {
 		t.Errorf("log %v: want success", line)
+	}
+}
+
+// The terminal event is not held back for the body's end. After it, the
+// proxy reads the rest of the body, to keep the connection; it sends the
+// terminal event together with the end of its own response, unless that
+// read has to wait: then the event goes out first. Here the provider ends
+// its body only once the client has the terminal event, and the proxy
+// would wait 10 s for that end. The client has the event at once, and
+// every request is served over one connection.
+func TestTerminalEventNotHeldByBodyEnd(t *testing.T) {
+	defer llmhedge.SetTailWait(10 * time.Second)()
+	got := make(chan struct{}, 1) // the client has message_stop
+	up, conns := countedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, e := range []string{streamAMessageStart, streamABlockStart, streamADelta("Hello"), streamABlockStop, streamAMessageDelta, streamAMessageStop} {
+			_, _ = io.WriteString(w, e)
+		}
+		_ = http.NewResponseController(w).Flush()
+		select {
+		case <-got:
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	p := startProxy(t, provider("tail", up)+"hedge off")
+	for i := range 3 {
+		req, _ := http.NewRequestWithContext(ctxTimeout(t, 20*time.Second), http.MethodPost, p.URL+"/v1/messages",
+			strings.NewReader(`{"model":"claude-test","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("x-api-key", "sk-client")
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(resp.Body)
+		var stopAfter time.Duration
+		for stopAfter == 0 {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("request %d: no message_stop before %v", i, err)
+			}
+			if strings.Contains(line, `"message_stop"`) {
+				stopAfter = time.Since(start)
+				got <- struct{}{}
+			}
+		}
+		rest, err := io.ReadAll(br)
+		resp.Body.Close()
+		if err != nil || len(bytes.TrimSpace(rest)) != 0 {
+			t.Fatalf("request %d: after message_stop: %q, %v", i, rest, err)
+		}
+		if stopAfter > 5*time.Second {
+			t.Errorf("request %d: message_stop reached the client after %s: held for the upstream body's end", i, stopAfter)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("3 streams one after another opened %d upstream connections, want 1", n)
 	}
 }
 

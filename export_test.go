@@ -3,6 +3,8 @@ package llmhedge
 import (
 	"testing"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 )
 
 // SetResponseOwnersCapacity shrinks the table of response owners created
@@ -35,4 +37,13 @@ func SetH2Ping(after, timeoutMin time.Duration) (restore func()) {
 // end-to-end tests.
 func ExceptionFrame(t testing.TB, kind, message string) []byte {
 	return exceptionFrame(t, kind, message)
+}
+
+// SetTailWait sets how long a complete stream's body end is waited for
+// after its terminal event (reuseConn), for the end-to-end tests; the
+// returned func restores it.
+func SetTailWait(d time.Duration) (restore func()) {
+	old := tailDeadlines
+	tailDeadlines = stream.NewDeadlines(d)
+	return func() { tailDeadlines = old }
 }

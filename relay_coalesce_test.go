@@ -318,6 +318,29 @@ func TestRelayBurstWhileUpstreamReady(t *testing.T) {
 	}
 }
 
+// With EndUnflushed the terminal event is written, after the burst's
+// flush at the wait, but not flushed: the caller's flush, or the
+// server's when the handler returns, carries it with the end of the
+// response, in one write to the client instead of two.
+func TestRelayEndUnflushed(t *testing.T) {
+	var burst []string
+	for i := range 3 {
+		burst = append(burst, fmt.Sprintf("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"%03d\"}}\n\n", i))
+	}
+	const stop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	all := strings.Join(burst, "")
+	c := &faultFlushCounter{}
+	up := &eventPerRead{burst: slices.Clone(burst), tail: stop, atWait: func() {}}
+	opts := stream.RelayOptions{Idle: time.Minute, Coalesce: true, EndUnflushed: true, Upstream: up}
+	res := stream.Relay(context.Background(), c, c.flush, sse.NewReader(up, 1<<20), dialectAnthropic, nil, opts, nil)
+	if !res.Complete || c.String() != all+stop {
+		t.Fatalf("%+v; the client got other bytes than the upstream sent:\n%s", res, c.String())
+	}
+	if c.flushes != 1 || c.flushed != len(all) || c.writes != 2 {
+		t.Errorf("%d writes, %d flushes of %d bytes, want 2 writes and 1 flush of the burst's %d (the terminal event written, left to the caller)", c.writes, c.flushes, c.flushed, len(all))
+	}
+}
+
 // A read that ended inside an event because it filled the reader's room
 // is followed by one that takes the event's rest, and the relay keeps the
 // burst for one write after it; but an HTTP/1.x chunked body's reader

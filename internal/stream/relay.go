@@ -68,6 +68,13 @@ type RelayOptions struct {
 	// that chunk's data: a read that only takes the rest of an event may
 	// still wait, so without Upstream each read is preceded by a flush.
 	ReadsAhead bool
+	// EndUnflushed leaves the terminal event written but not flushed
+	// when coalescing: the caller flushes it, or the server does when the
+	// handler returns, together with the end of the response (an
+	// HTTP/1.1 chunked body's last chunk), in one write to the client
+	// instead of two. The caller must flush before anything that may
+	// wait.
+	EndUnflushed bool
 }
 
 // relayResult is how a committed stream ended.
@@ -242,7 +249,13 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 					res.Bytes++
 				}
 			}
-			if err == nil && flush != nil && (write == nil || cut) {
+			switch {
+			case err != nil || flush == nil:
+			case cw != nil && opts.EndUnflushed:
+				cw.pending = false
+				err = cw.writeOut()
+				cw.release()
+			case write == nil || cut:
 				err = flush()
 			}
 			if err != nil {
