@@ -67,7 +67,6 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 		return
 	}
 	var rs wire.Resumer
-	var endUnflushed stream.Upstream // the relay left its end to flush: this connection's tail read flushes it if it waits
 	if a.gate.Ended() {
 		// The committing event was also the last (a Responses
 		// response.incomplete before any output): the written events are
@@ -94,12 +93,9 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 		opts.Upstream = a.directConn()
 		opts.ReadsAhead = a.bodyReadsAhead()
 		// The terminal event goes out with the response's end, in one
-		// write, unless the tail read below waits first (it flushes
+		// write, unless reuseConn's tail read waits first (it flushes
 		// then): only with the connection's word on that wait.
 		opts.EndUnflushed = opts.Upstream != nil
-		if opts.EndUnflushed {
-			endUnflushed = opts.Upstream
-		}
 		rs = h.newResumer(st, a)
 		a.gate.Release() // written and tracked: the gate is done with
 		a.gate = nil
@@ -117,14 +113,7 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	case st.relay.Complete:
 		st.outcome = outcomeSuccess
 		if own.Complete { // not a continuation's: a was cancelled for it
-			if endUnflushed != nil {
-				fw := &flushOnWait{flush: rc.Flush}
-				endUnflushed.BeforeWait(fw)
-				reuseConn(a)
-				endUnflushed.StopWaiting(fw)
-			} else {
-				reuseConn(a)
-			}
+			reuseConn(a, rc.Flush)
 		}
 	// Only the relay can tell a client that left from one that hung up
 	// after reading the error event: that is no abort.
@@ -135,12 +124,6 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, st *requestStat
 	}
 	h.recordStreamEnd(st, a, own)
 }
-
-// flushOnWait flushes the client when the connection's read is about to
-// wait: the tail read after a terminal event left unflushed.
-type flushOnWait struct{ flush func() error }
-
-func (f *flushOnWait) Waiting() { _ = f.flush() }
 
 // newResumer follows the committed stream for a continuation, from the
 // events the gate buffered (already written): nil when continuation is
@@ -196,12 +179,26 @@ var errTailWait = errors.New("upstream body still open after its terminal event"
 var tailDeadlines = stream.NewDeadlines(tailWait)
 
 // reuseConn reads what is left of a's complete stream (discarded: the
-// client has its terminal event) so its connection can be reused.
-func reuseConn(a *attempt) {
+// client has its terminal event) so its connection can be reused. If that
+// read has to wait on a cleartext connection, flush (non-nil) sends the
+// client what it has first: a terminal event the relay left unflushed
+// (RelayOptions.EndUnflushed) is never held for the body's end.
+func reuseConn(a *attempt, flush func() error) {
+	if up := a.directConn(); up != nil && flush != nil {
+		fw := &flushOnWait{flush: flush}
+		up.BeforeWait(fw)
+		defer up.StopWaiting(fw)
+	}
 	tailDeadlines.Start(&a.tailWait, a.cancel, errTailWait)
 	_, _ = io.CopyN(io.Discard, a.resp.Body, tailMax)
 	tailDeadlines.Stop(&a.tailWait)
 }
+
+// flushOnWait flushes the client when the connection's read is about to
+// wait (reuseConn's tail read).
+type flushOnWait struct{ flush func() error }
+
+func (f *flushOnWait) Waiting() { _ = f.flush() }
 
 // copyHeader copies an upstream response header for the client, without
 // hop-by-hop fields.

@@ -50,7 +50,7 @@ func (h *Handler) splice(w io.Writer, flush func() error, st *requestState, a *a
 		}
 	}
 	if run.res.complete {
-		reuseConn(a) // its connection back to the pool, as a committed stream's
+		reuseConn(a, nil) // its connection back to the pool, as a committed stream's
 	}
 	h.settleContinuation(st, a, run.res)
 	return run.res

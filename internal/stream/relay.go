@@ -251,10 +251,9 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 			}
 			switch {
 			case err != nil || flush == nil:
-			case cw != nil && opts.EndUnflushed:
+			case cw != nil && opts.EndUnflushed: // written; released by the deferred call
 				cw.pending = false
 				err = cw.writeOut()
-				cw.release()
 			case write == nil || cut:
 				err = flush()
 			}
