@@ -121,6 +121,7 @@ func reloadStatus(t *testing.T, p *proxy, block string) int {
 		t.Fatalf("reload: %v", err)
 	}
 	resp.Body.Close()
+	settleReload()
 	return resp.StatusCode
 }
 

@@ -127,6 +127,13 @@ func (p *proxy) reload(t testing.TB, block string) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("reload: status %d", resp.StatusCode)
 	}
+	settleReload()
+}
+
+// settleReload waits out a /load's restart of Caddy's servers and drops
+// the connections the client pooled to them: after a load that failed
+// too, which puts the running config back (the admin server with it).
+func settleReload() {
 	// Caddy closes the old server's idle connections at once; a client
 	// (the SDKs here, with retries off) that writes its next request on
 	// one races that close and may get a broken pipe before the proxy
