@@ -341,6 +341,30 @@ func TestRelayEndUnflushed(t *testing.T) {
 	}
 }
 
+// A Gemini answer ends with its body, not with an event: with
+// EndUnflushed the burst that reached the body's end (the finishReason
+// chunk) is written but not flushed, to go with the response's end in
+// one write; a burst flushed at a wait before it is unchanged. Without
+// EndUnflushed the last burst is flushed by the relay.
+func TestRelayEndUnflushedGemini(t *testing.T) {
+	burst := []string{"data: " + gThought + "\r\n\r\n", "data: " + gText1 + "\r\n\r\n"}
+	last := "data: " + gText2 + "\r\n\r\n" // finishReason STOP, then the body ends
+	all := strings.Join(burst, "")
+	for _, endUnflushed := range []bool{true, false} {
+		c := &faultFlushCounter{}
+		up := &eventPerRead{burst: slices.Clone(burst), tail: last, atWait: func() {}}
+		opts := stream.RelayOptions{Idle: time.Minute, Coalesce: true, EndUnflushed: endUnflushed, Upstream: up}
+		res := stream.Relay(context.Background(), c, c.flush, sse.NewReader(up, 1<<20), dialectGemini, nil, opts, nil)
+		if !res.Complete || c.String() != all+last || res.Events != 3 {
+			t.Fatalf("end unflushed %v: %+v; the client got other bytes than the upstream sent:\n%s", endUnflushed, res, c.String())
+		}
+		wantFlushed := map[bool]int{true: len(all), false: len(all + last)}[endUnflushed]
+		if c.writes != 2 || c.flushed != wantFlushed || c.flushes != map[bool]int{true: 1, false: 2}[endUnflushed] {
+			t.Errorf("end unflushed %v: %d writes, %d flushes of %d bytes, want 2 writes and %d bytes flushed", endUnflushed, c.writes, c.flushes, c.flushed, wantFlushed)
+		}
+	}
+}
+
 // A read that ended inside an event because it filled the reader's room
 // is followed by one that takes the event's rest, and the relay keeps the
 // burst for one write after it; but an HTTP/1.x chunked body's reader

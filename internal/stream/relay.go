@@ -209,7 +209,17 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 			return res
 		}
 		if err != nil {
-			return endRelay(ctx, w, flush, d, opts, wd, finishing, err, res)
+			res = endRelay(ctx, w, flush, d, opts, wd, finishing, err, res)
+			if res.Complete && cw != nil && cw.pending && opts.EndUnflushed {
+				// An answer whose end is its body's (Gemini): its last
+				// burst goes with the response's end, as a terminal
+				// event does.
+				cw.pending = false
+				if err := cw.writeOut(); err != nil {
+					res.Complete, res.Reason, res.Err = false, "client_gone", fmt.Errorf("writing to the client: %w", err)
+				}
+			}
+			return res
 		}
 		info := d.Inspect(ev, opts.Track != nil, cs)
 		class := info.Class
