@@ -129,6 +129,7 @@ type relayRun struct {
 	up   eventReads
 	rd   *sse.Reader
 	gate *stream.Gate
+	told *waiterSlot // as a cleartext provider's connection (internal/upconn): a Waiter is set, and never told (the bytes are all there)
 }
 
 func newRelayRun(c relayCase) *relayRun {
@@ -165,11 +166,14 @@ func (r *relayRun) run(tb testing.TB, u *wire.Usage) (stream.RelayResult, int) {
 	}
 	opts := stream.RelayOptions{Idle: time.Minute, FinishGrace: time.Second, Choices: r.gate.Choices,
 		Coalesce: true, Track: rs, HoldError: rs != nil}
+	if r.told != nil {
+		opts.Upstream, opts.EndUnflushed = r.told, true
+	}
 	res := stream.Relay(context.Background(), io.Discard, func() error { return nil }, r.rd, r.c.d, u, opts, func() {})
 	return res, gated + res.Events
 }
 
-func benchmarkRelayDialect(b *testing.B, name string) {
+func benchmarkRelayDialect(b *testing.B, name string, told bool) {
 	var c relayCase
 	for _, rc := range relayCases(b, relayBenchTokens) {
 		if rc.name == name {
@@ -177,6 +181,9 @@ func benchmarkRelayDialect(b *testing.B, name string) {
 		}
 	}
 	run := newRelayRun(c)
+	if told {
+		run.told = &waiterSlot{}
+	}
 	b.ReportAllocs()
 	b.SetBytes(int64(len(c.stream)))
 	events := 0
@@ -192,8 +199,13 @@ func benchmarkRelayDialect(b *testing.B, name string) {
 	b.ReportMetric(float64(events), "events")
 }
 
-func BenchmarkRelayAnthropic(b *testing.B) { benchmarkRelayDialect(b, "Anthropic") }
-func BenchmarkRelayOpenAI(b *testing.B)    { benchmarkRelayDialect(b, "OpenAI") }
-func BenchmarkRelayResponses(b *testing.B) { benchmarkRelayDialect(b, "Responses") }
-func BenchmarkRelayGemini(b *testing.B)    { benchmarkRelayDialect(b, "Gemini") }
-func BenchmarkRelayBedrock(b *testing.B)   { benchmarkRelayDialect(b, "Bedrock") }
+func BenchmarkRelayAnthropic(b *testing.B) { benchmarkRelayDialect(b, "Anthropic", false) }
+func BenchmarkRelayOpenAI(b *testing.B)    { benchmarkRelayDialect(b, "OpenAI", false) }
+func BenchmarkRelayResponses(b *testing.B) { benchmarkRelayDialect(b, "Responses", false) }
+func BenchmarkRelayGemini(b *testing.B)    { benchmarkRelayDialect(b, "Gemini", false) }
+func BenchmarkRelayBedrock(b *testing.B)   { benchmarkRelayDialect(b, "Bedrock", false) }
+
+// The same over a cleartext provider's connection, which says where a
+// read waits (RelayOptions.Upstream): the bench's simulated providers.
+func BenchmarkRelayAnthropicTold(b *testing.B) { benchmarkRelayDialect(b, "Anthropic", true) }
+func BenchmarkRelayGeminiTold(b *testing.B)    { benchmarkRelayDialect(b, "Gemini", true) }

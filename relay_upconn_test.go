@@ -285,3 +285,101 @@ func TestConnIdleClearsTheRelaysWaiter(t *testing.T) {
 	}
 	(&attempt{}).connIdle(nil) // no cleartext connection: nothing to clear
 }
+
+// Over a pooled cleartext connection the relay's wait clock starts where
+// the connection says a read waits, not at every read: a provider that
+// goes silent, or trickles bytes without completing an event, still meets
+// the idle limit, counted from the first wait for the event; one whose
+// events come within the limit never does.
+func TestRelayIdleOverPooledConn(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	ev := func(i int) string {
+		return fmt.Sprintf("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"%03d\"}}\n\n", i)
+	}
+	const stop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	for _, tc := range []struct {
+		name   string
+		serve  func(w io.Writer) // after the first event
+		reason string
+	}{
+		{"silent", func(io.Writer) { time.Sleep(3 * idle) }, "idle_timeout"},
+		{"trickling", func(w io.Writer) {
+			part := ev(1)
+			for i := range 15 { // a byte every idle/5 for 3 idle limits, never a whole event
+				time.Sleep(idle / 5)
+				if _, err := io.WriteString(w, httpChunk(part[i:i+1])); err != nil {
+					return
+				}
+			}
+		}, "idle_timeout"},
+		{"events within the limit", func(w io.Writer) {
+			for i := range 6 {
+				time.Sleep(idle / 3)
+				io.WriteString(w, httpChunk(ev(i+1)))
+			}
+			io.WriteString(w, httpChunk(stop)+"0\r\n\r\n")
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			served := make(chan struct{})
+			go func() {
+				defer close(served)
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				req, err := http.ReadRequest(bufio.NewReader(conn))
+				if err != nil {
+					return
+				}
+				req.Body.Close()
+				fmt.Fprintf(conn, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%s", httpChunk(ev(0)))
+				tc.serve(conn)
+			}()
+			tr, err := newTransport(time.Second, "", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.CloseIdleConnections()
+			var uc *upconn.Conn
+			ctx, cancel := context.WithCancel(httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+				GotConn: func(i httptrace.GotConnInfo) { uc, _ = i.Conn.(*upconn.Conn) },
+			}))
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ln.Addr().String()+"/v1/messages", strings.NewReader("{}"))
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if uc == nil {
+				if !upconn.Wraps {
+					t.Skip("reads are not pooled on this platform")
+				}
+				t.Fatal("the provider connection is not wrapped")
+			}
+			c := &faultFlushCounter{}
+			start := time.Now()
+			res := stream.Relay(context.Background(), c, c.flush, sse.NewReader(resp.Body, 1<<20), dialectAnthropic, nil,
+				stream.RelayOptions{Idle: idle, Coalesce: true, Upstream: uc}, cancel)
+			took := time.Since(start)
+			cancel()
+			<-served
+			if res.Reason != tc.reason {
+				t.Fatalf("the stream ended %q (%v) after %v, want %q", res.Reason, res.Err, took, tc.reason)
+			}
+			if tc.reason == "idle_timeout" && (took < idle || took > idle+idle/2) {
+				t.Errorf("the idle limit of %v ended the stream after %v", idle, took)
+			}
+			if !strings.HasPrefix(c.String(), ev(0)) {
+				t.Errorf("the client got %q, want the first event first", c.String())
+			}
+		})
+	}
+}

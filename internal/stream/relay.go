@@ -148,25 +148,30 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 	// unless the body's reader may read on past that rest (ReadsAhead).
 	// With the connection's word (Upstream) every read goes on without a
 	// flush, the burst kept the same way, and the connection flushes it
-	// if the read has to wait.
-	var atWait *flushAtWait // told by the connection when a read waits; set for one Next
-	armed := false
+	// if the read has to wait. Its Waiter is set for the relay's whole
+	// life: while the body is open only the relay's Next reads the
+	// connection (the transport's own reads start after the body's end,
+	// when it clears the Waiter: upconn.Conn.Idle).
+	var atWait *flushAtWait // told by the connection when a read waits
 	if cw != nil && opts.Upstream != nil {
 		atWait = &flushAtWait{cw: cw, wd: wd, err: &flushErr}
+		opts.Upstream.BeforeWait(atWait)
 		defer opts.Upstream.StopWaiting(atWait) // only its own: the connection may serve another request by now
 	}
 	rd.BeforeFill = func(rest bool) {
+		if atWait != nil {
+			// The wait starts where the connection says a read waits
+			// (flushAtWait), not at every read: most return at once, and
+			// a clock read per event is not free.
+			if cw.pending && flushErr == nil {
+				cw.detach()
+			}
+			return
+		}
 		if cw != nil && cw.pending && flushErr == nil {
-			switch {
-			case atWait != nil:
+			if rest && ReadsOnForRest(opts.Upstream, opts.ReadsAhead) {
 				cw.detach()
-				if !armed {
-					armed = true
-					opts.Upstream.BeforeWait(atWait)
-				}
-			case rest && ReadsOnForRest(opts.Upstream, opts.ReadsAhead):
-				cw.detach()
-			default:
+			} else {
 				flushErr = cw.flushOut()
 			}
 		}
@@ -197,10 +202,6 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 	for {
 		wd.reading = false
 		ev, err := rd.Next()
-		if armed { // the read is over: the connection's next one is not the relay's
-			armed = false
-			opts.Upstream.StopWaiting(atWait)
-		}
 		if wd.reading {
 			wd.WaitEnd()
 		}
@@ -323,8 +324,10 @@ type Upstream interface {
 type Waiter = interface{ Waiting() }
 
 // flushAtWait flushes the relay's burst when a read of the upstream is
-// about to wait; the wait clock stops meanwhile (the client's time, not
-// the upstream's).
+// about to wait, and starts the wait clock after it (the client's time is
+// not the upstream's). The clock starts at the first wait of a Next only:
+// an upstream that trickles bytes without completing an event is not
+// given the limit anew at each of them.
 type flushAtWait struct {
 	cw  *coalescer
 	wd  *relayWatchdog
@@ -333,8 +336,10 @@ type flushAtWait struct {
 
 func (f *flushAtWait) Waiting() {
 	if f.cw.pending && *f.err == nil {
-		f.wd.WaitEnd()
 		*f.err = f.cw.flushOut()
+	}
+	if !f.wd.reading {
+		f.wd.reading = true
 		f.wd.WaitStart()
 	}
 }
