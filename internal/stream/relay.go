@@ -141,8 +141,9 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 	}
 	// The wait for an event starts when the reader has no complete event
 	// left and reads the upstream (the watchdog's clock is read once per
-	// upstream read, not per event); a burst is flushed to the client
-	// first, and a slow client is not an idle upstream. A read that only
+	// upstream read, not per event; with the connection's word, once per
+	// read that waits); a burst is flushed to the client first, and a
+	// slow client is not an idle upstream. A read that only
 	// takes the rest of an event already arriving (rest) does not end the
 	// burst: it is kept, out of the reader's buffer, for one write after,
 	// unless the body's reader may read on past that rest (ReadsAhead).
