@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
@@ -338,6 +339,49 @@ func TestRelayEndUnflushed(t *testing.T) {
 	}
 	if c.flushes != 1 || c.flushed != len(all) || c.writes != 2 {
 		t.Errorf("%d writes, %d flushes of %d bytes, want 2 writes and 1 flush of the burst's %d (the terminal event written, left to the caller)", c.writes, c.flushes, c.flushed, len(all))
+	}
+}
+
+// armCounter is a connection that counts the Waiters set on it.
+type armCounter struct {
+	waiterSlot
+	armed int
+}
+
+func (a *armCounter) BeforeWait(w stream.Waiter) { a.armed++; a.waiterSlot.BeforeWait(w) }
+
+// The relay sets its Waiter on the connection at its first read of the
+// body, not before: a body the gate already read to its end is never read
+// again, and its connection may by then wait for another request's
+// answer, whose waits the relay must not be told of. A body still open is
+// armed once, not once per read.
+func TestRelayArmsAtItsFirstRead(t *testing.T) {
+	var burst []string
+	for i := range 4 {
+		burst = append(burst, fmt.Sprintf("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"%03d\"}}\n\n", i))
+	}
+	const stop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	// The whole body, its end included, was read before the relay (in
+	// one read: under the reader's first 512 bytes).
+	rd := sse.NewReader(iotest.DataErrReader(strings.NewReader(strings.Join(burst[:2], "")+stop)), 1<<20)
+	if _, err := rd.Next(); err != nil { // the gate's event
+		t.Fatal(err)
+	}
+	up := &armCounter{}
+	c := &faultFlushCounter{}
+	res := stream.Relay(context.Background(), c, c.flush, rd, dialectAnthropic, nil,
+		stream.RelayOptions{Idle: time.Minute, Coalesce: true, Upstream: up}, nil)
+	if !res.Complete || up.armed != 0 {
+		t.Fatalf("%+v; a body already ended: the Waiter was set %d times, want none", res, up.armed)
+	}
+	// An open body, one event per read: one Waiter for the relay.
+	up = &armCounter{}
+	ep := &eventPerRead{burst: slices.Clone(burst), tail: stop, atWait: func() {}}
+	ep.waiterSlot = up.waiterSlot
+	res = stream.Relay(context.Background(), c, c.flush, sse.NewReader(ep, 1<<20), dialectAnthropic, nil,
+		stream.RelayOptions{Idle: time.Minute, Coalesce: true, Upstream: up}, nil)
+	if !res.Complete || up.armed != 1 {
+		t.Fatalf("%+v; an open body read %d times: the Waiter was set %d times, want once", res, len(burst)+1, up.armed)
 	}
 }
 

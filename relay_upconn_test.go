@@ -191,9 +191,13 @@ func TestRelayBurstBeforePause(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tr.CloseIdleConnections()
+			// As an attempt's trace: the transport's PutIdleConn, before
+			// its own next read, clears the relay's Waiter (connIdle).
 			var uc *upconn.Conn
+			a := &attempt{}
 			ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
-				GotConn: func(i httptrace.GotConnInfo) { uc, _ = i.Conn.(*upconn.Conn) },
+				GotConn:     func(i httptrace.GotConnInfo) { uc, _ = i.Conn.(*upconn.Conn); a.upConn = uc },
+				PutIdleConn: a.connIdle,
 			})
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ln.Addr().String()+"/v1/messages", strings.NewReader("{}"))
 			resp, err := tr.RoundTrip(req)
@@ -348,8 +352,10 @@ func TestRelayIdleOverPooledConn(t *testing.T) {
 			}
 			defer tr.CloseIdleConnections()
 			var uc *upconn.Conn
+			a := &attempt{} // its connIdle, as an attempt's trace has
 			ctx, cancel := context.WithCancel(httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
-				GotConn: func(i httptrace.GotConnInfo) { uc, _ = i.Conn.(*upconn.Conn) },
+				GotConn:     func(i httptrace.GotConnInfo) { uc, _ = i.Conn.(*upconn.Conn); a.upConn = uc },
+				PutIdleConn: a.connIdle,
 			}))
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ln.Addr().String()+"/v1/messages", strings.NewReader("{}"))

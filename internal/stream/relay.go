@@ -149,14 +149,17 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 	// unless the body's reader may read on past that rest (ReadsAhead).
 	// With the connection's word (Upstream) every read goes on without a
 	// flush, the burst kept the same way, and the connection flushes it
-	// if the read has to wait. Its Waiter is set for the relay's whole
-	// life: while the body is open only the relay's Next reads the
-	// connection (the transport's own reads start after the body's end,
-	// when it clears the Waiter: upconn.Conn.Idle).
+	// if the read has to wait. Its Waiter is set at the relay's first
+	// read of the body, which is then still open (a body the gate read to
+	// its end is never read again, and the connection may be another
+	// request's by then), and kept for the relay's life: while the body is
+	// open only the relay's reads touch the connection, and the transport
+	// clears it at the body's end, before its own next read
+	// (upconn.Conn.Idle, from the attempt's trace).
 	var atWait *flushAtWait // told by the connection when a read waits
+	armed := false
 	if cw != nil && opts.Upstream != nil {
 		atWait = &flushAtWait{cw: cw, wd: wd, err: &flushErr}
-		opts.Upstream.BeforeWait(atWait)
 		defer opts.Upstream.StopWaiting(atWait) // only its own: the connection may serve another request by now
 	}
 	rd.BeforeFill = func(rest bool) {
@@ -166,6 +169,10 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 			// a clock read per event is not free.
 			if cw.pending && flushErr == nil {
 				cw.detach()
+			}
+			if !armed {
+				armed = true
+				opts.Upstream.BeforeWait(atWait)
 			}
 			return
 		}
