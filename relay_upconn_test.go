@@ -47,6 +47,40 @@ func (c *releaseCounter) flush() error {
 	return nil
 }
 
+// roundTripPooled sends a request to the provider at addr through the
+// transport the proxy builds for a cleartext provider, with an attempt's
+// trace: the transport's PutIdleConn, before its own next read, clears
+// the relay's Waiter (connIdle). It returns the answer and its wrapped
+// connection; the body is closed and the transport's connections dropped
+// when the test ends.
+func roundTripPooled(t *testing.T, ctx context.Context, addr string) (*http.Response, *upconn.Conn) {
+	t.Helper()
+	tr, err := newTransport(time.Second, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	var uc *upconn.Conn
+	a := &attempt{}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn:     func(i httptrace.GotConnInfo) { uc, _ = i.Conn.(*upconn.Conn); a.upConn = uc },
+		PutIdleConn: a.connIdle,
+	})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/messages", strings.NewReader("{}"))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if uc == nil {
+		if !upconn.Wraps {
+			t.Skip("reads are not pooled on this platform")
+		}
+		t.Fatal("the provider connection is not wrapped")
+	}
+	return resp, uc
+}
+
 func httpChunk(s string) string { return fmt.Sprintf("%x\r\n%s\r\n", len(s), s) }
 
 // eventsBefore splits events (CRLF lines) after the last one that ends in
@@ -186,31 +220,7 @@ func TestRelayBurstBeforePause(t *testing.T) {
 				}
 				served <- nil
 			}()
-			tr, err := newTransport(time.Second, "", true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tr.CloseIdleConnections()
-			// As an attempt's trace: the transport's PutIdleConn, before
-			// its own next read, clears the relay's Waiter (connIdle).
-			var uc *upconn.Conn
-			a := &attempt{}
-			ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
-				GotConn:     func(i httptrace.GotConnInfo) { uc, _ = i.Conn.(*upconn.Conn); a.upConn = uc },
-				PutIdleConn: a.connIdle,
-			})
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ln.Addr().String()+"/v1/messages", strings.NewReader("{}"))
-			resp, err := tr.RoundTrip(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			if uc == nil {
-				if !upconn.Wraps {
-					t.Skip("reads are not pooled on this platform")
-				}
-				t.Fatal("the provider connection is not wrapped")
-			}
+			resp, uc := roundTripPooled(t, context.Background(), ln.Addr().String())
 			rd := sse.NewReader(resp.Body, 1<<20)
 			res := stream.Relay(context.Background(), c, c.flush, rd, dialectAnthropic, nil,
 				stream.RelayOptions{Idle: time.Minute, Coalesce: true, Upstream: uc}, nil)
@@ -346,30 +356,9 @@ func TestRelayIdleOverPooledConn(t *testing.T) {
 				fmt.Fprintf(conn, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%s", httpChunk(ev(0)))
 				tc.serve(conn)
 			}()
-			tr, err := newTransport(time.Second, "", true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tr.CloseIdleConnections()
-			var uc *upconn.Conn
-			a := &attempt{} // its connIdle, as an attempt's trace has
-			ctx, cancel := context.WithCancel(httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
-				GotConn:     func(i httptrace.GotConnInfo) { uc, _ = i.Conn.(*upconn.Conn); a.upConn = uc },
-				PutIdleConn: a.connIdle,
-			}))
+			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ln.Addr().String()+"/v1/messages", strings.NewReader("{}"))
-			resp, err := tr.RoundTrip(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			if uc == nil {
-				if !upconn.Wraps {
-					t.Skip("reads are not pooled on this platform")
-				}
-				t.Fatal("the provider connection is not wrapped")
-			}
+			resp, uc := roundTripPooled(t, ctx, ln.Addr().String())
 			c := &faultFlushCounter{}
 			start := time.Now()
 			res := stream.Relay(context.Background(), c, c.flush, sse.NewReader(resp.Body, 1<<20), dialectAnthropic, nil,
