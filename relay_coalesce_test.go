@@ -342,9 +342,10 @@ func TestRelayEndUnflushed(t *testing.T) {
 	}
 }
 
-// armCounter is a connection that counts the Waiters set on it.
+// armCounter is a connection that counts the Waiters set on it; they
+// go to its waiterSlot (the test upstream's, which tells them when it waits).
 type armCounter struct {
-	waiterSlot
+	*waiterSlot
 	armed int
 }
 
@@ -367,7 +368,7 @@ func TestRelayArmsAtItsFirstRead(t *testing.T) {
 	if _, err := rd.Next(); err != nil { // the gate's event
 		t.Fatal(err)
 	}
-	up := &armCounter{}
+	up := &armCounter{waiterSlot: &waiterSlot{}}
 	c := &faultFlushCounter{}
 	res := stream.Relay(context.Background(), c, c.flush, rd, dialectAnthropic, nil,
 		stream.RelayOptions{Idle: time.Minute, Coalesce: true, Upstream: up}, nil)
@@ -375,9 +376,8 @@ func TestRelayArmsAtItsFirstRead(t *testing.T) {
 		t.Fatalf("%+v; a body already ended: the Waiter was set %d times, want none", res, up.armed)
 	}
 	// An open body, one event per read: one Waiter for the relay.
-	up = &armCounter{}
 	ep := &eventPerRead{burst: slices.Clone(burst), tail: stop, atWait: func() {}}
-	ep.waiterSlot = up.waiterSlot
+	up = &armCounter{waiterSlot: &ep.waiterSlot}
 	res = stream.Relay(context.Background(), c, c.flush, sse.NewReader(ep, 1<<20), dialectAnthropic, nil,
 		stream.RelayOptions{Idle: time.Minute, Coalesce: true, Upstream: up}, nil)
 	if !res.Complete || up.armed != 1 {

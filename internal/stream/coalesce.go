@@ -84,6 +84,14 @@ func (c *coalescer) writeOut() error {
 	return err
 }
 
+// writeUnflushed writes what is pending, the stream's end, without a
+// flush (RelayOptions.EndUnflushed); the relay's deferred release gives
+// back the buffer.
+func (c *coalescer) writeUnflushed() error {
+	c.pending = false
+	return c.writeOut()
+}
+
 // flushOut writes what is pending and flushes it to the client.
 func (c *coalescer) flushOut() error {
 	c.pending = false

@@ -68,8 +68,9 @@ type RelayOptions struct {
 	// that chunk's data: a read that only takes the rest of an event may
 	// still wait, so without Upstream each read is preceded by a flush.
 	ReadsAhead bool
-	// EndUnflushed leaves the terminal event written but not flushed
-	// when coalescing: the caller flushes it, or the server does when the
+	// EndUnflushed leaves the terminal event (or, for an answer that ends
+	// with its body, the last burst) written but not flushed when
+	// coalescing: the caller flushes it, or the server does when the
 	// handler returns, together with the end of the response (an
 	// HTTP/1.1 chunked body's last chunk), in one write to the client
 	// instead of two. The caller must flush before anything that may
@@ -223,8 +224,7 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 				// An answer whose end is its body's (Gemini): its last
 				// burst goes with the response's end, as a terminal
 				// event does.
-				cw.pending = false
-				if err := cw.writeOut(); err != nil {
+				if err := cw.writeUnflushed(); err != nil {
 					res.Complete, res.Reason, res.Err = false, "client_gone", fmt.Errorf("writing to the client: %w", err)
 				}
 			}
@@ -270,9 +270,8 @@ func Relay(ctx context.Context, w io.Writer, flush func() error, rd *sse.Reader,
 			}
 			switch {
 			case err != nil || flush == nil:
-			case cw != nil && opts.EndUnflushed: // written; released by the deferred call
-				cw.pending = false
-				err = cw.writeOut()
+			case cw != nil && opts.EndUnflushed:
+				err = cw.writeUnflushed()
 			case write == nil || cut:
 				err = flush()
 			}
