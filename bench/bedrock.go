@@ -75,7 +75,7 @@ func (m benchMode) simConfig(i int) sim.Config {
 // mode's own request for direct (with its key) and reverse_proxy (which
 // adds the key), else m.
 func (m benchMode) forConfig(config string) benchMode {
-	if m.raw == nil || (config != "direct" && config != "reverse_proxy") {
+	if m.raw == nil || (config != "direct" && config != "reverse_proxy" && config != controlConfig) {
 		return m
 	}
 	r := *m.raw
@@ -134,7 +134,7 @@ func modeSite(m benchMode, config string, sims []*simServer) string {
 			name, s.URL, bedrockRegion, k, bedrockModel, more)
 	}
 	switch config {
-	case "reverse_proxy":
+	case "reverse_proxy", controlConfig:
 		tr := ""
 		if *rpIdle > 0 {
 			tr = fmt.Sprintf("\t\ttransport http {\n\t\t\tkeepalive_idle_conns_per_host %d\n\t\t}\n", *rpIdle)

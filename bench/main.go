@@ -41,7 +41,7 @@ var (
 	warmup      = flag.Duration("warmup", 500*time.Millisecond, "unmeasured load before each cell")
 	concList    = flag.String("conc", "1,16,64", "concurrencies (comma-separated); 1 shows the added latency of an unloaded proxy")
 	modeList    = flag.String("modes", "non-stream,stream,responses-stream,gemini-stream", "response shapes: non-stream, stream (Anthropic), openai-stream (OpenAI Chat Completions), responses-stream (OpenAI Responses), gemini-stream, bedrock-stream (Anthropic through api bedrock; adds llm_hedge_sigv4), translate-stream (Anthropic through api openai with translate anthropic)")
-	configList  = flag.String("configs", "direct,reverse_proxy,llm_hedge,llm_hedge_3", "configurations to compare")
+	configList  = flag.String("configs", "direct,reverse_proxy,llm_hedge,llm_hedge_3", "configurations to compare; reverse_proxy_2 is reverse_proxy again, judged against it as llm_hedge is (an A/A control of the machine's noise)")
 	rounds      = flag.Int("rounds", 1, "runs of every cell, every other one with the configurations in reverse order; the table shows the median of each figure")
 	profileDir  = flag.String("profile", "", "save a CPU profile (.pprof) and an allocation profile (.allocs, since the process started) of Caddy for every proxied cell into this directory")
 	rpIdle      = flag.Int("rp-idle", 256, "reverse_proxy keepalive_idle_conns_per_host (llm_hedge's pool holds 256; 0 = Caddy's default of 32)")

@@ -82,7 +82,7 @@ func site(config string, sims []*simServer, extra string) string {
 		return fmt.Sprintf("\t\tprovider %s %s\n", name, sims[i].URL)
 	}
 	switch config {
-	case "reverse_proxy":
+	case "reverse_proxy", controlConfig:
 		tr := rpUpstreamTLS()
 		if *rpIdle > 0 {
 			tr += fmt.Sprintf("\t\t\tkeepalive_idle_conns_per_host %d\n", *rpIdle)

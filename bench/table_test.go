@@ -2,6 +2,8 @@ package main
 
 import (
 	"math"
+	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -26,4 +28,33 @@ func TestPairedRatios(t *testing.T) {
 		return
 	}
 	t.Fatal("no llm_hedge cell")
+}
+
+// The A/A control is reverse_proxy under another name: the same site and
+// request in every mode, and judged against reverse_proxy as llm_hedge is.
+func TestControlConfig(t *testing.T) {
+	sims := make([]*simServer, sigv4Sim+1)
+	for i := range sims {
+		sims[i] = &simServer{URL: "http://127.0.0.1:" + string(rune('1'+i))}
+	}
+	for name, m := range benchModes {
+		if got, want := modeSite(m, controlConfig, sims), modeSite(m, "reverse_proxy", sims); got != want {
+			t.Errorf("%s: %s's site\n%s\nis not reverse_proxy's\n%s", name, controlConfig, got, want)
+		}
+		if got, want := m.forConfig(controlConfig), m.forConfig("reverse_proxy"); !reflect.DeepEqual(got.header, want.header) || got.wire != want.wire {
+			t.Errorf("%s: %s's request differs from reverse_proxy's", name, controlConfig)
+		}
+	}
+	rs := []cellResult{
+		{mode: "stream", config: "reverse_proxy", conc: 1, rps: 1000, cpuPer1k: 1.0, requests: 1000},
+		{mode: "stream", config: controlConfig, conc: 1, rps: 900, cpuPer1k: 1.2, requests: 900},
+	}
+	var out strings.Builder
+	printTable(&out, rs, []string{"stream"}, []int{1}, []string{"reverse_proxy", controlConfig})
+	if !strings.Contains(out.String(), controlConfig+" throughput 0.900× MISSED, CPU 1.200× MISSED") {
+		t.Errorf("no verdict for the control:\n%s", out.String())
+	}
+	if judged("reverse_proxy") || judged("direct") || !judged("llm_hedge_sigv4") {
+		t.Error("judged: only llm_hedge's configurations and the control get a verdict")
+	}
 }
