@@ -72,8 +72,8 @@ func (m benchMode) simConfig(i int) sim.Config {
 }
 
 // forConfig is the mode whose requests config's client sends: a cloud
-// mode's own request for direct (with its key) and reverse_proxy (which
-// adds the key), else m.
+// mode's own request for direct (with its key) and reverse_proxy and its
+// A/A control (which add the key), else m.
 func (m benchMode) forConfig(config string) benchMode {
 	if m.raw == nil || (config != "direct" && config != "reverse_proxy" && config != controlConfig) {
 		return m
