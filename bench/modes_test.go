@@ -188,10 +188,7 @@ func TestBedrockStreamMode(t *testing.T) {
 
 	// The Caddyfiles: what each configuration must hold, and each adapts
 	// and provisions (llm_hedge_sigv4 with the credentials of its environment).
-	sims := make([]*simServer, sigv4Sim+1)
-	for i := range sims {
-		sims[i] = &simServer{URL: "http://127.0.0.1:" + string(rune('1'+i))}
-	}
+	sims := placeholderSims()
 	for _, e := range caddyEnv("llm_hedge_sigv4") {
 		k, v, _ := strings.Cut(e, "=")
 		t.Setenv(k, v)
@@ -241,10 +238,7 @@ func TestTranslateStreamMode(t *testing.T) {
 	if s := benchModes["stream"]; !bytes.Equal(m.forConfig("reverse_proxy").body, s.body) || m.path != s.path {
 		t.Errorf("translate-stream's request differs from stream's")
 	}
-	sims := make([]*simServer, sigv4Sim+1)
-	for i := range sims {
-		sims[i] = &simServer{URL: "http://127.0.0.1:" + string(rune('1'+i))}
-	}
+	sims := placeholderSims()
 	for config, parts := range map[string][]string{
 		"reverse_proxy": {"reverse_proxy 127.0.0.1:1"},
 		"llm_hedge":     {"provider sim-a http://127.0.0.1:1 {", "api openai", "translate anthropic", "key " + translateKey, "model * gpt-bench"},
@@ -268,4 +262,15 @@ func TestTranslateStreamMode(t *testing.T) {
 			t.Errorf("%s: %v", config, err)
 		}
 	}
+}
+
+// placeholderSims stand for the bench's simulators in a Caddyfile that is
+// only built (and adapted), never served: one per provider a site names,
+// on ports 1, 2, ….
+func placeholderSims() []*simServer {
+	sims := make([]*simServer, sigv4Sim+1)
+	for i := range sims {
+		sims[i] = &simServer{URL: "http://127.0.0.1:" + string(rune('1'+i))}
+	}
+	return sims
 }

@@ -33,10 +33,7 @@ func TestPairedRatios(t *testing.T) {
 // The A/A control is reverse_proxy under another name: the same site and
 // request in every mode, and judged against reverse_proxy as llm_hedge is.
 func TestControlConfig(t *testing.T) {
-	sims := make([]*simServer, sigv4Sim+1)
-	for i := range sims {
-		sims[i] = &simServer{URL: "http://127.0.0.1:" + string(rune('1'+i))}
-	}
+	sims := placeholderSims()
 	for name, m := range benchModes {
 		if got, want := modeSite(m, controlConfig, sims), modeSite(m, "reverse_proxy", sims); got != want {
 			t.Errorf("%s: %s's site\n%s\nis not reverse_proxy's\n%s", name, controlConfig, got, want)
