@@ -305,8 +305,11 @@ func TestForwardedPaths(t *testing.T) {
 			t.Fatalf("POST count_tokens: %d %s", status, body)
 		}
 
+		// The request's own series is recorded after its attempts', when
+		// the handler returns, which may be after the client has the body.
 		after := observeScrapeUntil(t, p, func(m observeMetrics) bool {
-			return m.delta(before, `caddy_llm_hedge_attempts_total{provider="fwdp-b",result="won"}`) >= 2
+			return m.delta(before, `caddy_llm_hedge_attempts_total{provider="fwdp-b",result="won"}`) >= 2 &&
+				m.delta(before, `caddy_llm_hedge_requests_total{outcome="success"}`) >= 2
 		})
 		for series, want := range map[string]float64{
 			`caddy_llm_hedge_attempts_total{provider="fwdp-a",result="failed_status_5xx"}`: 2,
