@@ -108,9 +108,9 @@ func faultExpectError(t *testing.T, c *http.Client, req *http.Request, k load.Ki
 }
 
 func faultRequest(method, url string, k load.Kind, body io.Reader) *http.Request {
-	req, _ := http.NewRequest(method, url+k.Path(), body)
+	req, _ := http.NewRequest(method, url+k.Path("m"), body)
 	req.Header.Set("Content-Type", "application/json")
-	if k.OpenAI {
+	if k.Dialect == load.OpenAI {
 		req.Header.Set("Authorization", "Bearer k")
 	} else {
 		req.Header.Set("X-Api-Key", "k")
@@ -120,7 +120,7 @@ func faultRequest(method, url string, k load.Kind, body io.Reader) *http.Request
 
 var (
 	faultAnthropic = load.Kind{}
-	faultOpenAI    = load.Kind{OpenAI: true}
+	faultOpenAI    = load.Kind{Dialect: load.OpenAI}
 )
 
 // Bad input from a client is refused by the proxy itself, in the client's
@@ -387,9 +387,9 @@ func TestFaultUpstreamFloods(t *testing.T) {
 		want        string
 	}{
 		{"unbounded first event", load.Kind{Stream: true}, aStart + "event: content_block_delta\ndata: ", strings.Repeat("x", 32<<10), "size limit"},
-		{"unbounded data lines", load.Kind{OpenAI: true, Stream: true}, "", "data: {\"choices\":[]}\n", "size limit"},
+		{"unbounded data lines", load.Kind{Dialect: load.OpenAI, Stream: true}, "", "data: {\"choices\":[]}\n", "size limit"},
 		{"10 MB of pings", load.Kind{Stream: true}, aStart, pings, "no output after"},
-		{"10 MB of comments", load.Kind{OpenAI: true, Stream: true}, "", strings.Repeat(": keep-alive\n\n", 64), "no output after"},
+		{"10 MB of comments", load.Kind{Dialect: load.OpenAI, Stream: true}, "", strings.Repeat(": keep-alive\n\n", 64), "no output after"},
 		{"event stream for a non-stream request", load.Kind{}, aStart, pings, "event stream"},
 	}
 	good := newUpstream(t, sim.Config{})

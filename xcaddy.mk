@@ -2,6 +2,7 @@
 #   make -f xcaddy.mk run     build ./caddy and serve Caddyfile.example (simulated providers)
 #   make -f xcaddy.mk test    vet, race tests, fuzz seed corpora, and the smoke test of the built binary
 #   make -f xcaddy.mk bench   side-by-side load comparison against reverse_proxy
+#   make -f xcaddy.mk soak    30 minutes of faulty load, reloads and client aborts: proves nothing is lost (not in CI)
 
 CADDY_VERSION  ?= v2.11.9
 XCADDY_VERSION ?= v0.4.5
@@ -11,7 +12,7 @@ MODULE_PIN     := $(MODULE)@v0.0.0-00010101000000-000000000000=.
 GOBIN          ?= $(shell go env GOPATH)/bin
 XCADDY         := $(GOBIN)/xcaddy
 
-.PHONY: build run test unit smoke bench fuzz clean
+.PHONY: build run test unit smoke bench soak fuzz clean
 
 $(XCADDY):
 	go install github.com/caddyserver/xcaddy/cmd/xcaddy@$(XCADDY_VERSION)
@@ -35,6 +36,10 @@ test: unit smoke
 
 bench: caddy
 	go run ./bench -caddy ./caddy
+
+SOAK ?= 30m
+soak: caddy
+	go run ./bench -caddy ./caddy -soak $(SOAK)
 
 fuzz:
 	for t in ./internal/sse:FuzzSSEReader ./internal/jsonscan:FuzzJSONScanner .:FuzzGate .:FuzzBedrockEventStream ./internal/limit:FuzzParseRetryAfter .:FuzzCaddyfile .:FuzzParseCompletion .:FuzzResumeSplice .:FuzzInspectSequence; do \

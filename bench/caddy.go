@@ -27,6 +27,10 @@ type caddyProc struct {
 	URL      string // the site
 	Admin    string // the admin endpoint (pprof, metrics)
 	log      string
+	bin      string
+	// cfgPath holds the Caddyfile of the ports below (reload rewrites it).
+	cfgPath         string
+	port, adminPort int
 }
 
 // caddyfile wraps a site body in the global options every run uses: a
@@ -72,7 +76,7 @@ func startCaddy(bin, dir, name, globals, site string, env ...string) (*caddyProc
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
 	p := &caddyProc{cmd: cmd, pid: cmd.Process.Pid, URL: fmt.Sprintf("http://127.0.0.1:%d", port),
-		Admin: fmt.Sprintf("http://127.0.0.1:%d", admin), log: logPath}
+		Admin: fmt.Sprintf("http://127.0.0.1:%d", admin), log: logPath, bin: bin, cfgPath: cfgPath, port: port, adminPort: admin}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	deadline := time.Now().Add(20 * time.Second)
@@ -106,6 +110,20 @@ func (p *caddyProc) stopWith(exited chan error) {
 		_ = p.cmd.Process.Kill()
 		<-exited
 	}
+}
+
+// reload rewrites the process's Caddyfile with globals and site on the
+// same ports and runs `caddy reload` on it, as an operator would.
+func (p *caddyProc) reload(globals, site string) error {
+	if err := os.WriteFile(p.cfgPath, []byte(caddyfile(p.port, p.adminPort, globals, site)), 0o644); err != nil {
+		return err
+	}
+	out, err := exec.Command(p.bin, "reload", "--config", p.cfgPath, "--adapter", "caddyfile",
+		"--address", fmt.Sprintf("127.0.0.1:%d", p.adminPort)).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("caddy reload: %v: %s", err, out)
+	}
+	return nil
 }
 
 // Stop ends the process (SIGTERM, then SIGKILL after 10s).

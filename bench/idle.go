@@ -121,7 +121,7 @@ func holdStreams(url string, tr *http.Transport, n int) (release func(), err err
 		go func() {
 			defer wg.Done()
 			dial <- struct{}{}
-			resp, err := client.Do(load.NewRequest(ctx, url, load.Kind{Stream: true}, body))
+			resp, err := client.Do(load.NewRequest(ctx, url, load.Kind{Stream: true}, "claude-bench", body))
 			if err != nil {
 				<-dial
 				ready <- err

@@ -70,7 +70,7 @@ var benchModes = map[string]benchMode{
 func anthropicMode(k load.Kind) benchMode {
 	m := benchMode{
 		tokens: nonStreamTokens,
-		path:   k.Path(),
+		path:   k.Path("claude-bench"),
 		header: map[string]string{"X-Api-Key": "sk-load", "Anthropic-Version": "2023-06-01"},
 		body:   load.Body(k, "claude-bench"),
 		check: func(b []byte) error {

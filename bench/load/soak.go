@@ -13,13 +13,17 @@ import (
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
-// SoakConfig is a steady, mixed workload: requests of every Kind in turn,
+// SoakConfig is a steady, mixed workload: requests of every kind in turn,
 // started at a fixed rate (open loop) with a cap on requests in flight.
 type SoakConfig struct {
-	BaseURL     string
-	Client      *http.Client
-	Model       string
-	WantText    string        // text of a complete answer; "" skips the text check
+	BaseURL  string
+	Client   *http.Client
+	Model    string
+	Kinds    []Kind // the shapes, in turn; nil: Kinds
+	WantText string // text of a complete answer; "" skips the text check
+	// AbortPercent of the streams (spread evenly: every 100/AbortPercent-th
+	// stream) are left by the client after their first bytes.
+	AbortPercent float64
 	Rate        float64       // requests started per second
 	MaxInFlight int           // a tick that finds this many in flight is skipped (and counted)
 	Duration    time.Duration // how long to keep starting requests
@@ -36,6 +40,8 @@ type Tally struct {
 	Complete   int64
 	CleanError int64
 	Dirty      int64
+	Aborted    int64 // streams the client left on purpose
+	Resent     int64 // requests sent again after a pooled connection closed unread (Result.Resent)
 	Skipped    int64            // ticks with MaxInFlight already in flight
 	Errors     map[string]int64 // clean errors by status / kind of event
 	Samples    []string         // the first dirty responses, for the report
@@ -45,6 +51,9 @@ type Tally struct {
 func (t *Tally) add(k Kind, r Result) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if r.Resent {
+		t.Resent++
+	}
 	switch r.Verdict {
 	case Complete:
 		t.Complete++
@@ -59,6 +68,8 @@ func (t *Tally) add(k Kind, r Result) {
 			key = "200 + error event"
 		}
 		t.Errors[k.String()+" "+key]++
+	case Aborted:
+		t.Aborted++
 	default:
 		t.Dirty++
 		if len(t.Samples) < 10 {
@@ -67,11 +78,11 @@ func (t *Tally) add(k Kind, r Result) {
 	}
 }
 
-// Snapshot returns the counters (Sent, Complete, CleanError, Dirty, Skipped).
-func (t *Tally) Snapshot() (sent, complete, clean, dirty, skipped int64) {
+// Snapshot returns the counters (Sent, Complete, CleanError, Dirty, Aborted).
+func (t *Tally) Snapshot() (sent, complete, clean, dirty, aborted int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.Sent, t.Complete, t.CleanError, t.Dirty, t.Skipped
+	return t.Sent, t.Complete, t.CleanError, t.Dirty, t.Aborted
 }
 
 // Summary is a one-paragraph account of the tally.
@@ -79,8 +90,8 @@ func (t *Tally) Summary() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d requests: %d complete, %d clean errors, %d dirty, %d ticks skipped (in-flight cap)",
-		t.Sent, t.Complete, t.CleanError, t.Dirty, t.Skipped)
+	fmt.Fprintf(&b, "%d requests: %d complete, %d clean errors, %d dirty, %d aborted by the client, %d ticks skipped (in-flight cap); %d sent again after a pooled connection closed unread",
+		t.Sent, t.Complete, t.CleanError, t.Dirty, t.Aborted, t.Skipped, t.Resent)
 	if len(t.Latency) > 0 {
 		lat := append([]time.Duration(nil), t.Latency...)
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
@@ -110,10 +121,19 @@ func Soak(ctx context.Context, cfg SoakConfig) *Tally {
 		cfg.Timeout = 30 * time.Second
 	}
 	t := &Tally{}
-	bodies := make([][]byte, len(Kinds))
-	for i, k := range Kinds {
+	kinds := cfg.Kinds
+	if kinds == nil {
+		kinds = Kinds
+	}
+	bodies := make([][]byte, len(kinds))
+	for i, k := range kinds {
 		bodies[i] = Body(k, cfg.Model)
 	}
+	abortEvery := 0 // every abortEvery-th stream is left by the client
+	if cfg.AbortPercent > 0 {
+		abortEvery = max(1, int(100/cfg.AbortPercent+0.5))
+	}
+	streams := 0
 	slots := make(chan struct{}, cfg.MaxInFlight)
 	bufs := sync.Pool{New: func() any { return new(bytes.Buffer) }}
 	var wg sync.WaitGroup
@@ -148,8 +168,12 @@ func Soak(ctx context.Context, cfg SoakConfig) *Tally {
 			t.mu.Unlock()
 			continue
 		}
-		k := Kinds[n%len(Kinds)]
-		body := bodies[n%len(Kinds)]
+		rq := Request{Kind: kinds[n%len(kinds)], Model: cfg.Model, Body: bodies[n%len(kinds)], WantText: cfg.WantText}
+		if rq.Kind.Stream {
+			if streams++; abortEvery > 0 && streams%abortEvery == 0 {
+				rq.AbortAfter = 64 + streams%512 // somewhere in its first events
+			}
+		}
 		t.mu.Lock()
 		t.Sent++
 		t.mu.Unlock()
@@ -161,7 +185,7 @@ func Soak(ctx context.Context, cfg SoakConfig) *Tally {
 			defer cancel()
 			buf := bufs.Get().(*bytes.Buffer)
 			defer bufs.Put(buf)
-			t.add(k, Do(rctx, cfg.Client, cfg.BaseURL, k, body, cfg.WantText, buf))
+			t.add(rq.Kind, Do(rctx, cfg.Client, cfg.BaseURL, rq, buf))
 		}()
 	}
 }
@@ -185,14 +209,24 @@ func SoakFaults() []sim.Fault {
 
 // SoakProxyBlock is the llm_hedge configuration of the soak: three
 // providers, adaptive hedging, and timeouts short enough that a stall
-// ends in seconds.
-func SoakProxyBlock(urls []string) string {
+// ends in seconds. With renamed, the last provider takes another name
+// (the reloads of the soak alternate the two).
+func SoakProxyBlock(urls []string, renamed bool) string {
 	var b strings.Builder
 	for i, u := range urls {
-		fmt.Fprintf(&b, "\t\tprovider sim-%c %s {\n\t\t\tvendor v%d\n\t\t}\n", 'a'+i, u, i)
+		name := fmt.Sprintf("sim-%c", 'a'+i)
+		if renamed && i == len(urls)-1 {
+			name += "-renamed"
+		}
+		fmt.Fprintf(&b, "\t\tprovider %s %s {\n\t\t\tvendor v%d\n\t\t}\n", name, u, i)
 	}
 	b.WriteString("\t\ttimeouts {\n\t\t\tfirst_byte 2s\n\t\t\tresponse 2s\n\t\t\tidle 2s\n\t\t\ttotal 20s\n\t\t}\n")
 	b.WriteString("\t\thedge {\n\t\t\tafter p90\n\t\t\tmin 100ms\n\t\t\tmax 1s\n\t\t}\n")
+	fmt.Fprintf(&b, "\t\tretry {\n\t\t\tattempts %d\n\t\t}\n", SoakAttempts)
 	b.WriteString("\t\tcooldown {\n\t\t\tfailures 5\n\t\t\tduration 2s\n\t\t}\n")
 	return b.String()
 }
+
+// SoakAttempts is the soak's retry bound: attempts per request, hedges
+// and retries included (the default, written out so the check reads it).
+const SoakAttempts = 4
