@@ -24,10 +24,10 @@ type SoakConfig struct {
 	// AbortPercent of the streams (spread evenly: every 100/AbortPercent-th
 	// stream) are left by the client after their first bytes.
 	AbortPercent float64
-	Rate        float64       // requests started per second
-	MaxInFlight int           // a tick that finds this many in flight is skipped (and counted)
-	Duration    time.Duration // how long to keep starting requests
-	Timeout     time.Duration // per request; default 30s
+	Rate         float64       // requests started per second
+	MaxInFlight  int           // a tick that finds this many in flight is skipped (and counted)
+	Duration     time.Duration // how long to keep starting requests
+	Timeout      time.Duration // per request; default 30s
 	// Every, if set, calls Progress with the running tally that often.
 	Every    time.Duration
 	Progress func(elapsed time.Duration, t *Tally)
@@ -40,8 +40,8 @@ type Tally struct {
 	Complete   int64
 	CleanError int64
 	Dirty      int64
-	Aborted    int64 // streams the client left on purpose
-	Resent     int64 // requests sent again after a pooled connection closed unread (Result.Resent)
+	Aborted    int64            // streams the client left on purpose
+	Resent     int64            // requests sent again after a pooled connection closed unread (Result.Resent)
 	Skipped    int64            // ticks with MaxInFlight already in flight
 	Errors     map[string]int64 // clean errors by status / kind of event
 	Samples    []string         // the first dirty responses, for the report
