@@ -409,7 +409,7 @@ func TestFaultUpstreamFloods(t *testing.T) {
 			var err error
 			var text string
 			switch {
-			case tc.k.OpenAI:
+			case (tc.k.Dialect == load.OpenAI):
 				var acc openai.ChatCompletionAccumulator
 				acc, err = streamOpenAI(ctx, openaiClient(p, "k"), openaiParams("gpt-test"))
 				if len(acc.Choices) > 0 {
@@ -545,10 +545,11 @@ func TestFaultProviderDNS(t *testing.T) {
 	faultOK(t, p)
 }
 
-// A short soak: steady mixed load (both dialects, streaming or not) on
-// three providers that each fault about 5% of requests in every way the
-// simulator can. Every response is complete or a clean error, and no
-// goroutine outlives the load. `go run ./bench -soak 10m` is the long form.
+// A short soak: steady mixed load (all four dialects, streaming or not,
+// 1% of streams left by the client) on three providers that each fault
+// about 5% of requests in every way the simulator can. Every response is
+// complete or a clean error, and no goroutine outlives the load.
+// `make -f xcaddy.mk soak` is the long form (with reloads).
 func TestFaultSoakShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("30 s soak: skipped with -short")
@@ -561,7 +562,7 @@ func TestFaultSoakShort(t *testing.T) {
 		ups = append(ups, u)
 		urls = append(urls, u.URL)
 	}
-	p := startProxy(t, load.SoakProxyBlock(urls))
+	p := startProxy(t, load.SoakProxyBlock(urls, false))
 	tr := load.NewTransport(64)
 	t.Cleanup(tr.CloseIdleConnections)
 	duration := 30 * time.Second
@@ -572,7 +573,7 @@ func TestFaultSoakShort(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	g0 := runtime.NumGoroutine()
 	tally := load.Soak(context.Background(), load.SoakConfig{
-		BaseURL: p.URL, Client: &http.Client{Transport: tr}, Model: "claude-soak",
+		BaseURL: p.URL, Client: &http.Client{Transport: tr}, Model: "claude-soak", Kinds: load.AllKinds, AbortPercent: 1,
 		WantText: strings.TrimSpace(strings.Repeat(sim.DefaultText+" ", 2)),
 		Rate:     40, MaxInFlight: 64, Duration: duration, Timeout: 30 * time.Second,
 	})

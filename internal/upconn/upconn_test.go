@@ -250,10 +250,14 @@ func (w *waitFunc) Waiting() { w.f() }
 func TestBeforeWait(t *testing.T) {
 	c, srv := pair(t)
 	var waits atomic.Int32
-	counter := &waitFunc{func() { waits.Add(1) }}
+	waited := make(chan struct{}, 1) // the counter was told: the read waits now
+	counter := &waitFunc{func() {
+		waits.Add(1)
+		waited <- struct{}{}
+	}}
 	c.BeforeWait(counter)
 	srv.Write([]byte("burst"))
-	time.Sleep(20 * time.Millisecond) // the bytes are on the socket
+	waitQueued(t, c, len("burst")) // the bytes are on the socket
 	p := make([]byte, 2)
 	for range 3 { // one system call for the burst, then bytes held
 		if _, err := c.Read(p); err != nil {
@@ -263,26 +267,33 @@ func TestBeforeWait(t *testing.T) {
 	if n := waits.Load(); n != 0 {
 		t.Fatalf("told %d times for reads that had bytes", n)
 	}
-	later := func(s string) {
+	// later reads s, written once the read waits: when a Waiter is set,
+	// once it was told (then the read surely waited); without one, after
+	// a pause (the verdict, not told, holds whether the read waited or not).
+	later := func(s string, told bool) {
 		go func() {
-			time.Sleep(20 * time.Millisecond)
+			if told {
+				<-waited
+			} else {
+				time.Sleep(20 * time.Millisecond)
+			}
 			srv.Write([]byte(s))
 		}()
 		if _, err := io.ReadFull(c, make([]byte, len(s))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	later("later")
+	later("later", true)
 	if n := waits.Load(); n != 1 {
 		t.Fatalf("told %d times for one read that waited, want 1", n)
 	}
 	c.StopWaiting(&waitFunc{func() {}}) // another reader's: not the one set
-	later("again")
+	later("again", true)
 	if n := waits.Load(); n != 2 {
 		t.Fatalf("told %d times after another's StopWaiting, want 2", n)
 	}
 	c.Idle()
-	later("idle")
+	later("idle", false)
 	if n := waits.Load(); n != 2 {
 		t.Fatalf("told after Idle (%d times)", n)
 	}
