@@ -27,7 +27,9 @@ func TestFailoverBeforeFirstByte(t *testing.T) {
 	}{
 		{name: "503", primary: sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503}}}},
 		{name: "connection refused", refused: true},
-		{name: "first-byte timeout", primary: sim.Config{FirstToken: caddyDur(5 * time.Second)}, block: "timeouts {\n first_byte 300ms\n response 300ms\n }"},
+		// 2 s: the healthy secondary answers well within it on a loaded machine
+		// under -race; the primary would take 30 s.
+		{name: "first-byte timeout", primary: sim.Config{FirstToken: caddyDur(30 * time.Second)}, block: "timeouts {\n first_byte 2s\n response 2s\n }"},
 		{name: "fake-200 error event", primary: sim.Config{Faults: []sim.Fault{{Kind: sim.FaultFake200}}}},
 		{name: "reset", primary: sim.Config{Faults: []sim.Fault{{Kind: sim.FaultReset}}}},
 	}

@@ -143,7 +143,7 @@ func TestH2ProviderCutAndStall(t *testing.T) {
 	other := newH2Upstream(t, sim.Config{Tokens: 60, Text: longText})
 	p := startProxy(t, provider("flaky", flaky.upstream, flaky.trust, "priority 1", "api anthropic")+
 		provider("other", other.upstream, other.trust, "priority 2", "api anthropic")+
-		"hedge off\ntimeouts {\n idle 500ms\n}\n")
+		"hedge off\ntimeouts {\n idle 2s\n}\n") // far above the eight healthy streams' gaps under -race
 	clients := make([]*anthropic.Client, 10)
 	for i := range clients {
 		opts := []aoption.RequestOption{aoption.WithBaseURL(p.URL), aoption.WithAPIKey("k"), aoption.WithMaxRetries(0)}
@@ -239,7 +239,7 @@ func TestH2DeadConnectionIsDropped(t *testing.T) {
 	u := newH2Upstream(t, sim.Config{})
 	f := newFreezer(t, strings.TrimPrefix(u.URL, "https://"))
 	via := &upstream{URL: "https://" + f.addr}
-	p := startProxy(t, provider("h2", via, u.trust)+"hedge off\ntimeouts {\n connect 500ms\n response 8s\n}\nretry {\n same_provider 0\n}\n")
+	p := startProxy(t, provider("h2", via, u.trust)+"hedge off\ntimeouts {\n connect 1500ms\n response 8s\n}\nretry {\n same_provider 0\n}\n") // a healthy PING is answered well within 1.5s under -race; a dead one is found by ~1.7s, against the 4s bound
 	ask := func() (time.Duration, error) {
 		start := time.Now()
 		m, err := anthropicClient(p, "k").Messages.New(ctxTimeout(t, 20*time.Second), anthropicParams("claude-test"))

@@ -73,7 +73,9 @@ func TestResponsesFailoverBeforeFirstByte(t *testing.T) {
 	}{
 		{name: "503", primary: sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503}}}},
 		{name: "connection refused", refused: true},
-		{name: "first-byte timeout", primary: sim.Config{FirstToken: caddyDur(5 * time.Second)}, block: "timeouts {\n first_byte 300ms\n response 300ms\n }"},
+		// 2 s: the healthy secondary answers well within it on a loaded machine
+		// under -race; the primary would take 30 s.
+		{name: "first-byte timeout", primary: sim.Config{FirstToken: caddyDur(30 * time.Second)}, block: "timeouts {\n first_byte 2s\n response 2s\n }"},
 		{name: "fake-200", primary: sim.Config{Faults: []sim.Fault{{Kind: sim.FaultFake200}}}},
 	}
 	for _, tc := range cases {
@@ -149,7 +151,7 @@ func TestResponsesCutIsAnError(t *testing.T) {
 	for _, f := range []sim.Fault{{Kind: sim.FaultCut, After: 5}, {Kind: sim.FaultStall, After: 5}} {
 		t.Run(string(f.Kind), func(t *testing.T) {
 			up := newUpstream(t, sim.Config{Tokens: 20, Faults: []sim.Fault{f}})
-			p := startProxy(t, provider("only", up)+"timeouts {\n idle 300ms\n }")
+			p := startProxy(t, provider("only", up)+"timeouts {\n idle 2s\n }") // far above any healthy gap under -race
 			got := streamResponses(ctxTimeout(t, 10*time.Second), openaiClient(p, "k"), responsesParams("gpt-test"))
 			if got.err == nil {
 				t.Fatalf("cut stream finished cleanly with %q", got.text)

@@ -138,8 +138,8 @@ func TestResumeStall(t *testing.T) {
 	stall := newUpstream(t, sim.Config{Tokens: 60, Text: longText, Faults: []sim.Fault{{Kind: sim.FaultStall, After: 40, Count: 1}}})
 	other := newUpstream(t, sim.Config{Tokens: 60, Text: longText})
 	p := startProxy(t, provider("stall", stall, "priority 1", "api anthropic")+provider("other", other, "priority 2", "api anthropic")+
-		"hedge off\ntimeouts {\n idle 300ms\n}\n")
-	m, err := streamAnthropic(ctxTimeout(t, 10*time.Second), anthropicClient(p, "k"), anthropicParams("claude-test"))
+		"hedge off\ntimeouts {\n idle 2s\n}\n") // far above the healthy continuation's gaps under -race
+	m, err := streamAnthropic(ctxTimeout(t, 20*time.Second), anthropicClient(p, "k"), anthropicParams("claude-test"))
 	if err != nil || messageText(m) != longText {
 		t.Fatalf("stalled stream: %v, text %q", err, messageText(m))
 	}

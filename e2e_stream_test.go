@@ -594,10 +594,12 @@ func streamClientLeaves(t *testing.T, up *upstream, block string) {
 // client gets an error event (not a clean end), the proxy hangs up on the
 // upstream, logs a stall warning first, and serves the next request.
 func TestStreamIdleTimeout(t *testing.T) {
-	const idle = 500 * time.Millisecond
+	// 2 s: no healthy gap between the first deltas comes near it on a
+	// loaded machine under -race.
+	const idle = 2 * time.Second
 	up := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStall, After: 3, Count: len(streamDialects)}}})
 	// Without continuation (TestResumeStall continues a stalled stream).
-	p := startProxy(t, provider("only", up)+"timeouts {\n idle 500ms\n }\nstream {\n resume off\n }")
+	p := startProxy(t, provider("only", up)+"timeouts {\n idle 2s\n }\nstream {\n resume off\n }")
 	for i, d := range streamDialects {
 		_, ac, oc := streamTapped(p)
 		_, text, err := streamAsk(ctxTimeout(t, 10*time.Second), ac, oc, d)

@@ -351,10 +351,10 @@ func TestTrustFailureBodiesAreGeneric(t *testing.T) {
 
 	// A total timeout is a 504 that names nothing either; a provider's own
 	// 400 is relayed as it sent it.
-	slow := newUpstream(t, sim.Config{FirstToken: caddyDur(5 * time.Second)})
+	slow := newUpstream(t, sim.Config{FirstToken: caddyDur(30 * time.Second)})
 	bad := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 400}}})
 	p = startProxy(t, provider("slow-a", slow, "models claude-test gpt-test")+provider("bad-a", bad, "models claude-bad")+
-		"hedge off\ntimeouts {\n total 500ms\n}\n")
+		"hedge off\ntimeouts {\n total 2s\n}\n") // bad-a's 400 comes well within it under -race
 	leaks = append(leaks, "slow-a", strings.TrimPrefix(slow.URL, "http://127.0.0.1"))
 	for _, tc := range []struct{ dialect, model, typ string }{
 		{"anthropic", "claude-test", `"type":"timeout_error"`},

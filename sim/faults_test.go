@@ -390,10 +390,12 @@ func TestStallAndCancel(t *testing.T) {
 			if !rec.Canceled || rec.Deltas != tt.wantDeltas {
 				t.Fatalf("record = %+v, want canceled after %d deltas", rec, tt.wantDeltas)
 			}
-			if lag := rec.CanceledAt.Sub(canceledAt); lag > 200*time.Millisecond {
+			// The wrong behaviour waits an hour: 5 s is no margin a loaded
+			// machine's scheduling eats.
+			if lag := rec.CanceledAt.Sub(canceledAt); lag > 5*time.Second {
 				t.Errorf("cancellation observed %v after the client went away", lag)
 			}
-			if lag := rec.End.Sub(canceledAt); lag > 200*time.Millisecond {
+			if lag := rec.End.Sub(canceledAt); lag > 5*time.Second {
 				t.Errorf("request ended %v after the client went away", lag)
 			}
 			if st := s.Stats(); st.InFlight != 0 || st.Canceled != 1 {
