@@ -111,18 +111,7 @@ func TestFailedReloadKeepsKeyDisabled(t *testing.T) {
 // for a config that may be refused.
 func reloadStatus(t *testing.T, p *proxy, block string) int {
 	t.Helper()
-	var port, admin int
-	fmt.Sscanf(strings.TrimPrefix(p.URL, "http://127.0.0.1:"), "%d", &port)
-	fmt.Sscanf(strings.TrimPrefix(p.AdminURL, "http://127.0.0.1:"), "%d", &admin)
-	req, _ := http.NewRequest(http.MethodPost, p.AdminURL+"/load", strings.NewReader(p.caddyfile(port, admin, block)))
-	req.Header.Set("Content-Type", "text/caddyfile")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("reload: %v", err)
-	}
-	resp.Body.Close()
-	settleReload()
-	return resp.StatusCode
+	return p.postLoad(t, block)
 }
 
 // The winner a failover remembered for a session outlives a reload, as

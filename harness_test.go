@@ -113,37 +113,51 @@ func (p *proxy) load(t testing.TB, port, admin int, block string, siteExtra ...s
 // operator's `caddy reload` does.
 func (p *proxy) reload(t testing.TB, block string) {
 	t.Helper()
-	var port, admin int
-	fmt.Sscanf(strings.TrimPrefix(p.URL, "http://127.0.0.1:"), "%d", &port)
-	fmt.Sscanf(strings.TrimPrefix(p.AdminURL, "http://127.0.0.1:"), "%d", &admin)
-	cfg := p.caddyfile(port, admin, block)
-	req, _ := http.NewRequest(http.MethodPost, p.AdminURL+"/load", strings.NewReader(cfg))
+	if status := p.postLoad(t, block); status != 200 {
+		t.Fatalf("reload: status %d", status)
+	}
+}
+
+// postLoad posts the config of block to /load and returns the status,
+// once the servers /load restarted listen anew (settleReload).
+func (p *proxy) postLoad(t testing.TB, block string) int {
+	t.Helper()
+	port, admin := p.ports()
+	siteBefore, adminBefore := listenSockets(port), listenSockets(admin)
+	req, _ := http.NewRequest(http.MethodPost, p.AdminURL+"/load", strings.NewReader(p.caddyfile(port, admin, block)))
 	req.Header.Set("Content-Type", "text/caddyfile")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("reload: %v", err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("reload: status %d", resp.StatusCode)
+	if resp.StatusCode != http.StatusOK {
+		siteBefore = nil // a refused config leaves the site's servers as they were
 	}
-	settleReload()
+	settleReload(t, port, admin, siteBefore, adminBefore)
+	return resp.StatusCode
 }
 
 // settleReload waits out a /load's restart of Caddy's servers and drops
 // the connections the client pooled to them: after a load that failed
-// too, which puts the running config back (the admin server with it).
-func settleReload() {
+// too, which puts the running config back and restarts the admin server
+// (siteBefore nil: the site's listener is not waited for).
+func settleReload(t testing.TB, port, admin int, siteBefore, adminBefore map[string]bool) {
+	t.Helper()
 	// Caddy closes the old server's idle connections at once; a client
 	// (the SDKs here, with retries off) that writes its next request on
 	// one races that close and may get a broken pipe before the proxy
 	// sees the request (docs/fleet.md). Requests in flight are untouched.
 	// The old server closes its listener and connections after /load has
 	// answered, and a connection a client dialled meanwhile can land in
-	// its accept queue (SO_REUSEPORT) and be reset: wait that out, then
-	// drop what the client pooled meanwhile.
+	// its accept queue (SO_REUSEPORT) and be reset: wait for the old
+	// listeners to close (the kernel's list of sockets says), then drop
+	// what the client pooled meanwhile.
 	http.DefaultClient.CloseIdleConnections()
-	time.Sleep(100 * time.Millisecond)
+	if siteBefore != nil {
+		waitListenersReplaced(t, port, siteBefore)
+	}
+	waitListenersReplaced(t, admin, adminBefore)
 	http.DefaultClient.CloseIdleConnections()
 }
 
