@@ -72,7 +72,7 @@ func (a adminProviders) serveAdmin(w http.ResponseWriter, r *http.Request) error
 	if path == adminProvidersPath {
 		return a.handleList(w, r)
 	}
-	if handled, err := serveDashboard(w, r, a.logger, true); handled {
+	if handled, err := serveDashboard(w, r, a.logger, adminResets); handled {
 		return err
 	}
 	rest, ok := strings.CutPrefix(path, adminProvidersPath+"/")

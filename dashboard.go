@@ -90,15 +90,33 @@ func init() {
 	httpcaddyfile.RegisterDirectiveOrder("llm_hedge_dashboard", httpcaddyfile.Before, "reverse_proxy")
 }
 
+// resetCheck says whether a dashboard mount takes a reset request: nil
+// when it takes none (read-only), else a check that returns why it
+// refuses this one.
+type resetCheck func(*http.Request) error
+
+// adminResets takes every reset that reached it: Caddy's admin endpoint
+// has applied its own origin policy (enforce_origin, origins) before.
+func adminResets(*http.Request) error { return nil }
+
+// siteResets is the check of a site mount's resets: a browser attaches
+// the site's basic_auth or forward_auth credentials to a POST another web
+// site's page sends, so a reset whose Sec-Fetch-Site, or else Origin, is
+// not the page's own is refused (net/http's CrossOriginProtection). A
+// request with neither header is not a browser's cross-site request (curl,
+// a script) and is taken.
+var siteResets resetCheck = http.NewCrossOriginProtection().Check
+
 // serveDashboard serves the dashboard's page and the JSON it reads, by the
 // end of the path, so it works wherever it is mounted: .../ui/<asset>,
-// .../providers, .../recent, .../series and, when resets is set,
-// POST .../providers/<name>/reset. handled is false for any other path.
-func serveDashboard(w http.ResponseWriter, r *http.Request, logger *zap.Logger, resets bool) (handled bool, err error) {
+// .../providers, .../recent, .../series and, when resets is not nil and
+// lets the request through, POST .../providers/<name>/reset. handled is
+// false for any other path.
+func serveDashboard(w http.ResponseWriter, r *http.Request, logger *zap.Logger, resets resetCheck) (handled bool, err error) {
 	path := r.URL.Path
 	if i := strings.LastIndex(path, "/ui/"); i >= 0 {
 		if path[i+len("/ui/"):] == "config.json" { // what the page may offer
-			return true, writeAdminJSON(w, map[string]bool{"resets": resets})
+			return true, writeAdminJSON(w, map[string]bool{"resets": resets != nil})
 		}
 		return true, serveDashboardAsset(w, r, path[i+len("/ui/"):])
 	}
@@ -126,8 +144,11 @@ func serveDashboard(w http.ResponseWriter, r *http.Request, logger *zap.Logger, 
 	}
 	if i := strings.LastIndex(trimmed, "/providers/"); i >= 0 {
 		if name, ok := strings.CutSuffix(trimmed[i+len("/providers/"):], adminResetSuffix); ok && name != "" {
-			if !resets {
+			if resets == nil {
 				return true, caddy.APIError{HTTPStatus: http.StatusForbidden, Err: fmt.Errorf("resets are not enabled here")}
+			}
+			if err := resets(r); err != nil {
+				return true, caddy.APIError{HTTPStatus: http.StatusForbidden, Err: fmt.Errorf("reset of %q refused: %w", name, err)}
 			}
 			return true, adminProviders{logger: logger}.handleReset(w, r, name)
 		}
@@ -161,6 +182,8 @@ func serveDashboardAsset(w http.ResponseWriter, r *http.Request, name string) er
 //	}
 type DashboardHandler struct {
 	// Allow POST .../providers/<name>/reset from this site. Default false.
+	// A reset another web site's page sends (its Sec-Fetch-Site, or else
+	// its Origin, is not this site) is refused with 403.
 	Resets bool `json:"resets,omitempty"`
 
 	logger *zap.Logger
@@ -182,7 +205,11 @@ func (d *DashboardHandler) Provision(ctx caddy.Context) error {
 
 // ServeHTTP serves the dashboard; a path it does not know goes to next.
 func (d *DashboardHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	handled, err := serveDashboard(w, r, d.logger, d.Resets)
+	var resets resetCheck
+	if d.Resets {
+		resets = siteResets
+	}
+	handled, err := serveDashboard(w, r, d.logger, resets)
 	if !handled {
 		return next.ServeHTTP(w, r)
 	}

@@ -43,7 +43,7 @@ func BenchmarkDashboardFinish(b *testing.B) {
 						}
 						for _, path := range []string{"/llm_hedge/recent", "/llm_hedge/series"} {
 							rec := httptest.NewRecorder()
-							_, _ = serveDashboard(rec, httptest.NewRequest(http.MethodGet, path, nil), nil, false)
+							_, _ = serveDashboard(rec, httptest.NewRequest(http.MethodGet, path, nil), nil, nil)
 						}
 					}
 				})

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/genai"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // Attempt spans. With Caddy's `tracing` directive the request's server span
@@ -31,6 +32,7 @@ const (
 	attrVendor         = "llm_hedge.vendor"
 	attrRoute          = "llm_hedge.route"
 	attrDialect        = "llm_hedge.dialect"
+	attrTranslated     = "llm_hedge.translated"
 	attrAttemptNumber  = "llm_hedge.attempt.number"
 	attrAttemptReason  = "llm_hedge.attempt.reason"
 	attrAttemptEvent   = "llm_hedge.attempt.event"
@@ -72,7 +74,7 @@ func traceAttempts(st *requestState, end time.Time) {
 }
 
 func writeAttemptSpan(ctx context.Context, tracer trace.Tracer, st *requestState, a *attempt, end time.Time) {
-	op := genai.Operation(st.dialect.String())
+	op := genai.Operation(attemptDialect(st, a).String())
 	_, span := tracer.Start(ctx, op+" "+a.model,
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithTimestamp(a.start),
@@ -98,7 +100,7 @@ func attemptAttributes(st *requestState, a *attempt, op string) []attribute.KeyV
 	kv := make([]attribute.KeyValue, 0, 24)
 	kv = append(kv,
 		attribute.String("gen_ai.operation.name", op),
-		attribute.String("gen_ai.provider.name", genAIProvider(a.p, st.dialect.String())),
+		attribute.String("gen_ai.provider.name", genAIProvider(a.p, attemptDialect(st, a).String())),
 		attribute.String("gen_ai.request.model", a.model),
 		attribute.String("server.address", a.p.baseURL.Hostname()),
 		attribute.String(attrProvider, a.p.name),
@@ -111,6 +113,9 @@ func attemptAttributes(st *requestState, a *attempt, op string) []attribute.KeyV
 		attribute.String(attrAttemptOutcome, attemptOutcome(a)),
 		attribute.String(attrChainOutcome, a.outcome),
 	)
+	if a.xl != nil {
+		kv = append(kv, attribute.String(attrTranslated, st.dialect.String()+"->"+a.xl.target.String()))
+	}
 	if port := a.p.baseURL.Port(); port != "" {
 		kv = append(kv, attribute.String("server.port", port))
 	}
@@ -146,8 +151,18 @@ func attemptAttributes(st *requestState, a *attempt, op string) []attribute.KeyV
 	return kv
 }
 
-// genAIProvider is gen_ai.provider.name for an attempt on p of a request
-// in the dialect named requested (genai.ProviderName).
+// attemptDialect is the format the attempt spoke to its provider: the
+// target's for a translated attempt (the span is a call to the target),
+// else the client's.
+func attemptDialect(st *requestState, a *attempt) wire.Dialect {
+	if a.xl != nil {
+		return a.xl.target
+	}
+	return st.dialect
+}
+
+// genAIProvider is gen_ai.provider.name for an attempt on p that spoke
+// the dialect named requested (attemptDialect; genai.ProviderName).
 func genAIProvider(p *provider, requested string) string {
 	cloud, api := "", requested
 	if p.proto != nil {

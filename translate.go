@@ -21,6 +21,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/genai"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/translate"
@@ -195,8 +196,16 @@ func (xl *xlTarget) translateRequest(req *wire.Request, model string, tr *transl
 // exactly fails the attempt, before commit).
 func (a *attempt) translateAnswer() error {
 	if isEventStream(a.resp.Header) {
-		a.resp.Body = &xlBody{rd: sse.NewReader(a.resp.Body, 0), s: a.xlReq.NewStream(), body: a.resp.Body,
+		x := &xlBody{rd: sse.NewReader(a.resp.Body, 0), s: a.xlReq.NewStream(), body: a.resp.Body,
 			readOn: a.translationReadsOn()}
+		if a.usage.Finish.On {
+			// The span reports the target's finish reasons in its words
+			// (a complete body's are read before it is translated): read
+			// from its events, not from the client's the translation writes.
+			x.finish, x.target = &a.usage.Finish, a.xl.target.String()
+			a.usage.Finish.On = false
+		}
+		a.resp.Body = x
 		return nil
 	}
 	if a.body == nil {
@@ -235,6 +244,10 @@ type xlBody struct {
 	buf  []byte
 	off  int
 	err  error
+	// finish, when the attempt is traced, takes the finish reasons of the
+	// target's events, in the target's dialect.
+	finish *genai.FinishReasons
+	target string
 	// readOn: read on for the rest of an event cut at the end of a read
 	// that filled the reader's room, holding what is translated. Only
 	// where the relay keeps its own such shortcut (an HTTP/2 or
@@ -286,6 +299,9 @@ func (x *xlBody) translate(ev sse.Event, err error) {
 	case err != nil:
 		x.err = err
 	default:
+		if x.finish != nil {
+			x.finish.ObserveEvent(x.target, ev.Data)
+		}
 		if x.buf, err = x.s.Event(x.buf, ev); errors.Is(err, translate.ErrAfterEnd) {
 			x.err = io.EOF
 		} else if err != nil {

@@ -49,7 +49,10 @@
   async function reset(name, button) {
     button.disabled = true;
     try {
-      const r = await fetch(api("providers/" + encodeURIComponent(name) + "/reset"), { method: "POST" });
+      // A same-origin fetch: the browser sends Sec-Fetch-Site: same-origin
+      // and this page's Origin, which a site mount requires of a reset.
+      const r = await fetch(api("providers/" + encodeURIComponent(name) + "/reset"),
+        { method: "POST", mode: "same-origin", credentials: "same-origin" });
       $("#status").textContent = r.ok ? `reset ${name}` : `reset ${name} failed: ${r.status}`;
     } catch (e) {
       $("#status").textContent = `reset ${name} failed`;

@@ -150,3 +150,30 @@ func TestSeriesCountsHedgesAndContinuations(t *testing.T) {
 		t.Fatalf("ok %d error %d, want 3 (two winners, a completed continuation) and 2", ok, errs)
 	}
 }
+
+// A provider name is written as JSON, not Go, quotes it: a control or
+// non-printable character, U+2028, a quote or a backslash come back from
+// encoding/json exactly; a byte that is not UTF-8 (a name from JSON config
+// cannot hold one) as encoding/json writes it, U+FFFD.
+func TestSeriesJSONProviderNames(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	for _, name := range []string{
+		"ctl\x01\x1f", "del\x7f", "tab\tnl\n", "ls\u2028ps\u2029", `quote"back\slash`, "nbsp\u00a0", "tag\U000e0001",
+		"<html>&amp;", "naïve 名前 😀", "bad\xffbyte\xc3",
+	} {
+		var s Series
+		s.RecordAttempt(name, now, OutcomeOK, time.Millisecond)
+		out := AppendJSON(nil, s.Snapshot(now))
+		var back []ProviderSeries
+		if err := json.Unmarshal(out, &back); err != nil {
+			t.Errorf("%q: not JSON: %v: %s", name, err, out[:min(len(out), 80)])
+			continue
+		}
+		want, _ := json.Marshal(name) // what encoding/json makes of it
+		var wantName string
+		_ = json.Unmarshal(want, &wantName)
+		if len(back) != 1 || back[0].Provider != wantName {
+			t.Errorf("%q: came back as %+q, want %+q", name, back[0].Provider, wantName)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"encoding/json"
 	"math"
 	"sort"
 	"strconv"
@@ -308,7 +309,9 @@ func quantiles(lat *[latencyBins]uint32) (p50, p95 float64) {
 
 // AppendJSON appends all as the JSON array /llm_hedge/series answers,
 // written directly: with 100 providers that is 108,000 numbers, which
-// encoding/json's reflection would take several milliseconds over.
+// encoding/json's reflection would take several milliseconds over. The
+// provider names are encoding/json's strings (Go's quoting is not JSON:
+// \x01, \U000e0001), one small encoding per provider.
 func AppendJSON(b []byte, all []ProviderSeries) []byte {
 	b = append(b, '[')
 	for i, s := range all {
@@ -316,7 +319,8 @@ func AppendJSON(b []byte, all []ProviderSeries) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"provider":`...)
-		b = strconv.AppendQuote(b, s.Provider)
+		name, _ := json.Marshal(s.Provider) // a string always encodes
+		b = append(b, name...)
 		b = append(b, `,"start":`...)
 		b = strconv.AppendInt(b, s.Start, 10)
 		b = append(b, `,"step_s":`...)

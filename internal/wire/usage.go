@@ -19,7 +19,9 @@ type Usage struct {
 	// Model is the model the provider reported (message_start.message.model,
 	// chunk.model, body.model), the first one seen.
 	Model string
-	// Finish is why the response stopped, read when its attempt is traced (trace.go).
+	// Finish is why the response stopped, read when its attempt is traced
+	// (trace.go). A translated stream's are read from the target's events
+	// before translation (xlBody), and On is then off for the client's.
 	Finish genai.FinishReasons
 }
 
