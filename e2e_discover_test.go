@@ -131,7 +131,9 @@ func TestDiscoverHeldByNobody(t *testing.T) {
 			t.Fatalf("breaker charged: %v", v)
 		}
 	}
-	if got := metricValue(t, p, `caddy_llm_hedge_discoveries_total{outcome="not_found"}`); got != notFound+2 {
+	// A discovery that found nothing is counted as its request finishes,
+	// after the client has the answer: wait for the series to move.
+	if got := metricReaches(t, p, `caddy_llm_hedge_discoveries_total{outcome="not_found"}`, notFound+2); got != notFound+2 {
 		t.Fatalf("discoveries not_found went from %v to %v, want two more", notFound, got)
 	}
 }
@@ -201,6 +203,18 @@ func newGatedUpstream(t *testing.T, h http.Handler, s *sim.Simulator) *upstream 
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &upstream{Simulator: s, URL: srv.URL}
+}
+
+// metricReaches waits (up to 10 s) for a series recorded as a request
+// finishes, after its client has the answer, to reach want; it returns
+// the value then, or the last read.
+func metricReaches(t *testing.T, p *proxy, series string, want float64) float64 {
+	t.Helper()
+	got := metricValue(t, p, series)
+	for deadline := time.Now().Add(10 * time.Second); got < want && time.Now().Before(deadline); got = metricValue(t, p, series) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return got
 }
 
 // metricValue reads one series from the admin metrics, 0 when absent
