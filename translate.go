@@ -18,6 +18,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -196,7 +198,7 @@ func (xl *xlTarget) translateRequest(req *wire.Request, model string, tr *transl
 func (a *attempt) translateAnswer() error {
 	if isEventStream(a.resp.Header) {
 		a.resp.Body = &xlBody{rd: sse.NewReader(a.resp.Body, 0), s: a.xlReq.NewStream(), body: a.resp.Body,
-			readOn: a.translationReadsOn()}
+			readOn: a.translationReadsOn(), grace: defaultFinishGrace, abort: func() { a.cancel(errFinishGrace) }}
 		return nil
 	}
 	if a.body == nil {
@@ -209,6 +211,10 @@ func (a *attempt) translateAnswer() error {
 	a.body = out
 	return nil
 }
+
+// errFinishGrace ends a translated attempt whose target finished its
+// answer and then held it past the grace (xlBody).
+var errFinishGrace = errors.New("the target held its finished answer past the finish grace")
 
 // translateError puts a translated attempt's error answer in the client's
 // shape, after the target's dialect classified it.
@@ -243,6 +249,16 @@ type xlBody struct {
 	// wait inside that read, so there the translated events go to the
 	// relay first, not held across a wait.
 	readOn bool
+	// grace is how long a target that finished its answer (Chat's
+	// finish_reason, Gemini's finishReason) may hold it before what ends
+	// it (the usage chunk, [DONE], the end of the body), as the relay
+	// gives a native one (FinishGrace): then abort ends the pending read
+	// and the client's answer is finished as at the body's end, not held
+	// until the idle timeout. 0: no grace.
+	grace      time.Duration
+	abort      func()
+	graceTimer *time.Timer
+	graceOver  atomic.Bool // abort was the grace's
 }
 
 func (x *xlBody) Read(p []byte) (int, error) {
@@ -251,6 +267,7 @@ func (x *xlBody) Read(p []byte) (int, error) {
 			return 0, x.err
 		}
 		x.buf, x.off = x.buf[:0], 0
+		x.waitGrace()
 		x.translate(x.rd.Next())
 		// The events read with it are translated too, and (readOn) an
 		// event cut at the end of that read is read on (its rest is
@@ -262,6 +279,7 @@ func (x *xlBody) Read(p []byte) (int, error) {
 			if ev, ok := x.rd.Buffered(); ok {
 				x.translate(ev, nil)
 			} else if x.readOn && x.rd.Arriving() && len(x.buf) < stream.CoalesceMax {
+				x.waitGrace()
 				x.translate(x.rd.Next())
 			} else {
 				break
@@ -283,6 +301,13 @@ func (x *xlBody) translate(ev sse.Event, err error) {
 			return
 		}
 		x.err = io.EOF
+	case err != nil && x.graceOver.Load():
+		// The grace passed: the answer is complete, as when the body ends.
+		if x.buf, err = x.s.End(x.buf); err != nil {
+			x.err = io.ErrUnexpectedEOF
+			return
+		}
+		x.err = io.EOF
 	case err != nil:
 		x.err = err
 	default:
@@ -293,9 +318,36 @@ func (x *xlBody) translate(ev sse.Event, err error) {
 			x.err = io.EOF
 		}
 	}
+	if x.err != nil {
+		x.stopGrace()
+	}
 }
 
-func (x *xlBody) Close() error { return x.body.Close() }
+// waitGrace starts the grace before the first read after the target
+// finished its answer (the client's wait for what precedes it is not the
+// target's).
+func (x *xlBody) waitGrace() {
+	if x.graceTimer != nil || x.grace <= 0 {
+		return
+	}
+	if f, ok := x.s.(translate.Finisher); ok && f.Finished() {
+		x.graceTimer = time.AfterFunc(x.grace, func() {
+			x.graceOver.Store(true)
+			x.abort()
+		})
+	}
+}
+
+func (x *xlBody) stopGrace() {
+	if x.graceTimer != nil {
+		x.graceTimer.Stop()
+	}
+}
+
+func (x *xlBody) Close() error {
+	x.stopGrace()
+	return x.body.Close()
+}
 
 // translationReadsOn is xlBody's readOn for this answer: the relay's rule
 // for its own reads of this body.
