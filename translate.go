@@ -295,19 +295,13 @@ func (x *xlBody) Read(p []byte) (int, error) {
 // of the target's stream, or its read error) to x.buf.
 func (x *xlBody) translate(ev sse.Event, err error) {
 	switch {
-	case errors.Is(err, io.EOF):
+	case errors.Is(err, io.EOF), err != nil && x.graceOver.Load():
+		// The body's end, or the grace passed after the target finished
+		// its answer (its read was given up): the answer is complete.
+		x.err = io.EOF
 		if x.buf, err = x.s.End(x.buf); err != nil {
 			x.err = io.ErrUnexpectedEOF
-			return
 		}
-		x.err = io.EOF
-	case err != nil && x.graceOver.Load():
-		// The grace passed: the answer is complete, as when the body ends.
-		if x.buf, err = x.s.End(x.buf); err != nil {
-			x.err = io.ErrUnexpectedEOF
-			return
-		}
-		x.err = io.EOF
 	case err != nil:
 		x.err = err
 	default:
@@ -318,8 +312,8 @@ func (x *xlBody) translate(ev sse.Event, err error) {
 			x.err = io.EOF
 		}
 	}
-	if x.err != nil {
-		x.stopGrace()
+	if x.graceTimer != nil && (x.err != nil || !x.s.(translate.Finisher).Finished()) {
+		x.graceTimer.Stop() // the answer ended (at the usage chunk, say): the attempt is left alone
 	}
 }
 
@@ -338,16 +332,7 @@ func (x *xlBody) waitGrace() {
 	}
 }
 
-func (x *xlBody) stopGrace() {
-	if x.graceTimer != nil {
-		x.graceTimer.Stop()
-	}
-}
-
-func (x *xlBody) Close() error {
-	x.stopGrace()
-	return x.body.Close()
-}
+func (x *xlBody) Close() error { return x.body.Close() }
 
 // translationReadsOn is xlBody's readOn for this answer: the relay's rule
 // for its own reads of this body.
