@@ -131,3 +131,43 @@ func TestTranslatePrefillRefused(t *testing.T) {
 		}
 	})
 }
+
+// What a Responses client asks for that an Anthropic provider cannot give
+// is refused with a 400 naming it, nothing sent: the logprobs of the
+// answer's text (served, the client got "logprobs":[] in a 200), and a
+// last user message of empty text (Anthropic refuses empty text, so the
+// translation left the turn out and sent a conversation ending in the old
+// answer, which Anthropic continued: the client got the rest of it).
+func TestTranslateResponsesUnservable(t *testing.T) {
+	claude := newUpstream(t, sim.Config{Key: "sk-claude"})
+	p := startProxy(t, provider("claude", claude, "api anthropic", "key sk-claude", "translate responses", "model * claude-sonnet-4-5"))
+	c := openaiClient(p, "sk-client")
+	for _, tc := range []struct {
+		name, want string
+		params     responses.ResponseNewParams
+	}{
+		{"logprobs", "message.output_text.logprobs", responses.ResponseNewParams{Model: "gpt-5",
+			Input:   responses.ResponseNewParamsInputUnion{OfString: openai.String("Say it.")},
+			Include: []responses.ResponseIncludable{responses.ResponseIncludableMessageOutputTextLogprobs}}},
+		{"empty last user message", "empty last user message", responses.ResponseNewParams{Model: "gpt-5",
+			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+				responses.ResponseInputItemParamOfMessage("Say it.", responses.EasyInputMessageRoleUser),
+				responses.ResponseInputItemParamOfMessage("The quick", responses.EasyInputMessageRoleAssistant),
+				responses.ResponseInputItemParamOfMessage("", responses.EasyInputMessageRoleUser)}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := c.Responses.New(ctxTimeout(t, 10e9), tc.params)
+			var apiErr *openai.Error
+			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !strings.Contains(apiErr.Message, tc.want) {
+				var text string
+				if resp != nil {
+					text = resp.OutputText()
+				}
+				t.Fatalf("err %v (answer %q), want a 400 naming %q", err, text, tc.want)
+			}
+		})
+	}
+	if n := len(claude.Requests()); n != 0 {
+		t.Fatalf("the Anthropic provider received %d requests, want 0", n)
+	}
+}

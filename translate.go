@@ -18,6 +18,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -197,7 +199,7 @@ func (xl *xlTarget) translateRequest(req *wire.Request, model string, tr *transl
 func (a *attempt) translateAnswer() error {
 	if isEventStream(a.resp.Header) {
 		x := &xlBody{rd: sse.NewReader(a.resp.Body, 0), s: a.xlReq.NewStream(), body: a.resp.Body,
-			readOn: a.translationReadsOn()}
+			readOn: a.translationReadsOn(), grace: defaultFinishGrace, abort: func() { a.cancel(errFinishGrace) }}
 		if a.usage.Finish.On {
 			// The span reports the target's finish reasons in its words
 			// (a complete body's are read before it is translated): read
@@ -218,6 +220,10 @@ func (a *attempt) translateAnswer() error {
 	a.body = out
 	return nil
 }
+
+// errFinishGrace ends a translated attempt whose target finished its
+// answer and then held it past the grace (xlBody).
+var errFinishGrace = errors.New("the target held its finished answer past the finish grace")
 
 // translateError puts a translated attempt's error answer in the client's
 // shape, after the target's dialect classified it.
@@ -256,6 +262,16 @@ type xlBody struct {
 	// wait inside that read, so there the translated events go to the
 	// relay first, not held across a wait.
 	readOn bool
+	// grace is how long a target that finished its answer (Chat's
+	// finish_reason, Gemini's finishReason) may hold it before what ends
+	// it (the usage chunk, [DONE], the end of the body), as the relay
+	// gives a native one (FinishGrace): then abort ends the pending read
+	// and the client's answer is finished as at the body's end, not held
+	// until the idle timeout. 0: no grace.
+	grace      time.Duration
+	abort      func()
+	graceTimer *time.Timer
+	graceOver  atomic.Bool // abort was the grace's
 }
 
 func (x *xlBody) Read(p []byte) (int, error) {
@@ -264,6 +280,7 @@ func (x *xlBody) Read(p []byte) (int, error) {
 			return 0, x.err
 		}
 		x.buf, x.off = x.buf[:0], 0
+		x.waitGrace()
 		x.translate(x.rd.Next())
 		// The events read with it are translated too, and (readOn) an
 		// event cut at the end of that read is read on (its rest is
@@ -275,6 +292,7 @@ func (x *xlBody) Read(p []byte) (int, error) {
 			if ev, ok := x.rd.Buffered(); ok {
 				x.translate(ev, nil)
 			} else if x.readOn && x.rd.Arriving() && len(x.buf) < stream.CoalesceMax {
+				x.waitGrace()
 				x.translate(x.rd.Next())
 			} else {
 				break
@@ -290,12 +308,13 @@ func (x *xlBody) Read(p []byte) (int, error) {
 // of the target's stream, or its read error) to x.buf.
 func (x *xlBody) translate(ev sse.Event, err error) {
 	switch {
-	case errors.Is(err, io.EOF):
+	case errors.Is(err, io.EOF), err != nil && x.graceOver.Load():
+		// The body's end, or the grace passed after the target finished
+		// its answer (its read was given up): the answer is complete.
+		x.err = io.EOF
 		if x.buf, err = x.s.End(x.buf); err != nil {
 			x.err = io.ErrUnexpectedEOF
-			return
 		}
-		x.err = io.EOF
 	case err != nil:
 		x.err = err
 	default:
@@ -308,6 +327,24 @@ func (x *xlBody) translate(ev sse.Event, err error) {
 			x.buf = x.s.Fail(x.buf, err)
 			x.err = io.EOF
 		}
+	}
+	if x.graceTimer != nil && (x.err != nil || !x.s.(translate.Finisher).Finished()) {
+		x.graceTimer.Stop() // the answer ended (at the usage chunk, say): the attempt is left alone
+	}
+}
+
+// waitGrace starts the grace before the first read after the target
+// finished its answer (the client's wait for what precedes it is not the
+// target's).
+func (x *xlBody) waitGrace() {
+	if x.graceTimer != nil || x.grace <= 0 {
+		return
+	}
+	if f, ok := x.s.(translate.Finisher); ok && f.Finished() {
+		x.graceTimer = time.AfterFunc(x.grace, func() {
+			x.graceOver.Store(true)
+			x.abort()
+		})
 	}
 }
 

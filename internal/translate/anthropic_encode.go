@@ -50,6 +50,7 @@ func encodeAnthropicRequest(r *Request, model string) ([]byte, []Loss, error) {
 			out.Messages = append(out.Messages, anthropicOutMessage{Role: m.Role, Content: blocks})
 		}
 	}
+	losses = anthropicLastTurnLoss(r, out.Messages, losses)
 	for _, t := range r.Tools {
 		at := anthropicTool{Name: t.Name, Description: t.Description, InputSchema: t.Schema}
 		if t.Cache {
@@ -144,4 +145,33 @@ func anthropicBlockOut(b Block, losses []Loss) (anthropicBlock, bool, []Loss) {
 		ab.CacheControl = ephemeral
 	}
 	return ab, true, losses
+}
+
+// The losses of a conversation whose encoding ends in an assistant turn
+// with text, which Anthropic continues (a prefill) instead of answering.
+const (
+	// The client's conversation ends so: it means another thing to the client.
+	assistantLastLoss = "assistant message last (Anthropic would continue it, not answer anew)"
+	// The client's last user message was left out (Anthropic refuses
+	// empty text; it has no empty user turn): the client would get the
+	// rest of the answer before it.
+	emptyLastUserLoss = "empty last user message (Anthropic would continue the answer before it)"
+)
+
+// anthropicLastTurnLoss checks the conversation as encoded, not as
+// decoded: a turn left out for its empty text can leave the old answer
+// last.
+func anthropicLastTurnLoss(r *Request, msgs []anthropicOutMessage, losses []Loss) []Loss {
+	n := len(msgs)
+	if n == 0 || msgs[n-1].Role != "assistant" {
+		return losses
+	}
+	// A tool call last waits for its result (Anthropic refuses it anyway).
+	if blocks := msgs[n-1].Content; blocks[len(blocks)-1].Type != "text" {
+		return losses
+	}
+	if m := len(r.Messages); m > 0 && r.Messages[m-1].Role != "assistant" {
+		return addLoss(losses, emptyLastUserLoss, true)
+	}
+	return addLoss(losses, assistantLastLoss, true)
 }

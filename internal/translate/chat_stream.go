@@ -296,6 +296,10 @@ func (s *chatToAnthropicStream) End(dst []byte) ([]byte, error) {
 	return dst, malformed("chat stream ended before its finish_reason")
 }
 
+// Finished: the finish_reason arrived; the usage chunk and [DONE] may
+// still come.
+func (s *chatToAnthropicStream) Finished() bool { return s.stop != "" && !s.done && !s.failed }
+
 func (s *chatToAnthropicStream) Fail(dst []byte, err error) []byte {
 	s.failed = true
 	return s.w.fail(dst, err)

@@ -207,6 +207,9 @@ func (s *geminiToAnthropicStream) End(dst []byte) ([]byte, error) {
 	return s.w.finish(dst, s.finish, "", s.usage)
 }
 
+// Finished: the finishReason arrived; the body's end should follow.
+func (s *geminiToAnthropicStream) Finished() bool { return s.finish != "" && !s.ended }
+
 func (s *geminiToAnthropicStream) Fail(dst []byte, err error) []byte {
 	s.ended = true
 	return s.w.fail(dst, err)

@@ -157,29 +157,3 @@ type Response struct {
 	StopSeq string
 	Usage   Usage
 }
-
-// addLoss records a loss once. Names hold client input (a field, a block
-// type), so they are clipped and kept to printable ASCII: they go into
-// logs and a response header.
-func addLoss(losses []Loss, what string, material bool) []Loss {
-	what = printable(what, 100)
-	for _, l := range losses {
-		if l.What == what {
-			return losses
-		}
-	}
-	return append(losses, Loss{What: what, Material: material})
-}
-
-func printable(s string, limit int) string {
-	b := []byte(s)
-	if len(b) > limit {
-		b = append(b[:limit:limit], "..."...)
-	}
-	for i, c := range b {
-		if c < 0x20 || c >= 0x7f {
-			b[i] = '?'
-		}
-	}
-	return string(b)
-}

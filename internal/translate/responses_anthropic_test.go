@@ -98,6 +98,14 @@ func TestResponsesToAnthropicRefusals(t *testing.T) {
 		{"hosted tool_choice", `{"model":"m","store":false,"input":"x","tool_choice":{"type":"web_search_preview"}}`, "tool_choice web_search_preview"},
 		{"input file", `{"model":"m","store":false,"input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]}`, "content part input_file"},
 		{"unknown field", `{"model":"m","store":false,"input":"x","conversation":"conv_1"}`, "field conversation"},
+		// Content the target cannot produce, asked for: not an empty list in a 200.
+		{"logprobs included", `{"model":"m","store":false,"input":"x","include":["reasoning.encrypted_content","message.output_text.logprobs"]}`, "include message.output_text.logprobs"},
+		{"unknown include", `{"model":"m","store":false,"input":"x","include":["message.output_text.sources"]}`, "include message.output_text.sources"},
+		// Anthropic refuses empty text, so the encoder leaves the turn out:
+		// the conversation it would send ends in the old answer, which
+		// Anthropic continues.
+		{"empty last user message", `{"model":"m","store":false,"input":[{"role":"user","content":"Say it."},{"role":"assistant","content":"The quick"},{"role":"user","content":""}]}`, emptyLastUserLoss},
+		{"empty last user parts", `{"model":"m","store":false,"input":[{"role":"user","content":"Say it."},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"The quick"}]},{"type":"message","role":"user","content":[{"type":"input_text","text":""}]}]}`, emptyLastUserLoss},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -32,6 +32,19 @@ var responsesFields = map[string]string{
 	"conversation":    "material", "prompt": "material", "max_tool_calls": "material",
 }
 
+// responsesIncludeAdvisory are the `include` values a translated answer
+// may go without: outputs of hosted tools (refused themselves), input
+// echoed back, the reasoning state that stays with OpenAI. The answer's
+// logprobs are content the client asks for and Anthropic cannot produce
+// (the client got "logprobs":[] in a 200): material, as top_logprobs is,
+// and so is a value not listed.
+var responsesIncludeAdvisory = map[string]bool{
+	"file_search_call.results": true, "web_search_call.results": true,
+	"web_search_call.action.sources": true, "code_interpreter_call.outputs": true,
+	"computer_call_output.output.image_url": true, "message.input_image.image_url": true,
+	"reasoning.encrypted_content": true,
+}
+
 type responsesPart struct {
 	Type     string `json:"type"`
 	Text     string `json:"text"`
@@ -112,7 +125,7 @@ func decodeResponsesRequest(body []byte) (*Request, []Loss, error) {
 		losses = addLoss(losses, "text.verbosity", false)
 	}
 	for _, inc := range in.Include {
-		losses = addLoss(losses, "include "+inc, false)
+		losses = addLoss(losses, "include "+inc, !responsesIncludeAdvisory[inc])
 	}
 	if in.TopLogprobs != nil && *in.TopLogprobs > 0 {
 		losses = addLoss(losses, "top_logprobs", true)
@@ -131,7 +144,7 @@ func decodeResponsesRequest(body []byte) (*Request, []Loss, error) {
 	if losses, err = responsesInput(r, in.Input, losses); err != nil {
 		return nil, nil, err
 	}
-	losses = prefillLoss(r, "assistant message last (Anthropic would continue it, not answer anew)", losses)
+	losses = prefillLoss(r, assistantLastLoss, losses)
 	for _, raw := range in.Tools {
 		var t struct {
 			Type        string          `json:"type"`

@@ -138,6 +138,16 @@ type Stream interface {
 	Fail(dst []byte, err error) []byte
 }
 
+// Finisher is a Stream whose target can finish its answer before what
+// ends its stream: Chat's finish_reason, which the usage chunk and [DONE]
+// follow; Gemini's finishReason, which the end of the body follows.
+// Finished reports that it did: End then completes the client's answer.
+// The engine ends such a stream after a grace, as it does a native one,
+// when the target sends nothing more and does not close.
+type Finisher interface {
+	Finished() bool
+}
+
 // For returns the translation that serves client-format requests with a
 // target-format provider.
 func For(client, target string) (Pair, bool) {
