@@ -133,7 +133,10 @@ func namedObjects(d wire.Dialect, body []byte, out []wire.ObjectRef) []wire.Obje
 type objectCollection struct {
 	path string
 	kind wire.ObjectKind
-	name string // the member of a created object holding its id: "id", or Gemini's "name"
+	// name is the member of the create answer holding the new id: "id",
+	// or Gemini's resource name ("name", or "file.name" inside the
+	// answer's "file"), read as <last path segment>/<id>.
+	name string
 }
 
 var objectCollections = []objectCollection{
@@ -141,8 +144,10 @@ var objectCollections = []objectCollection{
 	{"/v1/conversations", wire.ObjectConversation, "id"}, // OpenAI Conversations (and their items)
 	{"/v1/batches", wire.ObjectBatch, "id"},              // OpenAI
 	{"/v1/messages/batches", wire.ObjectBatch, "id"},     // Anthropic Message Batches
-	{"/v1beta/cachedContents", wire.ObjectCache, "name"},
-	{"/v1beta/files", wire.ObjectFile, "name"},
+	{"/v1/containers", wire.ObjectContainer, "id"},       // OpenAI Containers (code interpreter)
+	{"/v1beta/cachedContents", wire.ObjectCache, "name"}, // answered with the cache: {"name": "cachedContents/..."}
+	{"/v1beta/files", wire.ObjectFile, "file.name"},      // answered {"file": {"name": "files/..."}}
+	{"/upload/v1beta/files", wire.ObjectFile, "file.name"},
 }
 
 // maxCreatedBody bounds the answer to a create read before it is relayed.
@@ -237,12 +242,18 @@ func (h *Handler) noteCreated(st *requestState, a *attempt) {
 	if err != nil || len(body) > maxCreatedBody {
 		return
 	}
-	v, _ := jsonscan.Lookup(body, c.name)
+	h.rememberObject(st.r, c.createdID(body), a.p)
+}
+
+// createdID reads the id of the object a create answer describes, in
+// the answer's own shape.
+func (c objectCollection) createdID(body []byte) wire.ObjectRef {
+	v, _ := jsonscan.Lookup(body, strings.Split(c.name, ".")...)
 	id := wire.ObjectIDValue(v)
-	if c.name == "name" {
-		id = wire.ResourceID(v, c.path[strings.LastIndexByte(c.path, '/')+1:]+"/")
+	if c.name != "id" {
+		id = wire.ResourceName(v, c.path[strings.LastIndexByte(c.path, '/')+1:]+"/")
 	}
-	h.rememberObject(st.r, wire.ObjectRef{Kind: c.kind, ID: id}, a.p)
+	return wire.ObjectRef{Kind: c.kind, ID: id}
 }
 
 // Discovery of a Responses id this instance does not know: a response
