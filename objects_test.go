@@ -129,9 +129,10 @@ func BenchmarkPinKnownResponse(b *testing.B) {
 	r.Header.Set("Authorization", "Bearer sk-client")
 	h.owners.remember(responseClient(r), "resp_1", ownerKey(p), clock())
 	body := []byte(`{"model":"gpt-test","previous_response_id":"resp_1","input":"hello"}`)
+	req := &wire.Request{}
 	b.ReportAllocs()
 	for b.Loop() {
-		st := requestState{h: h, r: r, dialect: dialectResponses, start: time.Now()}
+		st := requestState{h: h, r: r, dialect: dialectResponses, start: time.Now(), req: req}
 		h.pinResponse(&st, body)
 		if st.pinned != p || st.discover != nil {
 			b.Fatal("not pinned to the known holder")
@@ -144,9 +145,10 @@ func BenchmarkPinNoObject(b *testing.B) {
 	h := &Handler{owners: newResponseOwners(1000)}
 	r := httptest.NewRequest("POST", "/v1/chat/completions", nil)
 	body := []byte(`{"model":"gpt-test","stream":true,"messages":[{"role":"user","content":"hello"}]}`)
+	req := &wire.Request{}
 	b.ReportAllocs()
 	for b.Loop() {
-		st := requestState{h: h, r: r, dialect: dialectOpenAI, start: time.Now()}
+		st := requestState{h: h, r: r, dialect: dialectOpenAI, start: time.Now(), req: req}
 		h.pinResponse(&st, body)
 	}
 }
