@@ -57,7 +57,7 @@ func (h *Handler) pinObject(st *requestState, body []byte) {
 	}
 	for _, o := range refs {
 		if p := h.objectOwner(st.r, o); p != nil {
-			st.pinned = p
+			st.pinned, st.pinRef = p, o
 			return
 		}
 	}
@@ -195,7 +195,7 @@ func (h *Handler) objectTargets(st *requestState, d wire.Dialect) []*provider {
 	}
 	p, disc := h.discoverObject(st.r, o)
 	if p != nil {
-		return []*provider{p}
+		return h.holderTargets(st, o, p, d)
 	}
 	st.discover = disc // ended by finish when no provider is asked
 	cands := discoveryCandidates(h.auxCandidates(d))
@@ -330,6 +330,9 @@ type discovery struct {
 	misses int           // not-found answers: they do not count as attempts
 	ended  bool
 	ref    wire.ObjectRef // what is looked for (objects.go); zero: the response key.id
+	// holder is the remembered holder (holder.go): its own answers are
+	// final, and the others are asked only once it failed.
+	holder *provider
 }
 
 // discoverOwner is called for a Responses id the owner table does not
@@ -389,10 +392,16 @@ func (h *Handler) endDiscovery(st *requestState, found *provider, notFound bool)
 	}
 	d.ended = true
 	switch {
+	case found != nil && found == d.holder:
+		// the remembered holder answered: nothing was discovered
 	case found != nil:
 		h.owners.remember(d.key.client, d.key.id, ownerKey(found), clock())
 		st.skips = append(st.skips, chainEntry{Provider: found.name, OffsetMs: msSince(st.start), Event: "discover_found"})
 		h.metrics.discovered("found")
+	case notFound && st.objectUnsure():
+		// a candidate that could hold it failed: the client is told to retry
+		st.skips = append(st.skips, chainEntry{OffsetMs: msSince(st.start), Event: "discover_unavailable"})
+		h.metrics.discovered("unavailable")
 	case notFound:
 		st.skips = append(st.skips, chainEntry{OffsetMs: msSince(st.start), Event: "discover_not_found"})
 		h.metrics.discovered("not_found")
@@ -405,7 +414,7 @@ func (h *Handler) endDiscovery(st *requestState, found *provider, notFound bool)
 // the response is not there into a miss (classObjectMissing): no health
 // charge, not counted against the attempt limit.
 func (st *requestState) discoverMiss(a *attempt) {
-	if st.discover == nil || st.discover.ended || a.errBody == nil || !st.discover.missing(a.status, a.errBody) {
+	if st.discover == nil || st.discover.ended || a.p == st.discover.holder || a.errBody == nil || !st.discover.missing(a.status, a.errBody) {
 		return
 	}
 	a.class = wire.ClassObjectMissing
