@@ -396,6 +396,9 @@ func (h *Handler) endDiscovery(st *requestState, found *provider, notFound bool)
 		// the remembered holder answered: nothing was discovered
 	case found != nil:
 		h.owners.remember(d.key.client, d.key.id, ownerKey(found), clock())
+		if st.pinned != nil {
+			st.pinned = found // a continuation goes to the holder found, not to the one that failed
+		}
 		st.skips = append(st.skips, chainEntry{Provider: found.name, OffsetMs: msSince(st.start), Event: "discover_found"})
 		h.metrics.discovered("found")
 	case notFound && st.objectUnsure():
