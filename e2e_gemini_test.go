@@ -382,9 +382,9 @@ func TestGeminiAuxPaths(t *testing.T) {
 	}
 }
 
-// Requests that name one cachedContent go to one provider (affinity keyed
-// by the cache name: the cache lives where it was made), while requests
-// without one spread.
+// Requests that name one cachedContent go to the provider holding it (the
+// cache lives where it was made: here p1, directly, so the proxy finds it
+// and keeps to it), while requests without one spread.
 func TestGeminiCachedContentAffinity(t *testing.T) {
 	ups := []*upstream{newUpstream(t, sim.Config{}), newUpstream(t, sim.Config{}), newUpstream(t, sim.Config{})}
 	block := "hedge off\n"
@@ -413,10 +413,14 @@ func TestGeminiCachedContentAffinity(t *testing.T) {
 		t.Fatal("no provider served the request")
 		return -1
 	}
-	first := served("cachedContents/abc123")
+	cache, err := geminiClient(t, &proxy{URL: ups[1].URL}, "k").Caches.Create(ctxTimeout(t, 5*time.Second), "gemini-test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served(cache.Name) // finds the holder: the providers asked before it answered 403
 	for i := 0; i < 20; i++ {
-		if got := served("cachedContents/abc123"); got != first {
-			t.Fatalf("request %d with the cache went to p%d, the first to p%d", i+2, got, first)
+		if got := served(cache.Name); got != 1 {
+			t.Fatalf("request %d with the cache went to p%d, not p1 which holds it", i+2, got)
 		}
 	}
 	seen := map[int]bool{}

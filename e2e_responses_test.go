@@ -304,8 +304,10 @@ func TestResponsesPreviousResponsePinned(t *testing.T) {
 	}
 }
 
-// A pinned request whose creator fails does not fail over: the other
-// provider cannot hold the conversation.
+// A pinned request whose creator fails asks the other provider as a
+// discovery would (holder.go: a remembered holder can be wrong); it does
+// not hold the response, so the client is told to retry (503 with
+// Retry-After), not that the response does not exist.
 func TestResponsesPinnedNoFailover(t *testing.T) {
 	creator := newUpstream(t, sim.Config{})
 	other := newUpstream(t, sim.Config{Faults: []sim.Fault{{Kind: sim.FaultStatus, Status: 503, Count: 1}}})
@@ -325,14 +327,13 @@ func TestResponsesPinnedNoFailover(t *testing.T) {
 	}
 	params := responsesParams("gpt-test")
 	params.PreviousResponseID = openai.String(resp.ID)
-	before := responsesCalls(other)
 	_, err = c.Responses.New(ctxTimeout(t, 10*time.Second), params)
 	var apiErr *openai.Error
-	if !errors.As(err, &apiErr) || apiErr.StatusCode < 500 {
-		t.Fatalf("want a 5xx, got %v", err)
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.Response.Header.Get("Retry-After") == "" {
+		t.Fatalf("want a 503 with Retry-After, got %v", err)
 	}
-	if responsesCalls(other) != before {
-		t.Fatal("a pinned request failed over to another provider")
+	if n := other.Stats().PreviousNotFound; n != 1 {
+		t.Fatalf("the other provider said %d times it does not hold the response, want once", n)
 	}
 }
 

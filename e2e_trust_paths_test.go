@@ -371,9 +371,11 @@ func TestForwardedPaths(t *testing.T) {
 		if status, _, body := pathsDo(t, http.MethodPost, p.URL+"/v1/files", `{}`, "Authorization", "Bearer k"); status != 500 {
 			t.Fatalf("POST /v1/files: %d %s, want fwdg-a's 500", status, body)
 		}
-		// GET: moves on after the 500; fwdg-b answers (the simulator has no files: 404).
-		if status, _, body := pathsDo(t, http.MethodGet, p.URL+"/v1/files/file-1", "", "Authorization", "Bearer k"); status != 404 {
-			t.Fatalf("GET /v1/files/file-1: %d %s, want fwdg-b's 404", status, body)
+		// GET: moves on after the 500; fwdg-b does not hold the file (the
+		// simulator has none), but fwdg-a, which may, failed: the client is
+		// told to retry, not that the file does not exist (holder.go).
+		if status, hdr, body := pathsDo(t, http.MethodGet, p.URL+"/v1/files/file-1", "", "Authorization", "Bearer k"); status != 503 || hdr.Get("Retry-After") == "" {
+			t.Fatalf("GET /v1/files/file-1: %d %s, want 503 with Retry-After", status, body)
 		}
 		var paths []string
 		for _, r := range b.Requests() {

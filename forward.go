@@ -138,6 +138,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) error {
 			}
 			if a.errBody != nil { // read to tell: relayed as it came
 				a.end()
+				if a.class == wire.ClassObjectMissing && st.objectUnsure() {
+					a.outcome = "discover_miss"
+					st.answerHolderDown(w, cands) // holder.go
+					return nil
+				}
 				a.outcome = "request_error"
 				st.winner, st.status, st.outcome = a, a.status, outcomeClientError
 				passThrough(w, a)

@@ -350,6 +350,9 @@ func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
 	switch {
 	case st.outcome == outcomeClientAbort:
 		return
+	case last != nil && last.class == wire.ClassObjectMissing && st.objectUnsure():
+		st.answerHolderDown(w, st.plan.cands) // holder.go: not a not-found while a holder may be down
+		return
 	case last != nil && last.class.PassedThrough():
 		st.outcome, st.status = outcomeClientError, last.status
 		passThrough(w, last)

@@ -57,7 +57,7 @@ func (h *Handler) pinObject(st *requestState, body []byte) {
 	}
 	for _, o := range refs {
 		if p := h.objectOwner(st.r, o); p != nil {
-			st.pinned = p
+			st.pinned, st.pinRef = p, o
 			return
 		}
 	}
@@ -133,7 +133,10 @@ func namedObjects(d wire.Dialect, body []byte, out []wire.ObjectRef) []wire.Obje
 type objectCollection struct {
 	path string
 	kind wire.ObjectKind
-	name string // the member of a created object holding its id: "id", or Gemini's "name"
+	// name is the member of the create answer holding the new id: "id",
+	// or Gemini's resource name ("name", or "file.name" inside the
+	// answer's "file"), read as <last path segment>/<id>.
+	name string
 }
 
 var objectCollections = []objectCollection{
@@ -141,8 +144,10 @@ var objectCollections = []objectCollection{
 	{"/v1/conversations", wire.ObjectConversation, "id"}, // OpenAI Conversations (and their items)
 	{"/v1/batches", wire.ObjectBatch, "id"},              // OpenAI
 	{"/v1/messages/batches", wire.ObjectBatch, "id"},     // Anthropic Message Batches
-	{"/v1beta/cachedContents", wire.ObjectCache, "name"},
-	{"/v1beta/files", wire.ObjectFile, "name"},
+	{"/v1/containers", wire.ObjectContainer, "id"},       // OpenAI Containers (code interpreter)
+	{"/v1beta/cachedContents", wire.ObjectCache, "name"}, // answered with the cache: {"name": "cachedContents/..."}
+	{"/v1beta/files", wire.ObjectFile, "file.name"},      // answered {"file": {"name": "files/..."}}
+	{"/upload/v1beta/files", wire.ObjectFile, "file.name"},
 }
 
 // maxCreatedBody bounds the answer to a create read before it is relayed.
@@ -190,7 +195,7 @@ func (h *Handler) objectTargets(st *requestState, d wire.Dialect) []*provider {
 	}
 	p, disc := h.discoverObject(st.r, o)
 	if p != nil {
-		return []*provider{p}
+		return h.holderTargets(st, o, p, d)
 	}
 	st.discover = disc // ended by finish when no provider is asked
 	cands := discoveryCandidates(h.auxCandidates(d))
@@ -237,12 +242,18 @@ func (h *Handler) noteCreated(st *requestState, a *attempt) {
 	if err != nil || len(body) > maxCreatedBody {
 		return
 	}
-	v, _ := jsonscan.Lookup(body, c.name)
+	h.rememberObject(st.r, c.createdID(body), a.p)
+}
+
+// createdID reads the id of the object a create answer describes, in
+// the answer's own shape.
+func (c objectCollection) createdID(body []byte) wire.ObjectRef {
+	v, _ := jsonscan.Lookup(body, strings.Split(c.name, ".")...)
 	id := wire.ObjectIDValue(v)
-	if c.name == "name" {
-		id = wire.ResourceID(v, c.path[strings.LastIndexByte(c.path, '/')+1:]+"/")
+	if c.name != "id" {
+		id = wire.ResourceName(v, c.path[strings.LastIndexByte(c.path, '/')+1:]+"/")
 	}
-	h.rememberObject(st.r, wire.ObjectRef{Kind: c.kind, ID: id}, a.p)
+	return wire.ObjectRef{Kind: c.kind, ID: id}
 }
 
 // Discovery of a Responses id this instance does not know: a response
@@ -319,6 +330,9 @@ type discovery struct {
 	misses int           // not-found answers: they do not count as attempts
 	ended  bool
 	ref    wire.ObjectRef // what is looked for (objects.go); zero: the response key.id
+	// holder is the remembered holder (holder.go): its own answers are
+	// final, and the others are asked only once it failed.
+	holder *provider
 }
 
 // discoverOwner is called for a Responses id the owner table does not
@@ -378,10 +392,19 @@ func (h *Handler) endDiscovery(st *requestState, found *provider, notFound bool)
 	}
 	d.ended = true
 	switch {
+	case found != nil && found == d.holder:
+		// the remembered holder answered: nothing was discovered
 	case found != nil:
 		h.owners.remember(d.key.client, d.key.id, ownerKey(found), clock())
+		if st.pinned != nil {
+			st.pinned = found // a continuation goes to the holder found, not to the one that failed
+		}
 		st.skips = append(st.skips, chainEntry{Provider: found.name, OffsetMs: msSince(st.start), Event: "discover_found"})
 		h.metrics.discovered("found")
+	case notFound && st.objectUnsure():
+		// a candidate that could hold it failed: the client is told to retry
+		st.skips = append(st.skips, chainEntry{OffsetMs: msSince(st.start), Event: "discover_unavailable"})
+		h.metrics.discovered("unavailable")
 	case notFound:
 		st.skips = append(st.skips, chainEntry{OffsetMs: msSince(st.start), Event: "discover_not_found"})
 		h.metrics.discovered("not_found")
@@ -394,7 +417,7 @@ func (h *Handler) endDiscovery(st *requestState, found *provider, notFound bool)
 // the response is not there into a miss (classObjectMissing): no health
 // charge, not counted against the attempt limit.
 func (st *requestState) discoverMiss(a *attempt) {
-	if st.discover == nil || st.discover.ended || a.errBody == nil || !st.discover.missing(a.status, a.errBody) {
+	if st.discover == nil || st.discover.ended || a.p == st.discover.holder || a.errBody == nil || !st.discover.missing(a.status, a.errBody) {
 		return
 	}
 	a.class = wire.ClassObjectMissing

@@ -129,9 +129,10 @@ func BenchmarkPinKnownResponse(b *testing.B) {
 	r.Header.Set("Authorization", "Bearer sk-client")
 	h.owners.remember(responseClient(r), "resp_1", ownerKey(p), clock())
 	body := []byte(`{"model":"gpt-test","previous_response_id":"resp_1","input":"hello"}`)
+	req := &wire.Request{}
 	b.ReportAllocs()
 	for b.Loop() {
-		st := requestState{h: h, r: r, dialect: dialectResponses, start: time.Now()}
+		st := requestState{h: h, r: r, dialect: dialectResponses, start: time.Now(), req: req}
 		h.pinResponse(&st, body)
 		if st.pinned != p || st.discover != nil {
 			b.Fatal("not pinned to the known holder")
@@ -144,9 +145,105 @@ func BenchmarkPinNoObject(b *testing.B) {
 	h := &Handler{owners: newResponseOwners(1000)}
 	r := httptest.NewRequest("POST", "/v1/chat/completions", nil)
 	body := []byte(`{"model":"gpt-test","stream":true,"messages":[{"role":"user","content":"hello"}]}`)
+	req := &wire.Request{}
 	b.ReportAllocs()
 	for b.Loop() {
-		st := requestState{h: h, r: r, dialect: dialectOpenAI, start: time.Now()}
+		st := requestState{h: h, r: r, dialect: dialectOpenAI, start: time.Now(), req: req}
 		h.pinResponse(&st, body)
+	}
+}
+
+// Objects are named only where each API defines them: an ordinary field
+// of the same name (a tool call's input, metadata, a tool's schema) or a
+// URL that merely holds "files/" names none; the content blocks and input
+// items of the right type do.
+func TestNamedObjectsOnlyWhereDefined(t *testing.T) {
+	file := func(id string) []wire.ObjectRef { return []wire.ObjectRef{{Kind: wire.ObjectFile, ID: id}} }
+	cases := []struct {
+		name string
+		d    wire.Dialect
+		body string
+		want []wire.ObjectRef
+	}{
+		{"anthropic tool_use input", dialectAnthropic,
+			`{"model":"m","messages":[{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"fetch","input":{"file_id":"q3-report"}}]}]}`, nil},
+		{"anthropic mcp_tool_use input", dialectAnthropic,
+			`{"model":"m","messages":[{"role":"assistant","content":[{"type":"mcp_tool_use","id":"mcptoolu_1","name":"read","server_name":"s","input":{"file_id":"q3-report"}}]}]}`, nil},
+		{"anthropic tool schema and metadata", dialectAnthropic,
+			`{"model":"m","metadata":{"user_id":"u"},"tools":[{"name":"t","input_schema":{"type":"object","properties":{"file_id":{"type":"string","default":"q3"}}}}],"messages":[{"role":"user","content":"hi"}]}`, nil},
+		{"anthropic image source of type base64", dialectAnthropic,
+			`{"model":"m","messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA==","file_id":"nope"}}]}]}`, nil},
+		{"anthropic image file", dialectAnthropic,
+			`{"model":"m","messages":[{"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"file_img"}}]}]}`, file("file_img")},
+		{"anthropic container_upload", dialectAnthropic,
+			`{"model":"m","messages":[{"role":"user","content":[{"type":"container_upload","file_id":"file_up"}]}]}`, file("file_up")},
+		{"anthropic document in a tool_result", dialectAnthropic,
+			`{"model":"m","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"document","source":{"type":"file","file_id":"file_tr"}}]}]}]}`, file("file_tr")},
+		{"chat metadata", dialectOpenAI,
+			`{"model":"m","metadata":{"file_id":"q3-report"},"messages":[{"role":"user","content":"hi"}]}`, nil},
+		{"chat tool parameters", dialectOpenAI,
+			`{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"x":{"const":{"file_id":"q3"}}}}}}],"messages":[{"role":"user","content":"hi"}]}`, nil},
+		{"chat file part in a text part's place", dialectOpenAI,
+			`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi","file":{"file_id":"q3"}}]}]}`, nil},
+		{"responses function_call_output", dialectResponses,
+			`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"{\"file_id\":\"q3\"}"}],"metadata":{"file_id":"q3"}}`, nil},
+		{"responses input_image", dialectResponses,
+			`{"model":"m","input":[{"role":"user","content":[{"type":"input_image","file_id":"file-img","detail":"auto"}]}]}`, file("file-img")},
+		{"responses code_interpreter container", dialectResponses,
+			`{"model":"m","tools":[{"type":"code_interpreter","container":"cntr_1"}],"input":"hi"}`,
+			[]wire.ObjectRef{{Kind: wire.ObjectContainer, ID: "cntr_1"}}},
+		{"gemini fileUri of a bucket", dialectGemini,
+			`{"contents":[{"parts":[{"fileData":{"mimeType":"application/pdf","fileUri":"https://storage.googleapis.com/acme-public/files/q3.pdf"}}]}]}`, nil},
+		{"gemini fileUri gs://", dialectGemini,
+			`{"contents":[{"parts":[{"fileData":{"mimeType":"application/pdf","fileUri":"gs://bucket/files/x"}}]}]}`, nil},
+		{"gemini fileUri in a function call's args", dialectGemini,
+			`{"contents":[{"role":"model","parts":[{"functionCall":{"name":"f","args":{"fileUri":"https://generativelanguage.googleapis.com/v1beta/files/abc"}}}]}]}`, nil},
+		{"gemini bare file name", dialectGemini,
+			`{"contents":[{"parts":[{"fileData":{"fileUri":"files/abc-123"}}]}]}`, file("abc-123")},
+		{"gemini cachedContent below the top", dialectGemini,
+			`{"contents":[{"parts":[{"functionResponse":{"name":"f","response":{"cachedContent":"cachedContents/c9"}}}]}]}`, nil},
+	}
+	for _, tc := range cases {
+		var buf [4]wire.ObjectRef
+		if got := namedObjects(tc.d, []byte(tc.body), buf[:0]); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Each create answer is read in its own shape for the new object's id.
+func TestCreatedObjectID(t *testing.T) {
+	cases := []struct {
+		method, path, answer string
+		want                 wire.ObjectRef
+	}{
+		{"POST", "/v1/files", `{"id":"file-abc","object":"file","bytes":10,"created_at":1,"filename":"a.txt","purpose":"user_data"}`,
+			wire.ObjectRef{Kind: wire.ObjectFile, ID: "file-abc"}},
+		{"POST", "/v1/files", `{"id":"file_011CNha8iCJcU1wXNR6q4V8w","type":"file","filename":"a.txt","mime_type":"text/plain","size_bytes":10,"created_at":"2025-01-01T00:00:00Z","downloadable":false}`,
+			wire.ObjectRef{Kind: wire.ObjectFile, ID: "file_011CNha8iCJcU1wXNR6q4V8w"}},
+		{"POST", "/v1/conversations", `{"id":"conv_689667905b048191b4740501625afd940c7533ace33a2dab","object":"conversation","created_at":1,"metadata":{}}`,
+			wire.ObjectRef{Kind: wire.ObjectConversation, ID: "conv_689667905b048191b4740501625afd940c7533ace33a2dab"}},
+		{"POST", "/v1/batches", `{"id":"batch_abc123","object":"batch","endpoint":"/v1/chat/completions","input_file_id":"file-abc","status":"validating"}`,
+			wire.ObjectRef{Kind: wire.ObjectBatch, ID: "batch_abc123"}},
+		{"POST", "/v1/messages/batches", `{"id":"msgbatch_013Zva2CMHLNnXjNJJKqJ2EF","type":"message_batch","processing_status":"in_progress"}`,
+			wire.ObjectRef{Kind: wire.ObjectBatch, ID: "msgbatch_013Zva2CMHLNnXjNJJKqJ2EF"}},
+		{"POST", "/v1/containers", `{"id":"cntr_682e30645a488191b6363a0cbefc0f0a025ec61b66250591","object":"container","created_at":1,"status":"running","name":"c"}`,
+			wire.ObjectRef{Kind: wire.ObjectContainer, ID: "cntr_682e30645a488191b6363a0cbefc0f0a025ec61b66250591"}},
+		{"POST", "/v1beta/files", `{"file":{"name":"files/abc-123","displayName":"a","mimeType":"text/plain","sizeBytes":"10","uri":"https://generativelanguage.googleapis.com/v1beta/files/abc-123","state":"ACTIVE"}}`,
+			wire.ObjectRef{Kind: wire.ObjectFile, ID: "abc-123"}},
+		{"POST", "/upload/v1beta/files", `{"file":{"name":"files/up-9","mimeType":"text/plain","uri":"https://generativelanguage.googleapis.com/v1beta/files/up-9"}}`,
+			wire.ObjectRef{Kind: wire.ObjectFile, ID: "up-9"}},
+		{"POST", "/v1beta/cachedContents", `{"name":"cachedContents/4rmg1w1nm1xv","model":"models/gemini-2.0-flash-001","usageMetadata":{"totalTokenCount":1}}`,
+			wire.ObjectRef{Kind: wire.ObjectCache, ID: "4rmg1w1nm1xv"}},
+	}
+	for _, tc := range cases {
+		c, ok := createdCollection(tc.method, tc.path)
+		if !ok {
+			t.Errorf("%s %s: creates nothing", tc.method, tc.path)
+			continue
+		}
+		if got := c.createdID([]byte(tc.answer)); got != tc.want {
+			t.Errorf("%s %s: got %v, want %v", tc.method, tc.path, got, tc.want)
+		}
 	}
 }

@@ -38,7 +38,7 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 	}
 	st.repl = repl
 	h.failback(st)
-	st.plan = newPlan(st.pinPlan(h.candidates(req.Dialect, req.Model, req.SessionKey)), req.Model)
+	st.plan = newPlan(st.holderPlan(h.candidates(req.Dialect, req.Model, req.SessionKey)), req.Model)
 	// Every launch path checks attemptsLeft, the forced probe included, so
 	// at most Retry.Attempts attempts ever report: none blocks on its
 	// report, even after race returned (drain reaps them).

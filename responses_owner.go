@@ -205,6 +205,7 @@ func (h *Handler) pinResponse(st *requestState, body []byte) {
 		return
 	}
 	if id := responses.PreviousResponseID(body, &st.req.Top); id != "" {
+		st.pinRef = wire.ObjectRef{Kind: wire.ObjectResponse, ID: id}
 		if st.pinned = h.ownerOf(st.r, id); st.pinned == nil {
 			st.pinned, st.discover = h.discoverOwner(st.r, id)
 			if st.discover != nil {
@@ -298,7 +299,7 @@ func (h *Handler) forwardTargets(w http.ResponseWriter, st *requestState, d wire
 	if h.owners != nil {
 		p, disc := h.discoverOwner(r, id)
 		if p != nil {
-			return []*provider{p}, true
+			return h.holderTargets(st, wire.ObjectRef{Kind: wire.ObjectResponse, ID: id}, p, dialectResponses), true
 		}
 		if cands := discoveryCandidates(h.auxCandidates(dialectResponses)); len(cands) > 0 {
 			st.discover = disc
@@ -311,6 +312,13 @@ func (h *Handler) forwardTargets(w http.ResponseWriter, st *requestState, d wire
 	return nil, false
 }
 
+// missingStatus: the statuses a not-found answer comes with (404; a 400
+// or 403 naming the object, as Gemini answers another project's file or
+// cache: objectMissing).
+func missingStatus(status int) bool {
+	return status == http.StatusNotFound || status == http.StatusBadRequest || status == http.StatusForbidden
+}
+
 // forwardMissed reads the answer of a discovery's candidate to a call by
 // id: true when it says the response is not there and another candidate
 // is left (the answer is dropped: the next one is asked), false otherwise
@@ -318,7 +326,7 @@ func (h *Handler) forwardTargets(w http.ResponseWriter, st *requestState, d wire
 // discovery as not_found).
 func (h *Handler) forwardMissed(st *requestState, a *attempt, last bool) bool {
 	d := st.discover
-	if d == nil || d.ended || a.resp.StatusCode != http.StatusNotFound {
+	if d == nil || d.ended || a.p == d.holder || !missingStatus(a.resp.StatusCode) {
 		return false
 	}
 	h.readUpstreamError(a, st.dialect, st.r.Context())

@@ -80,9 +80,12 @@ type requestState struct {
 	quotaSkipped []*provider
 	quotaUntil   int64
 
-	// pinned is the creator of previous_response_id: the only candidate
-	// (responses_owner.go).
+	// pinned is the remembered holder of an object the request names
+	// (previous_response_id, a file...): the first candidate, the others
+	// asked only once it failed (responses_owner.go); pinRef names the
+	// object.
 	pinned *provider
+	pinRef wire.ObjectRef
 	// discover is the discovery of a previous_response_id or path id
 	// this instance does not know (objects.go), or nil.
 	discover *discovery

@@ -133,7 +133,7 @@ func guessWire(r *http.Request) wire {
 }
 
 func (ex *exchange) serve() {
-	if ex.serveFiles() || ex.serveConversations() {
+	if ex.serveGeminiObjects() || ex.serveFiles() || ex.serveConversations() {
 		return
 	}
 	ep, method, w := route(ex.r)
@@ -269,5 +269,5 @@ func (ex *exchange) readBody(ep endpoint) bool {
 	if ex.p.cfg.Model != "" {
 		ex.model = ex.p.cfg.Model
 	}
-	return ex.resolveFiles(body) && ex.resolveConversation(body) && ex.checkThinking(body)
+	return ex.resolveFiles(body) && ex.resolveGeminiObjects(body) && ex.resolveConversation(body) && ex.checkThinking(body)
 }

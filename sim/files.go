@@ -24,6 +24,8 @@ const maxStoredFiles = 1000
 type heldObjects struct {
 	files         fileStore
 	conversations conversationStore
+	geminiFiles   nameStore // Gemini Files API (gemini_objects.go)
+	caches        nameStore // Gemini cachedContents
 }
 
 // storedFile is an uploaded file.
@@ -165,9 +167,12 @@ func (ex *exchange) fileNotFound(id string) {
 	ex.failWith(http.StatusNotFound, errorWith("No such File object: "+id, "invalid_request_error", "file_id", ""))
 }
 
-// resolveFiles answers 404 for a completion naming a file_id (anywhere
-// in its body: content blocks of every dialect) this simulator does not
-// hold.
+// resolveFiles answers 404 for a completion naming, where each API puts
+// an uploaded file, a file_id this simulator does not hold: Anthropic's
+// `source: {"type": "file", "file_id"}` and container_upload blocks,
+// Chat's `{"type": "file", "file": {"file_id"}}` parts, Responses'
+// input_file and input_image parts. A file_id anywhere else (a tool
+// call's input, metadata) is the client's own data: no provider reads it.
 func (ex *exchange) resolveFiles(body []byte) bool {
 	if !strings.Contains(string(body), `"file_id"`) {
 		return true
@@ -183,13 +188,30 @@ func (ex *exchange) resolveFiles(body []byte) bool {
 	return true
 }
 
+// fileBlockTypes are the "type"s of the objects holding a file_id.
+var fileBlockTypes = map[string]bool{"file": true, "container_upload": true, "input_file": true, "input_image": true}
+
+// opaqueMembers hold the client's own data, never a content block (and
+// so does a tool_use block's "input"; a Responses request's is its content).
+var opaqueMembers = map[string]bool{"arguments": true, "metadata": true, "parameters": true, "input_schema": true, "args": true}
+
 func missingFile(v any, fs *fileStore) string {
 	switch v := v.(type) {
 	case map[string]any:
-		if id, ok := v["file_id"].(string); ok && fs.get(id) == nil {
-			return id
+		typ, _ := v["type"].(string)
+		if fileBlockTypes[typ] {
+			id, ok := v["file_id"].(string)
+			if part, isPart := v["file"].(map[string]any); !ok && isPart { // Chat's file part
+				id, ok = part["file_id"].(string)
+			}
+			if ok && fs.get(id) == nil {
+				return id
+			}
 		}
-		for _, c := range v {
+		for k, c := range v {
+			if opaqueMembers[k] || (k == "input" && strings.HasSuffix(typ, "tool_use")) {
+				continue
+			}
 			if id := missingFile(c, fs); id != "" {
 				return id
 			}

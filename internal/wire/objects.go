@@ -2,72 +2,9 @@ package wire
 
 import (
 	"bytes"
-	"strings"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 )
-
-// AppendKeyIDs appends, as objects of kind, the id values of every member
-// named key at any depth of a JSON body (up to cap(out); a value that is
-// no plausible id is skipped). Bodies are walked in place.
-func AppendKeyIDs(body []byte, key string, kind ObjectKind, out []ObjectRef, id func([]byte) string) []ObjectRef {
-	it, ok := jsonscan.Open(body, 0, 0)
-	if !ok {
-		return out
-	}
-	return walkKeyIDs(&it, key, kind, out, id)
-}
-
-func walkKeyIDs(it *jsonscan.Iter, key string, kind ObjectKind, out []ObjectRef, id func([]byte) string) []ObjectRef {
-	for it.Next() && len(out) < cap(out) {
-		if it.IsObject() && it.KeyIs(key) {
-			if v := id(it.Value()); v != "" {
-				out = append(out, ObjectRef{kind, v})
-			}
-			continue
-		}
-		if c, ok := it.Enter(); ok {
-			out = walkKeyIDs(&c, key, kind, out, id)
-			it.Leave(&c)
-		}
-	}
-	return out
-}
-
-// TopLevelID returns the id a top-level member names: a string id, or an
-// object's "id" (`"conversation": {"id": ...}`, `"container": {...}`).
-func TopLevelID(body []byte, key string) string {
-	var id string
-	_ = jsonscan.ScanTopLevel(body, func(k []byte, s, e int) bool {
-		if jsonscan.KeyIs(k, key) {
-			v := body[s:e]
-			if !jsonscan.IsString(v) {
-				v, _ = jsonscan.Lookup(v, "id")
-			}
-			id = ObjectIDValue(v)
-		}
-		return true
-	})
-	return id
-}
-
-// ResourceID returns the last segment of a resource name after marker
-// ("cachedContents/abc", ".../v1beta/files/abc" -> "abc"), or "".
-func ResourceID(v []byte, marker string) string {
-	if !jsonscan.IsString(v) || len(v) > 2+6*MaxObjectIDLen {
-		return ""
-	}
-	s := jsonscan.Unquote(v)
-	i := strings.LastIndex(s, marker)
-	if i < 0 {
-		return ""
-	}
-	id := s[i+len(marker):]
-	if !ValidObjectID([]byte(id)) {
-		return ""
-	}
-	return id
-}
 
 // objectKind is what a provider holds.
 type ObjectKind uint8
@@ -153,11 +90,10 @@ type ObjectRule struct {
 	// Marker: a body without it names no such object (one byte search,
 	// the whole cost for a request that names none).
 	Marker []byte
-	// Key is the member naming the object: at the top level (a string id
-	// or an object's "id") when TopLevel, else at any depth.
-	Key      string
-	Kind     ObjectKind
-	TopLevel bool
+	Kind   ObjectKind
+	// Paths are where the API defines the member naming the object
+	// (ObjectPath); nowhere else does a member of that name count.
+	Paths []ObjectPath
 	// ID decodes the member's value into an id; nil: ObjectIDValue.
 	ID func([]byte) string
 }
@@ -169,17 +105,13 @@ func NamedObjects(rules []ObjectRule, body []byte, out []ObjectRef) []ObjectRef 
 		if len(out) >= cap(out) || !bytes.Contains(body, r.Marker) {
 			continue
 		}
-		if r.TopLevel {
-			if id := TopLevelID(body, r.Key); id != "" {
-				out = append(out, ObjectRef{Kind: r.Kind, ID: id})
-			}
-			continue
-		}
 		id := r.ID
 		if id == nil {
 			id = ObjectIDValue
 		}
-		out = AppendKeyIDs(body, r.Key, r.Kind, out, id)
+		for _, p := range r.Paths {
+			out = p.appendIDs(body, r.Kind, id, out)
+		}
 	}
 	return out
 }

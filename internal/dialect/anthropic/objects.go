@@ -3,12 +3,19 @@ package anthropic
 import "github.com/llmhedge/caddy-llm-hedge/internal/wire"
 
 // Where Anthropic Messages requests name provider-held objects: the
-// code-execution container to reuse (`"container": "container_..."` or
-// `{"id": ...}`), and uploaded files in document, image and
-// container_upload sources (`"source": {"type": "file", "file_id": ...}`).
+// code-execution container to reuse (top-level `"container":
+// "container_..."` or `{"id": ...}`), and uploaded files in the content
+// blocks that take one: a document or image whose source is
+// `{"type": "file", "file_id": ...}` and a container_upload block's
+// file_id, in a message or in a tool_result's content. A file_id in a
+// tool call's input is the tool's argument, not a file of the API.
 var objectRules = []wire.ObjectRule{
-	{Marker: []byte(`"container"`), Key: "container", Kind: wire.ObjectContainer, TopLevel: true},
-	{Marker: []byte(`"file_id"`), Key: "file_id", Kind: wire.ObjectFile},
+	{Marker: []byte(`"container"`), Kind: wire.ObjectContainer, Paths: []wire.ObjectPath{wire.Path("container")}, ID: wire.StringOrID},
+	{Marker: []byte(`"file_id"`), Kind: wire.ObjectFile, Paths: []wire.ObjectPath{
+		wire.Path("messages[].content[]{type=document|image}.source{type=file}.file_id"),
+		wire.Path("messages[].content[]{type=container_upload}.file_id"),
+		wire.Path("messages[].content[]{type=tool_result}.content[]{type=document|image}.source{type=file}.file_id"),
+	}},
 }
 
 // ObjectRules is the dialect's wire.ObjectNamer.
