@@ -68,6 +68,9 @@ func runSoak(bin, dir string) error {
 		fmt.Printf("  %6s  sent %7d  complete %7d  clean errors %5d  dirty %d  aborted %4d  reloads %3d  RSS %.1f MiB  goroutines %d\n",
 			elapsed.Round(time.Second), sent, complete, clean, dirty, aborted, reloads.done(), float64(proc.memKB("VmRSS"))/1024, proc.goroutines())
 	}
+	cfg.OnDirty = func(sample string) {
+		fmt.Printf("  %s  dirty: %s\n", time.Now().Format("15:04:05.000"), sample)
+	}
 	tally := load.Soak(context.Background(), cfg)
 	stopReloads()
 	peak := proc.memKB("VmHWM")

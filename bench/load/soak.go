@@ -31,6 +31,9 @@ type SoakConfig struct {
 	// Every, if set, calls Progress with the running tally that often.
 	Every    time.Duration
 	Progress func(elapsed time.Duration, t *Tally)
+	// OnDirty, if set, is told of each of the first dirty responses when
+	// it comes (Tally.OnDirty).
+	OnDirty func(sample string)
 }
 
 // Tally counts what the responses were. Safe for concurrent use.
@@ -46,6 +49,9 @@ type Tally struct {
 	Errors     map[string]int64 // clean errors by status / kind of event
 	Samples    []string         // the first dirty responses, for the report
 	Latency    []time.Duration  // of complete responses
+	// OnDirty, if set, is told of each of the first dirty responses as it
+	// comes (under the tally's lock: it must not call back).
+	OnDirty func(sample string)
 }
 
 func (t *Tally) add(k Kind, r Result) {
@@ -74,6 +80,9 @@ func (t *Tally) add(k Kind, r Result) {
 		t.Dirty++
 		if len(t.Samples) < 10 {
 			t.Samples = append(t.Samples, k.String()+": "+r.Reason)
+			if t.OnDirty != nil {
+				t.OnDirty(k.String() + ": " + r.Reason)
+			}
 		}
 	}
 }
@@ -120,7 +129,7 @@ func Soak(ctx context.Context, cfg SoakConfig) *Tally {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 30 * time.Second
 	}
-	t := &Tally{}
+	t := &Tally{OnDirty: cfg.OnDirty}
 	kinds := cfg.Kinds
 	if kinds == nil {
 		kinds = Kinds
