@@ -12,7 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -53,9 +53,8 @@ type Result struct {
 	Reason  string // why it is a clean error or dirty
 	Latency time.Duration
 	Bytes   int
-	// Resent: the first try went out on a pooled connection that the
-	// server closed before reading it (a reload closes its idle
-	// connections), and was sent again as the SDKs do.
+	// Resent: the first try's connection closed before any byte of a
+	// response (unanswered), and it was sent again as the SDKs do.
 	Resent bool
 }
 
@@ -76,15 +75,18 @@ func Do(ctx context.Context, c *http.Client, baseURL string, rq Request, buf *by
 	start := time.Now()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	resp, reused, err := send(ctx, c, baseURL, rq)
+	resp, err := send(ctx, c, baseURL, rq)
 	resent := false
-	if err != nil && reused && ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
-		// HTTP/1.1 keep-alive's own race: the server closed an idle
-		// connection as the request went out on it. Nothing of the
-		// response came back, so nothing was served: every official SDK
-		// sends such a request again, and so does this client, once.
+	if err != nil && ctx.Err() == nil && unanswered(err) {
+		// The connection closed with no response byte: HTTP/1.1
+		// keep-alive's own race (the server closed an idle connection as
+		// the request went out on it), or a reload's (a connection the old
+		// server accepted as it stopped, or one left in its listener's
+		// queue: docs/fleet.md). No handler answered, so nothing was
+		// served: every official SDK sends such a request again, and so
+		// does a balancer with lb_retry_match POST; this client once.
 		resent = true
-		resp, _, err = send(ctx, c, baseURL, rq)
+		resp, err = send(ctx, c, baseURL, rq)
 	}
 	if err != nil {
 		return Result{Verdict: Dirty, Reason: "transport: " + err.Error(), Latency: time.Since(start), Resent: resent}
@@ -106,11 +108,15 @@ func Do(ctx context.Context, c *http.Client, baseURL string, rq Request, buf *by
 	return res
 }
 
-// send sends rq once; reused reports whether it went out on a pooled
-// connection.
-func send(ctx context.Context, c *http.Client, baseURL string, rq Request) (resp *http.Response, reused bool, err error) {
-	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}
-	req := NewRequest(httptrace.WithClientTrace(ctx, trace), baseURL, rq.Kind, rq.Model, rq.Body)
-	resp, err = c.Do(req)
-	return resp, reused, err
+// send sends rq once.
+func send(ctx context.Context, c *http.Client, baseURL string, rq Request) (*http.Response, error) {
+	return c.Do(NewRequest(ctx, baseURL, rq.Kind, rq.Model, rq.Body))
+}
+
+// unanswered reports whether a request's error says its connection
+// closed before any byte of a response: EOF, a reset or a broken pipe,
+// or net/http's own "server closed idle connection".
+func unanswered(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		strings.Contains(err.Error(), "server closed idle connection")
 }

@@ -44,7 +44,7 @@ type Tally struct {
 	CleanError int64
 	Dirty      int64
 	Aborted    int64            // streams the client left on purpose
-	Resent     int64            // requests sent again after a pooled connection closed unread (Result.Resent)
+	Resent     int64            // requests sent again after their connection closed with no response byte (Result.Resent)
 	Skipped    int64            // ticks with MaxInFlight already in flight
 	Errors     map[string]int64 // clean errors by status / kind of event
 	Samples    []string         // the first dirty responses, for the report
@@ -99,7 +99,7 @@ func (t *Tally) Summary() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d requests: %d complete, %d clean errors, %d dirty, %d aborted by the client, %d ticks skipped (in-flight cap); %d sent again after a pooled connection closed unread",
+	fmt.Fprintf(&b, "%d requests: %d complete, %d clean errors, %d dirty, %d aborted by the client, %d ticks skipped (in-flight cap); %d sent again after their connection closed with no response byte (the SDKs' retry)",
 		t.Sent, t.Complete, t.CleanError, t.Dirty, t.Aborted, t.Skipped, t.Resent)
 	if len(t.Latency) > 0 {
 		lat := append([]time.Duration(nil), t.Latency...)
