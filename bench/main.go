@@ -4,7 +4,7 @@
 //
 //	go run ./bench -caddy ./caddy                    # the comparison, < 2 minutes
 //	go run ./bench -caddy ./caddy -idle-streams 2000 # memory of idle committed streams
-//	go run ./bench -caddy ./caddy -soak 10m          # steady load with 5% provider faults
+//	go run ./bench -caddy ./caddy -soak 30m          # the soak: 5% provider faults, reloads, client aborts (make -f xcaddy.mk soak)
 //
 // The simulated providers run in this process, not in the Caddy under
 // test: the CPU time and memory read from /proc/<pid> of the Caddy process
