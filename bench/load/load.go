@@ -53,8 +53,8 @@ type Result struct {
 	Reason  string // why it is a clean error or dirty
 	Latency time.Duration
 	Bytes   int
-	// Resent: the first try's connection closed before any byte of a
-	// response (unanswered), and it was sent again as the SDKs do.
+	// Resent: a try's connection closed before any byte of a response
+	// (unanswered), and it was sent again as the SDKs do (sdkRetryWaits).
 	Resent bool
 }
 
@@ -77,15 +77,22 @@ func Do(ctx context.Context, c *http.Client, baseURL string, rq Request, buf *by
 	defer cancel()
 	resp, err := send(ctx, c, baseURL, rq)
 	resent := false
-	if err != nil && ctx.Err() == nil && unanswered(err) {
+	for _, wait := range sdkRetryWaits {
+		if err == nil || ctx.Err() != nil || !unanswered(err) {
+			break
+		}
 		// The connection closed with no response byte: HTTP/1.1
 		// keep-alive's own race (the server closed an idle connection as
 		// the request went out on it), or a reload's (a connection the old
 		// server accepted as it stopped, or one left in its listener's
 		// queue: docs/fleet.md). No handler answered, so nothing was
-		// served: every official SDK sends such a request again, and so
-		// does a balancer with lb_retry_match POST; this client once.
+		// served: every official SDK sends such a request again after a
+		// short backoff, and so does this client.
 		resent = true
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		}
 		resp, err = send(ctx, c, baseURL, rq)
 	}
 	if err != nil {
@@ -107,6 +114,10 @@ func Do(ctx context.Context, c *http.Client, baseURL string, rq Request, buf *by
 	res.Verdict, res.Reason = Check(rq.Kind, resp.StatusCode, resp.Header.Get("Content-Type"), buf.Bytes(), rq.WantText)
 	return res
 }
+
+// sdkRetryWaits are the official SDKs' defaults for a connection error:
+// two retries, the first after about half a second, the next after one.
+var sdkRetryWaits = []time.Duration{500 * time.Millisecond, time.Second}
 
 // send sends rq once.
 func send(ctx context.Context, c *http.Client, baseURL string, rq Request) (*http.Response, error) {
