@@ -175,7 +175,7 @@ var errTailWait = errors.New("upstream body still open after its terminal event"
 
 // tailDeadlines bounds every tail read with one shared timer: the read
 // takes microseconds, and a timer of its own per stream cost more than it
-// (docs/performance.md, round six).
+// (docs/performance-history.md, round six).
 var tailDeadlines = stream.NewDeadlines(tailWait)
 
 // reuseConn reads what is left of a's complete stream (discarded: the

@@ -70,7 +70,7 @@ func newTransport(connect time.Duration, caFile string, plain bool) (*http.Trans
 		// bytes (internal/upconn), and the transport's own buffer only
 		// holds a line at a time. An idle stream keeps 512 B to read with,
 		// not 4 KiB; a smaller transport buffer alone split every burst
-		// into more system calls (docs/performance.md, rounds eight and
+		// into more system calls (docs/performance-history.md, rounds eight and
 		// ten).
 		t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := dialer.DialContext(ctx, network, addr)
