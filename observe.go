@@ -29,6 +29,7 @@ type chainEntry struct {
 	FirstEventMs int64
 	Strategy     string // resume: prefill, replay or finish
 	Delivered    int    // resume: characters of text the client had
+	Route        *routeDecision
 }
 
 func (c chainEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
@@ -51,6 +52,9 @@ func (c chainEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	}
 	if c.FirstEventMs > 0 {
 		enc.AddInt64("first_event_ms", c.FirstEventMs)
+	}
+	if c.Route != nil {
+		c.Route.marshal(enc)
 	}
 	if c.Event == "resume" {
 		if c.Strategy != "" {
@@ -75,7 +79,10 @@ func (c chain) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 // chain is the decision chain in time order: attempts and the candidates
 // skipped (cooling down, busy) where they happened.
 func (st *requestState) chain() chain {
-	out := make(chain, 0, len(st.attempts)+len(st.skips))
+	out := make(chain, 0, len(st.attempts)+len(st.skips)+1)
+	if st.route.pick != nil && st.route.tier > 1 {
+		out = append(out, chainEntry{Provider: st.route.pick.name, Event: "route", Route: &st.route})
+	}
 	out = append(out, st.skips...)
 	for _, a := range st.attempts {
 		e := chainEntry{Provider: a.p.name, OffsetMs: a.offset.Milliseconds(), Event: a.reason, Outcome: a.outcome, Status: a.status}
