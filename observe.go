@@ -54,7 +54,9 @@ func (c chainEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 		enc.AddInt64("first_event_ms", c.FirstEventMs)
 	}
 	if c.Route != nil {
-		c.Route.marshal(enc)
+		if err := enc.AddObject("route", c.Route); err != nil {
+			return err
+		}
 	}
 	if c.Event == "resume" {
 		if c.Strategy != "" {
@@ -79,10 +81,7 @@ func (c chain) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 // chain is the decision chain in time order: attempts and the candidates
 // skipped (cooling down, busy) where they happened.
 func (st *requestState) chain() chain {
-	out := make(chain, 0, len(st.attempts)+len(st.skips)+1)
-	if st.route.pick != nil && st.route.tier > 1 {
-		out = append(out, chainEntry{Provider: st.route.pick.name, Event: "route", Route: &st.route})
-	}
+	out := make(chain, 0, len(st.attempts)+len(st.skips))
 	out = append(out, st.skips...)
 	for _, a := range st.attempts {
 		e := chainEntry{Provider: a.p.name, OffsetMs: a.offset.Milliseconds(), Event: a.reason, Outcome: a.outcome, Status: a.status}
@@ -92,6 +91,9 @@ func (st *requestState) chain() chain {
 		}
 		if a.firstEvent > 0 { // reached its first valid event: the winner, or a loser that tied
 			e.FirstEventMs = max(a.firstEvent.Milliseconds(), 1)
+		}
+		if a.n == 1 && st.route.pick != nil && st.route.tier > 1 {
+			e.Route = &st.route // why the request's first attempt went where it did
 		}
 		out = append(out, e)
 	}

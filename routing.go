@@ -234,11 +234,13 @@ func (h *Handler) hedgeDelayFirst(st *requestState, a *attempt) time.Duration {
 		time.Duration(h.Hedge.Min), time.Duration(h.Hedge.Max), clock()))
 }
 
-// marshal adds the decision's figures to its chain entry: the policy and
-// why, the pick's cost and recent first-event time, and the least-cost
-// provider (or the session's former pick) when the pick was another.
-func (d *routeDecision) marshal(enc zapcore.ObjectEncoder) {
+// MarshalLogObject writes the decision on the chain entry of the
+// request's first attempt: the policy, its pick and why, the pick's cost
+// and recent first-event time, and the least-cost provider (or the
+// session's former pick) when the pick was another.
+func (d *routeDecision) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddString("policy", d.policy.String())
+	enc.AddString("pick", d.pick.name)
 	enc.AddString("reason", d.why)
 	if d.cost > 0 && !math.IsInf(d.cost, 1) {
 		enc.AddFloat64("cost_ms", roundMs(d.cost))
@@ -257,6 +259,7 @@ func (d *routeDecision) marshal(enc zapcore.ObjectEncoder) {
 			enc.AddFloat64("fastest_est_ms", roundMs(float64(d.bestEst)))
 		}
 	}
+	return nil
 }
 
 // roundMs is nanoseconds as milliseconds to 0.1.
