@@ -132,11 +132,13 @@ func (h *Handler) orderTier(tier []*provider, sizeClass int, now time.Time, firs
 	if first {
 		k, why = routing.Pick(costs[:n], weights[:n], measured, h.rand(), h.rand(), h.rand())
 	}
-	// The pick first, the rest by cost: failovers and hedges take them in
-	// that order.
-	tier[0], tier[k] = tier[k], tier[0]
-	costs[0], costs[k] = costs[k], costs[0]
-	ins[0], ins[k] = ins[k], ins[0]
+	// The pick first, the rest by cost (stable: ties keep the order
+	// written): failovers and hedges take them in that order.
+	pk, pc, pi := tier[k], costs[k], ins[k]
+	copy(tier[1:k+1], tier[:k])
+	copy(costs[1:k+1], costs[:k])
+	copy(ins[1:k+1], ins[:k])
+	tier[0], costs[0], ins[0] = pk, pc, pi
 	from := 0
 	if first {
 		from = 1
