@@ -222,18 +222,24 @@ func (h *Handler) notePick(st *requestState, first *attempt) {
 	h.metrics.routePick(first.p.name, why)
 }
 
+// exploreHedgeSlowdown bounds what an exploration may cost the client: its
+// attempt is raced once it has taken this many times the least-cost
+// provider's recent first-event time (the slowdown affinity tolerates).
+const exploreHedgeSlowdown = affinitySlowdown
+
 // hedgeDelayFirst is the hedge delay of a race's first attempt a: its
-// provider's, or, when a is exploring, the least-cost provider's when that
-// is shorter. An exploration then costs the client at most what the
-// policy's own choice would have, plus a hedge.
+// provider's, or, when a explores, at most exploreHedgeSlowdown x the
+// least-cost provider's recent first-event time, below hedge.min if need
+// be. An exploration is an experiment, not the request's best bet: a
+// provider that answers within that has shown it is worth more traffic
+// (a real sample), one that does not is raced by the least-cost provider
+// and recorded as at least that slow.
 func (h *Handler) hedgeDelayFirst(st *requestState, a *attempt) time.Duration {
 	d := h.hedgeDelay(a.p, st.req.SizeClass)
-	if a.n != 1 || st.route.why != routing.WhyExplore || st.route.pick != a.p || st.route.best == nil {
+	if a.n != 1 || st.route.why != routing.WhyExplore || st.route.pick != a.p || st.route.bestEst <= 0 {
 		return d
 	}
-	b := st.route.best
-	return min(d, hedgeDelay(b.latency, st.req.SizeClass, time.Duration(h.Hedge.Delay), h.Hedge.Percentile,
-		time.Duration(h.Hedge.Min), time.Duration(h.Hedge.Max), clock()))
+	return min(d, exploreHedgeSlowdown*st.route.bestEst)
 }
 
 // MarshalLogObject writes the decision on the chain entry of the

@@ -86,14 +86,22 @@ func BenchmarkRoutingShift(b *testing.B) {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		var errs []error
+		type sample struct {
+			at time.Time
+			d  time.Duration
+		}
+		var samples []sample
 		for range routeBenchConcurrency {
 			wg.Go(func() {
 				for !stop.Load() {
-					if _, err := hedgeFirstEvent(p, client); err != nil {
-						mu.Lock()
+					at := time.Now()
+					d, err := hedgeFirstEvent(p, client)
+					mu.Lock()
+					if err != nil {
 						errs = append(errs, err)
-						mu.Unlock()
 					}
+					samples = append(samples, sample{at, d})
+					mu.Unlock()
 				}
 			})
 		}
@@ -127,7 +135,16 @@ func BenchmarkRoutingShift(b *testing.B) {
 		}{{"before", slowAt.Add(-5 * time.Second), slowAt}, {"slowed", slowAt.Add(10 * time.Second), backAt},
 			{"recovered", backAt.Add(30 * time.Second), backAt.Add(recovered)}} {
 			s := routeSharesBetween(ups, w.from, w.to)
-			b.Logf("%s (last %v of the phase): fast/mid/slow %.0f%%/%.0f%%/%.0f%% of attempts", w.name, w.to.Sub(w.from).Round(time.Second), 100*s[0], 100*s[1], 100*s[2])
+			var ds []time.Duration
+			for _, x := range samples {
+				if !x.at.Before(w.from) && x.at.Before(w.to) {
+					ds = append(ds, x.d)
+				}
+			}
+			slices.Sort(ds)
+			b.Logf("%s (last %v of the phase): fast/mid/slow %.0f%%/%.0f%%/%.0f%% of attempts; %d requests, first content p50 %v p99 %v",
+				w.name, w.to.Sub(w.from).Round(time.Second), 100*s[0], 100*s[1], 100*s[2],
+				len(ds), hedgeRank(ds, 0.5).Round(time.Millisecond), hedgeRank(ds, 0.99).Round(time.Millisecond))
 		}
 	}
 }

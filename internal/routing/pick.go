@@ -43,9 +43,9 @@ func (p Policy) String() string {
 }
 
 const (
-	// Explore is the share of a tier's picks each of its providers gets
-	// at least, at random: a provider that recovered is measured again
-	// without waiting for a breaker probe.
+	// Explore is the share of a tier's picks each provider other than the
+	// least-cost one gets, at random: a provider that recovered is measured
+	// again without waiting for a breaker probe.
 	Explore = 0.01
 	// DefaultCapacity is the attempts in flight that double a provider's
 	// cost when it has no max_in_flight: LLM endpoints do not queue a
@@ -122,9 +122,9 @@ const (
 )
 
 // Pick chooses the provider a tier tries first from its costs: the least
-// cost, except that with probability Explore×len(costs) one is taken
-// uniformly at random, so each keeps at least Explore of the picks. A
-// tier nothing in which is measured yet (measured false) is picked by
+// cost, except that with probability Explore×(len(costs)-1) one of the
+// others is taken uniformly at random, so each keeps Explore of the picks.
+// A tier nothing in which is measured yet (measured false) is picked by
 // weight. Ties go to a random one of the tied. u, v and x are uniform
 // draws in [0, 1).
 func Pick(costs, weights []float64, measured bool, u, v, x float64) (int, string) {
@@ -136,8 +136,6 @@ func Pick(costs, weights []float64, measured bool, u, v, x float64) (int, string
 		return 0, WhyBest
 	case !measured:
 		return WeightedPick(weights, u), WhyWeighted
-	case u < Explore*float64(n):
-		return min(int(v*float64(n)), n-1), WhyExplore
 	}
 	best, ties := 0, 1
 	for i := 1; i < n; i++ {
@@ -151,6 +149,13 @@ func Pick(costs, weights []float64, measured bool, u, v, x float64) (int, string
 			}
 			x = math.Mod(x*float64(ties), 1)
 		}
+	}
+	if u < Explore*float64(n-1) {
+		k := min(int(v*float64(n-1)), n-2)
+		if k >= best {
+			k++
+		}
+		return k, WhyExplore
 	}
 	return best, WhyBest
 }
