@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 	"github.com/llmhedge/caddy-llm-hedge/internal/routing"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // routeTier builds providers of one tier whose recent first events took
@@ -175,5 +178,31 @@ func BenchmarkRoutePick(b *testing.B) {
 				h.candidates(dialectAnthropic, "m", "", 0)
 			}
 		})
+	}
+}
+
+// TestExplorationHedgeDelay: an exploring first attempt is raced after
+// at most 3x the least-cost provider's recent first event, below
+// hedge.min; any other attempt keeps its provider's hedge delay.
+func TestExplorationHedgeDelay(t *testing.T) {
+	ms := time.Millisecond
+	ps := routeTier(t, 900*ms, 100*ms)
+	h := &Handler{Hedge: HedgeConfig{Percentile: 90, Min: caddy.Duration(500 * ms), Max: caddy.Duration(8 * time.Second)}}
+	explore := routeDecision{why: routing.WhyExplore, pick: ps[0], best: ps[1], bestEst: 100 * ms}
+	for _, tc := range []struct {
+		name  string
+		route routeDecision
+		n     int
+		want  time.Duration
+	}{
+		{"exploring first attempt", explore, 1, 300 * ms},
+		{"a later attempt", explore, 2, 2 * time.Second},
+		{"the least-cost pick", routeDecision{why: routing.WhyBest, pick: ps[0]}, 1, 2 * time.Second},
+		{"explored with nothing measured to bound it", routeDecision{why: routing.WhyExplore, pick: ps[0]}, 1, 2 * time.Second},
+	} {
+		st := &requestState{req: &wire.Request{}, route: tc.route}
+		if got := h.hedgeDelayFirst(st, &attempt{p: ps[0], n: tc.n}); got != tc.want {
+			t.Errorf("%s: hedge delay %v, want %v (bootstrap max/4 = 2s)", tc.name, got, tc.want)
+		}
 	}
 }
