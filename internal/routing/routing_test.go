@@ -158,9 +158,15 @@ func TestFirstEventClassFallbackAndStaleness(t *testing.T) {
 	if _, ok := s.FirstEvent(2, t0.Add(stale+time.Second)); ok {
 		t.Fatal("a sample older than 5 minutes still counts: the provider would never be explored as unmeasured")
 	}
+	for i := range 50 {
+		s.ObserveFailure(t0.Add(time.Duration(i) * time.Second))
+	}
 	s.Reset()
 	if _, ok := s.FirstEvent(2, t0); ok {
 		t.Fatal("Reset kept the estimate")
+	}
+	if s.ObserveSuccess(t0.Add(time.Minute)); s.FailureRate(t0.Add(time.Minute)) != 0 {
+		t.Fatalf("Reset kept the failure rate: %v after a success", s.FailureRate(t0.Add(time.Minute)))
 	}
 }
 

@@ -187,9 +187,14 @@ func (s *Stats) FailureRate(now time.Time) float64 {
 // Reset forgets what was measured (an admin reset of the provider).
 func (s *Stats) Reset() {
 	for i := range s.firstEvent {
-		s.firstEvent[i].last.Store(0)
+		s.firstEvent[i].reset()
 	}
-	s.failure.last.Store(0)
+	s.failure.reset()
+}
+
+func (e *ewma) reset() {
+	e.last.Store(0)
+	e.bits.Store(0)
 }
 
 func clamp(c int) int { return min(max(c, 0), overall-1) }
