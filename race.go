@@ -195,6 +195,7 @@ func (h *Handler) launchStep(st *requestState, r *http.Request, s step) *attempt
 			h.metrics.budgetExhausted("hedge")
 			return nil
 		}
+		h.rerank(st) // the hedge goes to the cheapest now (another vendor first)
 		a := h.launchNext(st, r, launchHedgeReason, true)
 		if a == nil {
 			// Every candidate left is cooling down or busy: no hedge

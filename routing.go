@@ -272,3 +272,59 @@ func (d *routeDecision) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 
 // roundMs is nanoseconds as milliseconds to 0.1.
 func roundMs(ns float64) float64 { return math.Round(ns/1e5) / 10 }
+
+// rerank orders the unused candidates of each priority tier of st's plan
+// by their cost now (adaptive only), so that a hedge takes the provider
+// that is cheapest when the hedge starts, a hedge delay after the plan was
+// made (its attempts in flight and recent first events have moved since).
+// The used candidates keep their places; a pinned, discovering or
+// continuing request keeps its plan's order.
+func (h *Handler) rerank(st *requestState) {
+	if h.policy != routing.Adaptive || st.pinned != nil || st.discover != nil || st.resuming != "" {
+		return
+	}
+	pl, now := st.plan, clock()
+	for i := 0; i < len(pl.cands); {
+		j := i + 1
+		for j < len(pl.cands) && pl.cands[j].cfg.Priority == pl.cands[i].cfg.Priority {
+			j++
+		}
+		rerankRun(pl, i, j, st.req.SizeClass, now)
+		i = j
+	}
+}
+
+// rerankRun orders the unused candidates of pl.cands[from:to] (one
+// priority) by cost, in the places they hold.
+func rerankRun(pl *plan, from, to, sizeClass int, now time.Time) {
+	var idx [maxTier]int
+	var ps [maxTier]*provider
+	var ins [maxTier]routing.Input
+	var costs [maxTier]float64
+	n := 0
+	for i := from; i < to && n < maxTier; i++ {
+		if !pl.used[i] {
+			idx[n], ps[n], ins[n] = i, pl.cands[i], routeInput(pl.cands[i], sizeClass, now)
+			n++
+		}
+	}
+	if n < 2 {
+		return
+	}
+	unmeasured := routing.Unmeasured(ins[:n])
+	for k := range n {
+		costs[k] = routing.Cost(ins[k], unmeasured)
+		if ps[k].health.State(now) == health.StateOpen {
+			costs[k] = math.Inf(1)
+		}
+	}
+	for i := 1; i < n; i++ {
+		for j := i; j > 0 && costs[j] < costs[j-1]; j-- {
+			ps[j], ps[j-1] = ps[j-1], ps[j]
+			costs[j], costs[j-1] = costs[j-1], costs[j]
+		}
+	}
+	for k := range n {
+		pl.cands[idx[k]] = ps[k]
+	}
+}

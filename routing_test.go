@@ -206,3 +206,33 @@ func TestExplorationHedgeDelay(t *testing.T) {
 		}
 	}
 }
+
+// TestRerankForHedge: when a hedge starts, the unused candidates of each
+// tier are ordered by their cost then; used ones keep their places, and
+// the order of another policy is left alone.
+func TestRerankForHedge(t *testing.T) {
+	ms := time.Millisecond
+	ps := routeTier(t, 100*ms, 300*ms, 500*ms, 900*ms)
+	ps[3].cfg.Priority = 1
+	for _, policy := range []routing.Policy{routing.Adaptive, routing.WeightedRandom} {
+		st := &requestState{req: &wire.Request{}, plan: newPlan([]*provider{ps[0], ps[1], ps[2], ps[3]}, "m")}
+		st.plan.used[0] = true
+		// Since the plan was made, c answers in 150 ms and b has 64 attempts in flight.
+		ps[2].health.Route.Reset()
+		ps[2].health.Route.ObserveFirstEvent(0, 150*ms, healthT0)
+		for range 64 {
+			ps[1].health.BeginAttempt()
+		}
+		(&Handler{policy: policy}).rerank(st)
+		want := "acbd"
+		if policy != routing.Adaptive {
+			want = "abcd"
+		}
+		if got := names(st.plan.cands); got != want {
+			t.Errorf("%v: plan %s after rerank, want %s", policy, got, want)
+		}
+		for range 64 {
+			ps[1].health.EndAttempt()
+		}
+	}
+}
