@@ -156,8 +156,10 @@ func providerViews(now time.Time, keep func(*health.Provider) bool) []providerVi
 	for _, ph := range hs {
 		v := snapshot(ph, now)
 		v.MaxInFlight = maxInFlightOf(v.Name)
+		v.Routing = snapshotRouting(ph, now)
 		views = append(views, v)
 	}
+	tierRouting(views)
 	sort.Slice(views, func(i, j int) bool {
 		if views[i].Name != views[j].Name {
 			return views[i].Name < views[j].Name
@@ -191,21 +193,21 @@ func writeAdminJSON(w http.ResponseWriter, v any) error {
 // writeProviderTable writes views as an aligned table for a terminal.
 func writeProviderTable(w io.Writer, now time.Time, views []providerView) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tURL\tVENDOR\tSTATE\tFAILS IN A ROW\tIN FLIGHT\tREQUESTS\tFAILURES\tHEDGES WON/LOST\tTOKENS IN/OUT\tFIRST EVENT p50/p95\tLAST ERROR")
+	fmt.Fprintln(tw, "NAME\tURL\tVENDOR\tSTATE\tFAILS IN A ROW\tIN FLIGHT\tREQUESTS\tFAILURES\tHEDGES WON/LOST\tTOKENS IN/OUT\tFIRST EVENT p50/p95\tROUTE COST/SHARE\tLAST ERROR")
 	for _, v := range views {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%s\n",
 			v.Name, v.URL, dashIfEmpty(v.Vendor), breakerText(now, v),
 			v.ConsecutiveFailures, v.InFlight,
 			shortCount(v.Requests), shortCount(v.Failures),
 			shortCount(v.HedgesWon), shortCount(v.HedgesLost),
 			shortCount(v.Tokens.Input), shortCount(v.Tokens.Output),
-			firstEventCell(v), lastFailureCell(now, v.LastError))
+			firstEventCell(v), routeCell(v), lastFailureCell(now, v.LastError))
 		for _, mc := range v.ModelCooldowns {
 			until, _ := time.Parse(time.RFC3339, mc.Until)
-			fmt.Fprintf(tw, "  model %s\t\t\tcooling for %s\t\t\t\t\t\t\t\t\n", mc.Model, shortSpan(now, until))
+			fmt.Fprintf(tw, "  model %s\t\t\tcooling for %s\t\t\t\t\t\t\t\t\t\n", mc.Model, shortSpan(now, until))
 		}
 		for _, k := range v.Keys {
-			fmt.Fprintf(tw, "  key %s\t\t\t%s\t\t%d\t\t\t\t\t\t\n", k.Fingerprint, k.State, k.InFlight)
+			fmt.Fprintf(tw, "  key %s\t\t\t%s\t\t%d\t\t\t\t\t\t\t\n", k.Fingerprint, k.State, k.InFlight)
 		}
 	}
 	return tw.Flush()
@@ -303,6 +305,7 @@ type providerView struct {
 	FirstEventP95Ms     *float64            `json:"first_event_p95_ms,omitempty"`
 	HedgeDelayMs        *float64            `json:"hedge_delay_ms,omitempty"` // the last one armed on it
 	Keys                []keyView           `json:"keys,omitempty"`
+	Routing             *routingView        `json:"routing,omitempty"` // admin_routing.go
 
 	// openUntil is kept for the text view, which shows it relative to now.
 	openUntil time.Time

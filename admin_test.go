@@ -122,7 +122,7 @@ func TestAdminListJSON(t *testing.T) {
 
 	// The exact key set: nothing in a view could carry a key or a header.
 	always := []string{"name", "url", "vendor", "state", "consecutive_failures", "in_flight", "max_in_flight",
-		"requests", "failures", "hedges_won", "hedges_lost", "tokens"}
+		"requests", "failures", "hedges_won", "hedges_lost", "tokens", "routing"}
 	whenFailing := append(slices.Clone(always), "open_until", "last_error", "model_cooldowns")
 	for i, want := range [][]string{whenFailing, whenFailing, always} {
 		if got := slices.Sorted(maps.Keys(views[i])); !slices.Equal(got, slices.Sorted(slices.Values(want))) {

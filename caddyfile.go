@@ -8,6 +8,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/routing"
 )
 
 func init() {
@@ -73,6 +75,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			max_buffer <size>
 //		}
 //		affinity off|header <name> [ttl <duration>]
+//		lb_policy adaptive|weighted_random|first
 //		max_body <size>
 //		forward <path-glob>...
 //	}
@@ -105,6 +108,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = h.parseStream(d, lines)
 		case "affinity":
 			err = h.parseAffinity(d)
+		case "lb_policy":
+			var a []string
+			if a = d.RemainingArgs(); len(a) != 1 {
+				return d.ArgErr()
+			}
+			if _, ok := routing.ParsePolicy(a[0]); !ok || a[0] == "" {
+				return d.Errf("lb_policy %q: want %s, %s or %s", a[0], routing.NameAdaptive, routing.NameWeightedRandom, routing.NameFirst)
+			}
+			h.LBPolicy = a[0]
 		case "max_body":
 			var n int64
 			n, err = sizeArg(d)

@@ -70,6 +70,7 @@ func TestCaddyfileGood(t *testing.T) {
 			max_buffer 512KiB
 		}
 		affinity header X-Session ttl 30m
+		lb_policy weighted_random
 		max_body 8MiB
 	}`)
 	if err != nil {
@@ -111,6 +112,7 @@ func TestCaddyfileGood(t *testing.T) {
 		{"max_buffer", h.Stream.MaxBuffer, int64(512 << 10)},
 		{"affinity header", h.Affinity.Header, "X-Session"},
 		{"affinity ttl", h.Affinity.TTL, caddy.Duration(30 * time.Minute)},
+		{"lb_policy", h.LBPolicy, "weighted_random"},
 		{"max_body", h.MaxBody, int64(8 << 20)},
 	}
 	for _, c := range checks {
@@ -167,6 +169,9 @@ func TestCaddyfileBad(t *testing.T) {
 		{"prefill", "provider a http://x {\n prefill maybe\n}\n", 3, "prefill: want on or off"},
 		{"size", p + "max_body lots\n", 3, "not a size"},
 		{"affinity", p + "affinity sticky\n", 3, "affinity: want"},
+		{"lb_policy unknown", p + "lb_policy least_conn\n", 3, `lb_policy "least_conn": want adaptive, weighted_random or first`},
+		{"lb_policy args", p + "lb_policy first adaptive\n", 3, "wrong argument count"},
+		{"lb_policy twice", p + "lb_policy first\nlb_policy adaptive\n", 4, "lb_policy: given twice"},
 		{"extra args", p + "max_body 1MiB 2MiB\n", 3, "exactly one argument"},
 	}
 	for _, tc := range cases {

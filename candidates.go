@@ -13,42 +13,61 @@ import (
 	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
+	"github.com/llmhedge/caddy-llm-hedge/internal/routing"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // candidates lists the providers that serve model in dialect d, in the
-// order to try them: by priority, weighted random within a priority, and
-// the session's affinity pick first.
-func (h *Handler) candidates(d wire.Dialect, model, session string) []*provider {
+// order to try them: by priority, each tier ordered by the lb_policy
+// (routing.go), and the session's affinity pick first, unless adaptive
+// routing finds it over 3x slower than its tier's fastest. The decision
+// says what the first tier's policy chose and why.
+func (h *Handler) candidates(d wire.Dialect, model, session string, sizeClass int) ([]*provider, routeDecision) {
 	out := make([]*provider, 0, len(h.providers))
 	for _, p := range h.providers {
 		if p.serves(d, model) {
 			out = append(out, p)
 		}
 	}
-	if len(out) < 2 {
-		return out
+	if len(out) == 0 {
+		return out, routeDecision{}
 	}
-	// Efraimidis-Spirakis: sorting by u^(1/w) descending is a weighted
-	// random permutation; priority sorts first.
-	keys := make(map[*provider]float64, len(out))
-	for _, p := range out {
-		keys[p] = math.Pow(h.rand(), 1/float64(p.weight))
-	}
-	slices.SortStableFunc(out, func(a, b *provider) int {
-		if c := cmp.Compare(a.cfg.Priority, b.cfg.Priority); c != 0 {
-			return c
+	slices.SortStableFunc(out, func(a, b *provider) int { return cmp.Compare(a.cfg.Priority, b.cfg.Priority) })
+	now := clock()
+	var dec routeDecision
+	for i := 0; i < len(out); {
+		j := i + 1
+		for j < len(out) && out[j].cfg.Priority == out[i].cfg.Priority {
+			j++
 		}
-		return cmp.Compare(keys[b], keys[a])
-	})
-	if session != "" && h.affinity != nil {
-		if i := h.affinityPick(out, model, session); i > 0 {
-			p := out[i]
-			copy(out[1:i+1], out[:i])
-			out[0] = p
+		if td := h.orderTier(out[i:j], sizeClass, now, i == 0); i == 0 {
+			dec = td
+		}
+		i = j
+	}
+	if len(out) < 2 || session == "" || h.affinity == nil {
+		return out, dec
+	}
+	i := h.affinityPick(out, model, session)
+	if i < 0 {
+		return out, dec
+	}
+	p := out[i]
+	if h.policy == routing.Adaptive {
+		if slow, fastest, est := affinityTooSlow(out, p, sizeClass, now); slow {
+			dec.why, dec.moved, dec.movedEst = whyAffinityMoved, p, est
+			if dec.best == nil && dec.pick != nil {
+				dec.bestEst = fastest
+			}
+			return out, dec
 		}
 	}
-	return out
+	copy(out[1:i+1], out[:i])
+	out[0] = p
+	dec.pick, dec.why = p, whyAffinity
+	dec.est, _ = p.health.Route.FirstEvent(sizeClass, now)
+	dec.best, dec.cost = nil, 0
+	return out, dec
 }
 
 // affinityPick chooses the provider for a session: the remembered winner

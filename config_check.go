@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/routing"
 )
 
 // effective is a duration as it runs: the value written, else the default.
@@ -111,6 +113,9 @@ func (h *Handler) checkConfig() error {
 	}
 	if _, err := h.timeoutConflict(); err != nil {
 		return err
+	}
+	if _, ok := routing.ParsePolicy(h.LBPolicy); !ok {
+		return fmt.Errorf("lb_policy %q: want %s, %s or %s", h.LBPolicy, routing.NameAdaptive, routing.NameWeightedRandom, routing.NameFirst)
 	}
 	for _, f := range []struct {
 		name string

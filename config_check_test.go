@@ -57,6 +57,7 @@ func TestJSONConfigChecks(t *testing.T) {
 		{"negative weight", `{"providers":[{"name":"a","base_url":"http://x","weight":-3}]}`, `providers[0] ("a"): weight is negative`},
 		{"hedge off with a field", `{"providers":[{"name":"a","base_url":"http://x"}],"hedge":{"off":true,"min":"1s"}}`, "hedge: off conflicts with min"},
 		{"hedge min above max", `{"providers":[{"name":"a","base_url":"http://x"}],"hedge":{"min":"10s"}}`, "hedge: min 10s is above max 8s (the default)"},
+		{"unknown lb_policy", `{"providers":[{"name":"a","base_url":"http://x"}],"lb_policy":"round_robin"}`, `lb_policy "round_robin": want adaptive, weighted_random or first`},
 		{"affinity off with ttl", `{"providers":[{"name":"a","base_url":"http://x"}],"affinity":{"off":true,"ttl":"5m"}}`, "affinity: off conflicts"},
 		{"first_byte over total", `{"providers":[{"name":"a","base_url":"http://x"}],"timeouts":{"first_byte":"2m","total":"1m"}}`, "timeouts: first_byte 2m0s is longer"},
 		{"bad duration", `{"providers":[{"name":"a","base_url":"http://x"}],"timeouts":{"idle":"soon"}}`, "timeouts.idle: "},

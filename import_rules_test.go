@@ -21,6 +21,7 @@ var importRules = map[string][]string{
 	"internal/jsonscan/jsontest": nil, // tests only: the JSON mutator
 	"internal/limit":             nil,
 	"internal/upconn":            nil, // the cleartext provider connection's pooled reads
+	"internal/routing":           nil, // the cost of a provider and the pick within a tier
 	"internal/freeport":          nil, // tests and the bench only: loopback ports never handed out twice
 	"fleettest":                  nil, // tests only: the fleet of real processes
 	// The layers below the root (docs/architecture.md). A new package is
@@ -30,7 +31,7 @@ var importRules = map[string][]string{
 	"internal/translate": {"internal/sse", "internal/jsonscan"},
 	"internal/genai":     {"internal/jsonscan"},
 	"internal/stream":    {"internal/wire", "internal/sse", "internal/jsonscan"},
-	"internal/health":    {"github.com/beorn7/perks/quantile", "internal/jsonscan"}, // jsonscan: rate-limit numbers in an error body
+	"internal/health":    {"github.com/beorn7/perks/quantile", "internal/jsonscan", "internal/routing"}, // jsonscan: rate-limit numbers in an error body; routing: its Stats live in the entry
 	"internal/affinity":  {"github.com/cespare/xxhash/v2"},
 	// A dialect reads its providers' retry hints with limit's parsers (a leaf).
 	"internal/dialect/*": {"internal/wire", "internal/sse", "internal/jsonscan", "internal/limit"},

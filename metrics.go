@@ -38,6 +38,7 @@ type handlerMetrics struct {
 	resumeIn     *prometheus.CounterVec
 	discovers    *prometheus.CounterVec
 	translations *prometheus.CounterVec
+	routePicks   *prometheus.CounterVec
 
 	// series caches the children every request records (its outcome, the
 	// winner's result, first event and tokens): finding one by its label
@@ -135,6 +136,8 @@ func newHandlerMetrics() *handlerMetrics {
 			Help: "Discoveries of a provider-held object this instance did not know, by outcome (found, not_found)."}, []string{"outcome"}),
 		translations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "translations_total",
 			Help: "Attempts on a provider serving another format by translation, by provider, client format and outcome (sent; skipped: a material loss, nothing sent)."}, []string{"provider", "client", "outcome"}),
+		routePicks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "route_picks_total",
+			Help: "Providers a request's first attempt went to within a tier of two or more, by provider and why (least_cost, explore, weighted, first, affinity, affinity_moved, fallthrough)."}, []string{"provider", "reason"}),
 		keys: keyCollector{
 			state: prometheus.NewDesc(ns+"_"+sub+"_key_state",
 				"State of each configured key, by fingerprint: 0 ok, 1 cooling, 2 exhausted, 3 disabled.", []string{"provider", "key"}, nil),
@@ -165,7 +168,7 @@ func provisionMetrics(ctx caddy.Context) (*handlerMetrics, error) {
 // lists their series; TestReadmeMetricsTable compares the two).
 func (m *handlerMetrics) all() []prometheus.Collector {
 	return []prometheus.Collector{m.requests, m.attempts, m.hedges, m.firstEvent, m.tokens, m.retries,
-		m.exhausted, m.state, m.quotaSkips, m.keys, m.resumes, m.resumeIn, m.discovers, m.translations}
+		m.exhausted, m.state, m.quotaSkips, m.keys, m.resumes, m.resumeIn, m.discovers, m.translations, m.routePicks}
 }
 
 // The recording methods do nothing on a nil *handlerMetrics, so a handler
@@ -221,6 +224,12 @@ func (m *handlerMetrics) continuation(provider string, u *wire.Usage) {
 		m.resumeIn.WithLabelValues(provider).Add(float64(u.Input))
 	}
 	m.addTokens(provider, wire.Usage{Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite})
+}
+
+func (m *handlerMetrics) routePick(provider, why string) {
+	if m != nil {
+		m.counter2(m.routePicks, provider, why).Inc()
+	}
 }
 
 func (m *handlerMetrics) quotaSkip(provider string) {

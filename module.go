@@ -28,6 +28,7 @@ import (
 	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
+	"github.com/llmhedge/caddy-llm-hedge/internal/routing"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	_ "github.com/llmhedge/caddy-llm-hedge/sim"
 )
@@ -80,6 +81,17 @@ type Handler struct {
 	// where its prompt cache is.
 	Affinity AffinityConfig `json:"affinity,omitzero"`
 
+	// How the provider a request tries first is chosen within a priority
+	// tier, in the words of Caddy's lb_policy: "adaptive" (the least cost
+	// from the provider's recent first-event time for the request's size,
+	// its attempts in flight, its recent failure rate and its keys' quota
+	// left, weight a prior; each provider keeps at least 1% of the picks
+	// to explore), "weighted_random" (in proportion to weight) or "first"
+	// (in the order written). A session's affinity pick comes first under
+	// every policy (under adaptive, unless its first events are over 3x
+	// the tier's fastest). Default: adaptive.
+	LBPolicy string `json:"lb_policy,omitempty"`
+
 	// Largest request body accepted, in bytes; larger bodies get 413 in the
 	// client's dialect. Default: 32 MiB.
 	MaxBody int64 `json:"max_body,omitempty"`
@@ -101,6 +113,7 @@ type Handler struct {
 	hedgeBudget *limit.Budget
 	retryBudget *limit.Budget
 	affinity    *affinity.Table
+	policy      routing.Policy
 	owners      *responseOwners
 	rejects     [][]byte
 	cooldown    health.Cooldown
@@ -179,6 +192,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			h.logger.Warn("hedge percentile and budget disagree", zap.String("detail", msg))
 		}
 	}
+	h.policy, _ = routing.ParsePolicy(h.LBPolicy) // checkConfig refused another name
 	h.rand = rand.Float64
 	owners, err := loadResponseOwners()
 	if err != nil {

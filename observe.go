@@ -29,6 +29,7 @@ type chainEntry struct {
 	FirstEventMs int64
 	Strategy     string // resume: prefill, replay or finish
 	Delivered    int    // resume: characters of text the client had
+	Route        *routeDecision
 }
 
 func (c chainEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
@@ -51,6 +52,11 @@ func (c chainEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	}
 	if c.FirstEventMs > 0 {
 		enc.AddInt64("first_event_ms", c.FirstEventMs)
+	}
+	if c.Route != nil {
+		if err := enc.AddObject("route", c.Route); err != nil {
+			return err
+		}
 	}
 	if c.Event == "resume" {
 		if c.Strategy != "" {
@@ -85,6 +91,9 @@ func (st *requestState) chain() chain {
 		}
 		if a.firstEvent > 0 { // reached its first valid event: the winner, or a loser that tied
 			e.FirstEventMs = max(a.firstEvent.Milliseconds(), 1)
+		}
+		if a.n == 1 && st.route.pick != nil && st.route.tier > 1 {
+			e.Route = &st.route // why the request's first attempt went where it did
 		}
 		out = append(out, e)
 	}

@@ -131,8 +131,12 @@ func (h *Handler) recordWin(st *requestState, a *attempt, now time.Time) {
 	a.verdicts++
 	if st.req.Stream {
 		// Only streams are hedged, and a non-stream's time is the whole
-		// generation, not a first event: it would inflate the hedge delay.
+		// generation, not a first event: it would inflate the hedge delay
+		// and the routing cost.
 		a.p.latency.Observe(st.req.SizeClass, a.firstEvent, now)
+		a.p.health.Route.ObserveFirstEvent(st.req.SizeClass, a.firstEvent, now)
+	} else {
+		a.p.health.Route.ObserveSuccess(now)
 	}
 }
 
@@ -188,6 +192,13 @@ func (h *Handler) settle(st *requestState, a *attempt) {
 		p.health.Release(a.probe)
 		p.health.NoteHedge(false)
 		p.latency.Observe(st.req.SizeClass, a.elapsed, now) // the tail must not hide behind cancellations
+		if st.req.Stream {
+			if a.firstEvent > 0 { // it tied: its first event came
+				p.health.Route.ObserveFirstEvent(st.req.SizeClass, a.firstEvent, now)
+			} else {
+				p.health.Route.ObserveAtLeast(st.req.SizeClass, a.elapsed, now)
+			}
+		}
 		h.metrics.attempt(p.name, "lost")
 	case a.class == wire.ClassClientAbort || a.class == wire.ClassTotalTimeout:
 		a.outcome = "client_abort"
@@ -202,6 +213,9 @@ func (h *Handler) settle(st *requestState, a *attempt) {
 		h.metrics.attempt(p.name, "failed_"+string(a.class))
 	case a.class.ProviderLevel():
 		a.outcome = "provider_error"
+		if st.req.Stream {
+			p.health.Route.ObserveAtLeast(st.req.SizeClass, a.elapsed, now) // no first event after that long
+		}
 		h.providerFailed(p, a.epoch, now, string(a.class), a.err, a.status, a.retryAfter, st.plan.model, a.probe)
 		h.metrics.attempt(p.name, "failed_"+string(a.class))
 	default:
@@ -267,6 +281,9 @@ const (
 // in epoch, and logs the breaker opening it caused, if it did.
 func (h *Handler) providerFailed(p *provider, epoch int64, now time.Time, class string, err error, status int, retryAfter time.Duration, model string, probe bool) {
 	msg := loggedError(p, err)
+	if class != "model_not_found" { // the provider answered: only that model is missing
+		p.health.Route.ObserveFailure(now)
+	}
 	if !p.health.OnFailureIn(epoch, now, h.cooldown, class, msg, status, retryAfter, model, probe) {
 		return
 	}
@@ -322,13 +339,15 @@ func keyReenabled(l *zap.Logger, provider, fp, reason string) {
 }
 
 // publish makes this config's word on its providers the shared one: the
-// admin view's max_in_flight, each key's quota_reserve (the admin view and
+// admin view's max_in_flight, priority and weight, each key's quota_reserve (the admin view and
 // the key gauge judge by it), and the refused keys given another chance,
 // as a reload does (SPEC 14). It runs last in Provision: a config refused
 // during it leaves these as the running config set them.
 func (h *Handler) publish() {
 	for _, p := range h.providers {
 		noteMaxInFlight(p.name, p.cfg.MaxInFlight)
+		p.health.Route.Priority.Store(int64(p.cfg.Priority))
+		p.health.Route.Weight.Store(int64(p.weight))
 		for _, k := range p.keys {
 			k.St.Reserve.Store(p.reserve)
 			if k.St.Disabled.Swap(false) {

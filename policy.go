@@ -255,7 +255,7 @@ func (h *Handler) fallback(st *requestState) bool {
 		st.fellBack[f.To] = true
 		// The session key keeps a conversation on one provider of the
 		// fallback model too, where its prompt cache will build up.
-		cands := h.candidates(st.dialect, f.To, st.req.SessionKey)
+		cands, _ := h.candidates(st.dialect, f.To, st.req.SessionKey, st.req.SizeClass)
 		if len(cands) == 0 {
 			// No provider serves the fallback model: the outage stays an
 			// outage (503), not a 404 for a model the client never named.
@@ -310,7 +310,8 @@ func (h *Handler) launchContextFallback(st *requestState, r *http.Request, a *at
 	}
 	st.contextFellBack = len(st.attempts)
 	st.fallbackModel = to
-	st.plan = newPlan(h.candidates(st.dialect, to, st.req.SessionKey), to)
+	cands, _ := h.candidates(st.dialect, to, st.req.SessionKey, st.req.SizeClass)
+	st.plan = newPlan(cands, to)
 	n := h.launchNext(st, r, launchContextFallbackReason, false)
 	if n == nil {
 		h.retryBudget.Refund(tok) // every provider of it is cooling down: no retry happened

@@ -54,7 +54,10 @@ type Provider struct {
 	Vendor string `json:"vendor,omitempty"`
 	// Lower is tried first. Default: 0.
 	Priority int `json:"priority,omitempty"`
-	// Weighted random choice among providers of one priority. Default: 1.
+	// The provider's weight within its priority tier: under lb_policy
+	// weighted_random its share of the tier's picks; under adaptive (the
+	// default) a prior, dividing its cost, so that it decides while
+	// nothing is measured and tilts the choice afterwards. Default: 1.
 	Weight int `json:"weight,omitempty"`
 	// Globs of requested models this provider serves. Default: all.
 	Models []string `json:"models,omitempty"`

@@ -38,7 +38,11 @@ func (h *Handler) runRace(st *requestState, r *http.Request) *attempt {
 	}
 	st.repl = repl
 	h.failback(st)
-	st.plan = newPlan(st.holderPlan(h.candidates(req.Dialect, req.Model, req.SessionKey)), req.Model)
+	cands, route := h.candidates(req.Dialect, req.Model, req.SessionKey, req.SizeClass)
+	if st.pinned == nil && st.discover == nil {
+		st.route = route // a pinned or discovering request is not routed
+	}
+	st.plan = newPlan(st.holderPlan(cands), req.Model)
 	// Every launch path checks attemptsLeft, the forced probe included, so
 	// at most Retry.Attempts attempts ever report: none blocks on its
 	// report, even after race returned (drain reaps them).
@@ -71,7 +75,7 @@ func (h *Handler) racePlan(st *requestState, r *http.Request) *attempt {
 			return
 		}
 		newest := st.attempts[len(st.attempts)-1]
-		hedgeC = armTimer(&hedgeTimer, h.hedgeDelay(newest.p, req.SizeClass))
+		hedgeC = armTimer(&hedgeTimer, h.hedgeDelayFirst(st, newest))
 	}
 
 	// carryOut does what a step of the policy says; it reports whether
@@ -118,6 +122,9 @@ func (h *Handler) racePlan(st *requestState, r *http.Request) *attempt {
 	st.inlineFirst = false
 	if first == nil {
 		return nil
+	}
+	if st.resuming == "" {
+		h.notePick(st, first)
 	}
 	rearm(true)
 
@@ -188,6 +195,7 @@ func (h *Handler) launchStep(st *requestState, r *http.Request, s step) *attempt
 			h.metrics.budgetExhausted("hedge")
 			return nil
 		}
+		h.rerank(st) // the hedge goes to the cheapest now (another vendor first)
 		a := h.launchNext(st, r, launchHedgeReason, true)
 		if a == nil {
 			// Every candidate left is cooling down or busy: no hedge

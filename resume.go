@@ -184,7 +184,8 @@ func (p *provider) prefills(d wire.Dialect) bool {
 // providers whose stream broke in this request go last.
 func (h *Handler) resumeCandidates(st *requestState) []*provider {
 	// A continuation never crosses formats: native providers only.
-	cands := slices.DeleteFunc(slices.Clone(st.pinPlan(h.candidates(st.dialect, st.plan.model, st.req.SessionKey))),
+	all, _ := h.candidates(st.dialect, st.plan.model, st.req.SessionKey, st.req.SizeClass)
+	cands := slices.DeleteFunc(slices.Clone(st.pinPlan(all)),
 		func(p *provider) bool { return !p.native(st.dialect) })
 	slices.SortStableFunc(cands, func(a, b *provider) int {
 		ba, bb := slices.Contains(st.broke, a), slices.Contains(st.broke, b)

@@ -45,6 +45,7 @@ type requestState struct {
 	req                  *wire.Request
 
 	plan          *plan
+	route         routeDecision // what the first tier's lb_policy chose (routing.go)
 	done          chan *attempt
 	attempts      []*attempt
 	skips         []chainEntry

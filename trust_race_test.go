@@ -96,12 +96,12 @@ func TestAffinityPickPrefersRecoveredTier(t *testing.T) {
 		{at: 31 * time.Second, want: "primary"},   // primary half-open: back to the best tier
 	} {
 		now = healthT0.Add(tc.at)
-		if got := h.candidates(dialectAnthropic, "m", "s"); got[0].name != tc.want {
+		if got, _ := h.candidates(dialectAnthropic, "m", "s", 0); got[0].name != tc.want {
 			t.Fatalf("at +%v: first candidate %s, want %s", tc.at, got[0].name, tc.want)
 		}
 	}
 	primary.health.Reset(clock())
-	if got := h.candidates(dialectAnthropic, "m", "s"); got[0].name != "primary" {
+	if got, _ := h.candidates(dialectAnthropic, "m", "s", 0); got[0].name != "primary" {
 		t.Fatalf("primary closed: first candidate %s, want primary", got[0].name)
 	}
 }

@@ -51,6 +51,8 @@ var (
 	soakReload  = flag.Duration("soak-reload", 30*time.Second, "soak: run `caddy reload` this often, alternately renaming and restoring a provider (0: never)")
 	soakAbort   = flag.Float64("soak-abort", 1, "soak: percent of streams the client leaves after its first bytes")
 	caddyCPUs   = flag.String("caddy-cpus", "", "run Caddy on these CPUs only (taskset -c list, e.g. 1); run the bench with taskset on the others (taskset -c 0 go run ./bench …) for a measurement without the two contending for a core")
+	routeCells  = flag.Int("route", 0, "instead of the comparison: this many streams (1000 for the acceptance cell) at -route-conc through three providers of one tier at 100/300/900 ms to their first token, under lb_policy first (the fastest written first: the oracle), adaptive and weighted_random; report first-content p50/p99, attempts and hedges (docs/routing.md)")
+	routeConc   = flag.Int("route-conc", 16, "route: streams at once")
 	keep        = flag.Bool("keep", false, "keep the scratch directory (Caddyfiles, Caddy logs) and print its path")
 )
 
@@ -97,6 +99,8 @@ func run() error {
 		return runSoak(bin, dir)
 	case *idleStreams > 0:
 		return runIdleStreams(bin, dir, *idleStreams)
+	case *routeCells > 0:
+		return runRoute(bin, dir, *routeCells, *routeConc)
 	}
 	return runCompare(bin, dir)
 }

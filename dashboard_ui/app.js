@@ -22,6 +22,16 @@
   }
   function ms(v) { return v == null ? "–" : Math.round(v) + " ms"; }
 
+  // routeCell: adaptive routing's cost of the provider now and its share
+  // of its priority tier's first attempts over the last ~10 s.
+  function routeCell(p) {
+    const r = p.routing;
+    if (!r) return el("td", {}, "–");
+    const why = "recent first event " + ms(r.first_event_est_ms) + ", failure rate " + Math.round(r.failure_rate * 100) +
+      "%, quota left " + Math.round(r.quota_left * 100) + "%, weight " + r.weight + ", priority " + r.priority;
+    return el("td", { className: "route", title: why }, ms(r.cost_ms) + " / " + Math.round(r.share * 100) + "%");
+  }
+
   function stateCell(p) {
     let text = p.state;
     if (p.state === "open" && p.open_until) text = "open, next probe in " + ago(p.open_until);
@@ -90,6 +100,7 @@
         el("td", { className: "in-flight" }, p.in_flight + " / " + (p.max_in_flight ? p.max_in_flight : "∞")),
         el("td", {}, ms(p.first_event_p50_ms) + " / " + ms(p.first_event_p95_ms)),
         el("td", { title: "the hedge delay last armed after a first attempt on this provider" }, ms(p.hedge_delay_ms)),
+        routeCell(p),
         el("td", {}, p.requests + " / " + p.failures),
         el("td", { className: "per-minute" }, `${act.ok} / ${act.lost} / ${act.error} / ${act.other}`),
         el("td", { className: "hedges" }, act.hedges + " / " + act.hedges_won),

@@ -29,6 +29,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	llm_sim [<matcher>] {
 //		first_token <duration>       # delay before the first content delta; default 0
 //		slow        <percent> <duration>  # that share of requests waits <duration> instead
+//		jitter      <percent>        # first-token delay times a uniform draw in [1-p%, 1+p%]; default 0
 //		token_delay <duration>       # between deltas; default 0
 //		tokens      <n>              # deltas (output tokens) per response; default 12
 //		text        <string...>      # response text, split into the deltas
@@ -61,6 +62,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.FirstToken, err = durationArg(d, sub)
 		case "slow":
 			err = h.unmarshalSlow(d)
+		case "jitter":
+			err = h.unmarshalJitter(d)
 		case "token_delay":
 			h.TokenDelay, err = durationArg(d, sub)
 		case "tokens":
@@ -196,6 +199,20 @@ func (h *Handler) unmarshalSlow(d *caddyfile.Dispenser) error {
 		return err
 	}
 	h.SlowPercent, h.SlowFirstToken = p, dur
+	return nil
+}
+
+// unmarshalJitter reads the rest of a `jitter <percent>` line.
+func (h *Handler) unmarshalJitter(d *caddyfile.Dispenser) error {
+	args := d.RemainingArgs()
+	if len(args) != 1 {
+		return d.ArgErr()
+	}
+	p, err := parsePercent(d, args[0])
+	if err != nil {
+		return err
+	}
+	h.FirstTokenJitter = p
 	return nil
 }
 

@@ -24,6 +24,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"everything", `llm_sim {
 			first_token 250ms
 			slow 10% 5s
+			jitter 20%
 			token_delay 20ms
 			tokens 30
 			text "Hello, world." again
@@ -37,17 +38,18 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			fault fake200
 			fault reset percent 0.5
 		}`, Config{
-			FirstToken:     caddy.Duration(250 * time.Millisecond),
-			SlowPercent:    10,
-			SlowFirstToken: caddy.Duration(5 * time.Second),
-			TokenDelay:     caddy.Duration(20 * time.Millisecond),
-			Tokens:         30,
-			Text:           "Hello, world. again",
-			Model:          "claude-sim",
-			Pings:          new(0),
-			CacheRead:      100,
-			Key:            "secret",
-			Seed:           42,
+			FirstToken:       caddy.Duration(250 * time.Millisecond),
+			SlowPercent:      10,
+			SlowFirstToken:   caddy.Duration(5 * time.Second),
+			FirstTokenJitter: 20,
+			TokenDelay:       caddy.Duration(20 * time.Millisecond),
+			Tokens:           30,
+			Text:             "Hello, world. again",
+			Model:            "claude-sim",
+			Pings:            new(0),
+			CacheRead:        100,
+			Key:              "secret",
+			Seed:             42,
 			Faults: []Fault{
 				{Kind: FaultStatus, Status: 529, Percent: 50, Count: 3, RetryAfter: "2", NoRetry: true, Model: "claude-*", Delay: caddy.Duration(time.Second)},
 				{Kind: FaultCut, After: 5},
@@ -184,6 +186,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative first token", Config{FirstToken: -1}, "first_token"},
 		{"negative slow", Config{SlowFirstToken: -1}, "slow"},
 		{"slow percent", Config{SlowPercent: 101}, "slow: percent"},
+		{"jitter percent", Config{FirstTokenJitter: -5}, "jitter: percent"},
 		{"negative tokens", Config{Tokens: -1}, "tokens"},
 		{"negative pings", Config{Pings: new(-1)}, "pings"},
 		{"negative cache read", Config{CacheRead: -1}, "cache_read"},

@@ -36,6 +36,11 @@ type Config struct {
 	// The first-token delay of the slow share of requests. Default 0.
 	SlowFirstToken caddy.Duration `json:"slow_first_token,omitempty"`
 
+	// Spread of the first-token delay, in percent (0-100): each request
+	// waits its delay times a uniform draw from [1-j/100, 1+j/100], as a
+	// real endpoint's first token is never exactly on time. Default 0.
+	FirstTokenJitter float64 `json:"first_token_jitter,omitempty"`
+
 	// Delay between two content deltas. Default 0 (no think time, for load
 	// benchmarks).
 	TokenDelay caddy.Duration `json:"token_delay,omitempty"`
@@ -288,6 +293,9 @@ func (c Config) Validate() error {
 	}
 	if err := validPercent(c.SlowPercent); err != nil {
 		return fmt.Errorf("slow: %w", err)
+	}
+	if err := validPercent(c.FirstTokenJitter); err != nil {
+		return fmt.Errorf("jitter: %w", err)
 	}
 	if c.Tokens < 0 || c.Tokens > maxTokens {
 		return fmt.Errorf("tokens %d: must be between 1 and %d", c.Tokens, maxTokens)

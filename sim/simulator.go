@@ -141,10 +141,14 @@ func (p *plan) setDeltas(deltas []string) {
 
 // firstTokenDelay draws the wait before the first delta of one request.
 func (p *plan) firstTokenDelay() time.Duration {
+	d := p.firstToken
 	if p.cfg.SlowPercent > 0 && p.rng.chance(p.cfg.SlowPercent) {
-		return p.slowToken
+		d = p.slowToken
 	}
-	return p.firstToken
+	if j := p.cfg.FirstTokenJitter; j > 0 && d > 0 {
+		d = time.Duration(float64(d) * (1 + j/100*(2*p.rng.float()-1)))
+	}
+	return d
 }
 
 // lockedRand is a seeded source shared by the requests.
@@ -152,6 +156,13 @@ type lockedRand struct {
 	mu         sync.Mutex
 	r          *rand.Rand
 	lastSample string // the text of the latest sampled answer
+}
+
+// float draws from [0, 1).
+func (l *lockedRand) float() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Float64()
 }
 
 // chance reports true with probability percent/100.

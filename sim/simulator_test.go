@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
 )
 
 func TestHTTPErrors(t *testing.T) {
@@ -206,5 +208,25 @@ func TestSplitText(t *testing.T) {
 		if strings.Join(got, "|") != strings.Join(tt.want, "|") {
 			t.Errorf("splitText(%q, %d) = %q, want %q", tt.text, tt.n, got, tt.want)
 		}
+	}
+}
+
+// TestFirstTokenJitter: jitter spreads the first-token delay over
+// [d(1-j), d(1+j)] and never leaves it.
+func TestFirstTokenJitter(t *testing.T) {
+	p := compile(Config{FirstToken: caddy.Duration(100 * time.Millisecond), FirstTokenJitter: 20, Seed: 7})
+	lo, hi := time.Hour, time.Duration(0)
+	for range 1000 {
+		d := p.firstTokenDelay()
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if lo < 80*time.Millisecond || hi > 120*time.Millisecond {
+		t.Fatalf("delays in [%v, %v], want within [80ms, 120ms]", lo, hi)
+	}
+	if lo > 85*time.Millisecond || hi < 115*time.Millisecond {
+		t.Fatalf("delays in [%v, %v]: 1000 draws should reach near both ends", lo, hi)
+	}
+	if d := compile(Config{FirstToken: caddy.Duration(100 * time.Millisecond)}).firstTokenDelay(); d != 100*time.Millisecond {
+		t.Fatalf("without jitter: %v, want 100ms", d)
 	}
 }

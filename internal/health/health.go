@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/routing"
 )
 
 // The breaker's defaults (cooldown.failures, cooldown.duration; cooldown.max
@@ -97,6 +99,9 @@ type Provider struct {
 	// latency holds recent first-event times: it drives the adaptive hedge
 	// delay and the admin p50/p95, and outlives reloads with the breaker.
 	Latency *LatencyTracker
+	// Route is what adaptive routing measured of the provider (recent
+	// first-event times, failure rate, picks); a reload keeps it.
+	Route routing.Stats
 	// hedgeDelayNs is the hedge delay last armed on this provider (0: none yet), for the dashboard.
 	HedgeDelayNs atomic.Int64
 
@@ -359,6 +364,7 @@ func (ph *Provider) Reset(now time.Time) (was State, reenabled []string) {
 	ph.ProbeSince.Store(0)
 	ph.limitedUntilNs.Store(0)
 	ph.Models.Store(nil)
+	ph.Route.Reset() // measured again from the next attempts
 	return was, ph.Keys.Reset()
 }
 
