@@ -42,6 +42,21 @@ type otlpReceiver struct {
 	bad   []string
 }
 
+// stopCaddy stops Caddy, which flushes and shuts its tracer provider
+// down: every span is at the receiver when Stop returns. No export may
+// have been malformed.
+func (rc *otlpReceiver) stopCaddy(t *testing.T) {
+	t.Helper()
+	if err := caddy.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if len(rc.bad) > 0 {
+		t.Fatalf("bad exports: %v", rc.bad)
+	}
+}
+
 func newOTLPReceiver(t *testing.T) *otlpReceiver {
 	t.Helper()
 	rc := &otlpReceiver{scope: map[*tracepb.Span]string{}}
@@ -220,16 +235,9 @@ http://127.0.0.1:%d {
 		t.Fatalf("the hedges did not run: fast %d, fast-off %d", completions(fast), completions(offFast))
 	}
 
-	// Stopping Caddy flushes and shuts its tracer provider down: every
-	// span is at the receiver when Stop returns.
-	if err := caddy.Stop(); err != nil {
-		t.Fatal(err)
-	}
+	rc.stopCaddy(t)
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if len(rc.bad) > 0 {
-		t.Fatalf("bad exports: %v", rc.bad)
-	}
 
 	var servers []*tracepb.Span
 	children := map[string][]*tracepb.Span{}
