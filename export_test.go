@@ -47,3 +47,11 @@ func SetTailWait(d time.Duration) (restore func()) {
 	tailDeadlines = stream.NewDeadlines(d)
 	return func() { tailDeadlines = old }
 }
+
+// SetRoutePick swaps the adaptive policy's pick (routePick) for the
+// routing bench; the returned func restores it.
+func SetRoutePick(pick func(costs, weights []float64, measured bool, u, v, x float64) (int, string)) (restore func()) {
+	old := routePick
+	routePick = pick
+	return func() { routePick = old }
+}

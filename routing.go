@@ -96,6 +96,11 @@ func quotaOf(k *health.Key, t, reserve int64) float64 {
 
 // orderTier orders one priority tier by the handler's policy. When first
 // (the request's best tier) its front is the pick and the decision says
+
+// routePick is the adaptive pick (routing.Pick); the routing bench swaps
+// in power of two choices to measure it beside the full scan.
+var routePick = routing.Pick
+
 // why; a lower tier is only ordered (by cost, without exploration).
 func (h *Handler) orderTier(tier []*provider, sizeClass int, now time.Time, first bool) routeDecision {
 	dec := routeDecision{policy: h.policy, tier: len(tier)}
@@ -130,7 +135,7 @@ func (h *Handler) orderTier(tier []*provider, sizeClass int, now time.Time, firs
 	}
 	k, why := 0, routing.WhyBest
 	if first {
-		k, why = routing.Pick(costs[:n], weights[:n], measured, h.rand(), h.rand(), h.rand())
+		k, why = routePick(costs[:n], weights[:n], measured, h.rand(), h.rand(), h.rand())
 	}
 	// The pick first, the rest by cost (stable: ties keep the order
 	// written): failovers and hedges take them in that order.

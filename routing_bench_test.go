@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	llmhedge "github.com/llmhedge/caddy-llm-hedge"
+	"github.com/llmhedge/caddy-llm-hedge/internal/routing"
 )
 
 // routeBenchRequests and routeBenchConcurrency size the routing cells:
@@ -26,12 +29,19 @@ const (
 //
 //	go test -run '^$' -bench BenchmarkRoutingTier -benchtime 1x .
 func BenchmarkRoutingTier(b *testing.B) {
-	for _, tc := range []struct{ name, block string }{
-		{"oracle", "lb_policy first\n"},
-		{"adaptive", ""},
-		{"weighted_random", "lb_policy weighted_random\n"},
+	for _, tc := range []struct {
+		name, block string
+		pick        func(costs, weights []float64, measured bool, u, v, x float64) (int, string)
+	}{
+		{"oracle", "lb_policy first\n", nil},
+		{"adaptive", "", nil},
+		{"p2c", "", pickTwo}, // adaptive's cost, power of two choices instead of the full scan
+		{"weighted_random", "lb_policy weighted_random\n", nil},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
+			if tc.pick != nil {
+				defer llmhedge.SetRoutePick(tc.pick)()
+			}
 			p, ups := routingTier(b, 100*time.Millisecond, tc.block)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: routeBenchConcurrency}}
 			defer client.CloseIdleConnections()
@@ -66,6 +76,26 @@ func BenchmarkRoutingTier(b *testing.B) {
 				attempts, per[0], per[1], per[2], 100*hedgeShare)
 		})
 	}
+}
+
+// pickTwo is power of two choices over the adaptive cost (Finagle's and
+// Linkerd's balancer): two distinct providers drawn at random, the lower
+// cost first; no exploration share (the draw explores). Before anything
+// is measured it picks by weight, as routing.Pick does.
+func pickTwo(costs, weights []float64, measured bool, u, v, x float64) (int, string) {
+	n := len(costs)
+	if n < 2 || !measured {
+		return routing.Pick(costs, weights, measured, u, v, x)
+	}
+	i := min(int(u*float64(n)), n-1)
+	j := min(int(v*float64(n-1)), n-2)
+	if j >= i {
+		j++
+	}
+	if costs[j] < costs[i] {
+		i = j
+	}
+	return i, "p2c"
 }
 
 // BenchmarkRoutingShift runs the adaptive tier of BenchmarkRoutingTier
