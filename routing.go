@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"go.uber.org/zap/zapcore"
@@ -97,9 +98,10 @@ func quotaOf(k *health.Key, t, reserve int64) float64 {
 // orderTier orders one priority tier by the handler's policy. When first
 // (the request's best tier) its front is the pick and the decision says
 
-// routePick is the adaptive pick (routing.Pick); the routing bench swaps
-// in power of two choices to measure it beside the full scan.
-var routePick = routing.Pick
+// routePick, when set, replaces the adaptive pick (routing.Pick): the
+// routing bench swaps in power of two choices to measure it beside the
+// full scan. nil in production.
+var routePick func(costs, weights []float64, measured bool, u, v, x float64) (int, string)
 
 // why; a lower tier is only ordered (by cost, without exploration).
 func (h *Handler) orderTier(tier []*provider, sizeClass int, now time.Time, first bool) routeDecision {
@@ -135,7 +137,13 @@ func (h *Handler) orderTier(tier []*provider, sizeClass int, now time.Time, firs
 	}
 	k, why := 0, routing.WhyBest
 	if first {
-		k, why = routePick(costs[:n], weights[:n], measured, h.rand(), h.rand(), h.rand())
+		if routePick != nil {
+			// The bench's pick gets copies: handing the arrays to a func
+			// value would move them to the heap on every request.
+			k, why = routePick(slices.Clone(costs[:n]), slices.Clone(weights[:n]), measured, h.rand(), h.rand(), h.rand())
+		} else {
+			k, why = routing.Pick(costs[:n], weights[:n], measured, h.rand(), h.rand(), h.rand())
+		}
 	}
 	// The pick first, the rest by cost (stable: ties keep the order
 	// written): failovers and hedges take them in that order.
