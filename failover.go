@@ -1,8 +1,13 @@
 package llmhedge
 
 import (
+	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // failoverRoute is how the next failover of a request is paid for.
@@ -115,4 +120,104 @@ func (h *Handler) launchFrom(st *requestState, r *http.Request, reason string, h
 		pl.used[i] = false
 	}
 	return a
+}
+
+// answerFailure writes the final error when no attempt could commit: a
+// request-level error passes through as the provider sent it;
+// a client that left gets nothing; otherwise 503 (or 504, or the 4xx every
+// provider agreed on) with the last upstream error in the message.
+func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
+	last := st.lastFailure()
+	switch {
+	case st.outcome == outcomeClientAbort:
+		return
+	case last != nil && last.class == wire.ClassObjectMissing && st.objectUnsure():
+		st.answerHolderDown(w, st.plan.cands) // holder.go: not a not-found while a holder may be down
+		return
+	case last != nil && last.class.PassedThrough():
+		st.outcome, st.status = outcomeClientError, last.status
+		passThrough(w, last)
+		return
+	}
+	if st.plan != nil && len(st.attempts) == 0 && refuseUntranslatable(w, st) {
+		return
+	}
+	if st.plan != nil && len(st.plan.cands) == 0 {
+		// No configured provider serves this model in this dialect: the
+		// request names something that does not exist here.
+		st.refuse(w, http.StatusNotFound,
+			fmt.Sprintf("model %q: no configured provider serves it for the %s API", st.req.Model, st.dialect))
+		return
+	}
+	if st.outOfQuota() {
+		secs := max(1, int(math.Ceil(float64(st.quotaUntil-clock().UnixNano())/float64(time.Second))))
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		st.outcome, st.status = outcomeExhausted, http.StatusTooManyRequests
+		wire.WriteError(w, st.dialect, http.StatusTooManyRequests, "all providers are out of quota: retry after the reset")
+		return
+	}
+	// The client reads what kind of failure it was, never which provider
+	// failed or why: that is in the request log line, where an operator
+	// reads it; a client's message must not reveal the upstreams.
+	status, msg := unservedStatus(st) // candidates.go
+	if last != nil {
+		if s := st.agreedStatus(); s != 0 {
+			status = s
+		}
+		msg = failureMessage(status, last.class)
+		if secs := failureRetryAfter(clock(), st.plan, last); secs > 0 { // candidates.go
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+		}
+	}
+	if st.timedOut() {
+		status, msg = http.StatusGatewayTimeout, "request exceeded the total timeout: upstream timed out"
+		st.outcome = outcomeTimeout
+	} else if shutdownCut(st.ctx) {
+		status, msg = http.StatusServiceUnavailable, "the proxy is shutting down before an answer came: retry the request"
+		w.Header().Set("Retry-After", "1")
+	} else if !st.recoverAt.IsZero() {
+		// The recovery as it stands now, not as it was when the candidates
+		// were skipped: a failed probe has re-opened its provider since.
+		if secs := recoverySeconds(clock(), st.plan.cands); secs > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+		}
+	}
+	if st.outcome == "" {
+		st.outcome = outcomeExhausted
+		if len(st.attempts) == 0 {
+			st.outcome = outcomeUpstreamError
+		}
+	}
+	st.status = status // finish logs it: one line per request, not a second one here
+	wire.WriteError(w, st.dialect, status, msg)
+}
+
+// failureMessage is the client's message when every attempt failed for
+// the providers' reasons: generic, in the words of the status.
+func failureMessage(status int, last wire.FailClass) string {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return "all providers failed: upstream rate limited"
+	case status == http.StatusNotFound:
+		return "all providers failed: model not found"
+	case last == wire.ClassFirstByteTimeout || last == wire.ClassResponseTimeout:
+		return "all providers failed: upstream timed out"
+	}
+	return "all providers failed: upstream unavailable"
+}
+
+// passThrough relays a request-level upstream error unchanged.
+func passThrough(w http.ResponseWriter, a *attempt) {
+	hdr := w.Header()
+	for _, k := range []string{"Content-Type", "Request-Id", "X-Request-Id", "Retry-After", "X-Should-Retry"} {
+		if v := a.errHeader.Get(k); v != "" {
+			hdr.Set(k, v)
+		}
+	}
+	if hdr.Get("Content-Type") == "" {
+		hdr.Set("Content-Type", "application/json")
+	}
+	hdr.Set("Content-Length", strconv.Itoa(len(a.errBody)))
+	w.WriteHeader(a.status)
+	_, _ = w.Write(a.errBody)
 }
