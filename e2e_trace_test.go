@@ -42,6 +42,16 @@ type otlpReceiver struct {
 	bad   []string
 }
 
+// exportHere points Caddy's tracing at rc: it builds its exporter from the
+// standard variables (autoexport), OTLP over HTTP with protobuf.
+func (rc *otlpReceiver) exportHere(t *testing.T) {
+	t.Setenv("OTEL_SDK_DISABLED", "false")
+	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", rc.URL+"/v1/traces")
+	t.Setenv("OTEL_TRACES_SAMPLER", "always_on")
+}
+
 // stopCaddy stops Caddy, which flushes and shuts its tracer provider
 // down: every span is at the receiver when Stop returns. No export may
 // have been malformed.
@@ -145,13 +155,7 @@ const (
 func TestTraceAttemptSpans(t *testing.T) {
 	faultNoLeaks(t)
 	rc := newOTLPReceiver(t)
-	// Caddy's tracing builds its exporter from the standard variables
-	// (autoexport): OTLP over HTTP with protobuf, to our receiver.
-	t.Setenv("OTEL_SDK_DISABLED", "false")
-	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", rc.URL+"/v1/traces")
-	t.Setenv("OTEL_TRACES_SAMPLER", "always_on")
+	rc.exportHere(t)
 
 	slow := newUpstream(t, sim.Config{FirstToken: caddyDur(5 * time.Second)})
 	fast := newUpstream(t, sim.Config{Model: "claude-test-20261201"})

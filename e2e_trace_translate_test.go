@@ -15,11 +15,7 @@ import (
 // llm_hedge.dialect and llm_hedge.translated.
 func TestTraceTranslatedAttempt(t *testing.T) {
 	rc := newOTLPReceiver(t)
-	t.Setenv("OTEL_SDK_DISABLED", "false")
-	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", rc.URL+"/v1/traces")
-	t.Setenv("OTEL_TRACES_SAMPLER", "always_on")
+	rc.exportHere(t)
 
 	targets := []struct {
 		api, op, provider, finish string
