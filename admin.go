@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/engine"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 )
 
@@ -98,7 +98,7 @@ func (adminProviders) handleList(w http.ResponseWriter, r *http.Request) error {
 			Err:        fmt.Errorf("format %q: want json or text", format),
 		}
 	}
-	now := clock()
+	now := engine.Now()
 	views := providerViews(now, func(*health.Provider) bool { return true })
 	if format == "text" {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -117,10 +117,14 @@ func (a adminProviders) handleReset(w http.ResponseWriter, r *http.Request, name
 		return adminMethodNotAllowed(w, r, http.MethodPost)
 	}
 	matches := func(ph *health.Provider) bool { return ph.Name == name }
+	var obs engine.Observer // the transitions' lines, when there is a log
+	if a.logger != nil {
+		obs = &observer{logger: a.logger}
+	}
 	found := false
 	providerPool.Range(func(_, val any) bool {
 		if ph, ok := val.(*health.Provider); ok && matches(ph) {
-			resetBreaker(a.logger, ph)
+			engine.ResetBreaker(obs, ph)
 			found = true
 		}
 		return true
@@ -131,7 +135,7 @@ func (a adminProviders) handleReset(w http.ResponseWriter, r *http.Request, name
 			Err:        fmt.Errorf("no llm_hedge provider named %q", name),
 		}
 	}
-	return writeAdminJSON(w, providerViews(clock(), matches))
+	return writeAdminJSON(w, providerViews(engine.Now(), matches))
 }
 
 func adminMethodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) error {
@@ -277,7 +281,7 @@ func latencyQuantiles(ph *health.Provider) (p50, p95 time.Duration, ok bool) {
 	if ph.Latency == nil {
 		return 0, 0, false
 	}
-	now := clock()
+	now := engine.Now()
 	p50, ok50 := ph.Latency.Overall(0.5, now)
 	p95, ok95 := ph.Latency.Overall(0.95, now)
 	return p50, p95, ok50 && ok95
@@ -367,7 +371,7 @@ type modelCooldownView struct {
 func snapshot(ph *health.Provider, now time.Time) providerView {
 	v := providerView{
 		Name:                ph.Name,
-		URL:                 redactedBaseURL(ph.BaseURL),
+		URL:                 engine.RedactedBaseURL(ph.BaseURL),
 		State:               ph.State(now).String(),
 		ConsecutiveFailures: ph.Consecutive.Load(),
 		InFlight:            ph.InFlight.Load(),
@@ -426,20 +430,6 @@ func viewTime(t time.Time) string {
 // viewMs is d in milliseconds with one decimal.
 func viewMs(d time.Duration) float64 {
 	return float64(d.Round(100*time.Microsecond)) / float64(time.Millisecond)
-}
-
-// redactedBaseURL drops the parts of a base URL that may carry a credential
-// (user:password@, ?key=...) before it is shown.
-func redactedBaseURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable)"
-	}
-	if u.User == nil && u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" {
-		return raw
-	}
-	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
-	return u.String()
 }
 
 // Interface guards

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/engine"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/routing"
 )
@@ -35,7 +36,7 @@ func snapshotRouting(ph *health.Provider, now time.Time) *routingView {
 	if keys := ph.Keys.All(); len(keys) > 0 {
 		t, sum := now.UnixNano(), 0.0
 		for _, k := range keys {
-			sum += quotaOf(k, t, k.Reserve.Load())
+			sum += engine.QuotaOf(k, t, k.Reserve.Load())
 		}
 		v.QuotaLeft = sum / float64(len(keys))
 	}

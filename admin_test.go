@@ -13,8 +13,12 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/engine"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 )
+
+// healthT0 is the start of the scripted timeline.
+var healthT0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // adminTestPrefix marks the pool entries these tests create, since other
 // tests of the package may hold entries of their own.
@@ -23,9 +27,7 @@ const adminTestPrefix = "admintest-"
 // withAdminProviders pools three providers in known states and pins clock.
 func withAdminProviders(t *testing.T) {
 	t.Helper()
-	saved := clock
-	clock = func() time.Time { return healthT0.Add(5 * time.Second) }
-	t.Cleanup(func() { clock = saved })
+	t.Cleanup(engine.SetClock(func() time.Time { return healthT0.Add(5 * time.Second) }))
 
 	cfg := health.Cooldown{Failures: 3, Duration: 30 * time.Second}
 	entries := []struct{ name, url, vendor string }{
@@ -221,7 +223,7 @@ func TestAdminReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer releaseHealth(adminTestPrefix+"alpha", "https://b.alpha.test")
-	if ok, probe := ph.Admit(clock(), "claude-gone"); !ok || probe {
+	if ok, probe := ph.Admit(engine.Now(), "claude-gone"); !ok || probe {
 		t.Errorf("admit after reset = (%v, %v), want (true, false)", ok, probe)
 	}
 }

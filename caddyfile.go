@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/engine"
 	"github.com/llmhedge/caddy-llm-hedge/internal/routing"
 )
 
@@ -127,7 +128,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			for _, g := range a {
-				if gerr := checkForwardGlob(g); gerr != nil {
+				if gerr := engine.CheckForwardGlob(g); gerr != nil {
 					return d.Errf("forward: %v", gerr)
 				}
 			}

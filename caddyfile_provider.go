@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/dustin/go-humanize"
+	"github.com/llmhedge/caddy-llm-hedge/internal/engine"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -33,7 +34,7 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser, lines optionLines) error
 		}
 		if u, err := url.Parse(args[1]); err != nil {
 			return d.Errf("provider %q: base_url: %v", args[0], err)
-		} else if err := checkBaseURL(u); err != nil {
+		} else if err := engine.CheckBaseURL(u); err != nil {
 			return d.Errf("provider %q: base_url %q: %v", args[0], u.Redacted(), err)
 		}
 	}
@@ -49,9 +50,10 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser, lines optionLines) error
 		switch opt {
 		case "api":
 			p.API, err = oneArg(d)
-			_, cloud := parseProtocol(p.API)
-			if _, ok := parseDialect(p.API); err == nil && !cloud && (!ok || p.API == "") {
-				return d.Errf("%v", unknownAPI(p.API))
+			if err == nil {
+				if err := engine.CheckAPI(p.API); err != nil {
+					return d.Errf("%v", err)
+				}
 			}
 		case "region":
 			p.Region, err = oneArg(d)
@@ -144,7 +146,7 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser, lines optionLines) error
 	if err := p.Options.Check(p.API, hasKey); err != nil {
 		return d.Errf("provider %q: %v", p.Name, err)
 	}
-	if _, cloud := parseProtocol(p.API); len(p.Translate) > 0 && !hasKey && !cloud {
+	if len(p.Translate) > 0 && !hasKey && !engine.CloudAPI(p.API) {
 		return d.Errf("provider %q: translate needs the provider's own key (a client's credential never crosses vendors)", p.Name)
 	}
 	h.Providers = append(h.Providers, p)

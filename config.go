@@ -2,14 +2,17 @@ package llmhedge
 
 import (
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
+	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
+	"github.com/llmhedge/caddy-llm-hedge/internal/engine"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
-	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // Defaults, in one place: the godoc of each field states them, and the
@@ -62,204 +65,8 @@ const (
 	maxClientDeadline = 24 * time.Hour
 )
 
-// HedgeConfig configures hedge racing of streaming requests: when the
-// first attempt is slow to produce its first valid event, an alternative
-// provider is launched and the first valid event wins.
-type HedgeConfig struct {
-	// Fixed hedge delay. Default: none, the delay is adaptive (Percentile).
-	Delay caddy.Duration `json:"delay,omitempty"`
-	// Adaptive hedge delay: this percentile (1-99.9) of the provider's
-	// recent time to first valid event, per request-size class. Default 90
-	// when Delay is not set.
-	Percentile float64 `json:"percentile,omitempty"`
-	// Lower clamp of the adaptive delay. Default: 500ms.
-	Min caddy.Duration `json:"min,omitempty"`
-	// Upper clamp of the adaptive delay; max/4 is the bootstrap delay until
-	// 20 samples exist. Default: 8s.
-	Max caddy.Duration `json:"max,omitempty"`
-	// Attempts racing at once, the first included (2-5). Default: 2.
-	MaxAttempts int `json:"max_attempts,omitempty"`
-	// Hedges as a percentage of requests over a 10 s window, with a floor
-	// of 1 hedge per second. Default: 10.
-	Budget *float64 `json:"budget,omitempty"`
-	// Disables hedging: attempts run one after another. Default: false.
-	Off bool `json:"off,omitempty"`
-}
-
-func (c *HedgeConfig) setDefaults() {
-	if c.Delay == 0 && c.Percentile == 0 {
-		c.Percentile = defaultHedgePercentile
-	}
-	if c.Min == 0 {
-		c.Min = caddy.Duration(defaultHedgeMin)
-	}
-	if c.Max == 0 {
-		c.Max = caddy.Duration(defaultHedgeMax)
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = defaultHedgeMaxAttempts
-	}
-}
-
-func (c *HedgeConfig) enabled() bool { return !c.Off && c.MaxAttempts > 1 }
-
-func (c *HedgeConfig) budgetPercent() float64 {
-	if c.Budget == nil {
-		return defaultHedgeBudget
-	}
-	return *c.Budget
-}
-
-func (c *HedgeConfig) validate() error {
-	switch {
-	case c.Delay < 0 || c.Min < 0 || c.Max < 0:
-		return fmt.Errorf("hedge: negative duration")
-	case c.Min > c.Max:
-		return fmt.Errorf("hedge: min %s is above max %s", time.Duration(c.Min), time.Duration(c.Max))
-	case c.Percentile < 0 || c.Percentile >= 100:
-		return fmt.Errorf("hedge: percentile %v out of range (0, 100)", c.Percentile)
-	case c.MaxAttempts < 1 || c.MaxAttempts > maxHedgeAttempts:
-		return fmt.Errorf("hedge: max_attempts %d out of range 1..%d", c.MaxAttempts, maxHedgeAttempts)
-	case c.Budget != nil && (*c.Budget < 0 || *c.Budget > 100):
-		return fmt.Errorf("hedge: budget %v%% out of range 0..100", *c.Budget)
-	}
-	return nil
-}
-
 // ModelRule maps one model name (or glob) to another.
-type ModelRule struct {
-	// Requested model, a glob such as `claude-*`; `*` matches every model.
-	From string `json:"from"`
-	// Model sent upstream instead.
-	To string `json:"to"`
-}
-
-// RetryConfig is the retry policy of one request.
-type RetryConfig struct {
-	// Attempts per request, hedges and retries included. Default: 4.
-	Attempts int `json:"attempts,omitempty"`
-	// Extra tries on one provider after a transient error (500, 502, 503,
-	// 529, connection reset) before moving on. Default: 1.
-	SameProvider *int `json:"same_provider,omitempty"`
-	// First same-provider backoff; it doubles per retry, plus 0-25%
-	// jitter. Default: 500ms.
-	BackoffBase caddy.Duration `json:"backoff_base,omitempty"`
-	// Cap of the backoff. Default: 8s.
-	BackoffMax caddy.Duration `json:"backoff_max,omitempty"`
-	// A Retry-After up to this long is waited out on the same provider;
-	// a longer one moves on to the next provider. Default: 20s.
-	RetryAfterMax caddy.Duration `json:"retry_after_max,omitempty"`
-	// Retries as a percentage of requests over a 10 s window, with a floor
-	// of 3 per second. Default: 20.
-	Budget *float64 `json:"budget,omitempty"`
-	// After every provider of a model failed retryably, try another model.
-	// Default: none.
-	FallbackModels []ModelRule `json:"fallback_models,omitempty"`
-	// A request for a model matching From that a provider refuses with a
-	// 400 saying the prompt is too long (over the model's context window)
-	// is retried once with the model To, on any provider that serves it.
-	// The retry counts in attempts and the retry budget. Without a rule,
-	// or with no provider of To, the 400 is the answer. Default: none.
-	ContextFallbacks []ModelRule `json:"context_fallbacks,omitempty"`
-}
-
-func (c *RetryConfig) setDefaults() {
-	if c.Attempts == 0 {
-		c.Attempts = defaultAttempts
-	}
-	if c.SameProvider == nil {
-		n := defaultSameProvider
-		c.SameProvider = &n
-	}
-	if c.BackoffBase == 0 {
-		c.BackoffBase = caddy.Duration(defaultBackoffBase)
-	}
-	if c.BackoffMax == 0 {
-		c.BackoffMax = caddy.Duration(defaultBackoffMax)
-	}
-	if c.RetryAfterMax == 0 {
-		c.RetryAfterMax = caddy.Duration(defaultRetryAfterMax)
-	}
-}
-
-func (c *RetryConfig) budgetPercent() float64 {
-	if c.Budget == nil {
-		return defaultRetryBudget
-	}
-	return *c.Budget
-}
-
-func (c *RetryConfig) sameProvider() int {
-	if c.SameProvider == nil {
-		return defaultSameProvider
-	}
-	return *c.SameProvider
-}
-
-func (c *RetryConfig) validate() error {
-	switch {
-	case c.Attempts < 1:
-		return fmt.Errorf("retry: attempts must be at least 1")
-	case c.SameProvider != nil && *c.SameProvider < 0:
-		return fmt.Errorf("retry: same_provider must not be negative")
-	case c.BackoffBase < 0 || c.BackoffMax < 0 || c.RetryAfterMax < 0:
-		return fmt.Errorf("retry: negative duration")
-	case c.BackoffBase > c.BackoffMax:
-		return fmt.Errorf("retry: backoff base %s is above max %s", time.Duration(c.BackoffBase), time.Duration(c.BackoffMax))
-	case c.Budget != nil && (*c.Budget < 0 || *c.Budget > 100):
-		return fmt.Errorf("retry: budget %v%% out of range 0..100", *c.Budget)
-	}
-	for _, f := range c.FallbackModels {
-		if f.From == "" || f.To == "" {
-			return fmt.Errorf("retry: fallback_model needs <from> and <to>")
-		}
-		if err := wire.CheckModelName(f.To); err != nil {
-			return fmt.Errorf("retry: fallback_model %s %s: %w", f.From, f.To, err)
-		}
-	}
-	for _, f := range c.ContextFallbacks {
-		if f.From == "" || f.To == "" {
-			return fmt.Errorf("retry: context_fallback needs <from> and <to>")
-		}
-		if err := wire.CheckModelName(f.To); err != nil {
-			return fmt.Errorf("retry: context_fallback %s %s: %w", f.From, f.To, err)
-		}
-	}
-	return nil
-}
-
-// CooldownConfig configures the circuit breaker of each provider.
-type CooldownConfig struct {
-	// Consecutive provider-level failures that open the breaker. Default: 3.
-	Failures int `json:"failures,omitempty"`
-	// How long the breaker stays open before one probe is let through.
-	// Default: 30s.
-	Duration caddy.Duration `json:"duration,omitempty"`
-	// Growth cap of the open period while probes keep failing; it doubles
-	// per failed probe. Default: Duration (no growth).
-	Max caddy.Duration `json:"max,omitempty"`
-}
-
-func (c *CooldownConfig) config() health.Cooldown {
-	cc := health.Cooldown{Failures: c.Failures, Duration: time.Duration(c.Duration), Max: time.Duration(c.Max)}
-	if cc.Failures == 0 {
-		cc.Failures = breakerDefaultFailures
-	}
-	if cc.Duration == 0 {
-		cc.Duration = breakerDefaultDuration
-	}
-	if cc.Max < cc.Duration {
-		cc.Max = cc.Duration
-	}
-	return cc
-}
-
-func (c *CooldownConfig) validate() error {
-	if c.Failures < 0 || c.Duration < 0 || c.Max < 0 {
-		return fmt.Errorf("cooldown: negative value")
-	}
-	return nil
-}
+type ModelRule = engine.ModelRule
 
 // AffinityConfig configures sticky routing of a conversation to the
 // provider holding its prompt cache.
@@ -281,3 +88,136 @@ func (c *AffinityConfig) setDefaults() {
 }
 
 func (c *AffinityConfig) enabled() bool { return !c.Off }
+
+// Provider is one upstream LLM API endpoint.
+type Provider struct {
+	// Unique name of the provider, used in logs, metrics and the admin API.
+	Name string `json:"name"`
+	// Base URL, e.g. https://api.anthropic.com; the request path is
+	// appended to its path, and the request's query to its own query (base
+	// first, e.g. `?api-version=...`). Credentials in it (`user:pass@`) are
+	// refused: use key or header_up.
+	BaseURL string `json:"base_url"`
+	// Wire dialect this provider serves: "anthropic", "openai" (which
+	// serves both Chat Completions and Responses clients) or "responses";
+	// or a cloud protocol: "azure" (OpenAI
+	// clients), "bedrock" (Anthropic clients) or "vertex" (Anthropic and
+	// Gemini clients).
+	// Default: inferred from the request path, so the provider serves all.
+	API string `json:"api,omitempty"`
+	// The cloud's own options (region, project, aws_profile): internal/cloud.
+	cloud.Options
+	// API key sent to this provider; `{env.VAR}` is expanded at provision
+	// time. When set, the client's own key and auth-scoping headers
+	// (OpenAI-Organization, OpenAI-Project, Anthropic-Organization,
+	// X-Goog-User-Project) are removed. Default: the client's key is passed
+	// through, and the provider's 401/403/404/429 to it are the client's
+	// answer: relayed as is, never counted against the provider.
+	Key string `json:"key,omitempty"`
+	// More API keys of this provider, after key: together a pool in which
+	// each key has its own health and quota (a 401/403 disables that key,
+	// a 429 cools it, its rate-limit headers say what it has left).
+	// `{env.VAR}` is expanded; an empty value or a key twice is an error.
+	Keys []string `json:"keys,omitempty"`
+	// Percent of a key's remaining quota (requests and tokens, as the
+	// provider's rate-limit headers say) kept unused, 0-100. Default: 0.
+	QuotaReserve int `json:"quota_reserve,omitempty"`
+	// Failure domain; hedges go to another vendor first. Default: the base
+	// URL's host.
+	Vendor string `json:"vendor,omitempty"`
+	// Lower is tried first. Default: 0.
+	Priority int `json:"priority,omitempty"`
+	// The provider's weight within its priority tier: under lb_policy
+	// weighted_random its share of the tier's picks; under adaptive (the
+	// default) a prior, dividing its cost, so that it decides while
+	// nothing is measured and tilts the choice afterwards. Default: 1.
+	Weight int `json:"weight,omitempty"`
+	// Globs of requested models this provider serves. Default: all.
+	Models []string `json:"models,omitempty"`
+	// Rewrites of the requested model for this provider, tried in order;
+	// the first match applies.
+	ModelMap []ModelRule `json:"model_map,omitempty"`
+	// Header manipulations of the upstream request.
+	HeadersUp *headers.HeaderOps `json:"headers_up,omitempty"`
+	// Attempts at once on this provider. Default: 0 (unlimited).
+	MaxInFlight int `json:"max_in_flight,omitempty"`
+	// Whether the provider accepts an assistant turn last and continues
+	// from its exact text: a mid-stream continuation there sends the
+	// delivered text as that turn. Default: on for Anthropic
+	// Messages requests on api anthropic, bedrock and vertex; off
+	// otherwise (a Gemini request on vertex included: Gemini answers a
+	// trailing model turn from the start).
+	Prefill *bool `json:"prefill,omitempty"`
+	// Client formats this provider serves by translation into its own
+	// (`translate anthropic`): SPEC 19, docs/translation.md. Needs the
+	// provider's own key. Default: none.
+	Translate []string `json:"translate,omitempty"`
+	// Overrides timeouts.first_byte for this provider.
+	FirstByteTimeout caddy.Duration `json:"first_byte_timeout,omitempty"`
+	// PEM file of extra certificate authorities trusted for this provider
+	// (a private gateway with its own CA). Default: the system roots.
+	TLSTrustedCA string `json:"tls_trusted_ca,omitempty"`
+}
+
+// hasKey reports whether the provider holds a key of its own: one, or a
+// pool.
+func (pc *Provider) hasKey() bool { return pc.Key != "" || len(pc.Keys) > 0 }
+
+// providerSpec is pc as the engine takes it: its base URL and keys
+// expanded ({env.VAR}), its header_up rules provisioned.
+func providerSpec(pc *Provider, repl *caddy.Replacer) (engine.ProviderConfig, error) {
+	spec := engine.ProviderConfig{
+		Name: pc.Name, BaseURL: repl.ReplaceAll(pc.BaseURL, ""), RawBaseURL: pc.BaseURL, API: pc.API, Options: pc.Options,
+		QuotaReserve: pc.QuotaReserve, Vendor: pc.Vendor, Priority: pc.Priority, Weight: pc.Weight,
+		Models: pc.Models, ModelMap: pc.ModelMap, MaxInFlight: pc.MaxInFlight, Prefill: pc.Prefill,
+		Translate: pc.Translate, FirstByteTimeout: time.Duration(pc.FirstByteTimeout), TLSTrustedCA: pc.TLSTrustedCA,
+	}
+	if pc.Name == "" {
+		return spec, fmt.Errorf("missing name")
+	}
+	if pc.Key != "" && repl.ReplaceAll(pc.Key, "") == "" {
+		return spec, fmt.Errorf("key: expands to an empty value (is the environment variable set?)")
+	}
+	secrets, err := poolSecrets(pc, repl)
+	if err != nil {
+		return spec, err
+	}
+	spec.Keys = secrets
+	if ops := pc.HeadersUp; ops != nil {
+		if err := ops.Provision(caddy.Context{}); err != nil {
+			return spec, fmt.Errorf("header_up: %w", err)
+		}
+		spec.HeaderUp = func(hdr http.Header, r *http.Request) {
+			repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+			if repl == nil {
+				repl = caddy.NewReplacer()
+			}
+			ops.ApplyTo(hdr, repl)
+		}
+	}
+	return spec, nil
+}
+
+// poolSecrets expands the provider's keys (key, then keys): an empty
+// expansion or a key twice is an error, which names the key by its place
+// and fingerprint, never by its value.
+func poolSecrets(pc *Provider, repl *caddy.Replacer) ([]string, error) {
+	raw := pc.Keys
+	if pc.Key != "" {
+		raw = append([]string{pc.Key}, pc.Keys...)
+	}
+	out := make([]string, 0, len(raw))
+	for i, k := range raw {
+		v := repl.ReplaceAll(k, "")
+		if v == "" {
+			return nil, fmt.Errorf("key %d of %d: expands to an empty value (is the environment variable set?)", i+1, len(raw))
+		}
+		for _, o := range out {
+			if o == v {
+				return nil, fmt.Errorf("key %d of %d (%s): the same key twice in one pool", i+1, len(raw), health.Fingerprint(v))
+			}
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

@@ -2,12 +2,16 @@ package llmhedge
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/llmhedge/caddy-llm-hedge/internal/engine"
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 )
 
 // Settings that contradict each other, or a second copy of one that
@@ -65,7 +69,7 @@ func TestJSONConfigChecks(t *testing.T) {
 		{"max_body past 1TiB", `{"providers":[{"name":"a","base_url":"http://x"}],"max_body":9223372036854775807}`, "max_body: 9223372036854775807 bytes is over 1TiB"},
 		{"max_buffer past 1TiB", `{"providers":[{"name":"a","base_url":"http://x"}],"stream":{"max_buffer":1099511627777}}`, "stream.max_buffer: 1099511627777 bytes is over 1TiB"},
 		{"negative max_buffer", `{"providers":[{"name":"a","base_url":"http://x"}],"stream":{"max_buffer":-1}}`, "stream.max_buffer: negative size"},
-		{"unknown api", `{"providers":[{"name":"a","base_url":"http://x","api":"claude"}]}`, `api: "claude" is not one of ` + apiNames()},
+		{"unknown api", `{"providers":[{"name":"a","base_url":"http://x","api":"claude"}]}`, `api: "claude" is not one of ` + engine.APINames()},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,8 +80,7 @@ func TestJSONConfigChecks(t *testing.T) {
 			}
 			if err == nil {
 				h.setDefaults()
-				h.transport = map[string]*http.Transport{}
-				_, err = newProvider(h.Providers[0], caddy.NewReplacer(), &h)
+				_, err = newEngine(t, &h)
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one saying %q", err, tc.want)
@@ -128,23 +131,45 @@ func TestBaseURLEnvPlaceholder(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.setDefaults()
-	h.transport = map[string]*http.Transport{}
-	p, err := newProvider(h.Providers[0], caddy.NewReplacer(), h)
+	spec, err := providerSpec(h.Providers[0], caddy.NewReplacer())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { releaseHealth(p.name, p.baseURL.String()) })
-	if got := p.url("/v1/messages", ""); got != "http://127.0.0.1:9/api/v1/messages" {
-		t.Errorf("upstream URL %q", got)
+	if spec.BaseURL != "http://127.0.0.1:9/api" {
+		t.Errorf("base URL %q, want the expansion", spec.BaseURL)
 	}
-	if p.vendor != "127.0.0.1" {
-		t.Errorf("vendor %q, want the expanded host", p.vendor)
-	}
-	if got := p.upstreamHeader(http.Header{}, dialectAnthropic, caddy.NewReplacer(), "").Get("X-Team"); got != "blue" {
+	hdr := http.Header{}
+	spec.HeaderUp(hdr, httptest.NewRequest("POST", "/v1/messages", nil))
+	if got := hdr.Get("X-Team"); got != "blue" {
 		t.Errorf("header_up X-Team = %q, want blue", got)
 	}
+	if _, err := newEngine(t, h); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("LLM_HEDGE_TEST_URL", "ftp://elsewhere")
-	if _, err := newProvider(&Provider{Name: "envq", BaseURL: "{env.LLM_HEDGE_TEST_URL}"}, caddy.NewReplacer(), h); err == nil || !strings.Contains(err.Error(), "want http(s)://") {
+	if _, err := newEngine(t, h); err == nil || !strings.Contains(err.Error(), "want http(s)://") {
 		t.Errorf("a non-http expansion: %v", err)
 	}
+}
+
+// newEngine builds h's engine as Provision does, without Caddy's context:
+// its providers' shared health is released when the test ends.
+func newEngine(t testing.TB, h *Handler) (*engine.Engine, error) {
+	specs := make([]engine.ProviderConfig, 0, len(h.Providers))
+	for _, pc := range h.Providers {
+		spec, err := providerSpec(pc, caddy.NewReplacer())
+		if err != nil {
+			return nil, fmt.Errorf("provider %q: %w", pc.Name, err)
+		}
+		specs = append(specs, spec)
+	}
+	e, err := engine.New(h.engineConfig(), specs, engine.Env{Health: func(name, baseURL, vendor string) (*health.Provider, error) {
+		ph, err := loadHealth(name, baseURL, vendor)
+		if err == nil {
+			t.Cleanup(func() { releaseHealth(name, baseURL) })
+		}
+		return ph, err
+	}})
+	t.Cleanup(e.Close)
+	return e, err
 }

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"net/http"
 	"strings"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -16,52 +15,15 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/dashboard"
+	"github.com/llmhedge/caddy-llm-hedge/internal/engine"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
-	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // board is what the live dashboard shows (admin /llm_hedge/recent,
 // /llm_hedge/series and /llm_hedge/ui/, and the llm_hedge_dashboard
 // handler): the last requests and per-provider time series, of fixed size,
 // shared by every llm_hedge site of the process like providerPool.
-var board struct {
-	recent dashboard.Recent
-	series dashboard.Series
-}
-
-// recordDashboard adds a finished request to the board: names, counts and
-// durations only, never a prompt, an answer, a key or a client address.
-func recordDashboard(st *requestState, now time.Time, total time.Duration, model, provider string, firstMs int64, u wire.Usage) {
-	var chain [dashboard.MaxAttempts]dashboard.Attempt
-	n := 0
-	for _, a := range st.attempts {
-		end := a.offset + a.elapsed
-		if a == st.winner || end <= a.offset {
-			end = total // a winner lasts the whole stream; one not yet reported ended with the request
-		}
-		board.series.RecordAttemptEvents(a.p.name, now, dashboard.ClassifyOutcome(a.outcome), a.firstEvent, dashboard.ClassifyEvents(a.reason, a.outcome))
-		if n == len(chain) {
-			continue
-		}
-		c := dashboard.Attempt{
-			Provider: a.p.name, Reason: a.reason, Outcome: a.outcome, Status: a.status,
-			StartMs: a.offset.Milliseconds(), EndMs: end.Milliseconds(),
-		}
-		if a.class != wire.ClassNone && a.class != wire.ClassLoser {
-			c.Class = string(a.class)
-		}
-		if a.firstEvent > 0 {
-			c.FirstEventMs = max(a.firstEvent.Milliseconds(), 1)
-		}
-		chain[n] = c
-		n++
-	}
-	board.recent.RecordChain(dashboard.Request{
-		Time: now, Site: st.r.Host, Dialect: st.dialectName(), Model: model, Provider: provider,
-		Attempts: len(st.attempts), Hedged: st.hedged, Outcome: st.outcome, FirstEventMs: firstMs,
-		TotalMs: total.Milliseconds(), InputTokens: u.Input, OutputTokens: u.Output,
-	}, chain[:n])
-}
+var board dashboard.Board
 
 // configuredProvider reports whether a provider name is in a loaded
 // config: the providers the health pool holds.
@@ -129,14 +91,14 @@ func serveDashboard(w http.ResponseWriter, r *http.Request, logger *zap.Logger, 
 		if r.Method != http.MethodGet {
 			return true, adminMethodNotAllowed(w, r, http.MethodGet)
 		}
-		return true, writeAdminJSON(w, board.recent.Snapshot())
+		return true, writeAdminJSON(w, board.Recent.Snapshot())
 	case strings.HasSuffix(trimmed, "/series"):
 		if r.Method != http.MethodGet {
 			return true, adminMethodNotAllowed(w, r, http.MethodGet)
 		}
 		w.Header().Set("Content-Type", "application/json")
-		board.series.Retain(configuredProvider())
-		all := board.series.Snapshot(clock())
+		board.Series.Retain(configuredProvider())
+		all := board.Series.Snapshot(engine.Now())
 		_, err := w.Write(dashboard.AppendJSON(make([]byte, 0, 4096+len(all)*dashboard.Buckets*20), all))
 		return true, err
 	case strings.HasSuffix(trimmed, "/providers"):

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/dashboard"
-	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
+	"github.com/llmhedge/caddy-llm-hedge/internal/engine"
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
@@ -29,7 +29,6 @@ func BenchmarkDashboardFinish(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			h := observeBenchHandler(b, sim.Config{}, true)
-			p1, p2 := h.providers[0], h.providers[1]
 			r := observeBenchRequest(nil)
 			var stop atomic.Bool
 			var wg sync.WaitGroup
@@ -49,15 +48,7 @@ func BenchmarkDashboardFinish(b *testing.B) {
 				})
 			}
 			for b.Loop() {
-				st := newRequestState(h, r, dialectAnthropic)
-				st.req = &wire.Request{Dialect: dialectAnthropic, Model: "claude-bench", Stream: true}
-				lost := &attempt{p: p1, model: "claude-bench", reason: "initial", outcome: "hedge_loser_cancelled", class: wire.ClassLoser, elapsed: 200 * time.Millisecond}
-				won := &attempt{p: p2, model: "claude-bench", reason: "hedge_triggered", status: 200, outcome: "hedge_winner",
-					offset: 150 * time.Millisecond, firstEvent: 40 * time.Millisecond, usage: wire.Usage{Input: 33, Output: 9, Model: "claude-bench"}}
-				st.attempts = []*attempt{lost, won}
-				st.winner, st.outcome, st.status, st.hedged = won, outcomeSuccess, http.StatusOK, true
-				p2.health.BeginAttempt()
-				h.finish(st)
+				engine.FinishTwoAttempts(h.engine, r, true)
 			}
 			stop.Store(true)
 			wg.Wait()
@@ -79,11 +70,11 @@ func BenchmarkDashboardAdmin100(b *testing.B) {
 		}
 		b.Cleanup(func() { releaseHealth(name, url) })
 		for s := range dashboard.Buckets {
-			board.series.RecordAttempt(name, now.Add(-time.Duration(s)*dashboard.Step), dashboard.OutcomeOK, 120*time.Millisecond)
+			board.Series.RecordAttempt(name, now.Add(-time.Duration(s)*dashboard.Step), dashboard.OutcomeOK, 120*time.Millisecond)
 		}
 	}
 	for range dashboard.RecentSize {
-		board.recent.Record(dashboard.Request{Time: now, Site: "bench", Model: "claude-bench", Provider: "benchdash-000",
+		board.Recent.Record(dashboard.Request{Time: now, Site: "bench", Model: "claude-bench", Provider: "benchdash-000",
 			Attempts: 2, Chain: []dashboard.Attempt{{Provider: "benchdash-000"}, {Provider: "benchdash-001"}}})
 	}
 	for _, path := range []string{"/llm_hedge/providers", "/llm_hedge/recent", "/llm_hedge/series"} {

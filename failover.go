@@ -2,222 +2,149 @@ package llmhedge
 
 import (
 	"fmt"
-	"math"
-	"net/http"
-	"strconv"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/llmhedge/caddy-llm-hedge/internal/engine"
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
-// failoverRoute is how the next failover of a request is paid for.
-type failoverRoute uint8
+// The Caddy layer's side of failover: the retry {} and cooldown {}
+// options, their defaults and checks, and the engine's Retry and the
+// health's Cooldown made of them. The failover rule itself is
+// internal/engine (failover.go, policy.go).
 
-const (
-	failoverNone       failoverRoute = iota // the request has no attempts left
-	failoverBudgeted                        // the retry budget pays for it
-	failoverPastBudget                      // the one failover past the budget, to a healthy provider
-	failoverSpent                           // the budget is spent and so is that one failover
-)
-
-// failoverRouteAt decides how a failover after a failure is charged: every
-// attempt after the first that is not a hedge is a retry, paid from the
-// retry budget.
-//
-// When the budget is spent, the request fails over once more and then ends
-// with its error. That one failover past the budget only goes to a provider
-// that is not failing now (no consecutive failures: its last verdict was a
-// success, or it was never tried), and it is charged to the budget as debt.
-// It exists to hide one provider's outage behind a healthy one; when every
-// provider is failing it would only double the load the budget is there to
-// bound, so upstream attempts stay within the budget in any storm.
-func (h *Handler) failoverRouteAt(st *requestState, now time.Time) failoverRoute {
-	switch {
-	case st.attemptsLeft() == 0:
-		return failoverNone
-	case h.retryBudget.Allows(now):
-		return failoverBudgeted
-	case !st.budgetFailoverUsed:
-		return failoverPastBudget
-	}
-	return failoverSpent
+// RetryConfig is the retry policy of one request.
+type RetryConfig struct {
+	// Attempts per request, hedges and retries included. Default: 4.
+	Attempts int `json:"attempts,omitempty"`
+	// Extra tries on one provider after a transient error (500, 502, 503,
+	// 529, connection reset) before moving on. Default: 1.
+	SameProvider *int `json:"same_provider,omitempty"`
+	// First same-provider backoff; it doubles per retry, plus 0-25%
+	// jitter. Default: 500ms.
+	BackoffBase caddy.Duration `json:"backoff_base,omitempty"`
+	// Cap of the backoff. Default: 8s.
+	BackoffMax caddy.Duration `json:"backoff_max,omitempty"`
+	// A Retry-After up to this long is waited out on the same provider;
+	// a longer one moves on to the next provider. Default: 20s.
+	RetryAfterMax caddy.Duration `json:"retry_after_max,omitempty"`
+	// Retries as a percentage of requests over a 10 s window, with a floor
+	// of 3 per second. Default: 20.
+	Budget *float64 `json:"budget,omitempty"`
+	// After every provider of a model failed retryably, try another model.
+	// Default: none.
+	FallbackModels []ModelRule `json:"fallback_models,omitempty"`
+	// A request for a model matching From that a provider refuses with a
+	// 400 saying the prompt is too long (over the model's context window)
+	// is retried once with the model To, on any provider that serves it.
+	// The retry counts in attempts and the retry budget. Without a rule,
+	// or with no provider of To, the 400 is the answer. Default: none.
+	ContextFallbacks []ModelRule `json:"context_fallbacks,omitempty"`
 }
 
-// launchFailover starts the next candidate after a failure, within the
-// bound, charged to the retry budget as failoverRouteAt decides. It
-// returns nil when nothing started.
-func (h *Handler) launchFailover(st *requestState, r *http.Request, within tierBound) *attempt {
-	now := clock()
-	switch h.failoverRouteAt(st, now) {
-	case failoverNone:
-		return nil
-	case failoverBudgeted:
-		if tok, ok := h.retryBudget.Take(now); ok {
-			a := h.launchReplacement(st, r, false, within)
-			if a == nil {
-				h.retryBudget.Refund(tok) // nothing left to try: no retry happened
-			}
-			return a
+func (c *RetryConfig) setDefaults() {
+	if c.Attempts == 0 {
+		c.Attempts = defaultAttempts
+	}
+	if c.SameProvider == nil {
+		n := defaultSameProvider
+		c.SameProvider = &n
+	}
+	if c.BackoffBase == 0 {
+		c.BackoffBase = caddy.Duration(defaultBackoffBase)
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = caddy.Duration(defaultBackoffMax)
+	}
+	if c.RetryAfterMax == 0 {
+		c.RetryAfterMax = caddy.Duration(defaultRetryAfterMax)
+	}
+}
+
+func (c *RetryConfig) budgetPercent() float64 {
+	if c.Budget == nil {
+		return defaultRetryBudget
+	}
+	return *c.Budget
+}
+
+func (c *RetryConfig) sameProvider() int {
+	if c.SameProvider == nil {
+		return defaultSameProvider
+	}
+	return *c.SameProvider
+}
+
+func (c *RetryConfig) validate() error {
+	switch {
+	case c.Attempts < 1:
+		return fmt.Errorf("retry: attempts must be at least 1")
+	case c.SameProvider != nil && *c.SameProvider < 0:
+		return fmt.Errorf("retry: same_provider must not be negative")
+	case c.BackoffBase < 0 || c.BackoffMax < 0 || c.RetryAfterMax < 0:
+		return fmt.Errorf("retry: negative duration")
+	case c.BackoffBase > c.BackoffMax:
+		return fmt.Errorf("retry: backoff base %s is above max %s", time.Duration(c.BackoffBase), time.Duration(c.BackoffMax))
+	case c.Budget != nil && (*c.Budget < 0 || *c.Budget > 100):
+		return fmt.Errorf("retry: budget %v%% out of range 0..100", *c.Budget)
+	}
+	for _, f := range c.FallbackModels {
+		if f.From == "" || f.To == "" {
+			return fmt.Errorf("retry: fallback_model needs <from> and <to>")
 		}
-		fallthrough // another request took the last of the budget meanwhile
-	case failoverPastBudget:
-		if !st.budgetFailoverUsed {
-			if a := h.launchReplacement(st, r, true, within); a != nil {
-				st.budgetFailoverUsed = true
-				h.retryBudget.Charge(clock())
-				return a
-			}
+		if err := wire.CheckModelName(f.To); err != nil {
+			return fmt.Errorf("retry: fallback_model %s %s: %w", f.From, f.To, err)
 		}
 	}
-	h.metrics.budgetExhausted("retry")
+	for _, f := range c.ContextFallbacks {
+		if f.From == "" || f.To == "" {
+			return fmt.Errorf("retry: context_fallback needs <from> and <to>")
+		}
+		if err := wire.CheckModelName(f.To); err != nil {
+			return fmt.Errorf("retry: context_fallback %s %s: %w", f.From, f.To, err)
+		}
+	}
 	return nil
 }
 
-// launchReplacement starts the next candidate of the plan, or, once every
-// provider of the model failed with provider-level errors, the first of its
-// fallback model. healthyOnly restricts the choice to providers without
-// consecutive failures; a set bound to its tier, whose same-provider retry
-// comes before any fallback or probe.
-func (h *Handler) launchReplacement(st *requestState, r *http.Request, healthyOnly bool, within tierBound) *attempt {
-	if a := h.launchFrom(st, r, "failover", healthyOnly, within); a != nil {
-		return a
+// CooldownConfig configures the circuit breaker of each provider.
+type CooldownConfig struct {
+	// Consecutive provider-level failures that open the breaker. Default: 3.
+	Failures int `json:"failures,omitempty"`
+	// How long the breaker stays open before one probe is let through.
+	// Default: 30s.
+	Duration caddy.Duration `json:"duration,omitempty"`
+	// Growth cap of the open period while probes keep failing; it doubles
+	// per failed probe. Default: Duration (no growth).
+	Max caddy.Duration `json:"max,omitempty"`
+}
+
+func (c *CooldownConfig) config() health.Cooldown {
+	cc := health.Cooldown{Failures: c.Failures, Duration: time.Duration(c.Duration), Max: time.Duration(c.Max)}
+	if cc.Failures == 0 {
+		cc.Failures = breakerDefaultFailures
 	}
-	if within.set {
-		return nil
+	if cc.Duration == 0 {
+		cc.Duration = breakerDefaultDuration
 	}
-	if st.plan.remaining() == 0 && st.live == 0 && h.fallback(st) {
-		if a := h.launchFrom(st, r, "fallback", healthyOnly, within); a != nil {
-			return a
-		}
+	if cc.Max < cc.Duration {
+		cc.Max = cc.Duration
 	}
-	if st.live == 0 && !healthyOnly && !st.probed() {
-		// The rest of the candidates are cooling down: rather than fail
-		// while attempts remain, probe the one that recovers first (one
-		// probe at a time per provider, as at the start of a request). A
-		// request that already probed ends with its error instead.
-		return h.launchProbe(st, r)
+	return cc
+}
+
+func (c *CooldownConfig) validate() error {
+	if c.Failures < 0 || c.Duration < 0 || c.Max < 0 {
+		return fmt.Errorf("cooldown: negative value")
 	}
 	return nil
 }
 
-// launchFrom is launchNext, optionally over the healthy candidates only,
-// and within the bound: the others are set aside for this one choice and
-// stay in the plan.
-func (h *Handler) launchFrom(st *requestState, r *http.Request, reason string, healthyOnly bool, within tierBound) *attempt {
-	if !healthyOnly && !within.set {
-		return h.launchNext(st, r, reason, false)
-	}
-	pl := st.plan
-	var aside []int
-	for i, p := range pl.cands {
-		if !pl.used[i] && (healthyOnly && p.health.Consecutive.Load() > 0 || !within.admits(p)) {
-			pl.used[i] = true
-			aside = append(aside, i)
-		}
-	}
-	a := h.launchNext(st, r, reason, false)
-	for _, i := range aside {
-		pl.used[i] = false
-	}
-	return a
-}
-
-// answerFailure writes the final error when no attempt could commit: a
-// request-level error passes through as the provider sent it;
-// a client that left gets nothing; otherwise 503 (or 504, or the 4xx every
-// provider agreed on) with the last upstream error in the message.
-func (h *Handler) answerFailure(w http.ResponseWriter, st *requestState) {
-	last := st.lastFailure()
-	switch {
-	case st.outcome == outcomeClientAbort:
-		return
-	case last != nil && last.class == wire.ClassObjectMissing && st.objectUnsure():
-		st.answerHolderDown(w, st.plan.cands) // holder.go: not a not-found while a holder may be down
-		return
-	case last != nil && last.class.PassedThrough():
-		st.outcome, st.status = outcomeClientError, last.status
-		passThrough(w, last)
-		return
-	}
-	if st.plan != nil && len(st.attempts) == 0 && refuseUntranslatable(w, st) {
-		return
-	}
-	if st.plan != nil && len(st.plan.cands) == 0 {
-		// No configured provider serves this model in this dialect: the
-		// request names something that does not exist here.
-		st.refuse(w, http.StatusNotFound,
-			fmt.Sprintf("model %q: no configured provider serves it for the %s API", st.req.Model, st.dialect))
-		return
-	}
-	if st.outOfQuota() {
-		secs := max(1, int(math.Ceil(float64(st.quotaUntil-clock().UnixNano())/float64(time.Second))))
-		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		st.outcome, st.status = outcomeExhausted, http.StatusTooManyRequests
-		wire.WriteError(w, st.dialect, http.StatusTooManyRequests, "all providers are out of quota: retry after the reset")
-		return
-	}
-	// The client reads what kind of failure it was, never which provider
-	// failed or why: that is in the request log line, where an operator
-	// reads it; a client's message must not reveal the upstreams.
-	status, msg := unservedStatus(st) // candidates.go
-	if last != nil {
-		if s := st.agreedStatus(); s != 0 {
-			status = s
-		}
-		msg = failureMessage(status, last.class)
-		if secs := failureRetryAfter(clock(), st.plan, last); secs > 0 { // candidates.go
-			w.Header().Set("Retry-After", strconv.Itoa(secs))
-		}
-	}
-	if st.timedOut() {
-		status, msg = http.StatusGatewayTimeout, "request exceeded the total timeout: upstream timed out"
-		st.outcome = outcomeTimeout
-	} else if shutdownCut(st.ctx) {
-		status, msg = http.StatusServiceUnavailable, "the proxy is shutting down before an answer came: retry the request"
-		w.Header().Set("Retry-After", "1")
-	} else if !st.recoverAt.IsZero() {
-		// The recovery as it stands now, not as it was when the candidates
-		// were skipped: a failed probe has re-opened its provider since.
-		if secs := recoverySeconds(clock(), st.plan.cands); secs > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(secs))
-		}
-	}
-	if st.outcome == "" {
-		st.outcome = outcomeExhausted
-		if len(st.attempts) == 0 {
-			st.outcome = outcomeUpstreamError
-		}
-	}
-	st.status = status // finish logs it: one line per request, not a second one here
-	wire.WriteError(w, st.dialect, status, msg)
-}
-
-// failureMessage is the client's message when every attempt failed for
-// the providers' reasons: generic, in the words of the status.
-func failureMessage(status int, last wire.FailClass) string {
-	switch {
-	case status == http.StatusTooManyRequests:
-		return "all providers failed: upstream rate limited"
-	case status == http.StatusNotFound:
-		return "all providers failed: model not found"
-	case last == wire.ClassFirstByteTimeout || last == wire.ClassResponseTimeout:
-		return "all providers failed: upstream timed out"
-	}
-	return "all providers failed: upstream unavailable"
-}
-
-// passThrough relays a request-level upstream error unchanged.
-func passThrough(w http.ResponseWriter, a *attempt) {
-	hdr := w.Header()
-	for _, k := range []string{"Content-Type", "Request-Id", "X-Request-Id", "Retry-After", "X-Should-Retry"} {
-		if v := a.errHeader.Get(k); v != "" {
-			hdr.Set(k, v)
-		}
-	}
-	if hdr.Get("Content-Type") == "" {
-		hdr.Set("Content-Type", "application/json")
-	}
-	hdr.Set("Content-Length", strconv.Itoa(len(a.errBody)))
-	w.WriteHeader(a.status)
-	_, _ = w.Write(a.errBody)
+// engine is the retry policy the engine runs, defaults applied.
+func (c *RetryConfig) engine() engine.Retry {
+	return engine.Retry{Attempts: c.Attempts, SameProvider: c.sameProvider(), BackoffBase: time.Duration(c.BackoffBase),
+		BackoffMax: time.Duration(c.BackoffMax), RetryAfterMax: time.Duration(c.RetryAfterMax), BudgetPercent: c.budgetPercent(),
+		FallbackModels: c.FallbackModels, ContextFallbacks: c.ContextFallbacks}
 }

@@ -4,54 +4,82 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/llmhedge/caddy-llm-hedge/internal/health"
+	"github.com/caddyserver/caddy/v2"
+	"github.com/llmhedge/caddy-llm-hedge/internal/engine"
 )
 
-// hedgeRoom reports whether one more racer may start now: something is
-// running to race against, fewer than max_attempts race, the request has
-// attempts left and a candidate is unused.
-func (h *Handler) hedgeRoom(st *requestState) bool {
-	return st.live > 0 && st.live < h.Hedge.MaxAttempts && st.attemptsLeft() > 0 && st.plan.remaining() > 0
+// The Caddy layer's side of hedging: the hedge {} options, their defaults
+// and checks, and the engine's Hedge made of them. The race itself is
+// internal/engine (hedge.go, race.go).
+
+// HedgeConfig configures hedge racing of streaming requests: when the
+// first attempt is slow to produce its first valid event, an alternative
+// provider is launched and the first valid event wins.
+type HedgeConfig struct {
+	// Fixed hedge delay. Default: none, the delay is adaptive (Percentile).
+	Delay caddy.Duration `json:"delay,omitempty"`
+	// Adaptive hedge delay: this percentile (1-99.9) of the provider's
+	// recent time to first valid event, per request-size class. Default 90
+	// when Delay is not set.
+	Percentile float64 `json:"percentile,omitempty"`
+	// Lower clamp of the adaptive delay. Default: 500ms.
+	Min caddy.Duration `json:"min,omitempty"`
+	// Upper clamp of the adaptive delay; max/4 is the bootstrap delay until
+	// 20 samples exist. Default: 8s.
+	Max caddy.Duration `json:"max,omitempty"`
+	// Attempts racing at once, the first included (2-5). Default: 2.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Hedges as a percentage of requests over a 10 s window, with a floor
+	// of 1 hedge per second. Default: 10.
+	Budget *float64 `json:"budget,omitempty"`
+	// Disables hedging: attempts run one after another. Default: false.
+	Off bool `json:"off,omitempty"`
 }
 
-// hedgeDelay is how long the first attempt on p may take to its first
-// valid event before an alternative is launched.
-func (h *Handler) hedgeDelay(p *provider, class int) time.Duration {
-	d := hedgeDelay(p.latency, class, time.Duration(h.Hedge.Delay), h.Hedge.Percentile,
-		time.Duration(h.Hedge.Min), time.Duration(h.Hedge.Max), clock())
-	if p.health != nil {
-		p.health.HedgeDelayNs.Store(int64(d))
+func (c *HedgeConfig) setDefaults() {
+	if c.Delay == 0 && c.Percentile == 0 {
+		c.Percentile = defaultHedgePercentile
 	}
-	return d
+	if c.Min == 0 {
+		c.Min = caddy.Duration(defaultHedgeMin)
+	}
+	if c.Max == 0 {
+		c.Max = caddy.Duration(defaultHedgeMax)
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = defaultHedgeMaxAttempts
+	}
 }
 
-// hedgeMinSamples is how many samples a size class needs before its
-// percentile is trusted; below it the hedge delay is the bootstrap max/4.
-const hedgeMinSamples = 20
+func (c *HedgeConfig) enabled() bool { return !c.Off && c.MaxAttempts > 1 }
 
-// hedgeDelay is how long the first attempt runs alone before a hedge is
-// launched: fixed when set, otherwise the pct-th percentile (pct like 90) of
-// the provider's recent first-event times for this size class, clamped to
-// [min, max]. A class with fewer than 20 recent samples uses max/4, so a cold
-// start hedges neither instantly nor never. A max <= 0 leaves the delay
-// unclamped from above.
-func hedgeDelay(t *health.LatencyTracker, sizeClass int, fixed time.Duration, pct float64, min, max time.Duration, now time.Time) time.Duration {
-	if fixed > 0 {
-		return fixed
+func (c *HedgeConfig) budgetPercent() float64 {
+	if c.Budget == nil {
+		return defaultHedgeBudget
 	}
-	d := max / 4
-	if t != nil {
-		if v, n := t.Quantile(sizeClass, pct/100, now); n >= hedgeMinSamples {
-			d = v
-		}
+	return *c.Budget
+}
+
+func (c *HedgeConfig) validate() error {
+	switch {
+	case c.Delay < 0 || c.Min < 0 || c.Max < 0:
+		return fmt.Errorf("hedge: negative duration")
+	case c.Min > c.Max:
+		return fmt.Errorf("hedge: min %s is above max %s", time.Duration(c.Min), time.Duration(c.Max))
+	case c.Percentile < 0 || c.Percentile >= 100:
+		return fmt.Errorf("hedge: percentile %v out of range (0, 100)", c.Percentile)
+	case c.MaxAttempts < 1 || c.MaxAttempts > maxHedgeAttempts:
+		return fmt.Errorf("hedge: max_attempts %d out of range 1..%d", c.MaxAttempts, maxHedgeAttempts)
+	case c.Budget != nil && (*c.Budget < 0 || *c.Budget > 100):
+		return fmt.Errorf("hedge: budget %v%% out of range 0..100", *c.Budget)
 	}
-	if max > 0 && d > max {
-		d = max
-	}
-	if d < min {
-		d = min
-	}
-	return d
+	return nil
+}
+
+// engine is the policy the engine runs, defaults applied.
+func (c *HedgeConfig) engine() engine.Hedge {
+	return engine.Hedge{Enabled: c.enabled(), Delay: time.Duration(c.Delay), Min: time.Duration(c.Min), Max: time.Duration(c.Max),
+		Percentile: c.Percentile, MaxAttempts: c.MaxAttempts, BudgetPercent: c.budgetPercent()}
 }
 
 // budgetMismatch returns a warning when the hedge percentile and the hedge

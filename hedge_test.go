@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/engine"
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
@@ -78,10 +77,7 @@ func hedgeCannedHandler(tb testing.TB, hedge HedgeConfig, up *hedgeCannedUpstrea
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = h.Cleanup() })
-	h.logger = zap.NewNop()
-	for _, p := range h.providers {
-		p.transport.RegisterProtocol("http", up)
-	}
+	engine.SetTransport(h.engine, "http", up)
 	return h
 }
 
@@ -133,34 +129,5 @@ func TestHedgeCannedUpstreamServes(t *testing.T) {
 	}
 	if up.calls["primary.invalid"] != 1 || up.calls["spare.invalid"] != 0 {
 		t.Fatalf("calls %v, want the primary once", up.calls)
-	}
-}
-
-// BenchmarkHedgeArm is all that hedging adds to a request that never
-// hedges: computing the delay (fixed, or the adaptive percentile of a
-// warm tracker) and arming and stopping the hedge timer.
-func BenchmarkHedgeArm(b *testing.B) {
-	up := &hedgeCannedUpstream{calls: map[string]int{}}
-	for _, tc := range []struct {
-		name  string
-		hedge HedgeConfig
-	}{
-		{"fixed", HedgeConfig{Delay: caddy.Duration(time.Minute)}},
-		{"p90", HedgeConfig{}},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			h := hedgeCannedHandler(b, tc.hedge, up)
-			p := h.providers[0]
-			now := clock()
-			for i := range 100 {
-				p.latency.Observe(0, time.Duration(100+i)*time.Millisecond, now)
-			}
-			timer := stoppedTimer()
-			b.ReportAllocs()
-			for b.Loop() {
-				timer.Reset(h.hedgeDelay(p, 0))
-				timer.Stop()
-			}
-		})
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 // importRules is the layering of docs/architecture.md: what each package
 // below the root may import besides the standard library. The root (the
-// Caddy layer and the request engine) may import anything. A package that
+// Caddy layer) may import anything. A package that
 // is not listed here fails the test, so a new package states its place.
 var importRules = map[string][]string{
 	"internal/jsonscan":          nil,
@@ -24,6 +24,14 @@ var importRules = map[string][]string{
 	"internal/routing":           nil, // the cost of a provider and the pick within a tier
 	"internal/freeport":          nil, // tests and the bench only: loopback ports never handed out twice
 	"fleettest":                  nil, // tests only: the fleet of real processes
+	"e2e":                        nil, // tests only: a real Caddy, the official SDKs and the agents (its _test files import what they drive)
+	// The request engine: every layer below it, the trace API, and no
+	// Caddy, zap or Prometheus (TestEngineWithoutCaddy checks its whole
+	// dependency graph too).
+	"internal/engine": {"internal/wire", "internal/sse", "internal/jsonscan", "internal/genai", "internal/stream",
+		"internal/health", "internal/limit", "internal/affinity", "internal/routing", "internal/dashboard",
+		"internal/upconn", "internal/translate", "internal/cloud", "internal/dialect/*",
+		"github.com/cespare/xxhash/v2", "github.com/klauspost/compress/zstd", "go.opentelemetry.io/otel/*"},
 	// The layers below the root (docs/architecture.md). A new package is
 	// added here, in its layer, or the test fails.
 	"internal/wire": {"internal/sse", "internal/jsonscan", "internal/genai"},
@@ -116,4 +124,25 @@ func matchesAny(imp string, pats []string) bool {
 func isStdlib(imp string) bool {
 	first, _, _ := strings.Cut(imp, "/")
 	return !strings.Contains(first, ".")
+}
+
+// The engine is a library a reader can hold without a server: nothing in
+// its dependency graph is Caddy, zap or Prometheus.
+func TestEngineWithoutCaddy(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./internal/engine").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	n := 0
+	for _, dep := range strings.Fields(string(out)) {
+		n++
+		for _, banned := range []string{"github.com/caddyserver/", "go.uber.org/zap", "github.com/prometheus/"} {
+			if strings.HasPrefix(dep, banned) {
+				t.Errorf("internal/engine depends on %s", dep)
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("go list -deps listed %d packages: too few", n)
+	}
 }

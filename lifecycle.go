@@ -6,6 +6,7 @@ package llmhedge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -16,6 +17,9 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
+	"github.com/llmhedge/caddy-llm-hedge/internal/engine"
+	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -160,3 +164,104 @@ func onExit(f func()) (stop func() bool) {
 func shutdownCut(ctx context.Context) bool {
 	return errors.Is(context.Cause(ctx), wire.ErrShutdown)
 }
+
+// What outlives a config: a reload provisions the new handlers before it
+// cleans up the old ones, so the tables below, held in Caddy's usage pool
+// and counted by reference, carry what the old config learned (health,
+// sessions' winners, response owners) into the new one.
+
+// providerPool holds the health of every provider, keyed by healthKey. It is
+// package-level so that a config reload, which provisions new handlers before
+// cleaning up the old ones, finds the same entries and keeps what was learned.
+var providerPool = caddy.NewUsagePool()
+
+// healthKey identifies a provider across handlers: two llm_hedge handlers
+// naming the same upstream share its health.
+func healthKey(name, baseURL string) string {
+	return name + "|" + baseURL
+}
+
+// loadHealth returns the shared health of a provider, creating it on first
+// use, and records vendor (the latest Provision wins). Every call must be
+// paired with releaseHealth in Cleanup.
+func loadHealth(name, baseURL, vendor string) (*health.Provider, error) {
+	val, _, err := providerPool.LoadOrNew(healthKey(name, baseURL), func() (caddy.Destructor, error) {
+		return &health.Provider{Name: name, BaseURL: baseURL, Latency: health.NewLatencyTracker()}, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provider %s: loading health: %w", name, err)
+	}
+	ph, ok := val.(*health.Provider)
+	if !ok {
+		return nil, fmt.Errorf("provider %s: loading health: unexpected %T in pool", name, val)
+	}
+	ph.Vendor.Store(&vendor)
+	return ph, nil
+}
+
+// releaseHealth drops one reference taken by loadHealth. The state is
+// forgotten only when no handler of the running config names the provider.
+func releaseHealth(name, baseURL string) {
+	// Destruct never fails, and Delete on a missing key is a no-op.
+	_, _ = providerPool.Delete(healthKey(name, baseURL))
+}
+
+// sharedAffinity is a remembered-winner table in providerPool, one per
+// ttl, so that a reload keeping the ttl keeps what failovers taught, as it
+// keeps the health: a conversation stays where its prompt cache is.
+type sharedAffinity struct{ *affinity.Table }
+
+// Destruct implements caddy.Destructor; the table holds no goroutine.
+func (sharedAffinity) Destruct() error { return nil }
+
+func affinityPoolKey(ttl time.Duration) string {
+	if ttl <= 0 {
+		ttl = affinity.DefaultTTL
+	}
+	return "affinity|" + ttl.String()
+}
+
+// loadAffinity returns the shared table of ttl, creating it on first use.
+// Each caller holds one reference, released by releaseAffinity. The
+// constructor never fails, and the key is this table's alone.
+func loadAffinity(ttl time.Duration) *affinity.Table {
+	val, _, _ := providerPool.LoadOrNew(affinityPoolKey(ttl), func() (caddy.Destructor, error) {
+		return sharedAffinity{affinity.NewTable(defaultAffinityCapacity, ttl)}, nil
+	})
+	return val.(sharedAffinity).Table
+}
+
+// releaseAffinity drops the reference loadAffinity gave for table (nil:
+// affinity off, nothing to drop).
+func releaseAffinity(table *affinity.Table, ttl time.Duration) {
+	if table != nil {
+		_, _ = providerPool.Delete(affinityPoolKey(ttl))
+	}
+}
+
+// responseOwnersPoolKey keys the one table of response owners.
+const responseOwnersPoolKey = "llm_hedge/response_owners"
+
+// sharedOwners is the table of response owners in providerPool.
+type sharedOwners struct{ *engine.ResponseOwners }
+
+// Destruct implements caddy.Destructor; the table holds no goroutine.
+func (sharedOwners) Destruct() error { return nil }
+
+// loadResponseOwners returns the shared table, creating it on first use.
+// Each caller holds one reference, released by releaseResponseOwners.
+func loadResponseOwners() (*engine.ResponseOwners, error) {
+	val, _, err := providerPool.LoadOrNew(responseOwnersPoolKey, func() (caddy.Destructor, error) {
+		return sharedOwners{engine.NewResponseOwners(engine.ResponseOwnersCapacity())}, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("loading the response owners: %w", err)
+	}
+	ro, ok := val.(sharedOwners)
+	if !ok {
+		return nil, fmt.Errorf("loading the response owners: unexpected %T in pool", val)
+	}
+	return ro.ResponseOwners, nil
+}
+
+func releaseResponseOwners() { _, _ = providerPool.Delete(responseOwnersPoolKey) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/engine"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
@@ -270,7 +271,7 @@ type stateCollector struct{ desc *prometheus.Desc }
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
-	now := clock()
+	now := engine.Now()
 	worst := map[string]health.State{}
 	providerPool.Range(func(_, v any) bool {
 		if ph, ok := v.(*health.Provider); ok {
@@ -291,7 +292,7 @@ type keyCollector struct{ state, remaining *prometheus.Desc }
 func (c keyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.state; ch <- c.remaining }
 
 func (c keyCollector) Collect(ch chan<- prometheus.Metric) {
-	now := clock().UnixNano()
+	now := engine.Now().UnixNano()
 	var hs []*health.Provider
 	providerPool.Range(func(_, v any) bool {
 		if ph, ok := v.(*health.Provider); ok {
@@ -335,5 +336,11 @@ func keyStateValue(s string) int {
 func (m *handlerMetrics) discovered(outcome string) {
 	if m != nil {
 		m.discovers.WithLabelValues(outcome).Inc()
+	}
+}
+
+func (m *handlerMetrics) translation(provider, client, result string) {
+	if m != nil {
+		m.translations.WithLabelValues(provider, client, result).Inc()
 	}
 }

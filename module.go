@@ -10,9 +10,7 @@ package llmhedge
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -24,10 +22,9 @@ import (
 	// default (Caddyfile.example) and rehearsals of failures need it.
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/affinity"
+	"github.com/llmhedge/caddy-llm-hedge/internal/engine"
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
-	"github.com/llmhedge/caddy-llm-hedge/internal/limit"
 	"github.com/llmhedge/caddy-llm-hedge/internal/routing"
-	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 	_ "github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
@@ -106,18 +103,15 @@ type Handler struct {
 	// other path is 404 in the client's dialect.
 	Forward []string `json:"forward,omitempty"`
 
-	providers   []*provider
-	transport   map[string]*http.Transport
-	hedgeBudget *limit.Budget
-	retryBudget *limit.Budget
-	affinity    *affinity.Table
-	policy      routing.Policy
-	owners      *responseOwners
-	rejects     [][]byte
-	cooldown    health.Cooldown
-	logger      *zap.Logger
-	metrics     *handlerMetrics
-	rand        func() float64
+	engine *engine.Engine
+	// loaded are the providers whose shared health Provision took,
+	// released by Cleanup; affinity and owners the shared tables taken.
+	loaded   []*health.Provider
+	affinity *affinity.Table
+	owners   *engine.ResponseOwners
+	logger   *zap.Logger
+	metrics  *handlerMetrics
+	obs      *observer // the engine's Observer: metrics, logs, placeholders
 }
 
 // Timeouts bound each phase of an attempt and the whole request.
@@ -148,23 +142,23 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision sets defaults, expands keys, builds the transports and joins
-// the shared provider health pool.
+// Provision sets defaults, expands keys, joins the shared provider
+// health pool and builds the engine.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	if err := h.checkConfig(); err != nil {
 		return err
 	}
 	h.setDefaults()
+	m, err := provisionMetrics(ctx)
+	if err != nil {
+		return err
+	}
+	h.metrics = m
 	repl := caddy.NewReplacer()
-	h.transport = make(map[string]*http.Transport)
-	seen := make(map[string]bool)
+	specs := make([]engine.ProviderConfig, 0, len(h.Providers))
 	for _, pc := range h.Providers {
-		if seen[pc.Name] {
-			return fmt.Errorf("provider %q: duplicate name", pc.Name)
-		}
-		seen[pc.Name] = true
-		p, err := newProvider(pc, repl, h)
+		spec, err := providerSpec(pc, repl)
 		if err != nil {
 			return fmt.Errorf("provider %q: %w", pc.Name, err)
 		}
@@ -174,14 +168,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			h.logger.Warn("provider key is written literally in the config, where Caddy's admin API and debug log can show it; use {env.VAR}",
 				zap.String("provider", pc.Name))
 		}
-		h.providers = append(h.providers, p)
+		specs = append(specs, spec)
 	}
-	h.cooldown = h.Cooldown.config()
-	for _, phrase := range h.Stream.Reject {
-		h.rejects = append(h.rejects, []byte(phrase))
-	}
-	h.hedgeBudget = limit.NewBudget(h.Hedge.budgetPercent(), hedgeBudgetFloor, budgetWindow)
-	h.retryBudget = limit.NewBudget(h.Retry.budgetPercent(), retryBudgetFloor, budgetWindow)
 	if h.Affinity.enabled() {
 		h.affinity = loadAffinity(time.Duration(h.Affinity.TTL))
 	}
@@ -190,20 +178,59 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			h.logger.Warn("hedge percentile and budget disagree", zap.String("detail", msg))
 		}
 	}
-	h.policy, _ = routing.ParsePolicy(h.LBPolicy) // checkConfig refused another name
-	h.rand = rand.Float64
-	owners, err := loadResponseOwners()
+	if h.owners, err = loadResponseOwners(); err != nil {
+		return err
+	}
+	h.obs = &observer{logger: h.logger, metrics: h.metrics}
+	h.engine, err = engine.New(h.engineConfig(), specs, engine.Env{
+		Observer: h.obs,
+		Log:      ctx.Slogger(),
+		Health: func(name, baseURL, vendor string) (*health.Provider, error) {
+			ph, err := loadHealth(name, baseURL, vendor)
+			if err == nil {
+				h.loaded = append(h.loaded, ph)
+			}
+			return ph, err
+		},
+		Affinity: h.affinity,
+		Owners:   h.owners,
+		Board:    &board,
+		Exit:     processExit.ctx,
+		ClientIP: clientIP,
+	})
 	if err != nil {
 		return err
 	}
-	h.owners = owners
-	m, err := provisionMetrics(ctx)
-	if err != nil {
-		return err
+	for _, pc := range h.Providers {
+		noteMaxInFlight(pc.Name, pc.MaxInFlight)
 	}
-	h.metrics = m
-	h.publish()
+	h.engine.Publish()
 	return nil
+}
+
+// engineConfig is the policy the engine runs, defaults applied.
+func (h *Handler) engineConfig() engine.Config {
+	policy, _ := routing.ParsePolicy(h.LBPolicy) // checkConfig refused another name
+	return engine.Config{
+		Timeouts: engine.Timeouts{Connect: time.Duration(h.Timeouts.Connect), FirstByte: time.Duration(h.Timeouts.FirstByte),
+			Response: time.Duration(h.Timeouts.Response), Idle: time.Duration(h.Timeouts.Idle), Total: time.Duration(h.Timeouts.Total)},
+		Hedge:          h.Hedge.engine(),
+		Retry:          h.Retry.engine(),
+		Stream:         h.Stream.engine(),
+		Cooldown:       h.Cooldown.config(),
+		Policy:         policy,
+		AffinityTTL:    time.Duration(h.Affinity.TTL),
+		AffinityHeader: h.Affinity.Header,
+		MaxBody:        h.MaxBody,
+		Forward:        h.Forward,
+	}
+}
+
+// clientIP is the client's address as Caddy judged it (trusted proxies
+// applied).
+func clientIP(r *http.Request) string {
+	ip, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
+	return ip
 }
 
 // Validate rejects configurations that cannot work.
@@ -224,7 +251,7 @@ func (h *Handler) Validate() error {
 		}
 	}
 	for _, g := range h.Forward {
-		if err := checkForwardGlob(g); err != nil {
+		if err := engine.CheckForwardGlob(g); err != nil {
 			return fmt.Errorf("forward: %w", err)
 		}
 	}
@@ -238,15 +265,14 @@ func (h *Handler) Validate() error {
 }
 
 // Cleanup releases this handler's references to the shared provider health
-// and closes idle upstream connections. In-flight requests keep running on
-// their own contexts: a reload never cuts a stream.
+// and tables and closes idle upstream connections. In-flight requests keep
+// running on their own contexts: a reload never cuts a stream.
 func (h *Handler) Cleanup() error {
-	for _, p := range h.providers {
-		p.health.Keys.Release(p.keys)
-		releaseHealth(p.name, p.baseURL.String())
+	for _, ph := range h.loaded {
+		releaseHealth(ph.Name, ph.BaseURL)
 	}
-	for _, t := range h.transport {
-		t.CloseIdleConnections()
+	if h.engine != nil {
+		h.engine.Close()
 	}
 	if h.owners != nil {
 		// kept: requests of this config outlive a reload and remember ids
@@ -278,79 +304,11 @@ func (h *Handler) setDefaults() {
 }
 
 // ServeHTTP serves LLM completion requests with failover and hedging, and
-// forwards the other paths it serves to one healthy provider.
+// forwards the other paths it serves to one healthy provider: the engine's
+// work, counted among the requests a process exit waits for.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	defer trackRequest()()
-	d := dialectOfPath(r.URL.Path)
-	if d == wire.DialectNone {
-		return h.forward(w, r)
-	}
-	if r.Method != http.MethodPost {
-		h.refuseMethod(w, r, d)
-		return nil
-	}
-	return h.serveCompletion(w, r, d)
-}
-
-// refuseMethod answers a completion path asked with another method than
-// POST as a forwarded call is refused: one request log line (its method and
-// bounded path) and the requests metric. A WebSocket upgrade gets 426:
-// Codex opens its Responses WebSocket first and falls back to HTTP at once
-// on a 426 only (on any other status it retries the handshake five times).
-func (h *Handler) refuseMethod(w http.ResponseWriter, r *http.Request, d wire.Dialect) {
-	st := newRequestState(h, r, d)
-	st.forwarded = true
-	defer h.finish(st)
-	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-		st.refuse(w, http.StatusUpgradeRequired, "WebSocket is not served on this completion path: use POST over HTTP")
-		return
-	}
-	w.Header().Set("Allow", http.MethodPost)
-	st.refuse(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on this completion path: use POST", r.Method))
-}
-
-// serveCompletion is the request path of a completion: read the body once,
-// plan the candidates, race attempts until one is ready, commit it and
-// relay, or answer with the error in the client's dialect.
-func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, d wire.Dialect) error {
-	st := newRequestState(h, r, d)
-	defer h.finish(st)
-
-	body, err := readBody(r, h.MaxBody)
-	if err != nil {
-		if errors.Is(err, wire.ErrBodyTooLarge) {
-			st.refuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the %d-byte limit (max_body)", h.MaxBody))
-			return nil
-		}
-		st.refuse(w, bodyStatus(err), err.Error())
-		return nil
-	}
-	req, err := wire.ParseCompletion(d, r.URL.Path, r.URL.RawQuery, body)
-	if err != nil {
-		st.refuse(w, http.StatusBadRequest, err.Error())
-		return nil
-	}
-	req.SizeClass = health.SizeClass(len(body))
-	if h.affinity != nil {
-		req.SessionKey = sessionKey(d, body, &req.Top, r.Header, h.Affinity.Header)
-	}
-	st.req = req
-	h.pinResponse(st, body)
-	h.hedgeBudget.RecordRequest(st.start)
-	h.retryBudget.RecordRequest(st.start)
-
-	ctx, cancel := h.requestContext(r)
-	defer cancel()
-	st.ctx = ctx
-
-	winner := h.race(st, r)
-	defer st.drain()
-	if winner == nil {
-		h.answerFailure(w, st)
-		return nil
-	}
-	h.commit(w, r, st, winner)
-	return nil
+	return h.engine.Serve(w, r)
 }
 
 // Interface guards

@@ -1,12 +1,8 @@
 package llmhedge
 
 import (
-	"cmp"
 	"context"
-	"net/http"
-	"slices"
 	"strings"
-	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -14,23 +10,162 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/engine"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
-// chainEntry is one step of the request's decision chain in the log.
-type chainEntry struct {
-	Provider     string
-	OffsetMs     int64
-	Event        string // initial, hedge_triggered, retry, failover, fallback, context_fallback, probe, cooldown_skip, busy_skip
-	Outcome      string // request_success, hedge_winner, hedge_loser_cancelled, provider_error, request_error, stream_error, client_abort
-	Status       int
-	Class        string
-	Error        string // what went wrong, for the operator only: clients read a generic message
-	FirstEventMs int64
-	Strategy     string // resume: prefill, replay or finish
-	Delivered    int    // resume: characters of text the client had
-	Route        *routeDecision
+// observer is the Caddy layer's engine.Observer: the engine's events go
+// to the metrics, its transitions and each request's report to the log,
+// the report also to the placeholders and Caddy's access log entry.
+type observer struct {
+	logger  *zap.Logger
+	metrics *handlerMetrics // nil: none (an admin reset)
 }
+
+func (o *observer) Attempt(provider, result string) { o.metrics.attempt(provider, result) }
+func (o *observer) HedgeLaunched(provider string)   { o.metrics.hedgeLaunched(provider) }
+func (o *observer) Retry(provider, reason string)   { o.metrics.retry(provider, reason) }
+func (o *observer) BudgetExhausted(kind string)     { o.metrics.budgetExhausted(kind) }
+func (o *observer) Resumed(outcome string)          { o.metrics.resumed(outcome) }
+func (o *observer) RoutePick(provider, why string)  { o.metrics.routePick(provider, why) }
+func (o *observer) QuotaSkip(provider string)       { o.metrics.quotaSkip(provider) }
+func (o *observer) Discovered(outcome string)       { o.metrics.discovered(outcome) }
+func (o *observer) Translation(provider, client, result string) {
+	o.metrics.translation(provider, client, result)
+}
+func (o *observer) Continuation(provider string, u *wire.Usage) { o.metrics.continuation(provider, u) }
+
+// Messages of the transition lines: static, as Caddy's own, so that a log
+// pipeline can match them.
+const (
+	msgBreakerOpened = "provider breaker opened"
+	msgBreakerClosed = "provider breaker closed"
+	msgBreakerReset  = "provider breaker reset"
+	msgKeyDisabled   = "provider key disabled"
+	msgKeyReenabled  = "provider key re-enabled"
+)
+
+// Transition writes the line of a provider's state change: once per
+// transition, not per request (the health code reports a transition only
+// to the caller whose compare-and-swap made it, so requests failing
+// together on one provider write one line).
+func (o *observer) Transition(t engine.Transition) {
+	switch t.Kind {
+	case engine.BreakerOpened:
+		o.logger.Warn(msgBreakerOpened,
+			zap.String("provider", t.Provider),
+			zap.String("url", t.URL),
+			zap.Int64("consecutive_failures", t.Consecutive),
+			zap.String("open_until", viewTime(t.OpenUntil)),
+			zap.Duration("open_for", t.OpenFor),
+			zap.Bool("probe_failed", t.Probe),
+			zap.String("error_class", t.Class),
+			zap.String("error", t.Error))
+	case engine.BreakerClosed:
+		o.logger.Info(msgBreakerClosed, zap.String("provider", t.Provider), zap.String("url", t.URL))
+	case engine.BreakerReset:
+		o.logger.Info(msgBreakerReset, zap.String("provider", t.Provider), zap.String("url", t.URL), zap.String("was", t.Was))
+	case engine.KeyDisabled:
+		o.logger.Warn(msgKeyDisabled,
+			zap.String("provider", t.Provider),
+			zap.String("key", t.Key),
+			zap.Int("status", t.Status),
+			zap.String("error_class", t.Class),
+			zap.String("error", t.Error))
+	case engine.KeyReenabled:
+		o.logger.Info(msgKeyReenabled, zap.String("provider", t.Provider), zap.String("key", t.Key), zap.String("reason", t.Reason))
+	}
+}
+
+// Finished publishes what the request did: metrics, placeholders for the
+// access log, and one log line at the level requestLogLevel gives it.
+func (o *observer) Finished(rep *engine.Report) {
+	if rep.Provider != "" {
+		if rep.Forwarded {
+			// not a completion: its time to headers is no first event
+			o.metrics.attempt(rep.Provider, "won")
+		} else {
+			o.metrics.won(rep.Provider, rep.WinnerResult, rep.FirstEvent.Seconds(), &rep.WinnerUsage)
+		}
+	}
+	o.metrics.request(rep.Outcome)
+	u := rep.Usage
+	r := rep.Request
+	af := &accessFields{rep.Provider, rep.Served, rep.Dialect, rep.Attempts, rep.Hedged, rep.Outcome, rep.FirstEventMs, u.Input, u.Output}
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		publishPlaceholders(r.Context(), repl, af)
+	}
+	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
+		// Set, not Add: a request that passes through the handler twice
+		// (an internal rewrite) must not log two llm_hedge objects.
+		extra.Set(zap.Object("llm_hedge", af))
+	}
+
+	// The fields are built only when the line will be written.
+	lvl := requestLogLevel(rep)
+	if !o.logger.Core().Enabled(lvl) {
+		return
+	}
+	fields := []zap.Field{
+		zap.String("dialect", rep.Dialect),
+		zap.String("model", rep.Model),
+		zap.String("served_model", rep.Served),
+		zap.String("provider", rep.Provider),
+		zap.String("outcome", rep.Outcome),
+		zap.Int("status", rep.Status),
+		zap.Int64("total_ms", rep.Total.Milliseconds()),
+		zap.Int64("first_event_ms", rep.FirstEventMs),
+		zap.Bool("hedged", rep.Hedged),
+		zap.Array("chain", chain(rep.Chain())),
+		zap.Int64("input_tokens", u.Input),
+		zap.Int64("output_tokens", u.Output),
+		zap.Int64("cache_read_tokens", u.CacheRead),
+		zap.Int64("cache_write_tokens", u.CacheWrite),
+	}
+	if rep.FallbackModel != "" {
+		fields = append(fields, zap.String("fallback_model", rep.FallbackModel))
+	}
+	if rep.StreamEnd != "" {
+		fields = append(fields, zap.String("stream_end", rep.StreamEnd))
+	}
+	if rep.CommittedBy != "" {
+		fields = append(fields, zap.String("committed_by", rep.CommittedBy))
+	}
+	if rep.Translated != "" {
+		fields = append(fields, zap.String("translated", rep.Translated))
+		if rep.TranslationDropped != "" {
+			fields = append(fields, zap.String("translation_dropped", rep.TranslationDropped))
+		}
+	}
+	if rep.DroppedMalformed > 0 {
+		fields = append(fields, zap.Int("dropped_malformed", rep.DroppedMalformed))
+	}
+	if rep.Forwarded {
+		p := r.URL.EscapedPath() // control characters stay escaped
+		if len(p) > maxLoggedPath {
+			p = p[:maxLoggedPath] + "..."
+		}
+		fields = append(fields, zap.String("method", r.Method), zap.String("path", p))
+	}
+	if rep.Refused != "" {
+		fields = append(fields, zap.String("refused", rep.Refused))
+	}
+	o.logger.Log(lvl, "llm request", fields...)
+}
+
+// chain is the decision chain as the log line writes it.
+type chain []engine.ChainEntry
+
+func (c chain) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for _, e := range c {
+		if err := enc.AppendObject(chainEntry(e)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type chainEntry engine.ChainEntry
 
 func (c chainEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	if c.Provider != "" {
@@ -54,7 +189,7 @@ func (c chainEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 		enc.AddInt64("first_event_ms", c.FirstEventMs)
 	}
 	if c.Route != nil {
-		if err := enc.AddObject("route", c.Route); err != nil {
+		if err := enc.AddObject("route", (*route)(c.Route)); err != nil {
 			return err
 		}
 	}
@@ -67,158 +202,32 @@ func (c chainEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	return nil
 }
 
-type chain []chainEntry
+// route writes the routing decision on the chain entry of the request's
+// first attempt.
+type route engine.Route
 
-func (c chain) MarshalLogArray(enc zapcore.ArrayEncoder) error {
-	for _, e := range c {
-		if err := enc.AppendObject(e); err != nil {
-			return err
+func (d *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("policy", d.Policy)
+	enc.AddString("pick", d.Pick)
+	enc.AddString("reason", d.Reason)
+	if d.CostMs > 0 {
+		enc.AddFloat64("cost_ms", d.CostMs)
+	}
+	if d.FirstEventEstMs > 0 {
+		enc.AddFloat64("first_event_est_ms", d.FirstEventEstMs)
+	}
+	if d.LeastCost != "" {
+		enc.AddString("least_cost", d.LeastCost)
+		enc.AddFloat64("least_cost_ms", d.LeastCostMs)
+	}
+	if d.MovedFrom != "" {
+		enc.AddString("moved_from", d.MovedFrom)
+		enc.AddFloat64("moved_from_est_ms", d.MovedFromEstMs)
+		if d.FastestEstMs > 0 {
+			enc.AddFloat64("fastest_est_ms", d.FastestEstMs)
 		}
 	}
 	return nil
-}
-
-// chain is the decision chain in time order: attempts and the candidates
-// skipped (cooling down, busy) where they happened.
-func (st *requestState) chain() chain {
-	out := make(chain, 0, len(st.attempts)+len(st.skips))
-	out = append(out, st.skips...)
-	for _, a := range st.attempts {
-		e := chainEntry{Provider: a.p.name, OffsetMs: a.offset.Milliseconds(), Event: a.reason, Outcome: a.outcome, Status: a.status}
-		if a.class != wire.ClassNone && a.class != wire.ClassLoser {
-			e.Class = string(a.class)
-			e.Error = loggedError(a.p, a.err)
-		}
-		if a.firstEvent > 0 { // reached its first valid event: the winner, or a loser that tied
-			e.FirstEventMs = max(a.firstEvent.Milliseconds(), 1)
-		}
-		if a.n == 1 && st.route.pick != nil && st.route.tier > 1 {
-			e.Route = &st.route // why the request's first attempt went where it did
-		}
-		out = append(out, e)
-	}
-	if len(st.skips) > 0 {
-		slices.SortStableFunc(out, func(a, b chainEntry) int { return cmp.Compare(a.OffsetMs, b.OffsetMs) })
-	}
-	return out
-}
-
-// finish publishes what the request did: placeholders for the access log,
-// metrics, and one log line at the level requestLogLevel gives it.
-func (h *Handler) finish(st *requestState) {
-	if st.discover != nil {
-		h.endDiscovery(st, nil, st.fatal != nil && st.fatal.class == wire.ClassObjectMissing)
-	}
-	if st.outcome == "" {
-		st.outcome = outcomeExhausted
-	}
-	// A committed request's outcome is commit's, from the relay: a client
-	// that hung up after reading an error event did not abort.
-	if st.winner == nil && st.r.Context().Err() != nil && st.outcome != outcomeSuccess {
-		st.outcome = outcomeClientAbort
-		if st.status != http.StatusOK {
-			st.status = statusClientClosed // nothing reached the client
-		}
-	}
-	total := time.Since(st.start)
-	w := st.winner
-	var u wire.Usage
-	provider, firstMs := "", int64(0)
-	if w != nil {
-		u = w.usage
-		provider = w.p.name
-		firstMs = max(w.firstEvent.Milliseconds(), 1)
-		recordWinnerEnd(w)
-		if st.forwarded {
-			// not a completion: its time to headers is no first event
-			h.metrics.attempt(provider, "won")
-		} else {
-			// A winner whose stream broke after the commit failed, as its
-			// breaker, the dashboard and the trace already say.
-			res := "won"
-			if w.outcome == "stream_error" {
-				res = "failed_" + string(w.class)
-			}
-			h.metrics.won(provider, res, w.firstEvent.Seconds(), &u)
-		}
-	}
-	if ru := st.resumeUsage; ru != nil {
-		// A continued stream: the usage its client was told.
-		u.Input, u.Output = ru.Input, ru.Output
-	}
-	h.metrics.request(st.outcome)
-	if check := bookkeepingDone.Load(); check != nil {
-		(*check)(st)
-	}
-
-	model := ""
-	if st.req != nil {
-		model = st.req.Model
-	}
-	served := u.Model
-	if served == "" && w != nil {
-		served = w.model
-	}
-	af := &accessFields{provider, served, st.dialectName(), len(st.attempts), st.hedged, st.outcome, firstMs, u.Input, u.Output}
-	if repl, ok := st.r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		publishPlaceholders(st.r.Context(), repl, af)
-	}
-	if extra, ok := st.r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
-		// Set, not Add: a request that passes through the handler twice
-		// (an internal rewrite) must not log two llm_hedge objects.
-		extra.Set(zap.Object("llm_hedge", af))
-	}
-
-	recordDashboard(st, st.start.Add(total), total, model, provider, firstMs, u)
-	traceAttempts(st, st.start.Add(total))
-
-	// The fields are built only when the line will be written.
-	lvl := requestLogLevel(st)
-	if !h.logger.Core().Enabled(lvl) {
-		return
-	}
-	fields := []zap.Field{
-		zap.String("dialect", st.dialectName()),
-		zap.String("model", model),
-		zap.String("served_model", served),
-		zap.String("provider", provider),
-		zap.String("outcome", st.outcome),
-		zap.Int("status", st.status),
-		zap.Int64("total_ms", total.Milliseconds()),
-		zap.Int64("first_event_ms", firstMs),
-		zap.Bool("hedged", st.hedged),
-		zap.Array("chain", st.chain()),
-		zap.Int64("input_tokens", u.Input),
-		zap.Int64("output_tokens", u.Output),
-		zap.Int64("cache_read_tokens", u.CacheRead),
-		zap.Int64("cache_write_tokens", u.CacheWrite),
-	}
-	if st.fallbackModel != "" {
-		fields = append(fields, zap.String("fallback_model", st.fallbackModel))
-	}
-	if st.relay.Reason != "" {
-		fields = append(fields, zap.String("stream_end", st.relay.Reason))
-	}
-	if w != nil && w.commitBy != "" {
-		fields = append(fields, zap.String("committed_by", w.commitBy))
-	}
-	if w != nil && w.xl != nil {
-		fields = append(fields, translationFields(st, w)...)
-	}
-	if st.relay.Dropped > 0 {
-		fields = append(fields, zap.Int("dropped_malformed", st.relay.Dropped))
-	}
-	if st.forwarded {
-		p := st.r.URL.EscapedPath() // control characters stay escaped
-		if len(p) > maxLoggedPath {
-			p = p[:maxLoggedPath] + "..."
-		}
-		fields = append(fields, zap.String("method", st.r.Method), zap.String("path", p))
-	}
-	if st.refused != "" {
-		fields = append(fields, zap.String("refused", st.refused))
-	}
-	h.logger.Log(lvl, "llm request", fields...)
 }
 
 // requestLogLevel is the level of a request's log line: warn when the
@@ -226,12 +235,12 @@ func (h *Handler) finish(st *requestState) {
 // outage), debug when a single attempt simply worked (a healthy proxy is
 // quiet), info for the rest: a success that took a hedge, a retry or a
 // failover, a client's own error, a client that left.
-func requestLogLevel(st *requestState) zapcore.Level {
-	switch st.outcome {
-	case outcomeExhausted, outcomeTimeout, outcomeStreamError, outcomeUpstreamError:
+func requestLogLevel(rep *engine.Report) zapcore.Level {
+	switch rep.Outcome {
+	case engine.OutcomeExhausted, engine.OutcomeTimeout, engine.OutcomeStreamError, engine.OutcomeUpstreamError:
 		return zapcore.WarnLevel
-	case outcomeSuccess:
-		if len(st.attempts) == 1 {
+	case engine.OutcomeSuccess:
+		if rep.Attempts == 1 {
 			return zapcore.DebugLevel
 		}
 	}
@@ -240,10 +249,6 @@ func requestLogLevel(st *requestState) zapcore.Level {
 
 // maxLoggedPath bounds the path of a forwarded call in its log line.
 const maxLoggedPath = 512
-
-// statusClientClosed is nginx's "client closed request", logged for a
-// request whose client left before anything was committed.
-const statusClientClosed = 499
 
 // accessFields is what the module adds to Caddy's access log entry, and
 // what its placeholders answer.

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -15,7 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
+	"github.com/llmhedge/caddy-llm-hedge/internal/engine"
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
@@ -66,18 +65,9 @@ func BenchmarkObserveFinish(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			h := observeBenchHandler(b, sim.Config{}, observed)
-			p1, p2 := h.providers[0], h.providers[1]
 			r := observeBenchRequest(nil)
 			for b.Loop() {
-				st := newRequestState(h, r, dialectAnthropic)
-				st.req = &wire.Request{Dialect: dialectAnthropic, Model: "claude-bench", Stream: true}
-				lost := &attempt{p: p1, model: "claude-bench", reason: "initial", status: 503, class: wire.ClassOverloaded, outcome: "provider_error"}
-				won := &attempt{p: p2, model: "claude-bench", reason: "failover", status: 200, outcome: "request_success",
-					offset: 3 * time.Millisecond, firstEvent: 180 * time.Millisecond, usage: wire.Usage{Input: 33, Output: 9, Model: "claude-bench"}}
-				st.attempts = []*attempt{lost, won}
-				st.winner, st.outcome, st.status = won, outcomeSuccess, http.StatusOK
-				p2.health.BeginAttempt() // finish ends the winner's attempt
-				h.finish(st)
+				engine.FinishTwoAttempts(h.engine, r, false)
 			}
 		})
 	}
@@ -110,9 +100,9 @@ func observeBenchHandler(b *testing.B, cfg sim.Config, observed bool) *Handler {
 	b.Cleanup(func() { _ = h.Cleanup() })
 	if observed {
 		enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-		h.logger = zap.New(zapcore.NewCore(enc, zapcore.AddSync(io.Discard), zapcore.InfoLevel)).Named("http.handlers.llm_hedge")
+		h.obs.logger = zap.New(zapcore.NewCore(enc, zapcore.AddSync(io.Discard), zapcore.InfoLevel)).Named("http.handlers.llm_hedge")
 	} else {
-		h.logger, h.metrics = zap.NewNop(), nil
+		h.obs.logger, h.obs.metrics = zap.NewNop(), nil
 	}
 	return h
 }

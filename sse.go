@@ -1,8 +1,11 @@
 package llmhedge
 
+import "github.com/llmhedge/caddy-llm-hedge/internal/engine"
+
 // The client side of streaming: the stream {} options. The event reader
-// both sides share is the leaf package internal/sse; the relay that
-// writes a committed stream to the client is relay.go.
+// both sides share is the leaf package internal/sse; the gate and the
+// relay that writes a committed stream to the client are internal/stream,
+// run by internal/engine.
 
 // StreamConfig configures first-event validation and the relay.
 type StreamConfig struct {
@@ -35,4 +38,9 @@ func (c *StreamConfig) setDefaults() {
 	if c.Resume == nil {
 		c.Resume = new(defaultResume)
 	}
+}
+
+// engine is the stream policy the engine runs, defaults applied.
+func (c *StreamConfig) engine() engine.Stream {
+	return engine.Stream{Reject: c.Reject, DropMalformed: *c.DropMalformed, MaxBuffer: c.MaxBuffer, Resume: *c.Resume}
 }

@@ -117,3 +117,10 @@ func cut(s string) string {
 	}
 	return strings.Clone(s)
 }
+
+// Board is what the live dashboard shows: the last requests and the
+// per-provider time series, of fixed size, one per process.
+type Board struct {
+	Recent Recent
+	Series Series
+}

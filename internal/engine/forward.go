@@ -1,0 +1,415 @@
+package engine
+
+import (
+	"bytes"
+	"cmp"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
+)
+
+// auxCandidates orders the providers of dialect d for a non-completion
+// call: any model, by priority then weight.
+func (h *Engine) auxCandidates(d wire.Dialect) []*provider {
+	out := make([]*provider, 0, len(h.providers))
+	for _, p := range h.providers {
+		if apiServes(p.dialect, d) && p.proto == nil { // a cloud takes completions only
+			out = append(out, p)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *provider) int { return cmp.Compare(a.cfg.Priority, b.cfg.Priority) })
+	return out
+}
+
+// forward serves a call that is not a completion: the models list and token counts, and the paths the forward globs list;
+// every other path is 404. It goes to one provider with failover on
+// connection errors, and on a 5xx too for the listed paths and GET/HEAD
+// (they are side-effect free); never hedged. It gets the request log
+// line, metrics, max_in_flight (held until the body is copied) and the
+// idle timeout while the body is copied.
+func (h *Engine) forward(w http.ResponseWriter, r *http.Request) error {
+	d, guessed := dialectOfAuxPath(r.URL.Path, r.Header)
+	st := newRequestState(h, r, d)
+	st.forwarded, st.dialectGuessed = true, guessed
+	defer h.finish(st)
+	if err := checkEscapedPath(r.URL.EscapedPath()); err != nil {
+		st.refuse(w, http.StatusBadRequest, err.Error())
+		return nil
+	}
+	listed, allow := auxListed(r.Method, r.URL.Path)
+	if !listed && !h.forwards(r.URL.Path) {
+		if allow != "" {
+			w.Header().Set("Allow", allow)
+			st.refuse(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed here: use %s", r.Method, allow))
+			return nil
+		}
+		st.refuse(w, http.StatusNotFound, "no such endpoint: this proxy serves completions, the models list and token counts (other paths need a forward rule)")
+		return nil
+	}
+	move5xx := listed || r.Method == http.MethodGet || r.Method == http.MethodHead
+	body, err := readBody(r, h.MaxBody)
+	if err != nil {
+		st.refuse(w, bodyStatus(err), err.Error())
+		return nil
+	}
+	ctx, cancel := h.requestContext(r)
+	defer cancel()
+	st.ctx = ctx
+	cands, ok := h.forwardTargets(w, st, d)
+	if !ok {
+		return nil
+	}
+	// A call about one model goes to the providers serving it, with their
+	// model rewrite, as a completion would (wire.ModelCall).
+	mc, about := wire.ModelCallOf(r.Method, r.URL.EscapedPath(), body)
+	if about {
+		cands = slices.DeleteFunc(cands, func(p *provider) bool { return !p.serves(d, mc.Model) })
+		if len(cands) == 0 {
+			st.refuse(w, http.StatusNotFound, fmt.Sprintf("model %q: no configured provider serves it for the %s API", mc.Model, d))
+			return nil
+		}
+	}
+	for i, p := range cands {
+		if p.busy() {
+			st.skip(p, "busy_skip")
+			continue
+		}
+		if ok, probe := p.health.Admit(clock(), ""); probe {
+			declineProbe(p) // a forwarded call is not a fair probe of a completion path
+		} else if !ok && (i < len(cands)-1 || len(st.attempts) > 0) {
+			st.skip(p, "cooldown_skip")
+			continue // open: skip it, unless it is the last hope
+		}
+		a := &attempt{n: len(st.attempts) + 1, p: p, reason: "initial", start: time.Now()}
+		if a.n > 1 {
+			a.reason = "failover"
+			if st.discover != nil && st.discover.misses > 0 {
+				a.reason = launchDiscoverReason
+			}
+		}
+		a.offset = a.start.Sub(st.start)
+		a.ctx, a.cancel = attemptContext(ctx)
+		defer a.cancel(nil)
+		st.attempts = append(st.attempts, a)
+		a.begin()
+		path, body := r.URL.EscapedPath(), body
+		if about {
+			path, body = mc.Rewrite(path, body, p.upstreamModel(mc.Model))
+		}
+		resp, err := h.forwardOnce(a.ctx, r, p, d, path, body)
+		if err != nil {
+			a.end()
+			a.class, a.err = wire.ClassifyTransportError(err, a.ctx, r.Context()), fmt.Errorf("provider %s: %w", p.name, err)
+			h.obs.Attempt(p.name, "failed_"+string(a.class))
+			if !a.class.ProviderLevel() { // the client left, or total ran out
+				a.outcome = "client_abort"
+				if a.class == wire.ClassTotalTimeout {
+					a.outcome = "total_timeout"
+				}
+				break
+			}
+			a.outcome = "provider_error"
+			continue
+		}
+		a.resp, a.status = resp, resp.StatusCode
+		if st.discover != nil {
+			if h.forwardMissed(st, a, i == len(cands)-1) {
+				continue // not there: the next candidate, no failover
+			}
+			if a.errBody != nil { // read to tell: relayed as it came
+				a.end()
+				if a.class == wire.ClassObjectMissing && st.objectUnsure() {
+					a.outcome = "discover_miss"
+					st.answerHolderDown(w, cands) // holder.go
+					return nil
+				}
+				a.outcome = "request_error"
+				st.winner, st.status, st.outcome = a, a.status, outcomeClientError
+				passThrough(w, a)
+				return nil
+			}
+			if resp.StatusCode < 400 {
+				h.endDiscovery(st, p, false)
+			}
+		}
+		if move5xx && resp.StatusCode >= 500 {
+			h.readUpstreamError(a, d, r.Context()) // kept for the answer if no other provider serves it
+			a.end()
+			h.obs.Attempt(p.name, "failed_"+string(a.class))
+			a.outcome = "provider_error"
+			if a.class == wire.ClassClientAbort {
+				a.outcome = "client_abort"
+				break
+			}
+			continue
+		}
+		a.firstEvent = max(time.Since(a.start), time.Millisecond)
+		a.outcome = "request_success"
+		h.noteCreated(st, a) // objects.go
+		st.winner, st.status = a, resp.StatusCode
+		h.relayForwarded(w, st, a)
+		return nil
+	}
+	if r.Context().Err() != nil {
+		st.outcome = outcomeClientAbort
+		return nil
+	}
+	for _, a := range slices.Backward(st.attempts) {
+		if a.errBody != nil && !st.timedOut() {
+			// no provider did better than a 5xx: the latest one is the answer
+			st.outcome, st.status = outcomeExhausted, a.status
+			passThrough(w, a)
+			return nil
+		}
+	}
+	status, msg := http.StatusBadGateway, "no provider could serve the request"
+	if len(st.attempts) == 0 {
+		status, msg = http.StatusServiceUnavailable, "no provider is available (cooling down or at max_in_flight)"
+	}
+	st.outcome = outcomeExhausted
+	if st.timedOut() {
+		status, msg, st.outcome = http.StatusGatewayTimeout, "request exceeded the total timeout", outcomeTimeout
+	} else if len(st.attempts) == 0 {
+		st.outcome = outcomeUpstreamError
+	}
+	st.status = status
+	wire.WriteError(w, d, status, msg)
+	return nil
+}
+
+// relayForwarded copies the chosen provider's answer to a forwarded call
+// and sets the request's outcome. A body cut after the status went out can
+// only abort the connection: never a second status.
+func (h *Engine) relayForwarded(w http.ResponseWriter, st *requestState, a *attempt) {
+	defer a.resp.Body.Close()
+	idle := time.Duration(h.Timeouts.Idle)
+	reason := copyResponse(w, a.resp, idle, func() { a.cancel(errIdleTimeout) })
+	switch {
+	case reason == "" && a.status < 400:
+		st.outcome = outcomeSuccess
+	case reason == "" && a.status < 500:
+		st.outcome = outcomeClientError
+	case reason == "":
+		st.outcome = outcomeUpstreamError
+	case reason == "client_gone" || st.r.Context().Err() != nil:
+		st.outcome, a.outcome = outcomeClientAbort, "client_abort"
+	default:
+		st.outcome, a.outcome = outcomeStreamError, "stream_error"
+		st.relay.Reason = reason
+		switch cause := context.Cause(a.ctx); {
+		case errors.Is(cause, errIdleTimeout):
+			st.relay.Reason = "idle_timeout"
+		case errors.Is(cause, wire.ErrTotalTimeout):
+			st.relay.Reason = "total_timeout"
+		}
+	}
+	if st.outcome == outcomeStreamError {
+		panic(http.ErrAbortHandler) // forward's deferred finish still logs the request
+	}
+}
+
+// forwardOnce sends a non-completion request to one provider. The path is
+// the client's escaped path, checked by checkEscapedPath: it stays under the
+// provider's base path (a model segment rewritten by the provider's `model`
+// rules is one escaped segment: wire.ModelCall).
+func (h *Engine) forwardOnce(ctx context.Context, r *http.Request, p *provider, d wire.Dialect, escapedPath string, body []byte) (*http.Response, error) {
+	var rd io.Reader
+	if len(body) > 0 {
+		rd = bytes.NewReader(body)
+	}
+	up, err := http.NewRequestWithContext(ctx, r.Method, p.url(escapedPath, p.upstreamQuery(r.URL.RawQuery)), rd)
+	if err != nil {
+		return nil, err
+	}
+	up.Header = p.upstreamHeader(r, d, p.key)
+	up.ContentLength = int64(len(body))
+	return roundTrip(p.transport, up, noReplay(up))
+}
+
+// copyResponse relays a forwarded response as is. An upstream that sends
+// nothing for idle (a slow client does not count) is cut: abort is called
+// and the read fails. It returns why the copy ended early: "" when
+// complete, else client_gone or read_error.
+func copyResponse(w http.ResponseWriter, resp *http.Response, idle time.Duration, abort func()) string {
+	copyHeader(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	timer := stoppedTimer()
+	if idle > 0 {
+		timer = time.AfterFunc(idle, abort)
+	}
+	defer timer.Stop()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			timer.Stop()
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return "client_gone"
+			}
+			_ = rc.Flush()
+			if idle > 0 {
+				timer.Reset(idle)
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				return "read_error"
+			}
+			return ""
+		}
+	}
+}
+
+// CheckForwardGlob refuses a forward glob that cannot match a request path.
+func CheckForwardGlob(g string) error {
+	if g != "*" && !strings.HasPrefix(g, "/") {
+		return fmt.Errorf("%q: a path glob starts with / (or is * for every path)", g)
+	}
+	if _, err := path.Match(g, ""); err != nil {
+		return fmt.Errorf("%q: %w", g, err)
+	}
+	return nil
+}
+
+// forwards reports whether a forward glob lists the (checked) path.
+func (h *Engine) forwards(p string) bool {
+	for _, g := range h.Forward {
+		if globMatch(g, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkEscapedPath refuses a request path that could leave the provider's
+// base path or change the upstream URL's structure once a server decodes
+// it: dot-segments, raw or encoded, and encoded `/`, `?`, `#` and `\`.
+func checkEscapedPath(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return errors.New("request path must start with /")
+	}
+	for i := 0; i+2 < len(p); i++ {
+		if p[i] != '%' {
+			continue
+		}
+		switch strings.ToUpper(p[i+1 : i+3]) {
+		case "2F", "3F", "23", "5C":
+			return errors.New("request path holds an encoded /, ?, # or \\")
+		}
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		dec, err := url.PathUnescape(seg)
+		if err != nil {
+			return errors.New("request path holds an invalid escape")
+		}
+		if dec == "." || dec == ".." {
+			return errors.New("request path holds a dot-segment (. or ..)")
+		}
+	}
+	return nil
+}
+
+// readBody reads the body once, bounded by max; over it is errBodyTooLarge.
+// A body of known length is read into one buffer of its size: no copy
+// beyond the read itself.
+func readBody(r *http.Request, max int64) ([]byte, error) {
+	if r.ContentLength > max {
+		return nil, wire.ErrBodyTooLarge
+	}
+	b, err := wire.ReadAll(r.Body, r.ContentLength, max)
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, wire.ErrBodyTimeout
+		}
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) { // Caddy's request_body max_size wraps it too
+			return nil, wire.ErrBodyTooLarge
+		}
+		return nil, fmt.Errorf("reading request body: %w", err)
+	}
+	if int64(len(b)) > max {
+		return nil, wire.ErrBodyTooLarge
+	}
+	return decodeBody(r, b, max)
+}
+
+// bodyStatus is the status of the answer to a body readBody refused.
+func bodyStatus(err error) int {
+	switch {
+	case errors.Is(err, wire.ErrBodyTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, wire.ErrBodyTimeout):
+		return http.StatusRequestTimeout
+	case errors.Is(err, errBodyEncoding):
+		return http.StatusUnsupportedMediaType
+	}
+	return http.StatusBadRequest
+}
+
+// errBodyEncoding is a Content-Encoding the proxy does not decode: 415.
+var errBodyEncoding = errors.New("unsupported Content-Encoding")
+
+// zstdMaxWindow bounds the memory a zstd frame may ask for (level 19
+// asks for 8 MiB; the clients that compress, Codex at level 3, 2 MiB).
+const zstdMaxWindow = 8 << 20
+
+// decodeBody undoes a compressed request body (Content-Encoding gzip or
+// zstd; Codex can send zstd) so the proxy reads the JSON it routes on and
+// every provider gets the same identity body: a retry or a failover to
+// another vendor or cloud must not depend on what that provider decodes.
+// The decoded body counts against max_body, so a small compressed body
+// cannot expand past the limit. The header is rewritten to match.
+func decodeBody(r *http.Request, body []byte, max int64) ([]byte, error) {
+	ce := strings.TrimSpace(r.Header.Get("Content-Encoding"))
+	var zr io.Reader
+	switch strings.ToLower(ce) {
+	case "", "identity":
+		r.Header.Del("Content-Encoding")
+		return body, nil
+	case "gzip", "x-gzip":
+		gz, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			return nil, fmt.Errorf("request body: Content-Encoding %s: %w", ce, err)
+		}
+		zr = gz
+	case "zstd":
+		zd, err := zstd.NewReader(bytes.NewReader(body), zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(zstdMaxWindow))
+		if err != nil {
+			return nil, fmt.Errorf("request body: Content-Encoding zstd: %w", err)
+		}
+		defer zd.Close()
+		zr = zd
+	default:
+		if len(ce) > 64 {
+			ce = ce[:64] + "..."
+		}
+		return nil, fmt.Errorf("%w %q: send the body uncompressed, or as gzip or zstd", errBodyEncoding, ce)
+	}
+	out := bytes.NewBuffer(make([]byte, 0, min(4*int64(len(body)), max)+bytes.MinRead))
+	n, err := out.ReadFrom(io.LimitReader(zr, max+1))
+	switch {
+	case n > max:
+		return nil, wire.ErrBodyTooLarge
+	case err != nil:
+		return nil, fmt.Errorf("request body: Content-Encoding %s: %w", ce, err)
+	}
+	r.Header.Del("Content-Encoding")
+	r.Header.Del("Content-Length")
+	r.ContentLength = int64(out.Len())
+	return out.Bytes(), nil
+}

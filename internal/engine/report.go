@@ -1,0 +1,209 @@
+package engine
+
+import (
+	"cmp"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/dashboard"
+	"github.com/llmhedge/caddy-llm-hedge/internal/translate"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
+)
+
+// Request outcomes, as in the requests_total metric and the log line.
+const (
+	OutcomeSuccess       = "success"
+	OutcomeUpstreamError = "upstream_error"
+	OutcomeClientError   = "client_error"
+	OutcomeExhausted     = "exhausted"
+	OutcomeTimeout       = "timeout"
+	OutcomeClientAbort   = "client_abort"
+	OutcomeStreamError   = "stream_error"
+)
+
+// StatusClientClosed is nginx's "client closed request", reported for a
+// request whose client left before anything was committed.
+const StatusClientClosed = 499
+
+// ChainEntry is one step of the request's decision chain in the log.
+type ChainEntry struct {
+	Provider     string
+	OffsetMs     int64
+	Event        string // initial, hedge_triggered, retry, failover, fallback, context_fallback, probe, cooldown_skip, busy_skip
+	Outcome      string // request_success, hedge_winner, hedge_loser_cancelled, provider_error, request_error, stream_error, client_abort
+	Status       int
+	Class        string
+	Error        string // what went wrong, for the operator only: clients read a generic message
+	FirstEventMs int64
+	Strategy     string // resume: prefill, replay or finish
+	Delivered    int    // resume: characters of text the client had
+	Route        *Route
+}
+
+// Report is what one request did, handed to the Observer when it ends.
+type Report struct {
+	Request  *http.Request
+	Dialect  string // the client's dialect; "" for a path no dialect claims
+	Model    string // the model asked for
+	Served   string // the model that served it (the provider's word, else the model sent)
+	Provider string // the winner's, or ""
+	Outcome  string
+	Status   int
+	Total    time.Duration
+	// FirstEventMs is the winner's time to its first valid event (at
+	// least 1), 0 without a winner.
+	FirstEventMs int64
+	// FirstEvent is the same, unrounded.
+	FirstEvent time.Duration
+	// WinnerResult is the winner's attempt result in the metrics: "won",
+	// or "failed_<class>" for a stream that broke after the commit; ""
+	// without a winner.
+	WinnerResult string
+	Hedged       bool
+	Attempts     int
+	// Usage is what the client was told: the winner's, or the usage of a
+	// continued stream.
+	Usage wire.Usage
+	// WinnerUsage is the winner's own usage (its tokens in the metrics).
+	WinnerUsage   wire.Usage
+	FallbackModel string
+	StreamEnd     string // why a committed stream ended, when not cleanly
+	CommittedBy   string
+	// Translated names a translated answer's formats (`anthropic->openai`),
+	// TranslationDropped what it dropped with notice.
+	Translated, TranslationDropped string
+	DroppedMalformed               int
+	// Forwarded is a call that is not a completion: models, token counts,
+	// forward globs.
+	Forwarded bool
+	Refused   string
+
+	st *requestState
+}
+
+// Chain is the decision chain in time order: attempts and the candidates
+// skipped (cooling down, busy) where they happened.
+func (rep *Report) Chain() []ChainEntry { return rep.st.chain() }
+
+func (st *requestState) chain() []ChainEntry {
+	out := make([]ChainEntry, 0, len(st.attempts)+len(st.skips))
+	out = append(out, st.skips...)
+	for _, a := range st.attempts {
+		e := ChainEntry{Provider: a.p.name, OffsetMs: a.offset.Milliseconds(), Event: a.reason, Outcome: a.outcome, Status: a.status}
+		if a.class != wire.ClassNone && a.class != wire.ClassLoser {
+			e.Class = string(a.class)
+			e.Error = loggedError(a.p, a.err)
+		}
+		if a.firstEvent > 0 { // reached its first valid event: the winner, or a loser that tied
+			e.FirstEventMs = max(a.firstEvent.Milliseconds(), 1)
+		}
+		if a.n == 1 && st.route.pick != nil && st.route.tier > 1 {
+			e.Route = st.route.view() // why the request's first attempt went where it did
+		}
+		out = append(out, e)
+	}
+	if len(st.skips) > 0 {
+		slices.SortStableFunc(out, func(a, b ChainEntry) int { return cmp.Compare(a.OffsetMs, b.OffsetMs) })
+	}
+	return out
+}
+
+// finish reports what the request did: the dashboard, the spans, then
+// the Observer (metrics, placeholders, the log line).
+func (h *Engine) finish(st *requestState) {
+	if st.discover != nil {
+		h.endDiscovery(st, nil, st.fatal != nil && st.fatal.class == wire.ClassObjectMissing)
+	}
+	if st.outcome == "" {
+		st.outcome = OutcomeExhausted
+	}
+	// A committed request's outcome is commit's, from the relay: a client
+	// that hung up after reading an error event did not abort.
+	if st.winner == nil && st.r.Context().Err() != nil && st.outcome != OutcomeSuccess {
+		st.outcome = OutcomeClientAbort
+		if st.status != http.StatusOK {
+			st.status = StatusClientClosed // nothing reached the client
+		}
+	}
+	total := time.Since(st.start)
+	rep := &st.report
+	*rep = Report{Request: st.r, Dialect: st.dialectName(), Outcome: st.outcome, Status: st.status, Total: total,
+		Hedged: st.hedged, Attempts: len(st.attempts), FallbackModel: st.fallbackModel, StreamEnd: st.relay.Reason,
+		DroppedMalformed: st.relay.Dropped, Forwarded: st.forwarded, Refused: st.refused, st: st}
+	w := st.winner
+	if w != nil {
+		rep.WinnerUsage = w.usage
+		rep.Usage = w.usage
+		rep.Provider = w.p.name
+		rep.FirstEvent = w.firstEvent
+		rep.FirstEventMs = max(w.firstEvent.Milliseconds(), 1)
+		rep.CommittedBy = w.commitBy
+		recordWinnerEnd(w)
+		// A winner whose stream broke after the commit failed, as its
+		// breaker, the dashboard and the trace already say.
+		rep.WinnerResult = "won"
+		if w.outcome == "stream_error" && !st.forwarded {
+			rep.WinnerResult = "failed_" + string(w.class)
+		}
+		if w.xl != nil {
+			rep.Translated = st.dialect.String() + "->" + w.xl.target.String()
+			if w.xlReq != nil {
+				rep.TranslationDropped = translate.Describe(w.xlReq.Losses, false)
+			}
+		}
+	}
+	if ru := st.resumeUsage; ru != nil {
+		// A continued stream: the usage its client was told.
+		rep.Usage.Input, rep.Usage.Output = ru.Input, ru.Output
+	}
+	if st.req != nil {
+		rep.Model = st.req.Model
+	}
+	rep.Served = rep.Usage.Model
+	if rep.Served == "" && w != nil {
+		rep.Served = w.model
+	}
+	if h.board != nil {
+		h.recordDashboard(st, st.start.Add(total), total, rep.Model, rep.Provider, rep.FirstEventMs, rep.Usage)
+	}
+	traceAttempts(st, st.start.Add(total))
+	h.obs.Finished(rep)
+	if check := bookkeepingDone.Load(); check != nil {
+		(*check)(st)
+	}
+}
+
+// recordDashboard adds a finished request to the board: names, counts and
+// durations only, never a prompt, an answer, a key or a client address.
+func (h *Engine) recordDashboard(st *requestState, now time.Time, total time.Duration, model, provider string, firstMs int64, u wire.Usage) {
+	var chain [dashboard.MaxAttempts]dashboard.Attempt
+	n := 0
+	for _, a := range st.attempts {
+		end := a.offset + a.elapsed
+		if a == st.winner || end <= a.offset {
+			end = total // a winner lasts the whole stream; one not yet reported ended with the request
+		}
+		h.board.Series.RecordAttemptEvents(a.p.name, now, dashboard.ClassifyOutcome(a.outcome), a.firstEvent, dashboard.ClassifyEvents(a.reason, a.outcome))
+		if n == len(chain) {
+			continue
+		}
+		c := dashboard.Attempt{
+			Provider: a.p.name, Reason: a.reason, Outcome: a.outcome, Status: a.status,
+			StartMs: a.offset.Milliseconds(), EndMs: end.Milliseconds(),
+		}
+		if a.class != wire.ClassNone && a.class != wire.ClassLoser {
+			c.Class = string(a.class)
+		}
+		if a.firstEvent > 0 {
+			c.FirstEventMs = max(a.firstEvent.Milliseconds(), 1)
+		}
+		chain[n] = c
+		n++
+	}
+	h.board.Recent.RecordChain(dashboard.Request{
+		Time: now, Site: st.r.Host, Dialect: st.dialectName(), Model: model, Provider: provider,
+		Attempts: len(st.attempts), Hedged: st.hedged, Outcome: st.outcome, FirstEventMs: firstMs,
+		TotalMs: total.Milliseconds(), InputTokens: u.Input, OutputTokens: u.Output,
+	}, chain[:n])
+}

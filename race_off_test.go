@@ -1,5 +1,0 @@
-//go:build !race
-
-package llmhedge
-
-const raceEnabled = false

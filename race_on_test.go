@@ -1,7 +1,0 @@
-//go:build race
-
-package llmhedge
-
-// raceEnabled: the race detector makes sync.Pool drop a share of what is
-// put back, so allocation counts are not those of a normal build.
-const raceEnabled = true
