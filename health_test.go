@@ -137,3 +137,29 @@ func TestSnapshot(t *testing.T) {
 func newTestHealth(name string) *health.Provider {
 	return &health.Provider{Name: name, BaseURL: "https://" + name + ".test/v1"}
 }
+
+// The table of response owners is one per process, shared by a reload's
+// new handlers, and kept while any holds it.
+func TestResponseOwnersSharedAcrossReload(t *testing.T) {
+	a, err := loadResponseOwners()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := loadResponseOwners() // a reload: the second handler shares the table
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseResponseOwners()
+	if a != b {
+		t.Fatal("a reload's handler got another table")
+	}
+	releaseResponseOwners()
+	c, err := loadResponseOwners()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseResponseOwners()
+	if c != a {
+		t.Fatal("the table was dropped while a handler held it")
+	}
+}

@@ -2,7 +2,11 @@ package llmhedge
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"io/fs"
 	"os/exec"
 	"path"
 	"strings"
@@ -144,5 +148,80 @@ func TestEngineWithoutCaddy(t *testing.T) {
 	}
 	if n < 20 {
 		t.Fatalf("go list -deps listed %d packages: too few", n)
+	}
+}
+
+// maxMethods bounds the methods of any one type in the module: a type
+// that does everything is a package in disguise (docs/architecture.md).
+const maxMethods = 30
+
+// No type of the module has more than maxMethods methods of its own: the
+// request's moments are functions over its state, each in the file of its
+// moment, and the process's state is the Engine's. A dialect's methods
+// that implement internal/wire's interfaces (the contract and its
+// capabilities, stateless) are the contract's, not the type's.
+func TestMethodCounts(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.Dir}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	fset := token.NewFileSet()
+	contract := map[string]bool{}
+	wf, err := parser.ParseFile(fset, "internal/wire/dialect.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast.Inspect(wf, func(n ast.Node) bool {
+		if it, ok := n.(*ast.InterfaceType); ok {
+			for _, m := range it.Methods.List {
+				for _, name := range m.Names {
+					contract[name.Name] = true
+				}
+			}
+		}
+		return true
+	})
+	if len(contract) < 20 {
+		t.Fatalf("found %d methods in wire's interfaces: too few", len(contract))
+	}
+	checked := 0
+	for _, dir := range strings.Fields(string(out)) {
+		pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pkg := range pkgs {
+			counts := map[string]int{}
+			for _, f := range pkg.Files {
+				for _, d := range f.Decls {
+					fd, ok := d.(*ast.FuncDecl)
+					if !ok || fd.Recv == nil || len(fd.Recv.List) == 0 {
+						continue
+					}
+					typ := fd.Recv.List[0].Type
+					if st, ok := typ.(*ast.StarExpr); ok {
+						typ = st.X
+					}
+					if ix, ok := typ.(*ast.IndexExpr); ok {
+						typ = ix.X
+					}
+					if id, ok := typ.(*ast.Ident); ok {
+						checked++
+						if strings.Contains(dir, "/internal/dialect/") && contract[fd.Name.Name] {
+							continue
+						}
+						counts[id.Name]++
+					}
+				}
+			}
+			for typ, n := range counts {
+				if n > maxMethods {
+					t.Errorf("%s: type %s has %d methods, over %d", dir, typ, n, maxMethods)
+				}
+			}
+		}
+	}
+	if checked < 100 {
+		t.Fatalf("counted %d methods: too few", checked)
 	}
 }

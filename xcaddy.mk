@@ -42,7 +42,7 @@ soak: caddy
 	go run ./bench -caddy ./caddy -soak $(SOAK)
 
 fuzz:
-	for t in ./internal/sse:FuzzSSEReader ./internal/jsonscan:FuzzJSONScanner .:FuzzGate .:FuzzBedrockEventStream ./internal/limit:FuzzParseRetryAfter .:FuzzCaddyfile .:FuzzParseCompletion .:FuzzResumeSplice .:FuzzInspectSequence; do \
+	for t in ./internal/sse:FuzzSSEReader ./internal/jsonscan:FuzzJSONScanner ./internal/engine:FuzzGate ./internal/engine:FuzzBedrockEventStream ./internal/limit:FuzzParseRetryAfter .:FuzzCaddyfile ./internal/engine:FuzzParseCompletion ./internal/engine:FuzzResumeSplice ./internal/engine:FuzzInspectSequence; do \
 		go test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime 5m "$${t%%:*}" || exit 1; done
 
 clean:

@@ -79,7 +79,7 @@ func conversationsPath(p string) (id, rest string, ok bool) {
 }
 
 // serveConversations answers the Conversations API paths; false for any other.
-func (ex *exchange) serveConversations() bool {
+func serveConversations(ex *exchange) bool {
 	id, rest, ok := conversationsPath(ex.r.URL.Path)
 	if !ok {
 		return false
@@ -110,7 +110,7 @@ func (ex *exchange) serveConversations() bool {
 	c := ex.s.held.conversations.get(id)
 	switch {
 	case c == nil:
-		ex.conversationNotFound(id)
+		conversationNotFound(ex, id)
 	case rest == "" && ex.r.Method == http.MethodGet:
 		ex.sendJSON(c.object(), 0)
 	case rest == "" && ex.r.Method == http.MethodDelete:
@@ -130,13 +130,13 @@ func (cs *conversationStore) items(c *conversation) []json.RawMessage {
 	return append([]json.RawMessage{}, c.items...)
 }
 
-func (ex *exchange) conversationNotFound(id string) {
+func conversationNotFound(ex *exchange, id string) {
 	ex.failWith(http.StatusNotFound, errorWith("Conversation with id '"+id+"' not found.", "invalid_request_error", "", ""))
 }
 
 // resolveConversation answers 404 for a Responses request naming a
 // conversation this simulator does not hold.
-func (ex *exchange) resolveConversation(body []byte) bool {
+func resolveConversation(ex *exchange, body []byte) bool {
 	if ex.ep != endpointResponses || !strings.Contains(string(body), `"conversation"`) {
 		return true
 	}
@@ -155,7 +155,7 @@ func (ex *exchange) resolveConversation(body []byte) bool {
 		id = obj.ID
 	}
 	if id != "" && ex.s.held.conversations.get(id) == nil {
-		ex.conversationNotFound(id)
+		conversationNotFound(ex, id)
 		return false
 	}
 	return true

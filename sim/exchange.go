@@ -133,7 +133,7 @@ func guessWire(r *http.Request) wire {
 }
 
 func (ex *exchange) serve() {
-	if ex.serveGeminiObjects() || ex.serveFiles() || ex.serveConversations() {
+	if serveGeminiObjects(ex) || serveFiles(ex) || serveConversations(ex) {
 		return
 	}
 	ep, method, w := route(ex.r)
@@ -163,7 +163,7 @@ func (ex *exchange) serve() {
 	if (ep == endpointMessages || ep == endpointChat || ep == endpointResponses) && !ex.chargeQuota() {
 		return
 	}
-	if !ex.prepareAnswer(ep) {
+	if !prepareAnswer(ex, ep) {
 		return
 	}
 
@@ -193,11 +193,11 @@ func (ex *exchange) serve() {
 		ex.generate()
 		ex.s.store.settle(ex.stored)
 	case endpointCompact:
-		ex.compact()
+		compact(ex)
 	case endpointInputTokens:
 		ex.sendJSON(inputTokensBody(ex.inputTokens), 0)
 	default:
-		ex.serveStored(ep)
+		serveStored(ex, ep)
 	}
 }
 
@@ -269,5 +269,5 @@ func (ex *exchange) readBody(ep endpoint) bool {
 	if ex.p.cfg.Model != "" {
 		ex.model = ex.p.cfg.Model
 	}
-	return ex.resolveFiles(body) && ex.resolveGeminiObjects(body) && ex.resolveConversation(body) && ex.checkThinking(body)
+	return resolveFiles(ex, body) && resolveGeminiObjects(ex, body) && resolveConversation(ex, body) && checkThinking(ex, body)
 }

@@ -98,7 +98,7 @@ func filesPath(p string) (id, action string, ok bool) {
 }
 
 // serveFiles answers the Files API paths; false for any other path.
-func (ex *exchange) serveFiles() bool {
+func serveFiles(ex *exchange) bool {
 	id, action, ok := filesPath(ex.r.URL.Path)
 	if !ok {
 		return false
@@ -110,11 +110,11 @@ func (ex *exchange) serveFiles() bool {
 	}
 	switch {
 	case id == "" && ex.r.Method == http.MethodPost:
-		ex.uploadFile(anthropic)
+		uploadFile(ex, anthropic)
 	case id == "":
 		ex.fail(http.StatusMethodNotAllowed, "Method Not Allowed: use POST")
 	case ex.s.held.files.get(id) == nil:
-		ex.fileNotFound(id)
+		fileNotFound(ex, id)
 	case ex.r.Method == http.MethodGet && action == "":
 		ex.sendJSON(ex.s.held.files.get(id).object(), 0)
 	case ex.r.Method == http.MethodGet:
@@ -133,7 +133,7 @@ func (ex *exchange) serveFiles() bool {
 	return true
 }
 
-func (ex *exchange) uploadFile(anthropic bool) {
+func uploadFile(ex *exchange, anthropic bool) {
 	if err := ex.r.ParseMultipartForm(32 << 20); err != nil {
 		ex.fail(http.StatusBadRequest, "expected a multipart/form-data body: "+err.Error())
 		return
@@ -159,7 +159,7 @@ func (ex *exchange) uploadFile(anthropic bool) {
 // fileNotFound is the provider's answer for a file it does not hold:
 // OpenAI's invalid_request_error, Anthropic's not_found_error, each
 // naming the id.
-func (ex *exchange) fileNotFound(id string) {
+func fileNotFound(ex *exchange, id string) {
 	if _, ok := ex.wire.(anthropicWire); ok {
 		ex.fail(http.StatusNotFound, "File not found: "+id)
 		return
@@ -173,7 +173,7 @@ func (ex *exchange) fileNotFound(id string) {
 // Chat's `{"type": "file", "file": {"file_id"}}` parts, Responses'
 // input_file and input_image parts. A file_id anywhere else (a tool
 // call's input, metadata) is the client's own data: no provider reads it.
-func (ex *exchange) resolveFiles(body []byte) bool {
+func resolveFiles(ex *exchange, body []byte) bool {
 	if !strings.Contains(string(body), `"file_id"`) {
 		return true
 	}
@@ -182,7 +182,7 @@ func (ex *exchange) resolveFiles(body []byte) bool {
 		return true
 	}
 	if id := missingFile(v, &ex.s.held.files); id != "" {
-		ex.fileNotFound(id)
+		fileNotFound(ex, id)
 		return false
 	}
 	return true

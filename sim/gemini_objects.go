@@ -83,7 +83,7 @@ func (s *Simulator) geminiObjectPath(p string) (store *nameStore, kind, id strin
 
 // serveGeminiObjects answers the Gemini files and caches paths; false for
 // any other path.
-func (ex *exchange) serveGeminiObjects() bool {
+func serveGeminiObjects(ex *exchange) bool {
 	store, kind, id, ok := ex.s.geminiObjectPath(ex.r.URL.Path)
 	if !ok {
 		return false
@@ -93,11 +93,11 @@ func (ex *exchange) serveGeminiObjects() bool {
 	gw.bind(ex)
 	switch {
 	case id == "" && ex.r.Method == http.MethodPost:
-		ex.createGeminiObject(store, kind)
+		createGeminiObject(ex, store, kind)
 	case id == "":
 		ex.fail(http.StatusMethodNotAllowed, "Method Not Allowed: use POST")
 	case store.get(id) == nil:
-		ex.geminiObjectMissing(kind, id)
+		geminiObjectMissing(ex, kind, id)
 	case ex.r.Method == http.MethodGet || ex.r.Method == http.MethodPatch:
 		ex.sendJSON(mustJSON(store.get(id)), 0)
 	case ex.r.Method == http.MethodDelete:
@@ -112,7 +112,7 @@ func (ex *exchange) serveGeminiObjects() bool {
 // createGeminiObject stores a new file (its metadata from a JSON body's
 // "file", or the body as its media) or cache, and answers it in the
 // create's shape: a file inside {"file": ...}, a cache as itself.
-func (ex *exchange) createGeminiObject(store *nameStore, kind string) {
+func createGeminiObject(ex *exchange, store *nameStore, kind string) {
 	body, err := io.ReadAll(http.MaxBytesReader(ex.w, ex.r.Body, maxBody))
 	if err != nil {
 		ex.fail(http.StatusBadRequest, "reading the body: "+err.Error())
@@ -158,7 +158,7 @@ func (ex *exchange) createGeminiObject(store *nameStore, kind string) {
 
 // geminiObjectMissing is Gemini's answer for an object of another
 // project, or none: 403 PERMISSION_DENIED.
-func (ex *exchange) geminiObjectMissing(kind, id string) {
+func geminiObjectMissing(ex *exchange, kind, id string) {
 	msg := "You do not have permission to access the File " + id + " or it may not exist."
 	if kind == "CachedContent" {
 		msg = "CachedContent not found (or permission denied)"
@@ -169,7 +169,7 @@ func (ex *exchange) geminiObjectMissing(kind, id string) {
 
 // resolveGeminiObjects answers 403 for a generateContent naming a cache
 // or a file of the Files API this simulator does not hold.
-func (ex *exchange) resolveGeminiObjects(body []byte) bool {
+func resolveGeminiObjects(ex *exchange, body []byte) bool {
 	if _, gemini := ex.wire.(*geminiWire); !gemini ||
 		(!strings.Contains(string(body), `"cachedContent"`) && !strings.Contains(string(body), `"fileUri"`)) {
 		return true
@@ -188,7 +188,7 @@ func (ex *exchange) resolveGeminiObjects(body []byte) bool {
 		return true
 	}
 	if id, ok := strings.CutPrefix(req.CachedContent, "cachedContents/"); ok && ex.s.held.caches.get(id) == nil {
-		ex.geminiObjectMissing("CachedContent", id)
+		geminiObjectMissing(ex, "CachedContent", id)
 		return false
 	}
 	for _, c := range req.Contents {
@@ -201,7 +201,7 @@ func (ex *exchange) resolveGeminiObjects(body []byte) bool {
 				id, ok = strings.CutPrefix(p.FileData.FileURI, "files/")
 			}
 			if ok && ex.s.held.geminiFiles.get(id) == nil {
-				ex.geminiObjectMissing("File", id)
+				geminiObjectMissing(ex, "File", id)
 				return false
 			}
 		}

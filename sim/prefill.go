@@ -38,19 +38,19 @@ const (
 // (Config.Sampling), and only the rest of it when the conversation ends in
 // an assistant turn whose text is a prefix of it (Config.Prefill). It
 // reports false when the request was refused with a 400.
-func (ex *exchange) prepareAnswer(ep endpoint) bool {
+func prepareAnswer(ex *exchange, ep endpoint) bool {
 	switch ep {
 	case endpointMessages, endpointChat, endpointResponses, endpointGeminiGenerate:
 	default:
 		return true
 	}
 	cfg := &ex.p.cfg
-	prefill, prefilled := ex.assistantPrefill()
+	prefill, prefilled := assistantPrefill(ex)
 	if prefilled {
 		ex.s.rec.prefilled(ex.rec, prefill)
 		switch {
 		case cfg.Prefill == PrefillOff:
-			ex.refusePrefill()
+			refusePrefill(ex)
 			return false
 		case ex.wire.name() == "anthropic" && endsInSpace(prefill):
 			ex.fail(http.StatusBadRequest, PrefillTrailingWhitespace)
@@ -59,7 +59,7 @@ func (ex *exchange) prepareAnswer(ep endpoint) bool {
 	}
 	sampled := cfg.Sampling == SamplingSampled
 	continues := prefilled && cfg.Prefill != PrefillRestart
-	script, scripted := ex.scriptTurn()
+	script, scripted := scriptTurn(ex)
 	if !scripted && !sampled && (!continues || !strings.HasPrefix(ex.p.text, prefill)) {
 		return true // the plan's answer as it is
 	}
@@ -76,7 +76,7 @@ func (ex *exchange) prepareAnswer(ep endpoint) bool {
 		// without the assistant turn, as the request without it counts.
 		var covered int
 		deltas, covered = continueFrom(deltas, prefill)
-		ex.inputTokens = max(1, (ex.bodyLen-ex.lastTurnLen())/4) + covered
+		ex.inputTokens = max(1, (ex.bodyLen-lastTurnLen(ex))/4) + covered
 	}
 	p := *ex.p
 	p.setDeltas(deltas)
@@ -107,7 +107,7 @@ func continueFrom(deltas []string, prefix string) (rest []string, covered int) {
 
 // refusePrefill answers the 400 of a model that does not support prefill,
 // in the request's dialect.
-func (ex *exchange) refusePrefill() {
+func refusePrefill(ex *exchange) {
 	switch ex.wire.name() {
 	case "openai":
 		ex.failWith(http.StatusBadRequest, errorWith(PrefillUnsupportedOpenAI, "invalid_request_error", "messages", ""))
@@ -122,7 +122,7 @@ func (ex *exchange) refusePrefill() {
 
 // assistantPrefill returns the text of the conversation's last turn when
 // it is the assistant's (Gemini: the model's) and holds text.
-func (ex *exchange) assistantPrefill() (string, bool) {
+func assistantPrefill(ex *exchange) (string, bool) {
 	switch ex.wire.name() {
 	case "anthropic", "openai":
 		return lastTurnText(ex.req.Messages, "assistant", false)
@@ -220,7 +220,7 @@ func (l *lockedRand) sample(text string) string {
 
 // lastTurnLen is the bytes the last turn of the conversation takes in the
 // body, with the comma before it.
-func (ex *exchange) lastTurnLen() int {
+func lastTurnLen(ex *exchange) int {
 	raw := ex.req.Messages
 	switch ex.wire.name() {
 	case "responses":

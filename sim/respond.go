@@ -17,7 +17,7 @@ func (ex *exchange) generate() {
 	if !ex.wait(first + time.Duration(len(ex.p.deltas))*ex.p.tokenDelay) {
 		return
 	}
-	ex.sendJSON(ex.answer().completion(ex), len(ex.p.deltas))
+	ex.sendJSON(answerWireOf(ex).completion(ex), len(ex.p.deltas))
 }
 
 // newID issues the id of the response and records it.
@@ -39,7 +39,7 @@ func (ex *exchange) stream(first time.Duration) {
 		ex.w.Header().Set("Connection", "close")
 	}
 	ex.startSSE()
-	answer := ex.answer()
+	answer := answerWireOf(ex)
 	if !answer.streamStart(ex) {
 		return
 	}

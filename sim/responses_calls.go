@@ -13,7 +13,7 @@ import (
 // compact answers POST /v1/responses/compact: the user messages of the
 // input followed by one compaction item, whose encrypted_content is opaque
 // (here the simulator's text, base64). It is not stored.
-func (ex *exchange) compact() {
+func compact(ex *exchange) {
 	ex.newID()
 	if !ex.wait(ex.p.firstTokenDelay() + time.Duration(len(ex.p.deltas))*ex.p.tokenDelay) {
 		return
@@ -100,7 +100,7 @@ func inputMessage(id, role, text string) json.RawMessage {
 
 // serveStored answers the endpoints of a stored response (found by
 // resolveResponse).
-func (ex *exchange) serveStored(ep endpoint) {
+func serveStored(ex *exchange, ep endpoint) {
 	switch ep {
 	case endpointGetResponse:
 		ex.sendJSON(ex.s.store.render(ex.stored), 0)
@@ -115,13 +115,13 @@ func (ex *exchange) serveStored(ep endpoint) {
 		ex.s.store.settle(ex.stored)
 		ex.sendJSON(ex.s.store.render(ex.stored), 0)
 	case endpointResponseInputItems:
-		ex.sendJSON(ex.inputItemsList(), 0)
+		ex.sendJSON(inputItemsList(ex), 0)
 	}
 }
 
 // inputItemsList is the list object of GET /v1/responses/{id}/input_items,
 // with the query's order (default desc), after and limit (default 20).
-func (ex *exchange) inputItemsList() []byte {
+func inputItemsList(ex *exchange) []byte {
 	items := ex.stored.input
 	q := ex.r.URL.Query()
 	if q.Get("order") != "asc" {

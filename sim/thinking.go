@@ -36,7 +36,7 @@ func ThinkingSignature(thinking string) string {
 
 // checkThinking answers 400 when the Anthropic request's history breaks
 // the rules above; it reports whether the request may go on.
-func (ex *exchange) checkThinking(body []byte) bool {
+func checkThinking(ex *exchange, body []byte) bool {
 	if !ex.p.cfg.RequireThinkingSignatures || ex.ep != endpointMessages || ex.wire.name() != "anthropic" {
 		return true
 	}

@@ -61,12 +61,12 @@ type scriptedCall struct {
 // a tool result, the answer quoting it (one delta per word); else, when the
 // request offers a scripted tool, a call of it (its arguments in pieces,
 // Gemini's in one). ok is false when the turn is not scripted.
-func (ex *exchange) scriptTurn() (deltas []string, ok bool) {
+func scriptTurn(ex *exchange) (deltas []string, ok bool) {
 	cfg := &ex.p.cfg
 	if len(cfg.ToolCalls) == 0 {
 		return nil, false
 	}
-	if result, ok := ex.toolResult(); ok {
+	if result, ok := lastToolResult(ex); ok {
 		ex.turn = TurnToolResult
 		answer := cfg.ToolAnswer
 		if answer == "" {
@@ -143,12 +143,12 @@ func offeredTools(raw json.RawMessage) map[string]bool {
 	return names
 }
 
-// toolResult returns the text of the tool result the conversation's last
+// lastToolResult returns the text of the tool result the conversation's last
 // turn carries, the assistant prefill of a continuation aside: an Anthropic
 // user turn's tool_result, a Chat Completions role tool message, a
 // Responses function_call_output (or custom_tool_call_output) item, a
 // Gemini functionResponse part.
-func (ex *exchange) toolResult() (string, bool) {
+func lastToolResult(ex *exchange) (string, bool) {
 	var raw json.RawMessage
 	switch ex.wire.name() {
 	case "anthropic", "openai":
@@ -163,7 +163,7 @@ func (ex *exchange) toolResult() (string, bool) {
 		return "", false
 	}
 	last := turns[len(turns)-1]
-	if _, prefilled := ex.assistantPrefill(); prefilled && len(turns) > 1 {
+	if _, prefilled := assistantPrefill(ex); prefilled && len(turns) > 1 {
 		last = turns[len(turns)-2]
 	}
 	var turn struct {

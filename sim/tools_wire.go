@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 )
 
-// answer is what renders this request's answer: the wire's text, or the
+// answerWireOf is what renders this request's answer: the wire's text, or the
 // scripted tool call in the wire's shape.
-func (ex *exchange) answer() answerWire {
+func answerWireOf(ex *exchange) answerWire {
 	if ex.call == nil {
 		return ex.wire
 	}

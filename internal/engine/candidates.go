@@ -323,7 +323,8 @@ func (u keyUse) release(now time.Time) {
 // serve, it records the skip (quota_skip or keys_unavailable) and returns
 // false: p counts as unavailable. The caller releases the key when it does
 // not send the attempt after all.
-func (h *Engine) keyFor(st *requestState, p *provider, now time.Time) (keyUse, bool) {
+func keyFor(st *requestState, p *provider, now time.Time) (keyUse, bool) {
+	h := st.h
 	if len(p.keys) == 0 {
 		return keyUse{}, true
 	}

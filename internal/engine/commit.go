@@ -16,7 +16,8 @@ import (
 // commit is the irreversible moment: the winner's status,
 // headers and buffered events go to the client, then the rest of the
 // stream is relayed. From here on a failure can only be reported in-band.
-func (h *Engine) commit(w http.ResponseWriter, r *http.Request, st *requestState, a *attempt) {
+func commit(w http.ResponseWriter, r *http.Request, st *requestState, a *attempt) {
+	h := st.h
 	defer a.cancel(nil)
 	defer a.resp.Body.Close()
 	if a.xl != nil {
@@ -95,7 +96,7 @@ func (h *Engine) commit(w http.ResponseWriter, r *http.Request, st *requestState
 		// write, unless reuseConn's tail read waits first (it flushes
 		// then): only with the connection's word on that wait.
 		opts.EndUnflushed = opts.Upstream != nil
-		rs = h.newResumer(st, a)
+		rs = newResumer(st, a)
 		a.gate.Release() // written and tracked: the gate is done with
 		a.gate = nil
 		if rs != nil {
@@ -106,7 +107,7 @@ func (h *Engine) commit(w http.ResponseWriter, r *http.Request, st *requestState
 	own := st.relay // the winner's own stream, for its provider's verdict
 	if rs != nil && !st.relay.Complete {
 		a.cancel(nil)
-		h.resume(w, rc.Flush, st, rs)
+		resume(w, rc.Flush, st, rs)
 	}
 	switch {
 	case st.relay.Complete:
@@ -121,13 +122,14 @@ func (h *Engine) commit(w http.ResponseWriter, r *http.Request, st *requestState
 	default:
 		st.outcome = outcomeStreamError
 	}
-	h.recordStreamEnd(st, a, own)
+	recordStreamEnd(st, a, own)
 }
 
 // newResumer follows the committed stream for a continuation, from the
 // events the gate buffered (already written): nil when continuation is
 // off or the dialect or request cannot be continued.
-func (h *Engine) newResumer(st *requestState, a *attempt) wire.Resumer {
+func newResumer(st *requestState, a *attempt) wire.Resumer {
+	h := st.h
 	if h.Stream.Resume <= 0 || a.xl != nil { // a continuation never crosses formats
 		return nil
 	}

@@ -31,7 +31,8 @@ const (
 // It exists to hide one provider's outage behind a healthy one; when every
 // provider is failing it would only double the load the budget is there to
 // bound, so upstream attempts stay within the budget in any storm.
-func (h *Engine) failoverRouteAt(st *requestState, now time.Time) failoverRoute {
+func failoverRouteAt(st *requestState, now time.Time) failoverRoute {
+	h := st.h
 	switch {
 	case st.attemptsLeft() == 0:
 		return failoverNone
@@ -46,14 +47,15 @@ func (h *Engine) failoverRouteAt(st *requestState, now time.Time) failoverRoute 
 // launchFailover starts the next candidate after a failure, within the
 // bound, charged to the retry budget as failoverRouteAt decides. It
 // returns nil when nothing started.
-func (h *Engine) launchFailover(st *requestState, r *http.Request, within tierBound) *attempt {
+func launchFailover(st *requestState, r *http.Request, within tierBound) *attempt {
+	h := st.h
 	now := clock()
-	switch h.failoverRouteAt(st, now) {
+	switch failoverRouteAt(st, now) {
 	case failoverNone:
 		return nil
 	case failoverBudgeted:
 		if tok, ok := h.retryBudget.Take(now); ok {
-			a := h.launchReplacement(st, r, false, within)
+			a := launchReplacement(st, r, false, within)
 			if a == nil {
 				h.retryBudget.Refund(tok) // nothing left to try: no retry happened
 			}
@@ -62,7 +64,7 @@ func (h *Engine) launchFailover(st *requestState, r *http.Request, within tierBo
 		fallthrough // another request took the last of the budget meanwhile
 	case failoverPastBudget:
 		if !st.budgetFailoverUsed {
-			if a := h.launchReplacement(st, r, true, within); a != nil {
+			if a := launchReplacement(st, r, true, within); a != nil {
 				st.budgetFailoverUsed = true
 				h.retryBudget.Charge(clock())
 				return a
@@ -78,15 +80,15 @@ func (h *Engine) launchFailover(st *requestState, r *http.Request, within tierBo
 // fallback model. healthyOnly restricts the choice to providers without
 // consecutive failures; a set bound to its tier, whose same-provider retry
 // comes before any fallback or probe.
-func (h *Engine) launchReplacement(st *requestState, r *http.Request, healthyOnly bool, within tierBound) *attempt {
-	if a := h.launchFrom(st, r, "failover", healthyOnly, within); a != nil {
+func launchReplacement(st *requestState, r *http.Request, healthyOnly bool, within tierBound) *attempt {
+	if a := launchFrom(st, r, "failover", healthyOnly, within); a != nil {
 		return a
 	}
 	if within.set {
 		return nil
 	}
-	if st.plan.remaining() == 0 && st.live == 0 && h.fallback(st) {
-		if a := h.launchFrom(st, r, "fallback", healthyOnly, within); a != nil {
+	if st.plan.remaining() == 0 && st.live == 0 && fallback(st) {
+		if a := launchFrom(st, r, "fallback", healthyOnly, within); a != nil {
 			return a
 		}
 	}
@@ -95,7 +97,7 @@ func (h *Engine) launchReplacement(st *requestState, r *http.Request, healthyOnl
 		// while attempts remain, probe the one that recovers first (one
 		// probe at a time per provider, as at the start of a request). A
 		// request that already probed ends with its error instead.
-		return h.launchProbe(st, r)
+		return launchProbe(st, r)
 	}
 	return nil
 }
@@ -103,9 +105,9 @@ func (h *Engine) launchReplacement(st *requestState, r *http.Request, healthyOnl
 // launchFrom is launchNext, optionally over the healthy candidates only,
 // and within the bound: the others are set aside for this one choice and
 // stay in the plan.
-func (h *Engine) launchFrom(st *requestState, r *http.Request, reason string, healthyOnly bool, within tierBound) *attempt {
+func launchFrom(st *requestState, r *http.Request, reason string, healthyOnly bool, within tierBound) *attempt {
 	if !healthyOnly && !within.set {
-		return h.launchNext(st, r, reason, false)
+		return launchNext(st, r, reason, false)
 	}
 	pl := st.plan
 	var aside []int
@@ -115,7 +117,7 @@ func (h *Engine) launchFrom(st *requestState, r *http.Request, reason string, he
 			aside = append(aside, i)
 		}
 	}
-	a := h.launchNext(st, r, reason, false)
+	a := launchNext(st, r, reason, false)
 	for _, i := range aside {
 		pl.used[i] = false
 	}
@@ -126,7 +128,7 @@ func (h *Engine) launchFrom(st *requestState, r *http.Request, reason string, he
 // request-level error passes through as the provider sent it;
 // a client that left gets nothing; otherwise 503 (or 504, or the 4xx every
 // provider agreed on) with the last upstream error in the message.
-func (h *Engine) answerFailure(w http.ResponseWriter, st *requestState) {
+func answerFailure(w http.ResponseWriter, st *requestState) {
 	last := st.lastFailure()
 	switch {
 	case st.outcome == outcomeClientAbort:

@@ -44,7 +44,7 @@ func (h *Engine) forward(w http.ResponseWriter, r *http.Request) error {
 	d, guessed := dialectOfAuxPath(r.URL.Path, r.Header)
 	st := newRequestState(h, r, d)
 	st.forwarded, st.dialectGuessed = true, guessed
-	defer h.finish(st)
+	defer finish(st)
 	if err := checkEscapedPath(r.URL.EscapedPath()); err != nil {
 		st.refuse(w, http.StatusBadRequest, err.Error())
 		return nil
@@ -68,7 +68,7 @@ func (h *Engine) forward(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	st.ctx = ctx
-	cands, ok := h.forwardTargets(w, st, d)
+	cands, ok := forwardTargets(w, st, d)
 	if !ok {
 		return nil
 	}
@@ -126,7 +126,7 @@ func (h *Engine) forward(w http.ResponseWriter, r *http.Request) error {
 		}
 		a.resp, a.status = resp, resp.StatusCode
 		if st.discover != nil {
-			if h.forwardMissed(st, a, i == len(cands)-1) {
+			if forwardMissed(st, a, i == len(cands)-1) {
 				continue // not there: the next candidate, no failover
 			}
 			if a.errBody != nil { // read to tell: relayed as it came
@@ -142,7 +142,7 @@ func (h *Engine) forward(w http.ResponseWriter, r *http.Request) error {
 				return nil
 			}
 			if resp.StatusCode < 400 {
-				h.endDiscovery(st, p, false)
+				endDiscovery(st, p, false)
 			}
 		}
 		if move5xx && resp.StatusCode >= 500 {
@@ -158,9 +158,9 @@ func (h *Engine) forward(w http.ResponseWriter, r *http.Request) error {
 		}
 		a.firstEvent = max(time.Since(a.start), time.Millisecond)
 		a.outcome = "request_success"
-		h.noteCreated(st, a) // objects.go
+		noteCreated(st, a) // objects.go
 		st.winner, st.status = a, resp.StatusCode
-		h.relayForwarded(w, st, a)
+		relayForwarded(w, st, a)
 		return nil
 	}
 	if r.Context().Err() != nil {
@@ -193,7 +193,8 @@ func (h *Engine) forward(w http.ResponseWriter, r *http.Request) error {
 // relayForwarded copies the chosen provider's answer to a forwarded call
 // and sets the request's outcome. A body cut after the status went out can
 // only abort the connection: never a second status.
-func (h *Engine) relayForwarded(w http.ResponseWriter, st *requestState, a *attempt) {
+func relayForwarded(w http.ResponseWriter, st *requestState, a *attempt) {
+	h := st.h
 	defer a.resp.Body.Close()
 	idle := time.Duration(h.Timeouts.Idle)
 	reason := copyResponse(w, a.resp, idle, func() { a.cancel(errIdleTimeout) })

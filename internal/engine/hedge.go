@@ -9,7 +9,8 @@ import (
 // hedgeRoom reports whether one more racer may start now: something is
 // running to race against, fewer than max_attempts race, the request has
 // attempts left and a candidate is unused.
-func (h *Engine) hedgeRoom(st *requestState) bool {
+func hedgeRoom(st *requestState) bool {
+	h := st.h
 	return st.live > 0 && st.live < h.Hedge.MaxAttempts && st.attemptsLeft() > 0 && st.plan.remaining() > 0
 }
 

@@ -82,7 +82,8 @@ func (st *requestState) answerHolderDown(w http.ResponseWriter, cands []*provide
 // holderTargets are the providers a forwarded call on an object whose
 // holder p is known may go to: p, then (once p failed) the other
 // providers of the dialect a discovery may ask.
-func (h *Engine) holderTargets(st *requestState, o wire.ObjectRef, p *provider, d wire.Dialect) []*provider {
+func holderTargets(st *requestState, o wire.ObjectRef, p *provider, d wire.Dialect) []*provider {
+	h := st.h
 	cands := h.auxCandidates(d)
 	ordered := make([]*provider, 0, len(cands)+1)
 	ordered = append(ordered, p)

@@ -124,5 +124,5 @@ func FinishTwoAttempts(e *Engine, r *http.Request, hedged bool) {
 	st.attempts = []*attempt{lost, won}
 	st.winner, st.outcome, st.status, st.hedged = won, OutcomeSuccess, http.StatusOK, hedged
 	p2.health.BeginAttempt() // finish ends the winner's attempt
-	e.finish(st)
+	finish(st)
 }

@@ -49,7 +49,8 @@ func (h *Engine) rememberObject(r *http.Request, o wire.ObjectRef, p *provider) 
 // a conversation, a container, a cache) to its holder, or discovers the
 // holder of the first one named when none is known. A request naming no
 // object costs each dialect's byte search for its markers, nothing else.
-func (h *Engine) pinObject(st *requestState, body []byte) {
+func pinObject(st *requestState, body []byte) {
+	h := st.h
 	var buf [4]wire.ObjectRef
 	refs := namedObjects(st.dialect, body, buf[:0])
 	if len(refs) == 0 {
@@ -188,14 +189,15 @@ func createdCollection(method, p string) (objectCollection, bool) {
 // that is not on a response: a call on an object by id goes to its holder
 // alone, or is discovered among the providers of its dialect; any other
 // call goes to the providers of its dialect.
-func (h *Engine) objectTargets(st *requestState, d wire.Dialect) []*provider {
+func objectTargets(st *requestState, d wire.Dialect) []*provider {
+	h := st.h
 	o, ok := objectOfPath(st.r.URL.Path)
 	if !ok || h.owners == nil {
 		return h.auxCandidates(d)
 	}
 	p, disc := h.discoverObject(st.r, o)
 	if p != nil {
-		return h.holderTargets(st, o, p, d)
+		return holderTargets(st, o, p, d)
 	}
 	st.discover = disc // ended by finish when no provider is asked
 	cands := discoveryCandidates(h.auxCandidates(d))
@@ -229,7 +231,8 @@ func discoveryCandidates(cands []*provider) []*provider {
 // noteCreated remembers the holder of an object a forwarded create made:
 // the answer (2xx, at most maxCreatedBody) is read for its id, then
 // relayed as it came.
-func (h *Engine) noteCreated(st *requestState, a *attempt) {
+func noteCreated(st *requestState, a *attempt) {
+	h := st.h
 	c, ok := createdCollection(st.r.Method, st.r.URL.Path)
 	if !ok || h.owners == nil || a.resp.StatusCode/100 != 2 {
 		return
@@ -385,7 +388,8 @@ func (d *discovery) missing(status int, body []byte) bool {
 
 // end closes a discovery once: found names the holder (remembered), nil
 // when none held it (notFound) or the request ended otherwise.
-func (h *Engine) endDiscovery(st *requestState, found *provider, notFound bool) {
+func endDiscovery(st *requestState, found *provider, notFound bool) {
+	h := st.h
 	d := st.discover
 	if d == nil || d.ended {
 		return

@@ -133,7 +133,7 @@ func BenchmarkPinKnownResponse(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		st := requestState{h: h, r: r, dialect: dialectResponses, start: time.Now(), req: req}
-		h.pinResponse(&st, body)
+		pinResponse(&st, body)
 		if st.pinned != p || st.discover != nil {
 			b.Fatal("not pinned to the known holder")
 		}
@@ -149,7 +149,7 @@ func BenchmarkPinNoObject(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		st := requestState{h: h, r: r, dialect: dialectOpenAI, start: time.Now(), req: req}
-		h.pinResponse(&st, body)
+		pinResponse(&st, body)
 	}
 }
 

@@ -68,7 +68,8 @@ func (a *attempt) noteRateLimits(h http.Header) {
 // is not charged, and the provider goes back into the request's plan so
 // that the failover tries it with another key. It reports whether it
 // settled the attempt.
-func (h *Engine) settleKey(st *requestState, a *attempt, now time.Time) bool {
+func settleKey(st *requestState, a *attempt, now time.Time) bool {
+	h := st.h
 	k := a.key
 	if k == nil || a.notKey || (a.class != wire.ClassAuth && a.class != wire.ClassRateLimited) {
 		return false
@@ -114,7 +115,8 @@ func declineProbe(p *provider) {
 // valid event: a complete body is a success; a stream closes a probed
 // breaker now and has its verdict at its end (recordStreamEnd). A stream's
 // first-event time feeds the hedge delay.
-func (h *Engine) recordWin(st *requestState, a *attempt, now time.Time) {
+func recordWin(st *requestState, a *attempt, now time.Time) {
+	h := st.h
 	closed := false
 	if a.body != nil {
 		closed = a.p.health.OnSuccess(now, a.probe)
@@ -140,7 +142,8 @@ func (h *Engine) recordWin(st *requestState, a *attempt, now time.Time) {
 // whole stream: a complete one is a success, a cut one a failure, unless
 // the client left or the request ran out of time (not the provider's
 // doing). The winner's chain entry then says how its stream ended.
-func (h *Engine) recordStreamEnd(st *requestState, a *attempt, res stream.RelayResult) {
+func recordStreamEnd(st *requestState, a *attempt, res stream.RelayResult) {
+	h := st.h
 	switch {
 	case res.Complete:
 		a.p.health.OnSuccess(clock(), false)
@@ -172,14 +175,15 @@ func recordWinnerEnd(w *attempt) {
 // settle records a finished, non-winning attempt against its provider:
 // provider-level failures count toward cooldown; losers, aborts and
 // request-level errors only release the probe slot.
-func (h *Engine) settle(st *requestState, a *attempt) {
+func settle(st *requestState, a *attempt) {
+	h := st.h
 	now := clock()
 	p := a.p
 	a.end()
 	a.cancel(nil)
 	a.verdicts++ // every branch below gives the probe, if a.probe, its verdict
 	st.discoverMiss(a)
-	if h.settleKey(st, a, now) {
+	if settleKey(st, a, now) {
 		return
 	}
 	switch {

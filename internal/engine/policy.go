@@ -76,10 +76,10 @@ func (b tierBound) admits(p *provider) bool {
 
 // afterFailure decides what follows a settled, failed attempt a.
 // pending is the same-provider retry already waiting, or nil.
-func (h *Engine) afterFailure(st *requestState, a *attempt, hedging bool, pending *attempt) step {
+func afterFailure(st *requestState, a *attempt, hedging bool, pending *attempt) step {
 	switch a.class {
 	case wire.ClassRequest:
-		if h.contextFallbackTo(st, a) != "" {
+		if contextFallbackTo(st, a) != "" {
 			return step{kind: stepLaunch, reason: launchContextFallbackReason, attempt: a, ifNone: endFatal}
 		}
 		if st.contextFellBack > 0 && a.n <= st.contextFellBack && (st.live > 0 || pending != nil) && st.dialect.PromptTooLong(a.errBody) {
@@ -105,12 +105,12 @@ func (h *Engine) afterFailure(st *requestState, a *attempt, hedging bool, pendin
 		return step{kind: stepEnd, reason: endAbandon}
 	}
 	if hedging {
-		return h.racerFailed(st, a, pending)
+		return racerFailed(st, a, pending)
 	}
 	if pending != nil {
 		return step{kind: stepNone}
 	}
-	return h.retryStep(st, a, false)
+	return retryStep(st, a, false)
 }
 
 // racerFailed decides what follows a provider-level failure in a race.
@@ -121,13 +121,13 @@ func (h *Engine) afterFailure(st *requestState, a *attempt, hedging bool, pendin
 // is allowed does the failover reach a lower tier, a fallback model or a
 // probe, so hedging never costs a request its model on a transient error
 // (a lower tier is still reached by the hedge timer, for slowness).
-func (h *Engine) racerFailed(st *requestState, a, pending *attempt) step {
-	within := h.retryTier(st, a, pending)
+func racerFailed(st *requestState, a, pending *attempt) step {
+	within := retryTier(st, a, pending)
 	if within.set && !st.plan.unusedWithin(within.max) {
 		if pending != nil {
 			return step{kind: stepNone} // the tier's retry is already waiting
 		}
-		return h.retryStep(st, a, true)
+		return retryStep(st, a, true)
 	}
 	s := step{kind: stepLaunch, reason: launchFailoverReason, attempt: a, within: within}
 	if pending == nil {
@@ -142,11 +142,11 @@ func (h *Engine) racerFailed(st *requestState, a, pending *attempt) step {
 // same-provider retry: the one already pending, else the one a failed
 // racer is still allowed (retryCandidate's choice); unset when there is
 // none.
-func (h *Engine) retryTier(st *requestState, a, pending *attempt) tierBound {
+func retryTier(st *requestState, a, pending *attempt) tierBound {
 	if pending != nil {
 		return tierBound{max: pending.p.cfg.Priority, set: true}
 	}
-	if b, _, ok, _ := h.retryCandidate(st, a, true); ok {
+	if b, _, ok, _ := retryCandidate(st, a, true); ok {
 		return tierBound{max: b.p.cfg.Priority, set: true}
 	}
 	return tierBound{}
@@ -156,8 +156,9 @@ func (h *Engine) retryTier(st *requestState, a, pending *attempt) tierBound {
 // another racer fits and the hedge budget has room. With the budget spent
 // the request waits on what is running (up to first_byte), and the
 // decision chain says so.
-func (h *Engine) onHedgeTimer(st *requestState, now time.Time) step {
-	if !h.hedgeRoom(st) {
+func onHedgeTimer(st *requestState, now time.Time) step {
+	h := st.h
+	if !hedgeRoom(st) {
 		return step{kind: stepNone}
 	}
 	if !h.hedgeBudget.Allows(now) {
@@ -171,7 +172,8 @@ func (h *Engine) onHedgeTimer(st *requestState, now time.Time) step {
 // longer go (no attempts left, the provider at max_in_flight, the retry
 // budget spent, its breaker refusing): then a failover when nothing else
 // runs or the request races, else nothing.
-func (h *Engine) onRetryTimer(st *requestState, pending *attempt, hedging bool, now time.Time) step {
+func onRetryTimer(st *requestState, pending *attempt, hedging bool, now time.Time) step {
+	h := st.h
 	if st.ctx.Err() != nil {
 		return step{kind: stepEnd, reason: endAbandon}
 	}
@@ -196,14 +198,15 @@ func (h *Engine) onRetryTimer(st *requestState, pending *attempt, hedging bool, 
 // 429 without it moves on), never past the total timeout, never closer
 // than the backoff base, and only while the retry budget has room. The
 // budget is charged when the retry starts (launchRetry), not here.
-func (h *Engine) retryWait(st *requestState, a *attempt) (time.Duration, bool) {
-	wait, ok, _ := h.retryVerdict(st, a)
+func retryWait(st *requestState, a *attempt) (time.Duration, bool) {
+	wait, ok, _ := retryVerdict(st, a)
 	return wait, ok
 }
 
 // retryVerdict is retryWait that also tells whether the retry budget was
 // what refused the retry (the budget_exhausted metric).
-func (h *Engine) retryVerdict(st *requestState, a *attempt) (wait time.Duration, ok, budgetRefused bool) {
+func retryVerdict(st *requestState, a *attempt) (wait time.Duration, ok, budgetRefused bool) {
+	h := st.h
 	if !a.class.Transient() || a.noRetry || st.attemptsLeft() == 0 {
 		return 0, false, false
 	}
@@ -239,7 +242,8 @@ func (h *Engine) retryVerdict(st *requestState, a *attempt) (wait time.Duration,
 
 // fallback switches the plan to the fallback model of the current one,
 // once every provider of it failed with provider-level errors.
-func (h *Engine) fallback(st *requestState) bool {
+func fallback(st *requestState) bool {
+	h := st.h
 	if st.pinned != nil || st.discover != nil {
 		return false // only the pinned provider holds the conversation
 	}
@@ -274,7 +278,8 @@ func (h *Engine) fallback(st *requestState) bool {
 // the request has not fallen back for its context yet and still has an
 // attempt and room in the retry budget. A continuation never switches
 // model: its too-long prefill goes on to replay-match (resume.go).
-func (h *Engine) contextFallbackTo(st *requestState, a *attempt) string {
+func contextFallbackTo(st *requestState, a *attempt) string {
+	h := st.h
 	if len(h.Retry.ContextFallbacks) == 0 || st.contextFellBack > 0 || st.pinned != nil || st.resuming != "" ||
 		a.status != 400 || st.attemptsLeft() == 0 || !st.dialect.PromptTooLong(a.errBody) {
 		return ""
@@ -299,8 +304,9 @@ func (h *Engine) contextFallbackTo(st *requestState, a *attempt) string {
 // for a's too-long prompt and starts its first admissible candidate,
 // charged to the retry budget. It returns nil when nothing started; the
 // 400 is then the answer.
-func (h *Engine) launchContextFallback(st *requestState, r *http.Request, a *attempt) *attempt {
-	to := h.contextFallbackTo(st, a)
+func launchContextFallback(st *requestState, r *http.Request, a *attempt) *attempt {
+	h := st.h
+	to := contextFallbackTo(st, a)
 	if to == "" {
 		return nil
 	}
@@ -312,7 +318,7 @@ func (h *Engine) launchContextFallback(st *requestState, r *http.Request, a *att
 	st.fallbackModel = to
 	cands, _ := h.candidates(st.dialect, to, st.req.SessionKey, st.req.SizeClass)
 	st.plan = newPlan(cands, to)
-	n := h.launchNext(st, r, launchContextFallbackReason, false)
+	n := launchNext(st, r, launchContextFallbackReason, false)
 	if n == nil {
 		h.retryBudget.Refund(tok) // every provider of it is cooling down: no retry happened
 	}
@@ -327,8 +333,8 @@ func (h *Engine) launchContextFallback(st *requestState, r *http.Request, a *att
 // priority tier wins; within a tier, the latest failure.
 //
 // refused counts the retries the retry budget refused on the way.
-func (h *Engine) retryCandidate(st *requestState, last *attempt, racing bool) (b *attempt, wait time.Duration, ok bool, refused int) {
-	wait, ok, byBudget := h.retryVerdict(st, last)
+func retryCandidate(st *requestState, last *attempt, racing bool) (b *attempt, wait time.Duration, ok bool, refused int) {
+	wait, ok, byBudget := retryVerdict(st, last)
 	if byBudget {
 		refused++
 	}
@@ -348,7 +354,7 @@ func (h *Engine) retryCandidate(st *requestState, last *attempt, racing bool) (b
 		if c.outcome != "provider_error" || st.liveOn(c.p) || b != nil && c.p.cfg.Priority >= b.p.cfg.Priority {
 			continue
 		}
-		cwait, cok, byBudget := h.retryVerdict(st, c)
+		cwait, cok, byBudget := retryVerdict(st, c)
 		if byBudget {
 			refused++
 		}
@@ -362,8 +368,8 @@ func (h *Engine) retryCandidate(st *requestState, last *attempt, racing bool) (b
 // retryStep decides between a same-provider retry of a failed attempt
 // (retryCandidate) and, for sequential attempts, a failover. A race
 // (racing) that could start nothing else waits on its racers instead.
-func (h *Engine) retryStep(st *requestState, last *attempt, racing bool) step {
-	b, wait, ok, refused := h.retryCandidate(st, last, racing)
+func retryStep(st *requestState, last *attempt, racing bool) step {
+	b, wait, ok, refused := retryCandidate(st, last, racing)
 	switch {
 	case ok:
 		return step{kind: stepRetryLater, attempt: b, wait: wait, retryBudgetRefused: refused}

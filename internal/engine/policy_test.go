@@ -125,10 +125,10 @@ func TestPolicyAfterFailure(t *testing.T) {
 			if tt.pending {
 				pending = f.st.prepare(f.p1, "m", launchRetryReason, false)
 			}
-			got := f.h.afterFailure(f.st, a, tt.hedging, pending)
+			got := afterFailure(f.st, a, tt.hedging, pending)
 			checkStep(t, "afterFailure", got, tt.want)
 			if tt.thenRetry != nil {
-				checkStep(t, "retryStep", f.h.retryStep(f.st, got.attempt, true), *tt.thenRetry)
+				checkStep(t, "retryStep", retryStep(f.st, got.attempt, true), *tt.thenRetry)
 			}
 		})
 	}
@@ -140,7 +140,7 @@ func TestPolicyRetriesTheEarlierRacer(t *testing.T) {
 	f := newPolicyFixture(t, false)
 	overloaded := f.ran(f.p1, wire.ClassOverloaded)
 	refused := f.ran(f.p2, wire.ClassConnect)
-	s := f.h.retryStep(f.st, refused, true)
+	s := retryStep(f.st, refused, true)
 	if s.kind != stepRetryLater || s.attempt != overloaded {
 		t.Fatalf("retryStep = %+v, want a retry of p1's 529", s)
 	}
@@ -149,7 +149,7 @@ func TestPolicyRetriesTheEarlierRacer(t *testing.T) {
 	f.ran(f.p1, wire.ClassOverloaded)
 	f.ran(f.p1, wire.ClassNone) // p1 runs again
 	refused = f.ran(f.p2, wire.ClassConnect)
-	if s := f.h.retryStep(f.st, refused, true); s.kind != stepNone {
+	if s := retryStep(f.st, refused, true); s.kind != stepNone {
 		t.Fatalf("retryStep = %+v, want none while p1 runs", s)
 	}
 }
@@ -181,7 +181,7 @@ func TestPolicyHedgeTimer(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newPolicyFixture(t, tt.spent)
 			tt.setup(f)
-			checkStep(t, "onHedgeTimer", f.h.onHedgeTimer(f.st, clock()), tt.want)
+			checkStep(t, "onHedgeTimer", onHedgeTimer(f.st, clock()), tt.want)
 		})
 	}
 }
@@ -235,7 +235,7 @@ func TestPolicyRetryTimer(t *testing.T) {
 				tt.setup(f)
 			}
 			pending := f.st.prepare(f.p1, "m", launchRetryReason, false)
-			checkStep(t, "onRetryTimer", f.h.onRetryTimer(f.st, pending, tt.hedging, clock()), tt.want)
+			checkStep(t, "onRetryTimer", onRetryTimer(f.st, pending, tt.hedging, clock()), tt.want)
 		})
 	}
 }
@@ -245,22 +245,22 @@ func TestPolicyRetryTimer(t *testing.T) {
 func TestPolicyFailoverPastBudget(t *testing.T) {
 	f := newPolicyFixture(t, true)
 	f.ran(f.p1, wire.ClassOverloaded)
-	if got := f.h.failoverRouteAt(f.st, clock()); got != failoverPastBudget {
+	if got := failoverRouteAt(f.st, clock()); got != failoverPastBudget {
 		t.Fatalf("budget spent: route %d, want the one failover past the budget", got)
 	}
 	f.st.budgetFailoverUsed = true
-	if got := f.h.failoverRouteAt(f.st, clock()); got != failoverSpent {
+	if got := failoverRouteAt(f.st, clock()); got != failoverSpent {
 		t.Fatalf("budget and past-budget failover spent: route %d, want spent", got)
 	}
 	f = newPolicyFixture(t, false)
 	f.ran(f.p1, wire.ClassOverloaded)
-	if got := f.h.failoverRouteAt(f.st, clock()); got != failoverBudgeted {
+	if got := failoverRouteAt(f.st, clock()); got != failoverBudgeted {
 		t.Fatalf("budget room: route %d, want budgeted", got)
 	}
 	for range f.h.Retry.Attempts - 1 {
 		f.ran(f.p2, wire.ClassConnect)
 	}
-	if got := f.h.failoverRouteAt(f.st, clock()); got != failoverNone {
+	if got := failoverRouteAt(f.st, clock()); got != failoverNone {
 		t.Fatalf("no attempts left: route %d, want none", got)
 	}
 	if _, extras := f.h.retryBudget.Snapshot(clock()); extras != 0 {
@@ -362,7 +362,7 @@ func TestPolicyHedgeKeepsTierOnTransientError(t *testing.T) {
 			f := newPolicyFixture(t, tt.spent)
 			f.p2.cfg.Priority = 1
 			failed, pending := tt.setup(f)
-			got := f.h.afterFailure(f.st, failed, true, pending)
+			got := afterFailure(f.st, failed, true, pending)
 			checkStep(t, "afterFailure", got, tt.want)
 			if got.kind == stepRetryLater && got.attempt.p != f.p1 {
 				t.Fatalf("retry goes to %s, want the primary p1", got.attempt.p.name)
@@ -370,7 +370,7 @@ func TestPolicyHedgeKeepsTierOnTransientError(t *testing.T) {
 			// Hedging off takes the same retry, or fails over.
 			// (A race starts a same-tier candidate at once instead.)
 			if pending == nil && f.st.live == 0 && failed.p == f.p1 && !got.within.set {
-				seq := f.h.afterFailure(f.st, failed, false, nil)
+				seq := afterFailure(f.st, failed, false, nil)
 				if (seq.kind == stepRetryLater) != (got.kind == stepRetryLater) || seq.wait != got.wait {
 					t.Fatalf("hedge off decides %+v, hedging %+v", seq, got)
 				}
@@ -381,7 +381,7 @@ func TestPolicyHedgeKeepsTierOnTransientError(t *testing.T) {
 	f := newPolicyFixture(t, false)
 	f.p2.cfg.Priority = 1
 	f.ran(f.p1, wire.ClassNone)
-	checkStep(t, "onHedgeTimer", f.h.onHedgeTimer(f.st, clock()), step{kind: stepLaunch, reason: launchHedgeReason})
+	checkStep(t, "onHedgeTimer", onHedgeTimer(f.st, clock()), step{kind: stepLaunch, reason: launchHedgeReason})
 }
 
 // addProvider adds a candidate of the given priority to the plan, in

@@ -20,17 +20,18 @@ import (
 // ones still running were cancelled first), so the caller may read their
 // outcomes to answer the client; the losers of a winner are reaped by
 // st.drain after the commit.
-func (h *Engine) race(st *requestState, r *http.Request) *attempt {
-	if a := h.runRace(st, r); a != nil {
+func race(st *requestState, r *http.Request) *attempt {
+	if a := runRace(st, r); a != nil {
 		return a
 	}
 	st.drain()
 	return nil
 }
 
-func (h *Engine) runRace(st *requestState, r *http.Request) *attempt {
+func runRace(st *requestState, r *http.Request) *attempt {
+	h := st.h
 	req := st.req
-	h.failback(st)
+	failback(st)
 	cands, route := h.candidates(req.Dialect, req.Model, req.SessionKey, req.SizeClass)
 	if st.pinned == nil && st.discover == nil {
 		st.route = route // a pinned or discovering request is not routed
@@ -40,12 +41,13 @@ func (h *Engine) runRace(st *requestState, r *http.Request) *attempt {
 	// at most Retry.Attempts attempts ever report: none blocks on its
 	// report, even after race returned (drain reaps them).
 	st.done = make(chan *attempt, h.Retry.Attempts)
-	return h.racePlan(st, r)
+	return racePlan(st, r)
 }
 
 // racePlan runs the race over st.plan with st.req: a request's, or a
 // continuation's (resume.go).
-func (h *Engine) racePlan(st *requestState, r *http.Request) *attempt {
+func racePlan(st *requestState, r *http.Request) *attempt {
+	h := st.h
 	req := st.req
 
 	hedging := req.Stream && h.Hedge.Enabled && st.pinned == nil && st.discover == nil
@@ -64,11 +66,11 @@ func (h *Engine) racePlan(st *requestState, r *http.Request) *attempt {
 	// not the one that failed before it), and arms it when it is idle and
 	// another racer would fit.
 	rearm := func(launched bool) {
-		if !hedging || !h.hedgeRoom(st) || (hedgeC != nil && !(launched && st.live == 1)) {
+		if !hedging || !hedgeRoom(st) || (hedgeC != nil && !(launched && st.live == 1)) {
 			return
 		}
 		newest := st.attempts[len(st.attempts)-1]
-		hedgeC = armTimer(&hedgeTimer, h.hedgeDelayFirst(st, newest))
+		hedgeC = armTimer(&hedgeTimer, hedgeDelayFirst(st, newest))
 	}
 
 	// carryOut does what a step of the policy says; it reports whether
@@ -95,14 +97,14 @@ func (h *Engine) racePlan(st *requestState, r *http.Request) *attempt {
 			pending = st.prepare(s.attempt.p, s.attempt.model, launchRetryReason, false)
 			retryC = armTimer(&retryTimer, s.wait)
 		case stepLaunch:
-			if h.launchStep(st, r, s) != nil {
+			if launchStep(st, r, s) != nil {
 				return false
 			}
 			switch s.ifNone {
 			case launchFailoverReason:
 				return carryOut(step{kind: stepLaunch, reason: launchFailoverReason})
 			case launchRetryReason:
-				return carryOut(h.retryStep(st, s.attempt, true))
+				return carryOut(retryStep(st, s.attempt, true))
 			case endFatal: // a context_fallback that could not start
 				return carryOut(step{kind: stepEnd, reason: endFatal, attempt: s.attempt})
 			}
@@ -111,13 +113,13 @@ func (h *Engine) racePlan(st *requestState, r *http.Request) *attempt {
 	}
 
 	st.inlineFirst, st.hedging = true, hedging
-	first := h.launchFirst(st, r)
+	first := launchFirst(st, r)
 	st.inlineFirst = false
 	if first == nil {
 		return nil
 	}
 	if st.resuming == "" {
-		h.notePick(st, first)
+		notePick(st, first)
 	}
 	rearm(true)
 
@@ -131,15 +133,15 @@ func (h *Engine) racePlan(st *requestState, r *http.Request) *attempt {
 				st.win(a)
 				return a
 			}
-			h.settle(st, a)
-			s = h.afterFailure(st, a, hedging, pending)
+			settle(st, a)
+			s = afterFailure(st, a, hedging, pending)
 		case <-hedgeC:
 			hedgeC = nil
 			fromHedgeTimer = true
-			s = h.onHedgeTimer(st, clock())
+			s = onHedgeTimer(st, clock())
 		case <-retryC:
 			retryC = nil
-			s = h.onRetryTimer(st, pending, hedging, clock())
+			s = onRetryTimer(st, pending, hedging, clock())
 			pending = nil
 		case <-st.ctx.Done():
 			s = step{kind: stepEnd, reason: endAbandon}
@@ -161,17 +163,17 @@ func (h *Engine) racePlan(st *requestState, r *http.Request) *attempt {
 // candidate; when every candidate of the model is cooling down, its
 // fallback model comes before a last-resort probe of a provider known to
 // fail.
-func (h *Engine) launchFirst(st *requestState, r *http.Request) *attempt {
+func launchFirst(st *requestState, r *http.Request) *attempt {
 	reason := "initial"
 	if st.resuming != "" {
 		reason = "resume_" + st.resuming
 	}
-	first := h.launchNext(st, r, reason, false)
-	if first == nil && len(st.plan.cands) > 0 && st.plan.remaining() == 0 && st.resuming == "" && h.fallback(st) {
-		first = h.launchNext(st, r, "fallback", false)
+	first := launchNext(st, r, reason, false)
+	if first == nil && len(st.plan.cands) > 0 && st.plan.remaining() == 0 && st.resuming == "" && fallback(st) {
+		first = launchNext(st, r, "fallback", false)
 	}
 	if first == nil {
-		first = h.launchProbe(st, r)
+		first = launchProbe(st, r)
 	}
 	return first
 }
@@ -179,7 +181,8 @@ func (h *Engine) launchFirst(st *requestState, r *http.Request) *attempt {
 // launchStep carries out a stepLaunch: a failover, a hedge (charged to the
 // hedge budget, which it gives back when no candidate could start) or the
 // prepared same-provider retry. It returns nil when nothing started.
-func (h *Engine) launchStep(st *requestState, r *http.Request, s step) *attempt {
+func launchStep(st *requestState, r *http.Request, s step) *attempt {
+	h := st.h
 	switch s.reason {
 	case launchHedgeReason:
 		tok, ok := h.hedgeBudget.Take(clock())
@@ -188,8 +191,8 @@ func (h *Engine) launchStep(st *requestState, r *http.Request, s step) *attempt 
 			h.obs.BudgetExhausted("hedge")
 			return nil
 		}
-		h.rerank(st) // the hedge goes to the cheapest now (another vendor first)
-		a := h.launchNext(st, r, launchHedgeReason, true)
+		rerank(st) // the hedge goes to the cheapest now (another vendor first)
+		a := launchNext(st, r, launchHedgeReason, true)
 		if a == nil {
 			// Every candidate left is cooling down or busy: no hedge
 			// started, so none is charged.
@@ -200,16 +203,16 @@ func (h *Engine) launchStep(st *requestState, r *http.Request, s step) *attempt 
 		h.obs.HedgeLaunched(a.p.name)
 		return a
 	case launchRetryReason:
-		if h.launchRetry(st, r, s.attempt) { // charges the retry budget as it starts
+		if launchRetry(st, r, s.attempt) { // charges the retry budget as it starts
 			return s.attempt
 		}
 		return nil
 	case launchContextFallbackReason:
-		return h.launchContextFallback(st, r, s.attempt)
+		return launchContextFallback(st, r, s.attempt)
 	case launchDiscoverReason:
-		return h.launchNext(st, r, launchDiscoverReason, false)
+		return launchNext(st, r, launchDiscoverReason, false)
 	}
-	return h.launchFailover(st, r, s.within)
+	return launchFailover(st, r, s.within)
 }
 
 // abandon ends a race whose request is over (client gone, total timeout):
@@ -225,7 +228,8 @@ func abandon(st *requestState, r *http.Request) {
 // launchNext starts an attempt on the next admissible candidate; a hedge
 // prefers a vendor that no live attempt uses. Cooling-down candidates are
 // skipped and recorded.
-func (h *Engine) launchNext(st *requestState, r *http.Request, reason string, otherVendor bool) *attempt {
+func launchNext(st *requestState, r *http.Request, reason string, otherVendor bool) *attempt {
+	h := st.h
 	if st.attemptsLeft() == 0 {
 		return nil
 	}
@@ -242,11 +246,11 @@ func (h *Engine) launchNext(st *requestState, r *http.Request, reason string, ot
 				st.skip(p, "busy_skip")
 				continue
 			}
-			if !h.carries(st, p) {
+			if !carries(st, p) {
 				st.plan.used[i] = true
 				continue
 			}
-			key, ok := h.keyFor(st, p, now)
+			key, ok := keyFor(st, p, now)
 			if !ok {
 				st.plan.used[i] = true
 				continue
@@ -282,7 +286,8 @@ func (h *Engine) launchNext(st *requestState, r *http.Request, reason string, ot
 // Only a provider skipped for its breaker is probed: one that is busy or
 // lacks the model has a closed breaker, and forcing it would break its
 // max_in_flight and let a single failure open it.
-func (h *Engine) launchProbe(st *requestState, r *http.Request) *attempt {
+func launchProbe(st *requestState, r *http.Request) *attempt {
+	h := st.h
 	if len(st.plan.cands) == 0 || st.attemptsLeft() == 0 {
 		return nil
 	}
@@ -308,10 +313,10 @@ func (h *Engine) launchProbe(st *requestState, r *http.Request) *attempt {
 	}
 	st.recoverAt = until
 	for _, p := range open {
-		if p.health != ph || !h.carries(st, p) {
+		if p.health != ph || !carries(st, p) {
 			continue
 		}
-		key, ok := h.keyFor(st, p, now)
+		key, ok := keyFor(st, p, now)
 		if ok && !ph.ForceProbe(now) {
 			key.release(now)
 			ok = false
@@ -330,7 +335,8 @@ func (h *Engine) launchProbe(st *requestState, r *http.Request) *attempt {
 // retry budget now. It returns false, having started nothing, when the
 // attempts or the budget ran out meanwhile or the provider's breaker does
 // not admit it; the caller then fails over.
-func (h *Engine) launchRetry(st *requestState, r *http.Request, a *attempt) bool {
+func launchRetry(st *requestState, r *http.Request, a *attempt) bool {
+	h := st.h
 	if st.attemptsLeft() == 0 {
 		return false
 	}
@@ -342,7 +348,7 @@ func (h *Engine) launchRetry(st *requestState, r *http.Request, a *attempt) bool
 	if !ok {
 		return false
 	}
-	key, ok := h.keyFor(st, a.p, now)
+	key, ok := keyFor(st, a.p, now)
 	if !ok {
 		h.retryBudget.Refund(tok)
 		return false
@@ -384,7 +390,7 @@ func (st *requestState) launch(h *Engine, r *http.Request, a *attempt) {
 		// translated attempt).
 		a.track, a.tracked = wire.NewResumer(st.dialect, st.req), true
 	}
-	if st.inlineFirst && len(st.attempts) == 1 && (!st.hedging || !h.hedgeRoom(st)) {
+	if st.inlineFirst && len(st.attempts) == 1 && (!st.hedging || !hedgeRoom(st)) {
 		// The first attempt with nothing that could start beside it (no
 		// hedge for this request, or no candidate or room for one): no
 		// timer of the race can fire before it reports, so it runs here,

@@ -111,9 +111,10 @@ func (st *requestState) chain() []ChainEntry {
 
 // finish reports what the request did: the dashboard, the spans, then
 // the Observer (metrics, placeholders, the log line).
-func (h *Engine) finish(st *requestState) {
+func finish(st *requestState) {
+	h := st.h
 	if st.discover != nil {
-		h.endDiscovery(st, nil, st.fatal != nil && st.fatal.class == wire.ClassObjectMissing)
+		endDiscovery(st, nil, st.fatal != nil && st.fatal.class == wire.ClassObjectMissing)
 	}
 	if st.outcome == "" {
 		st.outcome = OutcomeExhausted
@@ -165,7 +166,7 @@ func (h *Engine) finish(st *requestState) {
 		rep.Served = w.model
 	}
 	if h.board != nil {
-		h.recordDashboard(st, st.start.Add(total), total, rep.Model, rep.Provider, rep.FirstEventMs, rep.Usage)
+		recordDashboard(st, st.start.Add(total), total, rep.Model, rep.Provider, rep.FirstEventMs, rep.Usage)
 	}
 	traceAttempts(st, st.start.Add(total))
 	h.obs.Finished(rep)
@@ -176,7 +177,8 @@ func (h *Engine) finish(st *requestState) {
 
 // recordDashboard adds a finished request to the board: names, counts and
 // durations only, never a prompt, an answer, a key or a client address.
-func (h *Engine) recordDashboard(st *requestState, now time.Time, total time.Duration, model, provider string, firstMs int64, u wire.Usage) {
+func recordDashboard(st *requestState, now time.Time, total time.Duration, model, provider string, firstMs int64, u wire.Usage) {
+	h := st.h
 	var chain [dashboard.MaxAttempts]dashboard.Attempt
 	n := 0
 	for _, a := range st.attempts {

@@ -178,12 +178,13 @@ func (h *Engine) ownerOf(r *http.Request, id string) *provider {
 // proxy knows (previous_response_id) to that response's creator: the plan
 // holds it alone, hedging and the fallback models are off; same-provider
 // retries stay.
-func (h *Engine) pinResponse(st *requestState, body []byte) {
+func pinResponse(st *requestState, body []byte) {
+	h := st.h
 	if h.owners == nil {
 		return
 	}
 	if st.dialect != dialectResponses {
-		h.pinObject(st, body) // objects.go: a file, a container, a cache
+		pinObject(st, body) // objects.go: a file, a container, a cache
 		return
 	}
 	if id := responses.PreviousResponseID(body, &st.req.Top); id != "" {
@@ -196,7 +197,7 @@ func (h *Engine) pinResponse(st *requestState, body []byte) {
 		}
 		return
 	}
-	h.pinObject(st, body) // a conversation, a file
+	pinObject(st, body) // a conversation, a file
 }
 
 // pinPlan narrows the candidates of a pinned request to its owner. An
@@ -271,17 +272,18 @@ func responseIDOfPath(method, p string) string {
 // known is discovered among the providers serving Responses clients
 // (objects.go); one that no provider serves is 404 in OpenAI's shape
 // (false: answered). Any other call goes to the providers of its dialect.
-func (h *Engine) forwardTargets(w http.ResponseWriter, st *requestState, d wire.Dialect) ([]*provider, bool) {
+func forwardTargets(w http.ResponseWriter, st *requestState, d wire.Dialect) ([]*provider, bool) {
+	h := st.h
 	r := st.r
 	id := responseIDOfPath(r.Method, r.URL.Path)
 	if id == "" {
-		return h.objectTargets(st, d), true // objects.go
+		return objectTargets(st, d), true // objects.go
 	}
 	st.dialect = dialectResponses
 	if h.owners != nil {
 		p, disc := h.discoverOwner(r, id)
 		if p != nil {
-			return h.holderTargets(st, wire.ObjectRef{Kind: wire.ObjectResponse, ID: id}, p, dialectResponses), true
+			return holderTargets(st, wire.ObjectRef{Kind: wire.ObjectResponse, ID: id}, p, dialectResponses), true
 		}
 		if cands := discoveryCandidates(h.auxCandidates(dialectResponses)); len(cands) > 0 {
 			st.discover = disc
@@ -306,7 +308,8 @@ func missingStatus(status int) bool {
 // is left (the answer is dropped: the next one is asked), false otherwise
 // (the answer is relayed; the last candidate's not-found ends the
 // discovery as not_found).
-func (h *Engine) forwardMissed(st *requestState, a *attempt, last bool) bool {
+func forwardMissed(st *requestState, a *attempt, last bool) bool {
+	h := st.h
 	d := st.discover
 	if d == nil || d.ended || a.p == d.holder || !missingStatus(a.resp.StatusCode) {
 		return false
@@ -318,7 +321,7 @@ func (h *Engine) forwardMissed(st *requestState, a *attempt, last bool) bool {
 	}
 	a.class = wire.ClassObjectMissing
 	if last {
-		h.endDiscovery(st, nil, true)
+		endDiscovery(st, nil, true)
 		return false
 	}
 	a.end()

@@ -51,7 +51,8 @@ func resumableEnd(reason string) bool {
 // resume ends a committed stream the relay could not complete: continued
 // on other attempts, or, when that cannot be, with the error event the
 // relay held back. st.relay says how it ended when it returns.
-func (h *Engine) resume(w io.Writer, flush func() error, st *requestState, rs wire.Resumer) {
+func resume(w io.Writer, flush func() error, st *requestState, rs wire.Resumer) {
+	h := st.h
 	held := st.relay.Held
 	defer func() {
 		if !st.relay.Complete && shutdownCut(st.ctx) {
@@ -67,26 +68,26 @@ func (h *Engine) resume(w io.Writer, flush func() error, st *requestState, rs wi
 	for left := h.Stream.Resume; left > 0 && resumableEnd(st.relay.Reason); left-- {
 		delivered := utf8.RuneCountInString(rs.Text())
 		if why := rs.Ineligible(); why != "" {
-			h.noteResume(st, "", delivered, resumeIneligible, why)
+			noteResume(st, "", delivered, resumeIneligible, why)
 			return
 		}
 		if rs.Finished() {
 			if err := rs.WriteEnd(w, wire.ContEnd{}); err == nil && flush() == nil {
 				st.relay.Complete, st.relay.Reason, st.relay.Err = true, "", nil
 			}
-			h.noteResume(st, strategyFinish, delivered, resumeCompleted, "")
+			noteResume(st, strategyFinish, delivered, resumeCompleted, "")
 			return
 		}
 		if st.ctx.Err() != nil || st.attemptsLeft() == 0 {
-			h.noteResume(st, "", delivered, resumeFailed, "no attempt left")
+			noteResume(st, "", delivered, resumeFailed, "no attempt left")
 			return
 		}
 		if !h.retryBudget.TryAcquire(clock()) {
 			h.obs.BudgetExhausted("retry")
-			h.noteResume(st, "", delivered, resumeBudget, "")
+			noteResume(st, "", delivered, resumeBudget, "")
 			return
 		}
-		h.continueStream(w, flush, st, rs)
+		continueStream(w, flush, st, rs)
 		if st.relay.Complete || !resumableEnd(st.relay.Reason) {
 			return
 		}
@@ -97,12 +98,12 @@ func (h *Engine) resume(w io.Writer, flush func() error, st *requestState, rs wi
 // it, then replay-match on every candidate, each target in turn until one
 // completes the stream, adds text and breaks (the next continuation goes
 // on from there), or none is left.
-func (h *Engine) continueStream(w io.Writer, flush func() error, st *requestState, rs wire.Resumer) {
+func continueStream(w io.Writer, flush func() error, st *requestState, rs wire.Resumer) {
 	text, delivered := rs.Text(), deliveredOf(rs)
 	chars := utf8.RuneCountInString(text)
 	orig, model := st.req, st.plan.model
 	defer func() { st.req, st.resuming, st.fatal = orig, "", nil }()
-	cands := h.resumeCandidates(st)
+	cands := resumeCandidates(st)
 	pre, _ := wire.TrimPrefill(text)
 	outcome, why := resumeFailed, "no candidate continued the stream"
 	for _, strategy := range []string{strategyPrefill, strategyReplay} {
@@ -126,7 +127,7 @@ func (h *Engine) continueStream(w io.Writer, flush func() error, st *requestStat
 		st.plan = newPlan(plan, model)
 		for st.attemptsLeft() > 0 && st.ctx.Err() == nil {
 			st.fatal = nil
-			a := h.racePlan(st, st.r)
+			a := racePlan(st, st.r)
 			if a == nil {
 				st.drain()
 				if f := st.lastFailure(); strategy == strategyPrefill && f != nil && wire.IsPrefillRejection(f.errBody) {
@@ -135,34 +136,34 @@ func (h *Engine) continueStream(w io.Writer, flush func() error, st *requestStat
 				break
 			}
 			sp := sp // each target starts the hold afresh
-			res := h.splice(w, flush, st, a, rs, &sp, strategy, delivered)
+			res := splice(w, flush, st, a, rs, &sp, strategy, delivered)
 			st.drain()
 			switch {
 			case res.complete:
 				st.relay.Complete, st.relay.Reason, st.relay.Err = true, "", nil
-				h.noteResume(st, strategy, chars, resumeCompleted, "")
+				noteResume(st, strategy, chars, resumeCompleted, "")
 				return
 			case res.reason == "client_gone":
 				st.relay.Reason, st.relay.Err = res.reason, res.err
-				h.noteResume(st, strategy, chars, resumeFailed, "client gone")
+				noteResume(st, strategy, chars, resumeFailed, "client gone")
 				return
 			case res.reason == wire.ReasonTextBound:
 				st.relay.Reason, st.relay.Err = res.reason, res.err
-				h.noteResume(st, strategy, chars, resumeIneligible, res.err.Error())
+				noteResume(st, strategy, chars, resumeIneligible, res.err.Error())
 				return
 			case res.wrote:
 				// It added text, then broke: the next continuation goes
 				// on from there.
 				st.broke = append(st.broke, a.p)
 				st.relay.Reason, st.relay.Err = res.reason, res.err
-				h.noteResume(st, strategy, chars, resumeFailed, res.reason)
+				noteResume(st, strategy, chars, resumeFailed, res.reason)
 				return
 			case res.diverged:
 				outcome, why = resumeDiverged, res.reason
 			}
 		}
 	}
-	h.noteResume(st, "", chars, outcome, why)
+	noteResume(st, "", chars, outcome, why)
 }
 
 // prefills reports whether p continues a request of dialect d from an
@@ -181,7 +182,8 @@ func (p *provider) prefills(d wire.Dialect) bool {
 
 // resumeCandidates are the request's candidates for a continuation: the
 // providers whose stream broke in this request go last.
-func (h *Engine) resumeCandidates(st *requestState) []*provider {
+func resumeCandidates(st *requestState) []*provider {
+	h := st.h
 	// A continuation never crosses formats: native providers only.
 	all, _ := h.candidates(st.dialect, st.plan.model, st.req.SessionKey, st.req.SizeClass)
 	cands := slices.DeleteFunc(slices.Clone(st.pinPlan(all)),
@@ -201,7 +203,8 @@ func (h *Engine) resumeCandidates(st *requestState) []*provider {
 
 // noteResume records one continuation's outcome: the chain, the metric
 // and, when it could not complete the stream, a log line saying why.
-func (h *Engine) noteResume(st *requestState, strategy string, delivered int, outcome, why string) {
+func noteResume(st *requestState, strategy string, delivered int, outcome, why string) {
+	h := st.h
 	st.skips = append(st.skips, ChainEntry{OffsetMs: msSince(st.start), Event: "resume", Outcome: outcome,
 		Strategy: strategy, Delivered: delivered, Error: why})
 	h.obs.Resumed(outcome)

@@ -68,7 +68,7 @@ func TestRetryWaitDecision(t *testing.T) {
 				st.attempts = append(st.attempts, &attempt{p: p})
 			}
 			a := &attempt{p: p, class: tt.class, retryAfter: tt.retryAfter, hasRA: tt.hasRA, noRetry: tt.noRetry}
-			wait, ok := h.retryWait(st, a)
+			wait, ok := retryWait(st, a)
 			if ok != tt.wantOK || wait != tt.wantWait {
 				t.Fatalf("retryWait = (%v, %v), want (%v, %v)", wait, ok, tt.wantWait, tt.wantOK)
 			}

@@ -221,7 +221,8 @@ func affinityTooSlow(cands []*provider, p *provider, sizeClass int, now time.Tim
 // notePick counts the provider of a request's first attempt: the policy's
 // pick (with its reason), or the provider the plan fell through to when
 // the pick could not take it (cooling, busy, out of keys).
-func (h *Engine) notePick(st *requestState, first *attempt) {
+func notePick(st *requestState, first *attempt) {
+	h := st.h
 	if st.route.pick == nil || st.route.tier < 2 || first == nil {
 		return
 	}
@@ -245,7 +246,8 @@ const exploreHedgeSlowdown = affinitySlowdown
 // provider that answers within that has shown it is worth more traffic
 // (a real sample), one that does not is raced by the least-cost provider
 // and recorded as at least that slow.
-func (h *Engine) hedgeDelayFirst(st *requestState, a *attempt) time.Duration {
+func hedgeDelayFirst(st *requestState, a *attempt) time.Duration {
+	h := st.h
 	d := h.hedgeDelay(a.p, st.req.SizeClass)
 	if a.n != 1 || st.route.why != routing.WhyExplore || st.route.pick != a.p || st.route.bestEst <= 0 {
 		return d
@@ -297,7 +299,8 @@ func roundMs(ns float64) float64 { return math.Round(ns/1e5) / 10 }
 // made (its attempts in flight and recent first events have moved since).
 // The used candidates keep their places; a pinned, discovering or
 // continuing request keeps its plan's order.
-func (h *Engine) rerank(st *requestState) {
+func rerank(st *requestState) {
+	h := st.h
 	if h.policy != routing.Adaptive || st.pinned != nil || st.discover != nil || st.resuming != "" {
 		return
 	}

@@ -187,7 +187,7 @@ func TestRerankForHedge(t *testing.T) {
 	ps := routeTier(t, 100*ms, 300*ms, 500*ms, 900*ms)
 	ps[3].cfg.Priority = 1
 	for _, policy := range []routing.Policy{routing.Adaptive, routing.WeightedRandom} {
-		st := &requestState{req: &wire.Request{}, plan: newPlan([]*provider{ps[0], ps[1], ps[2], ps[3]}, "m")}
+		st := &requestState{h: &Engine{policy: policy}, req: &wire.Request{}, plan: newPlan([]*provider{ps[0], ps[1], ps[2], ps[3]}, "m")}
 		st.plan.used[0] = true
 		// Since the plan was made, c answers in 150 ms and b has 64 attempts in flight.
 		ps[2].health.Route.Reset()
@@ -195,7 +195,7 @@ func TestRerankForHedge(t *testing.T) {
 		for range 64 {
 			ps[1].health.BeginAttempt()
 		}
-		(&Engine{policy: policy}).rerank(st)
+		rerank(st)
 		want := "acbd"
 		if policy != routing.Adaptive {
 			want = "abcd"
@@ -228,8 +228,8 @@ func TestExplorationHedgeDelay(t *testing.T) {
 		{"the least-cost pick", routeDecision{why: routing.WhyBest, pick: ps[0]}, 1, 2 * time.Second},
 		{"explored with nothing measured to bound it", routeDecision{why: routing.WhyExplore, pick: ps[0]}, 1, 2 * time.Second},
 	} {
-		st := &requestState{req: &wire.Request{}, route: tc.route}
-		if got := h.hedgeDelayFirst(st, &attempt{p: ps[0], n: tc.n}); got != tc.want {
+		st := &requestState{h: h, req: &wire.Request{}, route: tc.route}
+		if got := hedgeDelayFirst(st, &attempt{p: ps[0], n: tc.n}); got != tc.want {
 			t.Errorf("%s: hedge delay %v, want %v (bootstrap max/4 = 2s)", tc.name, got, tc.want)
 		}
 	}

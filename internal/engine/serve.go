@@ -18,7 +18,7 @@ import (
 func (h *Engine) refuseMethod(w http.ResponseWriter, r *http.Request, d wire.Dialect) {
 	st := newRequestState(h, r, d)
 	st.forwarded = true
-	defer h.finish(st)
+	defer finish(st)
 	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		st.refuse(w, http.StatusUpgradeRequired, "WebSocket is not served on this completion path: use POST over HTTP")
 		return
@@ -32,7 +32,7 @@ func (h *Engine) refuseMethod(w http.ResponseWriter, r *http.Request, d wire.Dia
 // relay, or answer with the error in the client's dialect.
 func (h *Engine) serveCompletion(w http.ResponseWriter, r *http.Request, d wire.Dialect) error {
 	st := newRequestState(h, r, d)
-	defer h.finish(st)
+	defer finish(st)
 
 	body, err := readBody(r, h.MaxBody)
 	if err != nil {
@@ -53,7 +53,7 @@ func (h *Engine) serveCompletion(w http.ResponseWriter, r *http.Request, d wire.
 		req.SessionKey = sessionKey(d, body, &req.Top, r.Header, h.AffinityHeader)
 	}
 	st.req = req
-	h.pinResponse(st, body)
+	pinResponse(st, body)
 	h.hedgeBudget.RecordRequest(st.start)
 	h.retryBudget.RecordRequest(st.start)
 
@@ -61,12 +61,12 @@ func (h *Engine) serveCompletion(w http.ResponseWriter, r *http.Request, d wire.
 	defer cancel()
 	st.ctx = ctx
 
-	winner := h.race(st, r)
+	winner := race(st, r)
 	defer st.drain()
 	if winner == nil {
-		h.answerFailure(w, st)
+		answerFailure(w, st)
 		return nil
 	}
-	h.commit(w, r, st, winner)
+	commit(w, r, st, winner)
 	return nil
 }

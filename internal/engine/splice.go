@@ -27,7 +27,7 @@ type spliceResult struct {
 // by sp until it reproduced what it must, watched for idle like the relay,
 // and ended with the request. delivered is what the client had when the
 // continuation started.
-func (h *Engine) splice(w io.Writer, flush func() error, st *requestState, a *attempt, rs wire.Resumer, sp *wire.Splicer, strategy string, delivered deliveredText) spliceResult {
+func splice(w io.Writer, flush func() error, st *requestState, a *attempt, rs wire.Resumer, sp *wire.Splicer, strategy string, delivered deliveredText) spliceResult {
 	defer a.cancel(nil)
 	defer a.resp.Body.Close()
 	run := &spliceRun{d: st.dialect, rs: rs, sp: sp, w: w, flush: flush}
@@ -41,10 +41,10 @@ func (h *Engine) splice(w io.Writer, flush func() error, st *requestState, a *at
 		over = run.handle(ev)
 	}
 	if !over {
-		h.spliceRest(st, a, &run.res, run.handle)
+		spliceRest(st, a, &run.res, run.handle)
 	}
 	if run.finishing() {
-		u := h.resumeUsage(st, a, strategy, delivered)
+		u := resumeUsage(st, a, strategy, delivered)
 		if run.end(u) {
 			st.resumeUsage = u
 		}
@@ -52,7 +52,7 @@ func (h *Engine) splice(w io.Writer, flush func() error, st *requestState, a *at
 	if run.res.complete {
 		reuseConn(a, nil) // its connection back to the pool, as a committed stream's
 	}
-	h.settleContinuation(st, a, run.res)
+	settleContinuation(st, a, run.res)
 	return run.res
 }
 
@@ -144,7 +144,8 @@ func (s *spliceRun) end(u *wire.Usage) bool {
 // spliceRest reads the continuation's events after the gate's, under the
 // idle limit and the request's context, until handle says it is over or
 // the stream ends (res.reason says how).
-func (h *Engine) spliceRest(st *requestState, a *attempt, res *spliceResult, handle func(sse.Event) bool) {
+func spliceRest(st *requestState, a *attempt, res *spliceResult, handle func(sse.Event) bool) {
+	h := st.h
 	idle := time.Duration(h.Timeouts.Idle)
 	wd := stream.NewRelayWatchdog(stream.RelayOptions{Idle: idle}, func() { a.cancel(errIdleTimeout) })
 	defer wd.Stop()
@@ -211,7 +212,7 @@ func deliveredOf(rs wire.Resumer) deliveredText {
 // as the prefill counts what its input grew by (when the original input is
 // unknown: the tokens the dialect counted, else its length / 4, never more
 // than the continuation's whole prompt).
-func (h *Engine) resumeUsage(st *requestState, a *attempt, strategy string, delivered deliveredText) *wire.Usage {
+func resumeUsage(st *requestState, a *attempt, strategy string, delivered deliveredText) *wire.Usage {
 	u := &wire.Usage{Input: a.usage.Input, Output: a.usage.Output}
 	orig := &st.winner.usage
 	if orig.Input > 0 {
@@ -256,7 +257,8 @@ func promptTokens(d wire.Dialect, u *wire.Usage) int64 {
 // the attempt: a finished or diverged stream is the provider working, a
 // broken one a failure, a client that left or a request out of time is
 // neither.
-func (h *Engine) settleContinuation(st *requestState, a *attempt, res spliceResult) {
+func settleContinuation(st *requestState, a *attempt, res spliceResult) {
+	h := st.h
 	now := clock()
 	switch {
 	case res.complete || res.diverged:

@@ -188,7 +188,7 @@ func (st *requestState) win(a *attempt) {
 	if st.resuming != "" {
 		// A continuation: the committed stream keeps its winner.
 		a.outcome = "resume_" + st.resuming
-		st.h.recordWin(st, a, clock())
+		recordWin(st, a, clock())
 		st.cancelLive(wire.ErrHedgeLost)
 		return
 	}
@@ -201,11 +201,11 @@ func (st *requestState) win(a *attempt) {
 		a.outcome = "request_success"
 	}
 	now := clock()
-	st.h.recordWin(st, a, now)
+	recordWin(st, a, now)
 	st.cancelLive(wire.ErrHedgeLost)
 	st.rememberResponse(a)
 	if st.discover != nil {
-		st.h.endDiscovery(st, a.p, false)
+		endDiscovery(st, a.p, false)
 	}
 	if st.h.affinity != nil && st.req.SessionKey != "" {
 		st.h.affinity.Put(st.req.SessionKey, a.p.name, now)
@@ -234,7 +234,7 @@ func (st *requestState) drain() {
 				a.resp.Body.Close()
 			}
 		}
-		st.h.settle(st, a)
+		settle(st, a)
 	}
 }
 

@@ -125,7 +125,8 @@ func (p *provider) translation(d wire.Dialect) *xlTarget {
 // (translate_skip) and counted, and nothing is sent to it; what it could
 // not carry is kept for the refusal when no candidate is left. The
 // translation is kept for the attempts (xlDone).
-func (h *Engine) carries(st *requestState, p *provider) bool {
+func carries(st *requestState, p *provider) bool {
+	h := st.h
 	xl := p.translation(st.dialect)
 	if xl == nil {
 		return true
@@ -385,7 +386,8 @@ func refuseUntranslatable(w http.ResponseWriter, st *requestState) bool {
 // a native Anthropic provider when a provider of the handler translates
 // Anthropic: a history a translation served may need thinking off
 // (translate.AnthropicFailback; an advisory loss, in the log).
-func (h *Engine) failback(st *requestState) {
+func failback(st *requestState) {
+	h := st.h
 	if st.dialect.String() != translate.Anthropic || !bytes.Contains(st.req.Body, []byte(`"thinking"`)) || !h.translates(st.dialect) {
 		return
 	}
