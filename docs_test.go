@@ -223,3 +223,21 @@ func TestReadmeBuildAndRealKeys(t *testing.T) {
 		}
 	}
 }
+
+// The pages a newcomer reads first stay short: the README at most 20 KiB,
+// docs/performance.md (what is measured, today's table, how to rerun it)
+// at most 25 KiB; the measuring rounds are docs/performance-history.md.
+func TestDocSizes(t *testing.T) {
+	for _, f := range []struct {
+		name string
+		max  int
+	}{{"README.md", 20 << 10}, {"docs/performance.md", 25 << 10}} {
+		b, err := os.ReadFile(f.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > f.max {
+			t.Errorf("%s is %d bytes, over %d", f.name, len(b), f.max)
+		}
+	}
+}
