@@ -197,6 +197,13 @@ type protocolInfo struct {
 	ctor   cloud.Ctor
 }
 
+// apiChat is the api of a provider that speaks only OpenAI Chat
+// Completions (an OpenAI-compatible server: vLLM, Ollama, LM Studio, Groq,
+// DeepSeek, OpenRouter): it serves Chat clients natively, is sent no
+// Responses, files or other OpenAI paths (only the models list besides),
+// and can translate responses and anthropic.
+const apiChat = "chat"
+
 func parseProtocol(s string) (protocolInfo, bool) {
 	for _, pi := range protocols {
 		if strings.EqualFold(s, pi.name) {
@@ -208,7 +215,7 @@ func parseProtocol(s string) (protocolInfo, bool) {
 
 // apiNames lists every `api` value: the dialects and the protocols.
 func APINames() string {
-	names := dialectNames()
+	names := dialectNames() + ", " + apiChat
 	for _, pi := range protocols {
 		names += ", " + pi.name
 	}
@@ -224,7 +231,7 @@ func unknownAPI(v string) error {
 // CheckAPI refuses an api no provider can have: neither a dialect's name
 // nor a cloud's.
 func CheckAPI(api string) error {
-	if _, ok := parseDialect(api); (!ok || api == "") && !CloudAPI(api) {
+	if _, ok := parseDialect(api); (!ok || api == "") && !CloudAPI(api) && !strings.EqualFold(api, apiChat) {
 		return unknownAPI(api)
 	}
 	return nil

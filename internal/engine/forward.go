@@ -26,7 +26,9 @@ import (
 func (h *Engine) auxCandidates(d wire.Dialect) []*provider {
 	out := make([]*provider, 0, len(h.providers))
 	for _, p := range h.providers {
-		if apiServes(p.dialect, d) && p.proto == nil { // a cloud takes completions only
+		// A cloud takes completions only; a Chat-only server completions
+		// and its models list (chatModels).
+		if apiServes(p.dialect, d) && p.proto == nil && !p.chatOnly {
 			out = append(out, p)
 		}
 	}
@@ -71,6 +73,9 @@ func (h *Engine) forward(w http.ResponseWriter, r *http.Request) error {
 	cands, ok := forwardTargets(w, st, d)
 	if !ok {
 		return nil
+	}
+	if d == dialectOpenAI && chatModelsPath(r.Method, r.URL.Path) {
+		cands = withChatOnly(h.providers, cands)
 	}
 	// A call about one model goes to the providers serving it, with their
 	// model rewrite, as a completion would (wire.ModelCall).
@@ -413,4 +418,31 @@ func decodeBody(r *http.Request, body []byte, max int64) ([]byte, error) {
 	r.Header.Del("Content-Length")
 	r.ContentLength = int64(out.Len())
 	return out.Bytes(), nil
+}
+
+// chatModelsPath reports whether a call is the models list or one model
+// (GET /v1/models[/{id}]): what an OpenAI-compatible server (api chat)
+// serves besides Chat Completions.
+func chatModelsPath(method, p string) bool {
+	if method != http.MethodGet {
+		return false
+	}
+	p = strings.TrimSuffix(p, "/")
+	rest, ok := strings.CutPrefix(p, "/v1/models")
+	return ok && (rest == "" || (strings.HasPrefix(rest, "/") && !strings.Contains(rest[1:], "/")))
+}
+
+// withChatOnly adds the api chat providers of all to the candidates of a
+// models call, in priority order.
+func withChatOnly(all, cands []*provider) []*provider {
+	n := len(cands)
+	for _, p := range all {
+		if p.chatOnly {
+			cands = append(cands, p)
+		}
+	}
+	if len(cands) > n {
+		slices.SortStableFunc(cands, func(a, b *provider) int { return cmp.Compare(a.cfg.Priority, b.cfg.Priority) })
+	}
+	return cands
 }

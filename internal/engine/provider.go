@@ -48,6 +48,7 @@ type provider struct {
 	baseURL   *url.URL
 	basePath  string            // escaped, without a trailing slash
 	dialect   wire.Dialect      // dialectNone: serves whichever the request speaks
+	chatOnly  bool              // api chat: Chat Completions and the models list only (an OpenAI-compatible server)
 	proto     cloud.Protocol    // a cloud (protocol.go), or nil for a native API
 	key       string            // the first key of the pool: forwarded calls use it
 	keys      []*health.PoolKey // empty: the client's key is passed through
@@ -77,7 +78,11 @@ func newProvider(pc *ProviderConfig, h *Engine) (*provider, error) {
 		return nil, fmt.Errorf("base_url %q: %w", u.Redacted(), err)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
-	d, ok := parseDialect(pc.API)
+	api, chatOnly := pc.API, strings.EqualFold(pc.API, apiChat)
+	if chatOnly {
+		api = dialectOpenAI.String()
+	}
+	d, ok := parseDialect(api)
 	pi, viaCloud := parseProtocol(pc.API)
 	if viaCloud {
 		d, ok = pi.native, true
@@ -112,6 +117,7 @@ func newProvider(pc *ProviderConfig, h *Engine) (*provider, error) {
 		baseURL:   u,
 		basePath:  strings.TrimSuffix(u.EscapedPath(), "/"),
 		dialect:   d,
+		chatOnly:  chatOnly,
 		vendor:    pc.Vendor,
 		weight:    pc.Weight,
 		firstByte: pc.FirstByteTimeout,

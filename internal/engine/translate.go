@@ -105,6 +105,9 @@ func pairNames() string {
 // native reports whether the provider takes requests of dialect d as they
 // are.
 func (p *provider) native(d wire.Dialect) bool {
+	if p.chatOnly {
+		return d == dialectOpenAI
+	}
 	return apiServes(p.dialect, d) && (p.proto == nil || p.proto.Serves(d))
 }
 
