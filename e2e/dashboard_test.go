@@ -239,7 +239,7 @@ func dashboardScreenshot(t *testing.T, png []byte) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "dashboard.png")
 	if os.Getenv("LLM_HEDGE_SCREENSHOT") == "1" {
-		path = filepath.Join("docs", "img", "dashboard.png")
+		path = filepath.Join("..", "docs", "img", "dashboard.png") // the test runs in e2e/
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/dashboard"
@@ -78,8 +79,74 @@ type Report struct {
 	// forward globs.
 	Forwarded bool
 	Refused   string
+	// Costs are the tokens each attempt of a completion used, by purpose
+	// (PurposeAnswer, PurposeHedge, PurposeContinuation, PurposeFailed):
+	// what the providers bill for this request.
+	Costs []Cost
 
 	st *requestState
+}
+
+// The purposes of the tokens a request used: the answer the client got,
+// hedges that lost the race, continuations of a cut stream, and failed
+// attempts a provider bills (it reported usage: a stream cut after
+// output, a prompt read before an error). A translated attempt costs
+// nothing extra: its tokens are its purpose's.
+const (
+	PurposeAnswer       = "answer"
+	PurposeHedge        = "hedge"
+	PurposeContinuation = "continuation"
+	PurposeFailed       = "failed"
+)
+
+// Cost is one attempt's tokens. Input counts the prompt tokens billed at
+// the input price (cache reads and writes apart, whatever the dialect's
+// usage folds in); Estimated says Input is the request's size / 4, the
+// attempt having been cancelled before its provider reported usage (a
+// hedge loser on Chat Completions, which reports usage at the end only).
+type Cost struct {
+	Provider, Model, Purpose             string
+	Input, Output, CacheRead, CacheWrite int64
+	Estimated                            bool
+}
+
+// costs lists the tokens each attempt used, by purpose; attempts that
+// used none (refused before a byte of answer) are left out.
+func costs(st *requestState, dst []Cost) []Cost {
+	if st.forwarded || st.req == nil {
+		return dst
+	}
+	for _, a := range st.attempts {
+		u := a.usage
+		c := Cost{Provider: a.p.name, Model: a.model, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}
+		if u.Model != "" {
+			c.Model = u.Model
+		}
+		c.Input = u.Input
+		if st.dialect.CachedInInput() {
+			c.Input = max(u.Input-u.CacheRead, 0)
+		}
+		switch {
+		case strings.HasPrefix(a.reason, "resume_"):
+			c.Purpose = PurposeContinuation
+		case a == st.winner:
+			c.Purpose = PurposeAnswer
+		case a.class == wire.ClassLoser:
+			c.Purpose = PurposeHedge
+			if u.Input == 0 && u.CacheRead == 0 && u.CacheWrite == 0 {
+				// Cancelled before its provider said: the prompt was sent
+				// and read all the same.
+				c.Input, c.Estimated = int64(len(st.req.Body)/4), true
+			}
+		default:
+			c.Purpose = PurposeFailed
+		}
+		if c.Input == 0 && c.Output == 0 && c.CacheRead == 0 && c.CacheWrite == 0 {
+			continue
+		}
+		dst = append(dst, c)
+	}
+	return dst
 }
 
 // Chain is the decision chain in time order: attempts and the candidates
@@ -165,6 +232,7 @@ func finish(st *requestState) {
 	if rep.Served == "" && w != nil {
 		rep.Served = w.model
 	}
+	rep.Costs = costs(st, st.costBuf[:0])
 	if h.board != nil {
 		recordDashboard(st, st.start.Add(total), total, rep.Model, rep.Provider, rep.FirstEventMs, rep.Usage)
 	}

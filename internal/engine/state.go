@@ -95,7 +95,8 @@ type requestState struct {
 	broke       []*provider
 	resumeUsage *wire.Usage
 
-	report Report // what finish reports
+	report  Report  // what finish reports
+	costBuf [4]Cost // its Costs, without an allocation for up to four attempts
 }
 
 // dialectName names the client's dialect in the log line, the placeholder
