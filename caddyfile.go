@@ -1,6 +1,7 @@
 package llmhedge
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -88,7 +89,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	lines := optionLines{}
 	for d.NextBlock(0) {
 		opt := d.Val()
-		if opt != "provider" && opt != "forward" {
+		if opt != "provider" && opt != "forward" && opt != "price" {
 			if err := lines.once(d, opt); err != nil {
 				return err
 			}
@@ -122,6 +123,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			var n int64
 			n, err = sizeArg(d)
 			h.MaxBody = n
+		case "price":
+			var p Price
+			if p, err = parsePrice(d); err == nil {
+				h.Prices = append(h.Prices, p)
+			}
 		case "forward":
 			a := d.RemainingArgs()
 			if len(a) == 0 {
@@ -224,9 +230,28 @@ func (h *Handler) parseHedge(d *caddyfile.Dispenser, lines optionLines) error {
 				return d.Errf("hedge max_attempts: %d is above %d", h.Hedge.MaxAttempts, maxHedgeAttempts)
 			}
 		case "budget":
-			var pct float64
-			pct, err = percentArg(d)
-			h.Hedge.Budget = &pct
+			// budget <percent>% [tokens]
+			args := d.RemainingArgs()
+			if len(args) == 0 || len(args) > 2 || (len(args) == 2 && args[1] != "tokens") {
+				return d.Errf("hedge budget: want <percent>%% [tokens]")
+			}
+			pct, perr := strconv.ParseFloat(strings.TrimSuffix(args[0], "%"), 64)
+			if perr != nil || pct < 0 || pct > 100 {
+				return d.Errf("hedge budget: %q is not a percentage between 0 and 100", args[0])
+			}
+			h.Hedge.Budget, h.Hedge.BudgetTokens = &pct, len(args) == 2
+		case "large_prompt":
+			// large_prompt <tokens> <delay>
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return d.Errf("hedge large_prompt: want <tokens> <delay>, e.g. large_prompt 100k 20s")
+			}
+			n, nerr := tokenCount(args[0])
+			dur, derr := caddy.ParseDuration(args[1])
+			if nerr != nil || n < 1 || n > 1e12 || derr != nil || dur <= 0 {
+				return d.Errf("hedge large_prompt: %q %q is not a token count and a positive delay (e.g. 100k 20s)", args[0], args[1])
+			}
+			h.Hedge.LargePrompt = &LargePrompt{Tokens: int64(n), After: caddy.Duration(dur)}
 		case "off":
 			if d.NextArg() {
 				return d.ArgErr()
@@ -245,7 +270,7 @@ func (h *Handler) parseHedge(d *caddyfile.Dispenser, lines optionLines) error {
 // hedgeConflict refuses off together with another hedge option, and a
 // clamp whose min is above its max, at the line of the later option.
 func hedgeConflict(h *Handler, lines optionLines) error {
-	options := []string{"hedge after", "hedge min", "hedge max", "hedge max_attempts", "hedge budget"}
+	options := []string{"hedge after", "hedge min", "hedge max", "hedge max_attempts", "hedge budget", "hedge large_prompt"}
 	if off, ok := lines["hedge off"]; ok {
 		if other, ok := lines.last(options...); ok {
 			at := other
@@ -436,3 +461,17 @@ func (h *Handler) parseAffinity(d *caddyfile.Dispenser) error {
 }
 
 var _ caddyfile.Unmarshaler = (*Handler)(nil)
+
+// tokenCount reads a token count: a number, or with the suffix k or m
+// (100k, 1.5m).
+func tokenCount(v string) (float64, error) {
+	mult := 1.0
+	switch {
+	case strings.HasSuffix(v, "k"), strings.HasSuffix(v, "K"):
+		mult, v = 1e3, v[:len(v)-1]
+	case strings.HasSuffix(v, "m"), strings.HasSuffix(v, "M"):
+		mult, v = 1e6, v[:len(v)-1]
+	}
+	n, err := strconv.ParseFloat(v, 64)
+	return math.Round(n * mult), err
+}

@@ -4,6 +4,7 @@ package llmhedge
 
 import (
 	"fmt"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -41,7 +42,7 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser, lines optionLines) error
 	p := &Provider{Name: args[0], BaseURL: args[1]}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
-		if opt != "model" && opt != "header_up" && opt != "key" { // key has its own message
+		if opt != "model" && opt != "header_up" && opt != "key" && opt != "price" { // key has its own message
 			if err := lines.once(d, providerOption(p.Name, opt)); err != nil {
 				return err
 			}
@@ -98,6 +99,11 @@ func (h *Handler) parseProvider(d *caddyfile.Dispenser, lines optionLines) error
 			p.Models = d.RemainingArgs()
 			if len(p.Models) == 0 {
 				return d.ArgErr()
+			}
+		case "price":
+			var pr Price
+			if pr, err = parsePrice(d); err == nil {
+				p.Prices = append(p.Prices, pr)
 			}
 		case "translate":
 			p.Translate = append(p.Translate, d.RemainingArgs()...)
@@ -272,4 +278,45 @@ func (o optionLines) last(paths ...string) (caddyfile.Token, bool) {
 // errAt is an error at a remembered token, in the form of Dispenser.Errf.
 func errAt(at caddyfile.Token, format string, args ...any) error {
 	return fmt.Errorf("%s, at %s:%d", fmt.Sprintf(format, args...), at.File, at.Line)
+}
+
+// parsePrice reads `price <model-glob> input <usd> output <usd>
+// [cache_read <usd>] [cache_write <usd>]`, dollars per million tokens.
+func parsePrice(d *caddyfile.Dispenser) (Price, error) {
+	a := d.RemainingArgs()
+	if len(a) < 5 || len(a)%2 == 0 {
+		return Price{}, d.Errf("price: want <model-glob> input <usd-per-Mtok> output <usd-per-Mtok> [cache_read <usd>] [cache_write <usd>]")
+	}
+	p := Price{Model: a[0]}
+	seen := map[string]bool{}
+	for i := 1; i < len(a); i += 2 {
+		key, val := a[i], a[i+1]
+		if seen[key] {
+			return Price{}, d.Errf("price %s: %s given twice", p.Model, key)
+		}
+		seen[key] = true
+		v, err := strconv.ParseFloat(strings.TrimPrefix(val, "$"), 64)
+		if err != nil || v < 0 || math.IsInf(v, 0) {
+			return Price{}, d.Errf("price %s %s: %q is not a price in dollars per million tokens", p.Model, key, val)
+		}
+		switch key {
+		case "input":
+			p.Input = v
+		case "output":
+			p.Output = v
+		case "cache_read":
+			p.CacheRead = &v
+		case "cache_write":
+			p.CacheWrite = &v
+		default:
+			return Price{}, d.Errf("price %s: unknown field %q (input, output, cache_read, cache_write)", p.Model, key)
+		}
+	}
+	if !seen["input"] || !seen["output"] {
+		return Price{}, d.Errf("price %s: input and output are required", p.Model)
+	}
+	if err := p.check(); err != nil {
+		return Price{}, d.Errf("%v", err)
+	}
+	return p, nil
 }

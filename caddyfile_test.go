@@ -148,7 +148,7 @@ func TestCaddyfileBad(t *testing.T) {
 		{"provider args", "provider a\n", 2, "want <name> <base_url>"},
 		{"bad scheme", "provider a ftp://x\n", 2, "http:// or https://"},
 		{"unknown provider option", "provider a http://x {\n wieght 2\n}\n", 3, `unknown option "wieght"`},
-		{"bad api", "provider a http://x {\n api gcp\n}\n", 3, `api: "gcp" is not one of anthropic, gemini, openai, responses, azure, bedrock, vertex`},
+		{"bad api", "provider a http://x {\n api gcp\n}\n", 3, `api: "gcp" is not one of anthropic, gemini, openai, responses, chat, azure, bedrock, vertex`},
 		{"weight zero", "provider a http://x {\n weight 0\n}\n", 3, "below the minimum"},
 		{"model one arg", "provider a http://x {\n model gpt-4\n}\n", 3, "want <from|*> <to>"},
 		{"bad duration", p + "timeouts {\n idle soon\n}\n", 4, "not a duration"},

@@ -157,6 +157,9 @@ type Provider struct {
 	// PEM file of extra certificate authorities trusted for this provider
 	// (a private gateway with its own CA). Default: the system roots.
 	TLSTrustedCA string `json:"tls_trusted_ca,omitempty"`
+	// Prices of this provider's models, before the handler's (the same
+	// model can cost differently through a cloud). Default: none.
+	Prices []Price `json:"prices,omitempty"`
 }
 
 // hasKey reports whether the provider holds a key of its own: one, or a

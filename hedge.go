@@ -32,6 +32,16 @@ type HedgeConfig struct {
 	// Hedges as a percentage of requests over a 10 s window, with a floor
 	// of 1 hedge per second. Default: 10.
 	Budget *float64 `json:"budget,omitempty"`
+	// Count the budget in input tokens (each request's body bytes / 4)
+	// instead of requests: hedged input tokens stay within budget percent
+	// of the requests' input tokens, the floor being 1 hedge per second of
+	// the window's mean size. One hedge of a 200k-token prompt then weighs
+	// what it costs. Default: false (requests).
+	BudgetTokens bool `json:"budget_tokens,omitempty"`
+	// Requests of at least this many estimated input tokens are hedged
+	// only after its delay, when that is longer than their hedge delay.
+	// Default: none.
+	LargePrompt *LargePrompt `json:"large_prompt,omitempty"`
 	// Disables hedging: attempts run one after another. Default: false.
 	Off bool `json:"off,omitempty"`
 }
@@ -72,14 +82,29 @@ func (c *HedgeConfig) validate() error {
 		return fmt.Errorf("hedge: max_attempts %d out of range 1..%d", c.MaxAttempts, maxHedgeAttempts)
 	case c.Budget != nil && (*c.Budget < 0 || *c.Budget > 100):
 		return fmt.Errorf("hedge: budget %v%% out of range 0..100", *c.Budget)
+	case c.LargePrompt != nil && (c.LargePrompt.Tokens <= 0 || c.LargePrompt.After <= 0):
+		return fmt.Errorf("hedge: large_prompt needs positive tokens and a positive delay")
 	}
 	return nil
 }
 
+// LargePrompt is when a large request is hedged: its hedge sends a second
+// large prompt, often to a provider whose prompt cache is cold.
+type LargePrompt struct {
+	// Estimated input tokens (body bytes / 4) from which the rule applies.
+	Tokens int64 `json:"tokens"`
+	// The hedge delay of such a request, when longer than its own.
+	After caddy.Duration `json:"after"`
+}
+
 // engine is the policy the engine runs, defaults applied.
 func (c *HedgeConfig) engine() engine.Hedge {
-	return engine.Hedge{Enabled: c.enabled(), Delay: time.Duration(c.Delay), Min: time.Duration(c.Min), Max: time.Duration(c.Max),
-		Percentile: c.Percentile, MaxAttempts: c.MaxAttempts, BudgetPercent: c.budgetPercent()}
+	e := engine.Hedge{Enabled: c.enabled(), Delay: time.Duration(c.Delay), Min: time.Duration(c.Min), Max: time.Duration(c.Max),
+		Percentile: c.Percentile, MaxAttempts: c.MaxAttempts, BudgetPercent: c.budgetPercent(), BudgetTokens: c.BudgetTokens}
+	if c.LargePrompt != nil {
+		e.LargeTokens, e.LargeAfter = c.LargePrompt.Tokens, time.Duration(c.LargePrompt.After)
+	}
+	return e
 }
 
 // budgetMismatch returns a warning when the hedge percentile and the hedge

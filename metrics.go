@@ -40,6 +40,8 @@ type handlerMetrics struct {
 	discovers    *prometheus.CounterVec
 	translations *prometheus.CounterVec
 	routePicks   *prometheus.CounterVec
+	purposeToks  *prometheus.CounterVec
+	spend        *prometheus.CounterVec
 
 	// series caches the children every request records (its outcome, the
 	// winner's result, first event and tokens): finding one by its label
@@ -139,6 +141,10 @@ func newHandlerMetrics() *handlerMetrics {
 			Help: "Attempts on a provider serving another format by translation, by provider, client format and outcome (sent; skipped: a material loss, nothing sent)."}, []string{"provider", "client", "outcome"}),
 		routePicks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "route_picks_total",
 			Help: "Providers a request's first attempt went to within a tier of two or more, by provider and why (least_cost, explore, weighted, first, affinity, affinity_moved, fallthrough)."}, []string{"provider", "reason"}),
+		purposeToks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "purpose_tokens_total",
+			Help: "Tokens every attempt used, by provider, purpose (answer, hedge, continuation, failed) and kind (input, input_estimated, output, cache_read, cache_write)."}, []string{"provider", "purpose", "kind"}),
+		spend: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "spend_usd_total",
+			Help: "US dollars the attempts cost at the configured prices, by provider and purpose (answer, hedge, continuation, failed); no series without a price."}, []string{"provider", "purpose"}),
 		keys: keyCollector{
 			state: prometheus.NewDesc(ns+"_"+sub+"_key_state",
 				"State of each configured key, by fingerprint: 0 ok, 1 cooling, 2 exhausted, 3 disabled.", []string{"provider", "key"}, nil),
@@ -169,7 +175,7 @@ func provisionMetrics(ctx caddy.Context) (*handlerMetrics, error) {
 // lists their series; TestReadmeMetricsTable compares the two).
 func (m *handlerMetrics) all() []prometheus.Collector {
 	return []prometheus.Collector{m.requests, m.attempts, m.hedges, m.firstEvent, m.tokens, m.retries,
-		m.exhausted, m.state, m.quotaSkips, m.keys, m.resumes, m.resumeIn, m.discovers, m.translations, m.routePicks}
+		m.exhausted, m.state, m.quotaSkips, m.keys, m.resumes, m.resumeIn, m.discovers, m.translations, m.routePicks, m.purposeToks, m.spend}
 }
 
 // The recording methods do nothing on a nil *handlerMetrics, so a handler
@@ -342,5 +348,27 @@ func (m *handlerMetrics) discovered(outcome string) {
 func (m *handlerMetrics) translation(provider, client, result string) {
 	if m != nil {
 		m.translations.WithLabelValues(provider, client, result).Inc()
+	}
+}
+
+// cost counts one attempt's tokens by purpose, and its price when known.
+func (m *handlerMetrics) cost(c *engine.Cost, usd float64, priced bool) {
+	if m == nil {
+		return
+	}
+	input := "input"
+	if c.Estimated {
+		input = "input_estimated"
+	}
+	for _, t := range []struct {
+		kind string
+		n    int64
+	}{{input, c.Input}, {"output", c.Output}, {"cache_read", c.CacheRead}, {"cache_write", c.CacheWrite}} {
+		if t.n > 0 {
+			m.purposeToks.WithLabelValues(c.Provider, c.Purpose, t.kind).Add(float64(t.n))
+		}
+	}
+	if priced {
+		m.spend.WithLabelValues(c.Provider, c.Purpose).Add(usd)
 	}
 }

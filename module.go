@@ -103,6 +103,11 @@ type Handler struct {
 	// other path is 404 in the client's dialect.
 	Forward []string `json:"forward,omitempty"`
 
+	// Prices of the models, for the spend by purpose (docs/cost.md): the
+	// first whose glob matches the model an attempt used; a provider's own
+	// prices come first. Default: none (tokens counted, no money).
+	Prices []Price `json:"prices,omitempty"`
+
 	engine *engine.Engine
 	// loaded are the providers whose shared health Provision took,
 	// released by Cleanup; affinity and owners the shared tables taken.
@@ -181,7 +186,19 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.owners, err = loadResponseOwners(); err != nil {
 		return err
 	}
-	h.obs = &observer{logger: h.logger, metrics: h.metrics}
+	for i := range h.Prices {
+		if err := h.Prices[i].check(); err != nil {
+			return err
+		}
+	}
+	for _, pc := range h.Providers {
+		for i := range pc.Prices {
+			if err := pc.Prices[i].check(); err != nil {
+				return fmt.Errorf("provider %q: %w", pc.Name, err)
+			}
+		}
+	}
+	h.obs = &observer{logger: h.logger, metrics: h.metrics, prices: newPrices(h)}
 	h.engine, err = engine.New(h.engineConfig(), specs, engine.Env{
 		Observer: h.obs,
 		Log:      ctx.Slogger(),

@@ -2,6 +2,7 @@ package llmhedge
 
 import (
 	"context"
+	"math"
 	"strings"
 
 	"go.uber.org/zap"
@@ -20,6 +21,7 @@ import (
 type observer struct {
 	logger  *zap.Logger
 	metrics *handlerMetrics // nil: none (an admin reset)
+	prices  *prices         // nil: none configured
 }
 
 func (o *observer) Attempt(provider, result string) { o.metrics.attempt(provider, result) }
@@ -89,6 +91,7 @@ func (o *observer) Finished(rep *engine.Report) {
 		}
 	}
 	o.metrics.request(rep.Outcome)
+	spend, overhead, priced := o.spend(rep)
 	u := rep.Usage
 	r := rep.Request
 	af := &accessFields{rep.Provider, rep.Served, rep.Dialect, rep.Attempts, rep.Hedged, rep.Outcome, rep.FirstEventMs, u.Input, u.Output}
@@ -121,6 +124,9 @@ func (o *observer) Finished(rep *engine.Report) {
 		zap.Int64("output_tokens", u.Output),
 		zap.Int64("cache_read_tokens", u.CacheRead),
 		zap.Int64("cache_write_tokens", u.CacheWrite),
+	}
+	if priced {
+		fields = append(fields, zap.Float64("spend_usd", roundUSD(spend)), zap.Float64("overhead_usd", roundUSD(overhead)))
 	}
 	if rep.FallbackModel != "" {
 		fields = append(fields, zap.String("fallback_model", rep.FallbackModel))
@@ -335,3 +341,6 @@ func (f *accessFields) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddInt64("output_tokens", f.out)
 	return nil
 }
+
+// roundUSD rounds dollars to a millionth, for the log line.
+func roundUSD(v float64) float64 { return math.Round(v*1e6) / 1e6 }

@@ -45,7 +45,7 @@ func TestCaddyfileCloudOptions(t *testing.T) {
 		{"api anthropic\n region us-east-1", "region is read by api bedrock and vertex only"},
 		{"api bedrock\n region x\n project p", "project is read by api vertex only"},
 		{"api vertex\n region x\n project p\n aws_profile a", "aws_profile is read by api bedrock only"},
-		{"api gcp", `api: "gcp" is not one of anthropic, gemini, openai, responses, azure, bedrock, vertex`},
+		{"api gcp", `api: "gcp" is not one of anthropic, gemini, openai, responses, chat, azure, bedrock, vertex`},
 	} {
 		_, err := parseHandler("llm_hedge {\n provider p https://x {\n " + tc.block + "\n }\n}")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

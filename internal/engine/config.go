@@ -42,8 +42,15 @@ type Hedge struct {
 	Delay, Min, Max time.Duration
 	Percentile      float64
 	MaxAttempts     int
-	// BudgetPercent is hedges as a percentage of requests.
+	// BudgetPercent is hedges as a percentage of requests; with
+	// BudgetTokens, hedged input tokens as a percentage of the requests'.
 	BudgetPercent float64
+	BudgetTokens  bool
+	// LargeTokens, when set, is the input size (estimated tokens) from
+	// which a request is hedged only after LargeAfter (when that is longer
+	// than its hedge delay): its hedge costs a second large prompt.
+	LargeTokens int64
+	LargeAfter  time.Duration
 }
 
 // Retry is the retry policy of one request.

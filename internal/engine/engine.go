@@ -88,7 +88,11 @@ func New(cfg Config, providers []ProviderConfig, env Env) (*Engine, error) {
 	for _, phrase := range cfg.Stream.Reject {
 		h.rejects = append(h.rejects, []byte(phrase))
 	}
-	h.hedgeBudget = limit.NewBudget(cfg.Hedge.BudgetPercent, hedgeBudgetFloor, budgetWindow)
+	if cfg.Hedge.BudgetTokens {
+		h.hedgeBudget = limit.NewWeightedBudget(cfg.Hedge.BudgetPercent, hedgeBudgetFloor, budgetWindow)
+	} else {
+		h.hedgeBudget = limit.NewBudget(cfg.Hedge.BudgetPercent, hedgeBudgetFloor, budgetWindow)
+	}
 	h.retryBudget = limit.NewBudget(cfg.Retry.BudgetPercent, retryBudgetFloor, budgetWindow)
 	seen := make(map[string]bool)
 	for i := range providers {

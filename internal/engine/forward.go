@@ -294,7 +294,7 @@ func CheckForwardGlob(g string) error {
 // forwards reports whether a forward glob lists the (checked) path.
 func (h *Engine) forwards(p string) bool {
 	for _, g := range h.Forward {
-		if globMatch(g, p) {
+		if GlobMatch(g, p) {
 			return true
 		}
 	}

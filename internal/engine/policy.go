@@ -161,7 +161,7 @@ func onHedgeTimer(st *requestState, now time.Time) step {
 	if !hedgeRoom(st) {
 		return step{kind: stepNone}
 	}
-	if !h.hedgeBudget.Allows(now) {
+	if !h.hedgeBudget.AllowsN(now, st.inputEstimate()) {
 		return step{kind: stepRecord, reason: "hedge_budget_exhausted"}
 	}
 	return step{kind: stepLaunch, reason: launchHedgeReason}
@@ -248,7 +248,7 @@ func fallback(st *requestState) bool {
 		return false // only the pinned provider holds the conversation
 	}
 	for _, f := range h.Retry.FallbackModels {
-		if !globMatch(f.From, st.plan.model) || st.fellBack[f.To] {
+		if !GlobMatch(f.From, st.plan.model) || st.fellBack[f.To] {
 			continue
 		}
 		for _, a := range st.attempts {
@@ -285,7 +285,7 @@ func contextFallbackTo(st *requestState, a *attempt) string {
 		return ""
 	}
 	for _, f := range h.Retry.ContextFallbacks {
-		if f.To == st.plan.model || !globMatch(f.From, st.plan.model) {
+		if f.To == st.plan.model || !GlobMatch(f.From, st.plan.model) {
 			continue
 		}
 		for _, p := range h.providers {

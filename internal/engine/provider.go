@@ -182,7 +182,7 @@ func (p *provider) serves(d wire.Dialect, model string) bool {
 		return true
 	}
 	for _, g := range p.cfg.Models {
-		if globMatch(g, model) {
+		if GlobMatch(g, model) {
 			return true
 		}
 	}
@@ -197,15 +197,15 @@ func (p *provider) passThroughKey() bool { return p.key == "" && p.proto == nil 
 // whose glob matches wins; no match keeps the model.
 func (p *provider) upstreamModel(model string) string {
 	for _, r := range p.cfg.ModelMap {
-		if globMatch(r.From, model) {
+		if GlobMatch(r.From, model) {
 			return r.To
 		}
 	}
 	return model
 }
 
-// globMatch matches model names with shell globs; `*` alone matches all.
-func globMatch(glob, name string) bool {
+// GlobMatch matches model names with shell globs; `*` alone matches all.
+func GlobMatch(glob, name string) bool {
 	if glob == "*" || glob == name {
 		return true
 	}

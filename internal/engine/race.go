@@ -185,7 +185,7 @@ func launchStep(st *requestState, r *http.Request, s step) *attempt {
 	h := st.h
 	switch s.reason {
 	case launchHedgeReason:
-		tok, ok := h.hedgeBudget.Take(clock())
+		tok, ok := h.hedgeBudget.TakeN(clock(), st.inputEstimate())
 		if !ok { // another request took the last of the budget meanwhile
 			st.skips = append(st.skips, ChainEntry{OffsetMs: msSince(st.start), Event: "hedge_budget_exhausted"})
 			h.obs.BudgetExhausted("hedge")
@@ -196,7 +196,7 @@ func launchStep(st *requestState, r *http.Request, s step) *attempt {
 		if a == nil {
 			// Every candidate left is cooling down or busy: no hedge
 			// started, so none is charged.
-			h.hedgeBudget.Refund(tok)
+			h.hedgeBudget.RefundN(tok, st.inputEstimate())
 			return nil
 		}
 		st.hedged = true

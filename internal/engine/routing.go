@@ -249,6 +249,12 @@ const exploreHedgeSlowdown = affinitySlowdown
 func hedgeDelayFirst(st *requestState, a *attempt) time.Duration {
 	h := st.h
 	d := h.hedgeDelay(a.p, st.req.SizeClass)
+	if h.Hedge.LargeTokens > 0 && st.inputEstimate() >= h.Hedge.LargeTokens {
+		// A large prompt's hedge costs a second large prompt (often where
+		// its cache is cold): it waits for the longer delay, and no
+		// exploration shortens it.
+		return max(d, h.Hedge.LargeAfter)
+	}
 	if a.n != 1 || st.route.why != routing.WhyExplore || st.route.pick != a.p || st.route.bestEst <= 0 {
 		return d
 	}

@@ -234,3 +234,27 @@ func TestExplorationHedgeDelay(t *testing.T) {
 		}
 	}
 }
+
+// hedge { large_prompt <tokens> <delay> }: a request of that many
+// estimated input tokens or more is hedged after the longer delay, even
+// when it explores; a smaller one keeps its hedge delay.
+func TestLargePromptHedgeDelay(t *testing.T) {
+	ms := time.Millisecond
+	ps := routeTier(t, 900*ms, 100*ms)
+	h := &Engine{Config: Config{Hedge: Hedge{Delay: time.Second, LargeTokens: 50_000, LargeAfter: 20 * time.Second}}}
+	explore := routeDecision{why: routing.WhyExplore, pick: ps[0], best: ps[1], bestEst: 100 * ms}
+	for _, tc := range []struct {
+		name  string
+		bytes int
+		want  time.Duration
+	}{
+		{"a 200k-token prompt", 800_000, 20 * time.Second},
+		{"at the threshold", 200_000, 20 * time.Second},
+		{"a small prompt, exploring", 4_000, 300 * ms},
+	} {
+		st := &requestState{h: h, req: &wire.Request{Body: make([]byte, tc.bytes)}, route: explore}
+		if got := hedgeDelayFirst(st, &attempt{p: ps[0], n: 1}); got != tc.want {
+			t.Errorf("%s: hedge delay %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -54,7 +54,7 @@ func (h *Engine) serveCompletion(w http.ResponseWriter, r *http.Request, d wire.
 	}
 	st.req = req
 	pinResponse(st, body)
-	h.hedgeBudget.RecordRequest(st.start)
+	h.hedgeBudget.RecordRequestN(st.start, st.inputEstimate())
 	h.retryBudget.RecordRequest(st.start)
 
 	ctx, cancel := h.requestContext(r)

@@ -140,6 +140,16 @@ func (st *requestState) skip(p *provider, event string) {
 	st.skips = append(st.skips, ChainEntry{Provider: p.name, OffsetMs: msSince(st.start), Event: event})
 }
 
+// inputEstimate is the request's input tokens as the hedge budget and
+// the large-prompt rule weigh it: its body's bytes / 4, as the quota
+// check reads it.
+func (st *requestState) inputEstimate() int64 {
+	if st.req == nil {
+		return 1
+	}
+	return max(int64(len(st.req.Body)/4), 1)
+}
+
 // quotaEstimate is the request's token estimate for the quota check,
 // computed once, when a provider with keys first needs it.
 func (st *requestState) quotaEstimate() int64 {

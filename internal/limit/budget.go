@@ -23,10 +23,16 @@ const budgetBuckets = 10
 // "a share of the traffic we actually observed"; its rate would have to be
 // re-tuned on every request. Counting requests and extras in the same sliding
 // window makes the share exact and costs one short critical section.
+//
+// A weighted budget (NewWeightedBudget) counts each request and extra by
+// its weight (its input tokens) instead of one: extras' weight stays within
+// percent of the requests' weight, plus the floor in requests of the
+// window's mean weight. One 200k-token hedge then weighs what it costs.
 type Budget struct {
-	percent float64
-	floor   float64 // extras allowed per window regardless of traffic
-	width   time.Duration
+	percent  float64
+	floor    float64 // extras allowed per window regardless of traffic
+	width    time.Duration
+	weighted bool
 
 	mu      sync.Mutex
 	started bool
@@ -39,6 +45,8 @@ type budgetBucket struct {
 	index    int64
 	requests int64
 	extras   int64
+	// weighted: the weights of the requests and the extras
+	reqWeight, extraWeight int64
 }
 
 // newBudget returns a budget allowing percent% extra attempts plus
@@ -64,11 +72,24 @@ func NewBudget(percent, floorPerSecond float64, window time.Duration) *Budget {
 	}
 }
 
+// NewWeightedBudget is NewBudget counting weights (RecordRequestN, TakeN).
+func NewWeightedBudget(percent, floorPerSecond float64, window time.Duration) *Budget {
+	b := NewBudget(percent, floorPerSecond, window)
+	b.weighted = true
+	return b
+}
+
 // recordRequest counts one incoming request; call it once per request,
 // before any tryAcquire for that request.
-func (b *Budget) RecordRequest(now time.Time) {
+func (b *Budget) RecordRequest(now time.Time) { b.RecordRequestN(now, 1) }
+
+// RecordRequestN counts one incoming request of weight n (a weighted
+// budget; others count the request only).
+func (b *Budget) RecordRequestN(now time.Time, n int64) {
 	b.mu.Lock()
-	b.bucket(now).requests++
+	bk := b.bucket(now)
+	bk.requests++
+	bk.reqWeight += max(n, 1)
 	b.mu.Unlock()
 }
 
@@ -83,24 +104,32 @@ func (b *Budget) TryAcquire(now time.Time) bool {
 type Token int64
 
 // take is tryAcquire that also returns what refund needs.
-func (b *Budget) Take(now time.Time) (Token, bool) {
+func (b *Budget) Take(now time.Time) (Token, bool) { return b.TakeN(now, 1) }
+
+// TakeN takes an extra of weight n (a weighted budget; others take one).
+func (b *Budget) TakeN(now time.Time, n int64) (Token, bool) {
+	n = max(n, 1)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	cur := b.bucket(now)
-	if !b.fitsLocked() {
+	if !b.fitsLocked(n) {
 		return 0, false
 	}
 	cur.extras++
+	cur.extraWeight += n
 	return Token(cur.index), true
 }
 
 // allows reports whether an extra would be granted now, without taking it:
 // for a decision whose attempt starts later (a retry after its backoff).
-func (b *Budget) Allows(now time.Time) bool {
+func (b *Budget) Allows(now time.Time) bool { return b.AllowsN(now, 1) }
+
+// AllowsN is Allows for an extra of weight n.
+func (b *Budget) AllowsN(now time.Time, n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.bucket(now)
-	return b.fitsLocked()
+	return b.fitsLocked(max(n, 1))
 }
 
 // charge counts an extra that was granted outside the budget (a request's
@@ -108,13 +137,18 @@ func (b *Budget) Allows(now time.Time) bool {
 // the traffic that follows repays it before it gets extras of its own.
 func (b *Budget) Charge(now time.Time) {
 	b.mu.Lock()
-	b.bucket(now).extras++
+	bk := b.bucket(now)
+	bk.extras++
+	bk.extraWeight++
 	b.mu.Unlock()
 }
 
 // refund gives back an extra taken with take whose attempt never started.
 // If its bucket already left the window there is nothing to give back.
-func (b *Budget) Refund(t Token) {
+func (b *Budget) Refund(t Token) { b.RefundN(t, 1) }
+
+// RefundN gives back an extra of weight n taken with TakeN.
+func (b *Budget) RefundN(t Token, n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	slot := int64(t) % budgetBuckets
@@ -123,15 +157,48 @@ func (b *Budget) Refund(t Token) {
 	}
 	if bk := &b.buckets[slot]; bk.index == int64(t) && bk.extras > 0 {
 		bk.extras--
+		bk.extraWeight = max(bk.extraWeight-max(n, 1), 0)
 	}
 }
 
-// fitsLocked reports whether one more extra fits in the window.
-func (b *Budget) fitsLocked() bool {
+// fitsLocked reports whether one more extra of weight n fits in the
+// window.
+func (b *Budget) fitsLocked(n int64) bool {
 	requests, extras := b.sumLocked()
-	// percent×requests/100 is exact for whole percents; the epsilon absorbs
-	// rounding of fractional ones so 10% of 100 always allows 10.
-	return float64(extras+1) <= b.percent*float64(requests)/100+b.floor+1e-9
+	if !b.weighted {
+		// percent×requests/100 is exact for whole percents; the epsilon absorbs
+		// rounding of fractional ones so 10% of 100 always allows 10.
+		return float64(extras+1) <= b.percent*float64(requests)/100+b.floor+1e-9
+	}
+	reqW, extraW := b.weightsLocked()
+	// The floor is in requests of the window's mean weight (the extra's own
+	// when the window saw none), so a quiet site can still hedge.
+	mean := float64(n)
+	if requests > 0 {
+		mean = float64(reqW) / float64(requests)
+	}
+	return float64(extraW+n) <= b.percent*float64(reqW)/100+b.floor*mean+1e-9
+}
+
+// weightsLocked sums the weights in the window.
+func (b *Budget) weightsLocked() (requests, extras int64) {
+	for i := range b.buckets {
+		bk := &b.buckets[i]
+		if bk.index > b.head-budgetBuckets && bk.index <= b.head {
+			requests += bk.reqWeight
+			extras += bk.extraWeight
+		}
+	}
+	return requests, extras
+}
+
+// SnapshotWeights returns the weights of the requests and extras in the
+// current window (a weighted budget's; others count 1 each).
+func (b *Budget) SnapshotWeights(now time.Time) (requests, extras int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.bucket(now)
+	return b.weightsLocked()
 }
 
 // snapshot returns the requests and extras counted in the current window.
