@@ -133,6 +133,12 @@ func costs(st *requestState, dst []Cost) []Cost {
 			c.Purpose = PurposeAnswer
 		case a.class == wire.ClassLoser:
 			c.Purpose = PurposeHedge
+			if a.firstEvent == 0 {
+				// Cancelled before its first output: the output count its
+				// first event may carry (Anthropic's message_start says 1)
+				// is nothing generated.
+				c.Output = 0
+			}
 			if u.Input == 0 && u.CacheRead == 0 && u.CacheWrite == 0 {
 				// Cancelled before its provider said: the prompt was sent
 				// and read all the same.
