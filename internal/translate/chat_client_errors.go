@@ -24,8 +24,7 @@ func chatErrorOf(err error) (openAIErrorKind, string) {
 		return openAIErrorKind{status: http.StatusInternalServerError, typ: "server_error"}, err.Error()
 	}
 	if _, anthropicType := openAIErrorKinds[ue.Type]; anthropicType {
-		k := anthropicToOpenAIKind(ue.Status, ue.Type, ue.Message)
-		return k, unprefixedOverflow(ue.Message)
+		return anthropicToOpenAIKind(ue.Status, ue.Type, ue.Message), ue.Message
 	}
 	code := ue.Code
 	if code == ue.Type {
@@ -34,21 +33,15 @@ func chatErrorOf(err error) (openAIErrorKind, string) {
 	return openAIErrorKind{status: ue.Status, typ: ue.Type, code: code}, ue.Message
 }
 
-// unprefixedOverflow takes off the phrase an Anthropic client's context
-// overflow gets (the code says it to a Chat client), leaving the
-// target's own words.
-func unprefixedOverflow(msg string) string {
-	return strings.TrimPrefix(msg, anthropicContextOverflow+": ")
-}
-
 // geminiErrorToOpenAI maps a Gemini error answer to OpenAI's shape
 // through Anthropic's error types (geminiErrorToAnthropic), as the stream
-// does.
+// does; a context overflow keeps Anthropic's phrase before Gemini's words
+// and gets the code context_length_exceeded.
 func geminiErrorToOpenAI(status int, body []byte) (int, []byte) {
 	status, out := geminiErrorToAnthropic(status, body)
 	typ, msg := anthropicErrorFields(out)
 	k := anthropicToOpenAIKind(status, typ, msg)
-	return k.status, openAIErrorBody(k, unprefixedOverflow(msg))
+	return k.status, openAIErrorBody(k, msg)
 }
 
 // openAIErrorToChat keeps an OpenAI error answer (a Responses target
