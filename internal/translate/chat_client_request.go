@@ -352,7 +352,7 @@ func chatUnreadFields(obj json.RawMessage, where string, known map[string]bool, 
 		v := compactJSON(fields[k])
 		switch {
 		case k == "role" || k == "type" || unsetValue(v):
-		case k == "name" && known[k]:
+		case k == "name" && known[k] && strings.HasSuffix(where, " message"):
 			losses = addLoss(losses, "message name (participant names)", false)
 		case !known[k]:
 			losses = addLoss(losses, where+" field "+k, true)
