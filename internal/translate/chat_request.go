@@ -59,6 +59,10 @@ type chatRequest struct {
 	ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
 	Stream              bool            `json:"stream,omitempty"`
 	StreamOptions       *chatStreamOpts `json:"stream_options,omitempty"`
+	ResponseFormat      map[string]any  `json:"response_format,omitempty"`
+	Seed                *int64          `json:"seed,omitempty"`
+	FrequencyPenalty    *float64        `json:"frequency_penalty,omitempty"`
+	PresencePenalty     *float64        `json:"presence_penalty,omitempty"`
 }
 
 type chatStreamOpts struct {
@@ -73,7 +77,18 @@ const chatMaxStop = 4
 func encodeChatRequest(r *Request, model string) ([]byte, []Loss, error) {
 	var losses []Loss
 	out := chatRequest{Model: model, MaxCompletionTokens: r.MaxTokens,
-		Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream}
+		Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream,
+		Seed: r.Seed, FrequencyPenalty: r.FrequencyPenalty, PresencePenalty: r.PresencePenalty}
+	if rf := r.ResponseFormat; rf != nil {
+		out.ResponseFormat = map[string]any{"type": rf.Type}
+		if rf.Type == "json_schema" {
+			js := map[string]any{"name": rf.Name, "schema": rf.Schema, "strict": rf.Strict}
+			if rf.Description != "" {
+				js["description"] = rf.Description
+			}
+			out.ResponseFormat["json_schema"] = js
+		}
+	}
 	if r.Stream {
 		out.StreamOptions = &chatStreamOpts{IncludeUsage: true}
 	}

@@ -13,6 +13,13 @@
 //	anthropic   responses   OpenAI Responses (store false)
 //	anthropic   gemini      generateContent / streamGenerateContent?alt=sse
 //	responses   anthropic   Messages
+//	openai      anthropic   Messages (Chat Completions clients)
+//	openai      gemini      generateContent / streamGenerateContent?alt=sse
+//	openai      responses   OpenAI Responses (store false)
+//
+// A pair is glue: the client's request decoder, the target's request
+// encoder, the target's answer and stream decoders writing through the
+// client's writer (stream_sink.go: blockSink, itemSink).
 //
 // # The API for the engine
 //

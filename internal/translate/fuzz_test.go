@@ -132,3 +132,15 @@ func FuzzGeminiToAnthropicStream(f *testing.F) {
 func FuzzResponsesToAnthropicStream(f *testing.F) {
 	fuzzStream(f, Anthropic, Responses, "responses", checkAnthropicStream)
 }
+
+func FuzzAnthropicToChatStream(f *testing.F) {
+	fuzzStream(f, OpenAI, Anthropic, "anthropic", checkChatStream)
+}
+
+func FuzzGeminiToChatStream(f *testing.F) {
+	fuzzStream(f, OpenAI, Gemini, "gemini", checkChatStream)
+}
+
+func FuzzResponsesToChatStream(f *testing.F) {
+	fuzzStream(f, OpenAI, Responses, "responses", checkChatStream)
+}

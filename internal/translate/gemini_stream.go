@@ -13,8 +13,8 @@ import (
 // and ends with a chunk whose candidate has a finishReason, then the end
 // of the body: message_delta and message_stop are written at End.
 type geminiToAnthropicStream struct {
-	w      anthropicWriter
-	finish string // the mapped finishReason, "" until it arrives
+	w      blockSink // the client's writer (stream_sink.go)
+	finish string    // the mapped finishReason, "" until it arrives
 	usage  Usage
 	calls  int
 	ended  bool
@@ -32,7 +32,7 @@ func (s *geminiToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error
 		return dst, malformed("gemini chunk after the finishReason")
 	}
 	var err error
-	if !s.w.started {
+	if !s.w.begun() {
 		if dst, err = s.start(dst, data); err != nil {
 			return dst, err
 		}

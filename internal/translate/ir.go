@@ -127,6 +127,23 @@ type Request struct {
 	TopK        *int
 	Stop        []string
 	Stream      bool
+
+	// What a Chat Completions client may ask besides (each encoder carries
+	// it or names the loss): structured output, a sampling seed, penalties.
+	ResponseFormat   *ResponseFormat
+	Seed             *int64
+	FrequencyPenalty *float64
+	PresencePenalty  *float64
+}
+
+// ResponseFormat is structured output: Type "json_object" (any JSON
+// object) or "json_schema" (Schema, named Name, Strict as asked).
+type ResponseFormat struct {
+	Type        string
+	Name        string
+	Description string
+	Schema      json.RawMessage
+	Strict      bool
 }
 
 // Stop reasons of the intermediate form (Anthropic's names, the richest set).

@@ -49,6 +49,12 @@ type responsesRequest struct {
 	TopP              *float64          `json:"top_p,omitempty"`
 	Stream            bool              `json:"stream,omitempty"`
 	Store             bool              `json:"store"`
+	Text              *responsesText    `json:"text,omitempty"`
+}
+
+// responsesText carries structured output (text.format).
+type responsesText struct {
+	Format map[string]any `json:"format"`
 }
 
 // responsesMinOutput is the least max_output_tokens the Responses API
@@ -69,6 +75,17 @@ func encodeResponsesRequest(r *Request, model string) ([]byte, []Loss, error) {
 	if len(r.Stop) > 0 {
 		losses = addLoss(losses, "stop_sequences", true)
 	}
+	if rf := r.ResponseFormat; rf != nil {
+		format := map[string]any{"type": rf.Type}
+		if rf.Type == "json_schema" {
+			format["name"], format["schema"], format["strict"] = rf.Name, rf.Schema, rf.Strict
+			if rf.Description != "" {
+				format["description"] = rf.Description
+			}
+		}
+		out.Text = &responsesText{Format: format}
+	}
+	losses = unsupportedSamplingLosses(r, losses)
 	var sys []string
 	for _, b := range r.System {
 		losses = cacheLoss(losses, b.Cache)

@@ -30,6 +30,19 @@ var steadyStates = []struct {
 		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":5,\"item_id\":\"msg_T1\",\"output_index\":0,\"content_index\":0,\"delta\":\" the quick brown fox jumps over\",\"logprobs\":[]}\n\n"},
 }
 
+// chatClientSteadyStates are the Chat client's cells: the targets' heads
+// and deltas of steadyStates, read by the decoders writing Chat.
+var chatClientSteadyStates = []struct {
+	client, target string
+	head, delta    string
+}{
+	{OpenAI, Anthropic, steadyStates[1].head, steadyStates[1].delta},
+	{OpenAI, Gemini, steadyStates[2].head, steadyStates[2].delta},
+	{OpenAI, Responses, steadyStates[3].head, steadyStates[3].delta},
+}
+
+func init() { steadyStates = append(steadyStates, chatClientSteadyStates...) }
+
 func firstEvent(t testing.TB, raw string) sse.Event {
 	ev, err := sse.NewReader(stringsReader(raw), 0).Next()
 	if err != nil {
@@ -135,4 +148,12 @@ func BenchmarkTranslateStreamGemini(b *testing.B) {
 // from an OpenAI Responses provider.
 func BenchmarkTranslateStreamResponsesTarget(b *testing.B) {
 	benchSteadyState(b, 3)
+}
+
+// BenchmarkTranslateStreamChatClient: a Chat Completions client's stream
+// from each target, against the same stream relayed untranslated.
+func BenchmarkTranslateStreamChatClient(b *testing.B) {
+	for i, st := range chatClientSteadyStates {
+		b.Run(st.target, func(b *testing.B) { benchSteadyState(b, 4+i) })
+	}
 }

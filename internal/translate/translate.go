@@ -173,6 +173,9 @@ var pairs = []Pair{
 	responsesToAnthropic{},
 	anthropicToGemini{},
 	anthropicToResponses{},
+	chatToAnthropic{},
+	chatToGemini{},
+	chatToResponses{},
 }
 
 // TargetPath is the path (and query) of a completion request of the
