@@ -173,6 +173,10 @@ var pairs = []Pair{
 	responsesToAnthropic{},
 	anthropicToGemini{},
 	anthropicToResponses{},
+	geminiToAnthropic{},
+	geminiToChat{},
+	responsesToGemini{},
+	responsesToChat{},
 }
 
 // TargetPath is the path (and query) of a completion request of the

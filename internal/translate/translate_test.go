@@ -23,7 +23,8 @@ func TestLossNamesArePrintable(t *testing.T) {
 }
 
 func TestForAndPairs(t *testing.T) {
-	want := map[[2]string]bool{{Anthropic, OpenAI}: true, {Responses, Anthropic}: true, {Anthropic, Gemini}: true, {Anthropic, Responses}: true}
+	want := map[[2]string]bool{{Anthropic, OpenAI}: true, {Responses, Anthropic}: true, {Anthropic, Gemini}: true, {Anthropic, Responses}: true,
+		{Gemini, Anthropic}: true, {Gemini, OpenAI}: true, {Responses, Gemini}: true, {Responses, OpenAI}: true}
 	got := Pairs()
 	if len(got) != len(want) {
 		t.Fatalf("pairs %v", got)
