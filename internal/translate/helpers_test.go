@@ -154,8 +154,11 @@ func request(p Pair, body []byte, model string) ([]byte, []Loss, error) {
 // whose answers the goldens feed.
 func minimal(p Pair) *Translation {
 	body := `{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"x"}]}`
-	if p.Client() == Responses {
+	switch p.Client() {
+	case Responses:
 		body = `{"model":"m","input":"x","store":false}`
+	case Gemini:
+		body = `{"contents":[{"role":"user","parts":[{"text":"x"}]}],"generationConfig":{"maxOutputTokens":16}}`
 	}
 	tr, err := p.Translate([]byte(body), "target-model")
 	if err != nil {
