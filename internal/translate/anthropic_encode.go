@@ -112,9 +112,13 @@ func anthropicBlockOut(b Block, losses []Loss) (anthropicBlock, bool, []Loss) {
 		if b.Kind == KindDocument {
 			ab.Type, ab.Title = "document", b.Text
 		}
-		if b.URL != "" {
+		switch {
+		case b.URL != "":
 			ab.Source = &anthropicSource{Type: "url", URL: b.URL}
-		} else {
+		case b.Kind == KindDocument && b.MediaType == "text/plain":
+			// A text document's Data is its text (Anthropic's text source).
+			ab.Source = &anthropicSource{Type: "text", MediaType: b.MediaType, Data: b.Data}
+		default:
 			ab.Source = &anthropicSource{Type: "base64", MediaType: b.MediaType, Data: b.Data}
 		}
 	case KindToolCall:

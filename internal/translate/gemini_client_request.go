@@ -304,7 +304,8 @@ func geminiClientTool(r *Request, raw json.RawMessage, losses []Loss) ([]Loss, e
 	}
 	for _, k := range slices.Sorted(maps.Keys(tool)) {
 		if k != "functionDeclarations" {
-			if !unsetValue(tool[k]) {
+			// Enabled by an empty object ({"googleSearch":{}}).
+			if !isNullish(tool[k]) {
 				losses = addLoss(losses, "hosted tool "+k, true)
 			}
 			continue
