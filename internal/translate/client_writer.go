@@ -147,8 +147,15 @@ type clientErrors struct {
 }
 
 func (c *clientErrors) conv(err error) error {
+	if err == nil {
+		return nil // before the declaration below, which escapes: no allocation per event
+	}
+	return c.convertErr(err)
+}
+
+func (c *clientErrors) convertErr(err error) error {
 	var ue *UpstreamError
-	if err != nil && errors.As(err, &ue) {
+	if errors.As(err, &ue) {
 		return c.convert(ue)
 	}
 	return err

@@ -28,6 +28,21 @@ var steadyStates = []struct {
 		"event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_T1\",\"object\":\"response\",\"status\":\"in_progress\",\"model\":\"gpt-5\",\"output\":[]}}\n\n" +
 			"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":1,\"output_index\":0,\"item\":{\"id\":\"msg_T1\",\"type\":\"message\",\"status\":\"in_progress\",\"role\":\"assistant\",\"content\":[]}}\n\n",
 		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":5,\"item_id\":\"msg_T1\",\"output_index\":0,\"content_index\":0,\"delta\":\" the quick brown fox jumps over\",\"logprobs\":[]}\n\n"},
+	// Phase 2: the Gemini and Responses clients' pairs, on the same target
+	// streams as above.
+	{Gemini, Anthropic,
+		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":25,\"output_tokens\":1}}}\n\n" +
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+		ssetest.AnthropicDelta},
+	{Gemini, OpenAI,
+		`data: {"id":"chatcmpl-A1","object":"chat.completion.chunk","created":1733000000,"model":"gpt-5","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}],"usage":null}` + "\n\n",
+		`data: {"id":"chatcmpl-A1","object":"chat.completion.chunk","created":1733000000,"model":"gpt-5","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":" the quick brown fox jumps over"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n"},
+	{Responses, Gemini,
+		`data: {"candidates": [{"content": {"parts": [{"text": "Hello"}],"role": "model"},"index": 0}],"usageMetadata": {"promptTokenCount": 9,"totalTokenCount": 9},"modelVersion": "gemini-2.5-pro","responseId": "rsp-T1"}` + "\n\n",
+		`data: {"candidates": [{"content": {"parts": [{"text": " the quick brown fox jumps over"}],"role": "model"},"index": 0}],"usageMetadata": {"promptTokenCount": 9,"totalTokenCount": 9},"modelVersion": "gemini-2.5-pro","responseId": "rsp-T1"}` + "\n\n"},
+	{Responses, OpenAI,
+		`data: {"id":"chatcmpl-A1","object":"chat.completion.chunk","created":1733000000,"model":"gpt-5","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello"},"finish_reason":null}],"usage":null}` + "\n\n",
+		`data: {"id":"chatcmpl-A1","object":"chat.completion.chunk","created":1733000000,"model":"gpt-5","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":" the quick brown fox jumps over"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n"},
 }
 
 func firstEvent(t testing.TB, raw string) sse.Event {
@@ -135,4 +150,28 @@ func BenchmarkTranslateStreamGemini(b *testing.B) {
 // from an OpenAI Responses provider.
 func BenchmarkTranslateStreamResponsesTarget(b *testing.B) {
 	benchSteadyState(b, 3)
+}
+
+// BenchmarkTranslateStreamGeminiClientAnthropic: a Gemini client's stream
+// from an Anthropic provider.
+func BenchmarkTranslateStreamGeminiClientAnthropic(b *testing.B) {
+	benchSteadyState(b, 4)
+}
+
+// BenchmarkTranslateStreamGeminiClientChat: a Gemini client's stream from
+// a Chat provider.
+func BenchmarkTranslateStreamGeminiClientChat(b *testing.B) {
+	benchSteadyState(b, 5)
+}
+
+// BenchmarkTranslateStreamResponsesGemini: a Responses client's stream
+// from a Gemini provider.
+func BenchmarkTranslateStreamResponsesGemini(b *testing.B) {
+	benchSteadyState(b, 6)
+}
+
+// BenchmarkTranslateStreamResponsesChat: a Responses client's stream from
+// a Chat provider (Codex on vLLM, Ollama...).
+func BenchmarkTranslateStreamResponsesChat(b *testing.B) {
+	benchSteadyState(b, 7)
 }

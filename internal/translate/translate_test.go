@@ -66,8 +66,11 @@ func TestRequestOnlyMatchesTranslate(t *testing.T) {
 		p, _ := For(pr[0], pr[1])
 		tr := minimal(p)
 		body := `{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"x"}]}`
-		if p.Client() == Responses {
+		switch p.Client() {
+		case Responses:
 			body = `{"model":"m","input":"x","store":false}`
+		case Gemini:
+			body = `{"contents":[{"role":"user","parts":[{"text":"x"}]}],"generationConfig":{"maxOutputTokens":16}}`
 		}
 		out, losses, err := p.Request([]byte(body), "target-model")
 		if err != nil || string(out) != string(tr.Body) || len(losses) != len(tr.Losses) {
