@@ -59,6 +59,7 @@ type chatRequest struct {
 	ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
 	Stream              bool            `json:"stream,omitempty"`
 	StreamOptions       *chatStreamOpts `json:"stream_options,omitempty"`
+	ResponseFormat      any             `json:"response_format,omitempty"`
 }
 
 type chatStreamOpts struct {
@@ -76,6 +77,11 @@ func encodeChatRequest(r *Request, model string) ([]byte, []Loss, error) {
 		Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream}
 	if r.Stream {
 		out.StreamOptions = &chatStreamOpts{IncludeUsage: true}
+	}
+	if r.ResponseSchema != nil {
+		// Structured output: the server constrains the answer to the schema.
+		out.ResponseFormat = map[string]any{"type": "json_schema",
+			"json_schema": map[string]any{"name": "response", "schema": r.ResponseSchema}}
 	}
 	if r.TopK != nil {
 		losses = addLoss(losses, "top_k", false)

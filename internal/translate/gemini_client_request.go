@@ -56,8 +56,9 @@ var geminiGenerationFields = map[string]string{
 	"seed":           "advisory", "presencePenalty": "advisory", "frequencyPenalty": "advisory",
 	"mediaResolution": "advisory", "enableEnhancedCivicAnswers": "advisory",
 	"routingConfig": "advisory", "modelSelectionConfig": "advisory",
-	// Structured output and other modalities: what the answer must be.
-	"responseSchema": "material", "responseJsonSchema": "material", "_responseJsonSchema": "material",
+	// Structured output: carried as Request.ResponseSchema, which a target
+	// that cannot enforce it refuses. Other modalities: what the answer must be.
+	"responseSchema": "carried", "responseJsonSchema": "carried",
 	"speechConfig": "material", "audioTimestamp": "material", "imageConfig": "material",
 }
 
@@ -266,8 +267,17 @@ func geminiGeneration(r *Request, gen map[string]json.RawMessage, losses []Loss)
 			if err := json.Unmarshal(v, &mt); err != nil {
 				return losses, bad(err)
 			}
-			if mt != "" && mt != "text/plain" {
+			// application/json with a schema is structured output (below);
+			// without one, JSON mode, and any other type, is not carried.
+			schema := !isNullish(gen["responseSchema"]) || !isNullish(gen["responseJsonSchema"])
+			if mt != "" && mt != "text/plain" && !(mt == "application/json" && schema) {
 				losses = addLoss(losses, "responseMimeType "+mt, true)
+			}
+		case "responseJsonSchema":
+			r.ResponseSchema = compactJSON(v)
+		case "responseSchema":
+			if isNullish(gen["responseJsonSchema"]) {
+				r.ResponseSchema = openAPISchema(v) // Gemini's OpenAPI words, as JSON Schema
 			}
 		case "responseModalities":
 			var mods []string

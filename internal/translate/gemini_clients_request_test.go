@@ -160,8 +160,6 @@ func TestGeminiClientLosses(t *testing.T) {
 		{`"safetySettings":[{"category":"HARM_CATEGORY_HARASSMENT","threshold":"BLOCK_NONE"}]`, "safetySettings", true},
 		{`"cachedContent":"cachedContents/abc"`, "cachedContent (the cache lives at Google)", true},
 		{`"generationConfig":{"thinkingConfig":{"thinkingBudget":1024}}`, "generationConfig.thinkingConfig", false},
-		{`"generationConfig":{"responseSchema":{"type":"OBJECT"}}`, "generationConfig.responseSchema", true},
-		{`"generationConfig":{"responseJsonSchema":{"type":"object"}}`, "generationConfig.responseJsonSchema", true},
 		{`"generationConfig":{"responseMimeType":"application/json"}`, "responseMimeType application/json", true},
 		{`"generationConfig":{"candidateCount":2}`, "candidateCount 2", true},
 		{`"generationConfig":{"responseLogprobs":true}`, "responseLogprobs", true},
@@ -376,5 +374,60 @@ func TestWithGeminiStream(t *testing.T) {
 		if err != nil || strings.Contains(string(tr.Body), `"stream":true`) {
 			t.Fatalf("err %v: %s", err, tr.Body)
 		}
+	}
+}
+
+// A response schema (Gemini CLI's JSON calls) is structured output: Chat
+// enforces it (response_format json_schema), Messages cannot and refuses.
+func TestGeminiClientResponseSchema(t *testing.T) {
+	for _, gen := range []string{
+		`{"responseMimeType":"application/json","responseJsonSchema":{"type":"object","properties":{"next_speaker":{"type":"string","enum":["user","model"]}},"required":["next_speaker"]}}`,
+		`{"responseMimeType":"application/json","responseSchema":{"type":"OBJECT","properties":{"next_speaker":{"type":"STRING","enum":["user","model"]}},"required":["next_speaker"]}}`,
+	} {
+		body := `{"contents":[{"role":"user","parts":[{"text":"who speaks next?"}]}],"generationConfig":` + gen + `}`
+		p, _ := For(Gemini, OpenAI)
+		tr, err := p.Translate([]byte(body), "gpt")
+		if err != nil || len(tr.Losses) != 0 {
+			t.Fatalf("err %v losses %s", err, lossNames(tr.Losses))
+		}
+		c := chatParams(t, tr.Body)
+		js := c.ResponseFormat.OfJSONSchema
+		if js == nil || js.JSONSchema.Name != "response" {
+			t.Fatalf("no json_schema response_format: %s", tr.Body)
+		}
+		schema, _ := json.Marshal(js.JSONSchema.Schema)
+		if !jsonEqual(t, schema, []byte(`{"type":"object","properties":{"next_speaker":{"type":"string","enum":["user","model"]}},"required":["next_speaker"]}`)) {
+			t.Errorf("schema %s", schema)
+		}
+		p, _ = For(Gemini, Anthropic)
+		tr, err = p.Translate([]byte(body), "claude")
+		if err != nil || Describe(tr.Losses, true) != "structured output (a response JSON schema the target cannot enforce)" {
+			t.Fatalf("err %v losses %s", err, lossNames(tr.Losses))
+		}
+	}
+	// JSON mode without a schema is not carried.
+	p, _ := For(Gemini, OpenAI)
+	tr, _ := p.Translate([]byte(`{"contents":[{"role":"user","parts":[{"text":"x"}]}],"generationConfig":{"responseMimeType":"application/json"}}`), "gpt")
+	if Describe(tr.Losses, true) != "responseMimeType application/json" {
+		t.Errorf("losses %s", lossNames(tr.Losses))
+	}
+}
+
+// Every encoder that cannot enforce a response schema refuses it.
+func TestEncodersRefuseResponseSchema(t *testing.T) {
+	r := &Request{MaxTokens: 100, ResponseSchema: json.RawMessage(`{"type":"object"}`),
+		Messages: []Message{{Role: "user", Blocks: []Block{{Kind: KindText, Text: "x"}}}}}
+	const want = "structured output (a response JSON schema the target cannot enforce)"
+	for name, enc := range map[string]func() ([]byte, []Loss, error){
+		"anthropic": func() ([]byte, []Loss, error) { return encodeAnthropicRequest(r, "m") },
+		"gemini":    func() ([]byte, []Loss, error) { return encodeGeminiRequest(r) },
+		"responses": func() ([]byte, []Loss, error) { return encodeResponsesRequest(r, "m") },
+	} {
+		if _, losses, err := enc(); err != nil || Describe(losses, true) != want {
+			t.Errorf("%s: err %v losses %s", name, err, lossNames(losses))
+		}
+	}
+	if _, losses, err := encodeChatRequest(r, "m"); err != nil || Material(losses) {
+		t.Errorf("chat: err %v losses %s", err, lossNames(losses))
 	}
 }

@@ -127,6 +127,19 @@ type Request struct {
 	TopK        *int
 	Stop        []string
 	Stream      bool
+	// ResponseSchema asks for an answer that is JSON matching this JSON
+	// Schema (structured output); nil asks for free text. A target that
+	// cannot enforce it names it as a material loss (responseSchemaLoss).
+	ResponseSchema json.RawMessage
+}
+
+// responseSchemaLoss is the loss of an encoder that cannot enforce a
+// response schema.
+func responseSchemaLoss(r *Request, losses []Loss) []Loss {
+	if r.ResponseSchema != nil {
+		return addLoss(losses, "structured output (a response JSON schema the target cannot enforce)", true)
+	}
+	return losses
 }
 
 // Stop reasons of the intermediate form (Anthropic's names, the richest set).
