@@ -29,7 +29,7 @@ type anthropicRequest struct {
 var ephemeral = json.RawMessage(`{"type":"ephemeral"}`)
 
 func encodeAnthropicRequest(r *Request, model string) ([]byte, []Loss, error) {
-	losses := responseSchemaLoss(r, nil)
+	losses := samplingLosses(r, responseSchemaLoss(r, nil))
 	out := anthropicRequest{Model: model, MaxTokens: r.MaxTokens, StopSequences: r.Stop,
 		Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK, Stream: r.Stream, Messages: []anthropicOutMessage{}}
 	if out.MaxTokens == 0 {

@@ -60,6 +60,9 @@ type chatRequest struct {
 	Stream              bool            `json:"stream,omitempty"`
 	StreamOptions       *chatStreamOpts `json:"stream_options,omitempty"`
 	ResponseFormat      any             `json:"response_format,omitempty"`
+	Seed                *int64          `json:"seed,omitempty"`
+	PresencePenalty     *float64        `json:"presence_penalty,omitempty"`
+	FrequencyPenalty    *float64        `json:"frequency_penalty,omitempty"`
 }
 
 type chatStreamOpts struct {
@@ -74,7 +77,8 @@ const chatMaxStop = 4
 func encodeChatRequest(r *Request, model string) ([]byte, []Loss, error) {
 	var losses []Loss
 	out := chatRequest{Model: model, MaxCompletionTokens: r.MaxTokens,
-		Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream}
+		Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream,
+		Seed: r.Seed, PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty}
 	if r.Stream {
 		out.StreamOptions = &chatStreamOpts{IncludeUsage: true}
 	}

@@ -53,7 +53,7 @@ var geminiGenerationFields = map[string]string{
 	// How much the model thinks, not what it answers; its thoughts are not
 	// shown across vendors anyway.
 	"thinkingConfig": "advisory",
-	"seed":           "advisory", "presencePenalty": "advisory", "frequencyPenalty": "advisory",
+	"seed":           "carried", "presencePenalty": "carried", "frequencyPenalty": "carried",
 	"mediaResolution": "advisory", "enableEnhancedCivicAnswers": "advisory",
 	"routingConfig": "advisory", "modelSelectionConfig": "advisory",
 	// Structured output: carried as Request.ResponseSchema, which a target
@@ -272,6 +272,22 @@ func geminiGeneration(r *Request, gen map[string]json.RawMessage, losses []Loss)
 			schema := !isNullish(gen["responseSchema"]) || !isNullish(gen["responseJsonSchema"])
 			if mt != "" && mt != "text/plain" && !(mt == "application/json" && schema) {
 				losses = addLoss(losses, "responseMimeType "+mt, true)
+			}
+		case "seed":
+			var n int64
+			if err := json.Unmarshal(v, &n); err != nil {
+				return losses, bad(err)
+			}
+			r.Seed = &n
+		case "presencePenalty", "frequencyPenalty":
+			var f float64
+			if err := json.Unmarshal(v, &f); err != nil {
+				return losses, bad(err)
+			}
+			if k == "presencePenalty" {
+				r.PresencePenalty = &f
+			} else {
+				r.FrequencyPenalty = &f
 			}
 		case "responseJsonSchema":
 			r.ResponseSchema = compactJSON(v)

@@ -166,9 +166,6 @@ func TestGeminiClientLosses(t *testing.T) {
 		{`"generationConfig":{"logprobs":3}`, "logprobs", true},
 		{`"generationConfig":{"responseModalities":["TEXT","IMAGE"]}`, "responseModalities IMAGE", true},
 		{`"generationConfig":{"speechConfig":{"voiceConfig":{}}}`, "generationConfig.speechConfig", true},
-		{`"generationConfig":{"seed":7}`, "generationConfig.seed", false},
-		{`"generationConfig":{"presencePenalty":0.5}`, "generationConfig.presencePenalty", false},
-		{`"generationConfig":{"frequencyPenalty":0.5}`, "generationConfig.frequencyPenalty", false},
 		{`"generationConfig":{"brandNewKnob":1}`, "generationConfig.brandNewKnob", true},
 		{`"labels":{"team":"a"}`, "labels", false},
 		{`"tools":[{"googleSearch":{}}]`, "hosted tool googleSearch", true},
@@ -429,5 +426,24 @@ func TestEncodersRefuseResponseSchema(t *testing.T) {
 	}
 	if _, losses, err := encodeChatRequest(r, "m"); err != nil || Material(losses) {
 		t.Errorf("chat: err %v losses %s", err, lossNames(losses))
+	}
+}
+
+// seed and the penalties: carried to Chat, named (advisory) on Messages.
+func TestGeminiClientSampling(t *testing.T) {
+	body := `{"contents":[{"role":"user","parts":[{"text":"x"}]}],"generationConfig":{"seed":7,"presencePenalty":0.5,"frequencyPenalty":0.25,"maxOutputTokens":50}}`
+	p, _ := For(Gemini, OpenAI)
+	tr, err := p.Translate([]byte(body), "gpt")
+	if err != nil || len(tr.Losses) != 0 {
+		t.Fatalf("err %v losses %s", err, lossNames(tr.Losses))
+	}
+	c := chatParams(t, tr.Body)
+	if c.Seed.Value != 7 || c.PresencePenalty.Value != 0.5 || c.FrequencyPenalty.Value != 0.25 {
+		t.Errorf("%s", tr.Body)
+	}
+	p, _ = For(Gemini, Anthropic)
+	tr, err = p.Translate([]byte(body), "claude")
+	if err != nil || Material(tr.Losses) || Describe(tr.Losses, false) != "seed, presence_penalty, frequency_penalty" {
+		t.Fatalf("err %v losses %s", err, lossNames(tr.Losses))
 	}
 }

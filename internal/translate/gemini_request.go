@@ -166,6 +166,15 @@ func encodeGeminiRequest(r *Request) ([]byte, []Loss, error) {
 	if r.TopK != nil {
 		gen["topK"] = *r.TopK
 	}
+	if r.Seed != nil {
+		gen["seed"] = *r.Seed
+	}
+	if r.PresencePenalty != nil {
+		gen["presencePenalty"] = *r.PresencePenalty
+	}
+	if r.FrequencyPenalty != nil {
+		gen["frequencyPenalty"] = *r.FrequencyPenalty
+	}
 	if len(r.Stop) > 0 {
 		gen["stopSequences"] = r.Stop
 		losses = addLoss(losses, "stop_sequence stop reason (reported as end_turn)", false)

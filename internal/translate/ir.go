@@ -131,6 +131,26 @@ type Request struct {
 	// Schema (structured output); nil asks for free text. A target that
 	// cannot enforce it names it as a material loss (responseSchemaLoss).
 	ResponseSchema json.RawMessage
+	// Sampling knobs Chat and Gemini have and Messages and Responses lack
+	// (samplingLosses names them there): nil, not stated.
+	Seed             *int64
+	PresencePenalty  *float64
+	FrequencyPenalty *float64
+}
+
+// samplingLosses names the sampling knobs a target lacks: how the answer
+// is sampled, not what is asked (advisory).
+func samplingLosses(r *Request, losses []Loss) []Loss {
+	if r.Seed != nil {
+		losses = addLoss(losses, "seed", false)
+	}
+	if r.PresencePenalty != nil {
+		losses = addLoss(losses, "presence_penalty", false)
+	}
+	if r.FrequencyPenalty != nil {
+		losses = addLoss(losses, "frequency_penalty", false)
+	}
+	return losses
 }
 
 // responseSchemaLoss is the loss of an encoder that cannot enforce a

@@ -56,7 +56,7 @@ type responsesRequest struct {
 const responsesMinOutput = 16
 
 func encodeResponsesRequest(r *Request, model string) ([]byte, []Loss, error) {
-	losses := responseSchemaLoss(r, nil)
+	losses := samplingLosses(r, responseSchemaLoss(r, nil))
 	out := responsesRequest{Model: model, Input: []responsesInItem{}, MaxOutputTokens: r.MaxTokens,
 		Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream}
 	if r.TopK != nil {
