@@ -164,7 +164,8 @@ func decodeGeminiClientRequest(body []byte) (*Request, []Loss, error) {
 	if losses, err = geminiClientContents(r, in.Contents, losses); err != nil {
 		return nil, nil, err
 	}
-	losses = prefillLoss(r, "model turn last (the target would continue or answer it otherwise than Gemini)", losses)
+	// A model turn last: Gemini answers anew after it, as Chat does;
+	// Anthropic would continue it, which its encoder names (material).
 	for _, raw := range in.Tools {
 		if losses, err = geminiClientTool(r, raw, losses); err != nil {
 			return nil, nil, err
