@@ -38,19 +38,6 @@ const opencodeRequest = `{"model":"gpt-4.1","max_tokens":32000,"temperature":0,"
 	`{"type":"function","function":{"name":"bash","description":"Runs a command","parameters":{"type":"object","properties":{"command":{"type":"string"}},"required":["command"],"additionalProperties":false}}}],` +
 	`"tool_choice":"auto"}`
 
-// targetParams holds a translated body to the target SDK's request types.
-func targetParams(t *testing.T, target string, body []byte) {
-	t.Helper()
-	switch target {
-	case Anthropic:
-		messageParams(t, body)
-	case Gemini:
-		geminiParams(t, body)
-	case Responses:
-		responsesParams(t, body)
-	}
-}
-
 func TestChatClientRequestGoldens(t *testing.T) {
 	for _, target := range []string{Anthropic, Gemini, Responses} {
 		p, _ := For(OpenAI, target)

@@ -92,6 +92,11 @@ func encodeChatRequest(r *Request, model string) ([]byte, []Loss, error) {
 	if r.Stream {
 		out.StreamOptions = &chatStreamOpts{IncludeUsage: true}
 	}
+	if r.ResponseSchema != nil {
+		// Structured output: the server constrains the answer to the schema.
+		out.ResponseFormat = map[string]any{"type": "json_schema",
+			"json_schema": map[string]any{"name": "response", "schema": r.ResponseSchema}}
+	}
 	if r.TopK != nil {
 		losses = addLoss(losses, "top_k", false)
 	}

@@ -227,7 +227,8 @@ type chatItems struct {
 	calls int
 }
 
-func (c *chatItems) begun() bool { return c.w.started }
+func (c *chatItems) begun() bool     { return c.w.started }
+func (c *chatItems) isStarted() bool { return c.w.started }
 
 func (c *chatItems) start(dst []byte, id, model string) ([]byte, error) {
 	return c.w.start(dst, id, model, Usage{})

@@ -16,10 +16,27 @@
 //	openai      anthropic   Messages (Chat Completions clients)
 //	openai      gemini      generateContent / streamGenerateContent?alt=sse
 //	openai      responses   OpenAI Responses (store false)
+//	gemini      anthropic   Messages
+//	gemini      openai      Chat Completions
+//	responses   gemini      generateContent / streamGenerateContent?alt=sse
+//	responses   openai      Chat Completions (Codex on a Chat-only server)
 //
-// A pair is glue: the client's request decoder, the target's request
-// encoder, the target's answer and stream decoders writing through the
-// client's writer (stream_sink.go: blockSink, itemSink).
+// Each format is one client decoder and writer and one target encoder and
+// decoder over the intermediate form; a pair is glue (pair_*.go). The
+// target-stream decoders write through a client writer: blockWriter for
+// the streams of implied blocks (Chat, Gemini: anthropicWriter, or
+// itemBlocks over any itemWriter), itemWriter for Anthropic's explicit
+// blocks (responsesWriter, geminiWriter); clientErrors puts a decoder's
+// in-stream errors in the client's dialect. The Chat client pairs write
+// through stream_sink.go's blockSink and itemSink (the same two roles,
+// from the other branch: to be made one).
+// One rule is more than glue: a Responses client's parallel_tool_calls
+// false is advisory on Gemini (responsesOnGeminiLosses says why).
+//
+// A Gemini client's stream mode is in its path (streamGenerateContent
+// ?alt=sse), not its body: the engine marks a streamed request with
+// WithGeminiStream(body) before Translate. Its stream is written as
+// alt=sse `data:` chunks, with no [DONE].
 //
 // # The API for the engine
 //
@@ -79,7 +96,11 @@
 //
 // Request, Message, Block (text, image, document, tool call with its raw
 // arguments, tool result with blocks, reasoning), Tool, ToolChoice and
-// Response are a superset of the four formats. Provider-only state (an
+// Response are a superset of the four formats. Gemini calls without ids
+// (older API versions) get ids from their place, and each functionResponse
+// answers the call with its id, else the first unanswered call of its
+// name; a Gemini client is sent the target's call ids (FunctionCall.id),
+// which it sends back. Provider-only state (an
 // Anthropic thinking signature or redacted thinking, a Gemini
 // thoughtSignature, Responses encrypted reasoning) is an Opaque kept with
 // its Origin: it is sent back to that origin only, never forged, never

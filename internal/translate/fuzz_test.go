@@ -144,3 +144,19 @@ func FuzzGeminiToChatStream(f *testing.F) {
 func FuzzResponsesToChatStream(f *testing.F) {
 	fuzzStream(f, OpenAI, Responses, "responses", checkChatStream)
 }
+
+func FuzzAnthropicToGeminiClientStream(f *testing.F) {
+	fuzzStream(f, Gemini, Anthropic, "anthropic", checkGeminiClean)
+}
+
+func FuzzChatToGeminiClientStream(f *testing.F) {
+	fuzzStream(f, Gemini, OpenAI, "chat", checkGeminiClean)
+}
+
+func FuzzGeminiToResponsesStream(f *testing.F) {
+	fuzzStream(f, Responses, Gemini, "gemini", checkResponsesClean)
+}
+
+func FuzzChatToResponsesStream(f *testing.F) {
+	fuzzStream(f, Responses, OpenAI, "chat", checkResponsesClean)
+}

@@ -64,7 +64,7 @@ const geminiSkipSignature = "skip/thought/signature/validator"
 const geminiMaxStop = 5
 
 func encodeGeminiRequest(r *Request) ([]byte, []Loss, error) {
-	var losses []Loss
+	losses := responseSchemaLoss(r, nil)
 	out := geminiRequest{Contents: []geminiContent{}}
 	if len(r.System) > 0 {
 		sys := &geminiContent{}

@@ -134,6 +134,10 @@ type Request struct {
 	Seed             *int64
 	FrequencyPenalty *float64
 	PresencePenalty  *float64
+	// ResponseSchema asks for an answer that is JSON matching this JSON
+	// Schema (structured output); nil asks for free text. A target that
+	// cannot enforce it names it as a material loss (responseSchemaLoss).
+	ResponseSchema json.RawMessage
 }
 
 // ResponseFormat is structured output: Type "json_object" (any JSON
@@ -144,6 +148,15 @@ type ResponseFormat struct {
 	Description string
 	Schema      json.RawMessage
 	Strict      bool
+}
+
+// responseSchemaLoss is the loss of an encoder that cannot enforce a
+// response schema.
+func responseSchemaLoss(r *Request, losses []Loss) []Loss {
+	if r.ResponseSchema != nil {
+		return addLoss(losses, "structured output (a response JSON schema the target cannot enforce)", true)
+	}
+	return losses
 }
 
 // Stop reasons of the intermediate form (Anthropic's names, the richest set).

@@ -62,7 +62,7 @@ type responsesText struct {
 const responsesMinOutput = 16
 
 func encodeResponsesRequest(r *Request, model string) ([]byte, []Loss, error) {
-	var losses []Loss
+	losses := responseSchemaLoss(r, nil)
 	out := responsesRequest{Model: model, Input: []responsesInItem{}, MaxOutputTokens: r.MaxTokens,
 		Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream}
 	if r.TopK != nil {

@@ -176,6 +176,10 @@ var pairs = []Pair{
 	chatToAnthropic{},
 	chatToGemini{},
 	chatToResponses{},
+	geminiToAnthropic{},
+	geminiToChat{},
+	responsesToGemini{},
+	responsesToChat{},
 }
 
 // TargetPath is the path (and query) of a completion request of the
