@@ -29,15 +29,12 @@ type anthropicRequest struct {
 var ephemeral = json.RawMessage(`{"type":"ephemeral"}`)
 
 func encodeAnthropicRequest(r *Request, model string) ([]byte, []Loss, error) {
-	losses := responseSchemaLoss(r, nil)
+	var losses []Loss
 	out := anthropicRequest{Model: model, MaxTokens: r.MaxTokens, StopSequences: r.Stop,
 		Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK, Stream: r.Stream, Messages: []anthropicOutMessage{}}
-	if rf := r.ResponseFormat; rf != nil {
-		// Anthropic has no structured output a request can ask for: the
-		// answer could be any text.
-		losses = addLoss(losses, "response_format "+rf.Type+" (Anthropic cannot enforce it)", true)
-	}
-	losses = unsupportedSamplingLosses(r, losses)
+	// Anthropic has no structured output a request can ask for, nor a
+	// seed or penalties.
+	losses = samplingLosses(r, structuredOutputLoss(r, losses))
 	if out.MaxTokens == 0 {
 		out.MaxTokens = DefaultMaxTokens
 		losses = addLoss(losses, fmt.Sprintf("unlimited output (max_tokens %d)", DefaultMaxTokens), false)

@@ -1,8 +1,6 @@
 package translate
 
 import (
-	"errors"
-	"net/http"
 	"strings"
 )
 
@@ -11,26 +9,17 @@ import (
 // on: overload (503 server_is_overloaded), rate limits (429
 // rate_limit_exceeded) and context overflow (400 context_length_exceeded).
 
-// chatErrorOf is the error a Chat client reads for a stream's err. An
-// UpstreamError comes in Anthropic's error types from the decoders first
-// written for Anthropic clients (Gemini, Responses targets; Anthropic's
-// types are the error vocabulary of the intermediate form there) or
-// already in OpenAI's from the Anthropic decoder (first written for
-// Responses clients); the two sets share only invalid_request_error,
-// which means the same in both.
+// chatErrorOf is the error a Chat client reads for a stream's err: an
+// UpstreamError is in OpenAI's types already (the Anthropic decoder's
+// own; clientErrors converts the Anthropic-typed ones of the Gemini and
+// Responses decoders), anything else a server_error.
 func chatErrorOf(err error) (openAIErrorKind, string) {
-	var ue *UpstreamError
-	if !errors.As(err, &ue) {
-		return openAIErrorKind{status: http.StatusInternalServerError, typ: "server_error"}, err.Error()
-	}
-	if _, anthropicType := openAIErrorKinds[ue.Type]; anthropicType {
-		return anthropicToOpenAIKind(ue.Status, ue.Type, ue.Message), ue.Message
-	}
-	code := ue.Code
-	if code == ue.Type {
+	e := clientStreamError(err, "server_error")
+	code := e.Code
+	if code == e.Type {
 		code = "" // the Responses error event's code stands in for a missing one
 	}
-	return openAIErrorKind{status: ue.Status, typ: ue.Type, code: code}, ue.Message
+	return openAIErrorKind{status: e.Status, typ: e.Type, code: code}, e.Message
 }
 
 // geminiErrorToOpenAI maps a Gemini error answer to OpenAI's shape

@@ -94,19 +94,7 @@ func decodeChatClientRequest(body []byte) (*Request, chatClientOptions, []Loss, 
 	if err := json.Unmarshal(body, &top); err != nil {
 		return nil, opts, nil, fmt.Errorf("chat request: %w", err)
 	}
-	var losses []Loss
-	for _, k := range slices.Sorted(maps.Keys(top)) {
-		if unsetValue(compactJSON(top[k])) {
-			continue
-		}
-		switch chatClientFields[k] {
-		case "carried":
-		case "advisory":
-			losses = addLoss(losses, k, false)
-		default:
-			losses = addLoss(losses, "field "+k, true)
-		}
-	}
+	losses := fieldLosses(nil, top, chatClientFields, func(v json.RawMessage) bool { return unsetValue(compactJSON(v)) })
 	var in struct {
 		Model               string            `json:"model"`
 		Messages            []json.RawMessage `json:"messages"`
@@ -508,20 +496,4 @@ func chatClientToolChoice(raw json.RawMessage, losses []Loss) (ToolChoice, []Los
 	}
 	// allowed_tools, custom: a choice no other format states.
 	return ToolChoice{}, addLoss(losses, "tool_choice "+tc.Type, true), nil
-}
-
-// unsupportedSamplingLosses names the sampling knobs a target without
-// them (Anthropic, Responses) drops: they change how an answer is drawn,
-// not what is asked.
-func unsupportedSamplingLosses(r *Request, losses []Loss) []Loss {
-	if r.Seed != nil {
-		losses = addLoss(losses, "seed", false)
-	}
-	if r.FrequencyPenalty != nil {
-		losses = addLoss(losses, "frequency_penalty", false)
-	}
-	if r.PresencePenalty != nil {
-		losses = addLoss(losses, "presence_penalty", false)
-	}
-	return losses
 }

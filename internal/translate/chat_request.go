@@ -80,22 +80,14 @@ func encodeChatRequest(r *Request, model string) ([]byte, []Loss, error) {
 		Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream,
 		Seed: r.Seed, FrequencyPenalty: r.FrequencyPenalty, PresencePenalty: r.PresencePenalty}
 	if rf := r.ResponseFormat; rf != nil {
+		// Structured output: the server constrains the answer.
 		out.ResponseFormat = map[string]any{"type": rf.Type}
 		if rf.Type == "json_schema" {
-			js := map[string]any{"name": rf.Name, "schema": rf.Schema, "strict": rf.Strict}
-			if rf.Description != "" {
-				js["description"] = rf.Description
-			}
-			out.ResponseFormat["json_schema"] = js
+			out.ResponseFormat["json_schema"] = rf.jsonSchema(map[string]any{})
 		}
 	}
 	if r.Stream {
 		out.StreamOptions = &chatStreamOpts{IncludeUsage: true}
-	}
-	if r.ResponseSchema != nil {
-		// Structured output: the server constrains the answer to the schema.
-		out.ResponseFormat = map[string]any{"type": "json_schema",
-			"json_schema": map[string]any{"name": "response", "schema": r.ResponseSchema}}
 	}
 	if r.TopK != nil {
 		losses = addLoss(losses, "top_k", false)
@@ -106,7 +98,7 @@ func encodeChatRequest(r *Request, model string) ([]byte, []Loss, error) {
 	if len(r.Stop) > 0 {
 		out.Stop = r.Stop
 		// Chat says "stop" whether or not a sequence matched.
-		losses = addLoss(losses, "stop_sequence stop reason (reported as end_turn)", false)
+		losses = addLoss(losses, stopSequenceLoss, false)
 	}
 	if len(r.System) > 0 {
 		var sys strings.Builder

@@ -219,7 +219,7 @@ func appendChatUsage(dst []byte, u Usage) []byte {
 	return append(dst, "}}"...)
 }
 
-// chatItems is a chatWriter as an itemSink, for the Anthropic decoder:
+// chatItems is a chatWriter as an itemWriter, for the Anthropic decoder:
 // a text item is content, a tool item one call. The target's block index
 // names nothing in a Chat stream.
 type chatItems struct {
@@ -227,7 +227,6 @@ type chatItems struct {
 	calls int
 }
 
-func (c *chatItems) begun() bool     { return c.w.started }
 func (c *chatItems) isStarted() bool { return c.w.started }
 
 func (c *chatItems) start(dst []byte, id, model string) ([]byte, error) {

@@ -7,19 +7,31 @@ import (
 )
 
 // The client side of a stream, as the target-stream decoders drive it.
-// Each client format has one writer; each target format one decoder. A
-// decoder drives one of two interfaces, after the shape of its target's
-// stream:
+// Each client format has one writer; each target format one decoder
+// (chat_stream.go, gemini_stream.go, responses_stream.go,
+// anthropic_stream.go), so that one decoder serves every client format
+// and a pair is glue. A decoder drives one of two interfaces, after the
+// shape of its target's stream:
 //
-//   - blockWriter: blocks are implied (Chat and Gemini send text and calls
-//     without starts or stops: text opens a text block, a call closes what
-//     is open). anthropicWriter is one; itemBlocks makes any itemWriter one.
-//   - itemWriter: items are opened and closed explicitly, with the
-//     target's block index (Anthropic's stream). responsesWriter and
-//     geminiWriter are.
+//   - blockWriter: content blocks, Anthropic's model (the Chat, Gemini and
+//     Responses decoders: Chat and Gemini send text and calls without
+//     starts or stops, text opens a text block, a call closes what is
+//     open). anthropicWriter and chatWriter are; itemBlocks makes any
+//     itemWriter one.
+//   - itemWriter: output items opened and closed explicitly, numbered by
+//     the target's block index (the Anthropic decoder: a Responses
+//     client's item ids carry that index, which skipped thinking blocks
+//     keep). responsesWriter and geminiWriter are; chatItems makes the
+//     chatWriter one.
+//
+// A decoder's UpstreamError is in the vocabulary of the client it was
+// first written for (Anthropic's error types from the Chat, Gemini and
+// Responses decoders, OpenAI's from the Anthropic decoder); clientErrors
+// puts it in the client's own, so that every writer reads its client's
+// errors only.
 
-// blockWriter is what chatToAnthropicStream and geminiToAnthropicStream
-// write through.
+// blockWriter is what the Chat, Gemini and Responses decoders write
+// through.
 type blockWriter interface {
 	start(dst []byte, id, model string, u Usage) ([]byte, error)
 	text(dst, escaped []byte) ([]byte, error)
@@ -32,7 +44,8 @@ type blockWriter interface {
 	isStarted() bool
 }
 
-// itemWriter is what anthropicToResponsesStream writes through.
+// itemWriter is what the Anthropic decoder (anthropicToResponsesStream)
+// writes through.
 type itemWriter interface {
 	start(dst []byte, id, model string) ([]byte, error)
 	openItem(dst []byte, kind Kind, block int, callID, name string) ([]byte, error)
@@ -42,6 +55,15 @@ type itemWriter interface {
 	fail(dst []byte, err error) []byte
 	isStarted() bool
 }
+
+var (
+	_ blockWriter = (*anthropicWriter)(nil)
+	_ blockWriter = (*chatWriter)(nil)
+	_ blockWriter = (*itemBlocks)(nil)
+	_ itemWriter  = (*responsesWriter)(nil)
+	_ itemWriter  = (*geminiWriter)(nil)
+	_ itemWriter  = (*chatItems)(nil)
+)
 
 func (p *writerPhase) isStarted() bool { return p.started }
 
@@ -137,9 +159,9 @@ func (a *itemBlocks) finish(dst []byte, stop, _ string, u Usage) ([]byte, error)
 func (a *itemBlocks) fail(dst []byte, err error) []byte { return a.w.fail(dst, err) }
 
 // clientErrors puts the errors a decoder reports in the dialect of the
-// client its writer serves: the decoders of Chat and Gemini streams
-// report Anthropic error types (they were written for Anthropic clients
-// first), the decoder of Anthropic streams OpenAI's. What Event and End
+// client its writer serves: the decoders of Chat, Gemini and Responses
+// streams report Anthropic error types (they were written for Anthropic
+// clients first), the decoder of Anthropic streams OpenAI's. What Event and End
 // return (and Fail writes) is then the client's own, as Stream says.
 type clientErrors struct {
 	s       Stream
@@ -180,8 +202,15 @@ func (c *clientErrors) Finished() bool {
 	return ok && f.Finished()
 }
 
+// openAIClientStream is a decoder of Anthropic-typed errors (Chat, Gemini,
+// Responses) writing for an OpenAI client (Chat or Responses), with its
+// errors in OpenAI's terms.
+func openAIClientStream(s Stream) Stream {
+	return &clientErrors{s: s, convert: anthropicTypedToOpenAI}
+}
+
 // anthropicTypedToOpenAI is an Anthropic-typed upstream error for an
-// OpenAI (Responses) client.
+// OpenAI (Chat or Responses) client.
 func anthropicTypedToOpenAI(ue *UpstreamError) *UpstreamError {
 	k := anthropicToOpenAIKind(ue.Status, ue.Type, ue.Message)
 	code := k.code

@@ -23,13 +23,12 @@
 //
 // Each format is one client decoder and writer and one target encoder and
 // decoder over the intermediate form; a pair is glue (pair_*.go). The
-// target-stream decoders write through a client writer: blockWriter for
-// the streams of implied blocks (Chat, Gemini: anthropicWriter, or
-// itemBlocks over any itemWriter), itemWriter for Anthropic's explicit
-// blocks (responsesWriter, geminiWriter); clientErrors puts a decoder's
-// in-stream errors in the client's dialect. The Chat client pairs write
-// through stream_sink.go's blockSink and itemSink (the same two roles,
-// from the other branch: to be made one).
+// target-stream decoders write through a client writer (client_writer.go):
+// blockWriter for the Chat, Gemini and Responses decoders
+// (anthropicWriter, chatWriter, or itemBlocks over any itemWriter),
+// itemWriter for the Anthropic decoder's explicit blocks
+// (responsesWriter, geminiWriter, or chatItems over a chatWriter);
+// clientErrors puts a decoder's in-stream errors in the client's dialect.
 // One rule is more than glue: a Responses client's parallel_tool_calls
 // false is advisory on Gemini (responsesOnGeminiLosses says why).
 //
@@ -105,5 +104,9 @@
 // thoughtSignature, Responses encrypted reasoning) is an Opaque kept with
 // its Origin: it is sent back to that origin only, never forged, never
 // shown to a client of another format; elsewhere it is dropped as an
-// advisory loss.
+// advisory loss. Structured output is one notion, ResponseFormat (a Chat
+// response_format, a Gemini responseSchema or responseJsonSchema): Chat,
+// Gemini and Responses targets carry it, Messages refuses it (material);
+// Seed and the penalties go to Chat and Gemini, and are advisory losses
+// on Messages and Responses.
 package translate

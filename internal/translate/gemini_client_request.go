@@ -56,8 +56,8 @@ var geminiGenerationFields = map[string]string{
 	"seed":           "carried", "presencePenalty": "carried", "frequencyPenalty": "carried",
 	"mediaResolution": "advisory", "enableEnhancedCivicAnswers": "advisory",
 	"routingConfig": "advisory", "modelSelectionConfig": "advisory",
-	// Structured output: carried as Request.ResponseSchema, which a target
-	// that cannot enforce it refuses. Other modalities: what the answer must be.
+	// Structured output: carried as Request.ResponseFormat (json_schema),
+	// which a target that cannot enforce it refuses. Other modalities: what the answer must be.
 	"responseSchema": "carried", "responseJsonSchema": "carried",
 	"speechConfig": "material", "audioTimestamp": "material", "imageConfig": "material",
 }
@@ -109,19 +109,7 @@ func decodeGeminiClientRequest(body []byte) (*Request, []Loss, error) {
 	if err := json.Unmarshal(body, &top); err != nil {
 		return nil, nil, fmt.Errorf("gemini request: %w", err)
 	}
-	var losses []Loss
-	for _, k := range slices.Sorted(maps.Keys(top)) {
-		if unsetValue(top[k]) {
-			continue
-		}
-		switch geminiClientFields[k] {
-		case "carried":
-		case "advisory":
-			losses = addLoss(losses, k, false)
-		default:
-			losses = addLoss(losses, "field "+k, true)
-		}
-	}
+	losses := fieldLosses(nil, top, geminiClientFields, unsetValue)
 	var in struct {
 		Contents          []geminiClientContent `json:"contents"`
 		SystemInstruction *geminiClientContent  `json:"systemInstruction"`
@@ -291,10 +279,10 @@ func geminiGeneration(r *Request, gen map[string]json.RawMessage, losses []Loss)
 				r.FrequencyPenalty = &f
 			}
 		case "responseJsonSchema":
-			r.ResponseSchema = compactJSON(v)
+			r.ResponseFormat = geminiResponseFormat(compactJSON(v))
 		case "responseSchema":
 			if isNullish(gen["responseJsonSchema"]) {
-				r.ResponseSchema = openAPISchema(v) // Gemini's OpenAPI words, as JSON Schema
+				r.ResponseFormat = geminiResponseFormat(openAPISchema(v)) // Gemini's OpenAPI words, as JSON Schema
 			}
 		case "responseModalities":
 			var mods []string
@@ -366,6 +354,13 @@ func geminiClientTool(r *Request, raw json.RawMessage, losses []Loss) ([]Loss, e
 		}
 	}
 	return losses, nil
+}
+
+// geminiResponseFormat is a Gemini client's response schema (JSON
+// Schema) as the intermediate form's structured output: Gemini holds the
+// answer to it; a json_schema needs a name (Chat's), which Gemini has not.
+func geminiResponseFormat(schema json.RawMessage) *ResponseFormat {
+	return &ResponseFormat{Type: "json_schema", Name: "response", Schema: schema}
 }
 
 // openAPISchema turns Gemini's Schema (OpenAPI 3.0 words: upper-case

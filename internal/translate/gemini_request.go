@@ -64,7 +64,7 @@ const geminiSkipSignature = "skip/thought/signature/validator"
 const geminiMaxStop = 5
 
 func encodeGeminiRequest(r *Request) ([]byte, []Loss, error) {
-	losses := responseSchemaLoss(r, nil)
+	var losses []Loss
 	out := geminiRequest{Contents: []geminiContent{}}
 	if len(r.System) > 0 {
 		sys := &geminiContent{}
@@ -168,7 +168,7 @@ func encodeGeminiRequest(r *Request) ([]byte, []Loss, error) {
 	}
 	if len(r.Stop) > 0 {
 		gen["stopSequences"] = r.Stop
-		losses = addLoss(losses, "stop_sequence stop reason (reported as end_turn)", false)
+		losses = addLoss(losses, stopSequenceLoss, false)
 		if len(r.Stop) > geminiMaxStop {
 			losses = addLoss(losses, fmt.Sprintf("more than %d stop sequences", geminiMaxStop), true)
 		}

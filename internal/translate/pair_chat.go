@@ -38,13 +38,7 @@ func chatClientTranslation(body []byte, target string, encode func(*Request) ([]
 // a client sends back (extra_content of Gemini's OpenAI endpoint) goes to
 // Gemini only.
 func chatClientLosses(losses []Loss, r *Request, target string) []Loss {
-	out := losses[:0:0]
-	for _, l := range losses {
-		if l.What == "stop_sequence stop reason (reported as end_turn)" {
-			continue
-		}
-		out = append(out, l)
-	}
+	out := withoutLoss(losses, stopSequenceLoss)
 	if target == Gemini {
 		return out
 	}

@@ -31,7 +31,8 @@ func (chatToAnthropic) Error(status int, body []byte) (int, []byte) {
 	return anthropicErrorToOpenAI(status, body)
 }
 
-// newAnthropicToChatStream is the Anthropic decoder writing a Chat stream.
+// newAnthropicToChatStream is the Anthropic decoder writing a Chat
+// stream; its errors are OpenAI's already.
 func newAnthropicToChatStream(includeUsage bool) Stream {
-	return &anthropicToResponsesStream{w: &chatItems{w: newChatWriter(includeUsage)}, open: -1}
+	return newAnthropicStream(&chatItems{w: newChatWriter(includeUsage)})
 }

@@ -30,7 +30,8 @@ func (chatToGemini) Error(status int, body []byte) (int, []byte) {
 	return geminiErrorToOpenAI(status, body)
 }
 
-// newGeminiToChatStream is the Gemini decoder writing a Chat stream.
+// newGeminiToChatStream is the Gemini decoder writing a Chat stream, with
+// its errors in OpenAI's terms.
 func newGeminiToChatStream(includeUsage bool) Stream {
-	return &geminiToAnthropicStream{w: newChatWriter(includeUsage)}
+	return openAIClientStream(newGeminiStream(newChatWriter(includeUsage)))
 }

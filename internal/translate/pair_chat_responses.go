@@ -31,7 +31,8 @@ func (chatToResponses) Error(status int, body []byte) (int, []byte) {
 	return openAIErrorToChat(status, body)
 }
 
-// newResponsesToChatStream is the Responses decoder writing a Chat stream.
+// newResponsesToChatStream is the Responses decoder writing a Chat
+// stream, with its errors in OpenAI's terms.
 func newResponsesToChatStream(includeUsage bool) Stream {
-	return &responsesToAnthropicStream{w: newChatWriter(includeUsage), item: -1}
+	return openAIClientStream(newResponsesStream(newChatWriter(includeUsage)))
 }

@@ -10,13 +10,7 @@ package translate
 // matched sequence; Gemini itself says STOP for one, as the targets' stop
 // becomes.
 func geminiClientLosses(losses, target []Loss) []Loss {
-	for _, l := range target {
-		if l.What == "stop_sequence stop reason (reported as end_turn)" {
-			continue
-		}
-		losses = addLoss(losses, l.What, l.Material)
-	}
-	return losses
+	return mergeLosses(losses, withoutLoss(target, stopSequenceLoss))
 }
 
 // geminiClientStream is a target decoder writing for a Gemini client,

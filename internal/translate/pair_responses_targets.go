@@ -8,7 +8,7 @@ package translate
 // implied blocks (Chat, Gemini), with its errors in OpenAI's terms.
 func responsesOnBlocks(custom map[string]bool, decoder func(blockWriter) Stream) Stream {
 	w := newResponsesWriter(custom)
-	return &clientErrors{s: decoder(&itemBlocks{w: &w}), convert: anthropicTypedToOpenAI}
+	return openAIClientStream(decoder(&itemBlocks{w: &w}))
 }
 
 func chatDecoder(w blockWriter) Stream   { return newChatStream(w) }
@@ -28,7 +28,7 @@ func responsesTranslation(body []byte, encode func(*Request) ([]byte, []Loss, er
 		return nil, err
 	}
 	custom := customSet(r)
-	return &Translation{Body: out, Losses: adjust(mergeLosses(withoutPrefill(losses), more)),
+	return &Translation{Body: out, Losses: adjust(mergeLosses(withoutLoss(losses, assistantLastLoss), more)),
 		response: func(body []byte) ([]byte, error) {
 			r, err := decode(body)
 			if err != nil {
@@ -122,17 +122,8 @@ func (responsesToChat) Error(status int, body []byte) (int, []byte) {
 	return anthropicErrorToOpenAI(openAIErrorToAnthropic(status, body))
 }
 
-// withoutPrefill leaves out the decoder's loss of a conversation ending in
-// an assistant message: the Responses decoder names it for Anthropic,
-// which continues such a message (and whose encoder names it again).
-// Chat and Gemini answer anew after it, as the Responses API does: the
-// request means the same there.
-func withoutPrefill(losses []Loss) []Loss {
-	out := losses[:0:0]
-	for _, l := range losses {
-		if l.What != assistantLastLoss {
-			out = append(out, l)
-		}
-	}
-	return out
-}
+// A Responses client's conversation ending in an assistant message: the
+// Responses decoder names it for Anthropic, which continues such a
+// message (and whose encoder names it again). Chat and Gemini answer anew
+// after it, as the Responses API does: the request means the same there,
+// so responsesTranslation leaves that loss out (withoutLoss).

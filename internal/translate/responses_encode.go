@@ -62,7 +62,7 @@ type responsesText struct {
 const responsesMinOutput = 16
 
 func encodeResponsesRequest(r *Request, model string) ([]byte, []Loss, error) {
-	losses := responseSchemaLoss(r, nil)
+	var losses []Loss
 	out := responsesRequest{Model: model, Input: []responsesInItem{}, MaxOutputTokens: r.MaxTokens,
 		Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream}
 	if r.TopK != nil {
@@ -76,16 +76,15 @@ func encodeResponsesRequest(r *Request, model string) ([]byte, []Loss, error) {
 		losses = addLoss(losses, "stop_sequences", true)
 	}
 	if rf := r.ResponseFormat; rf != nil {
+		// text.format: Chat's response_format with json_schema's fields
+		// at its top level.
 		format := map[string]any{"type": rf.Type}
 		if rf.Type == "json_schema" {
-			format["name"], format["schema"], format["strict"] = rf.Name, rf.Schema, rf.Strict
-			if rf.Description != "" {
-				format["description"] = rf.Description
-			}
+			format = rf.jsonSchema(format)
 		}
 		out.Text = &responsesText{Format: format}
 	}
-	losses = unsupportedSamplingLosses(r, losses)
+	losses = samplingLosses(r, losses)
 	var sys []string
 	for _, b := range r.System {
 		losses = cacheLoss(losses, b.Cache)
