@@ -32,6 +32,9 @@ func encodeAnthropicRequest(r *Request, model string) ([]byte, []Loss, error) {
 	var losses []Loss
 	out := anthropicRequest{Model: model, MaxTokens: r.MaxTokens, StopSequences: r.Stop,
 		Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK, Stream: r.Stream, Messages: []anthropicOutMessage{}}
+	// Anthropic has no structured output a request can ask for, nor a
+	// seed or penalties.
+	losses = samplingLosses(r, structuredOutputLoss(r, losses))
 	if out.MaxTokens == 0 {
 		out.MaxTokens = DefaultMaxTokens
 		losses = addLoss(losses, fmt.Sprintf("unlimited output (max_tokens %d)", DefaultMaxTokens), false)
@@ -112,9 +115,13 @@ func anthropicBlockOut(b Block, losses []Loss) (anthropicBlock, bool, []Loss) {
 		if b.Kind == KindDocument {
 			ab.Type, ab.Title = "document", b.Text
 		}
-		if b.URL != "" {
+		switch {
+		case b.URL != "":
 			ab.Source = &anthropicSource{Type: "url", URL: b.URL}
-		} else {
+		case b.Kind == KindDocument && b.MediaType == "text/plain":
+			// A text document's Data is its text (Anthropic's text source).
+			ab.Source = &anthropicSource{Type: "text", MediaType: b.MediaType, Data: b.Data}
+		default:
 			ab.Source = &anthropicSource{Type: "base64", MediaType: b.MediaType, Data: b.Data}
 		}
 	case KindToolCall:

@@ -12,11 +12,11 @@ import (
 // message_start, blocks at indices 0, 1, 2... started, filled and stopped
 // in turn, message_delta with the stop reason, then message_stop.
 type anthropicToResponsesStream struct {
-	w        responsesWriter
-	next     int  // the index the next block must have
-	open     int  // the open block's index, -1 when none
-	openKind Kind // its kind; KindReasoning is a block not shown
-	argsSeen bool // the open tool block received argument bytes
+	w        itemWriter // the client's writer (Responses', or Gemini's)
+	next     int        // the index the next block must have
+	open     int        // the open block's index, -1 when none
+	openKind Kind       // its kind; KindReasoning is a block not shown
+	argsSeen bool       // the open tool block received argument bytes
 	stop     string
 	usage    Usage
 	delta    bool // message_delta arrived
@@ -24,7 +24,13 @@ type anthropicToResponsesStream struct {
 }
 
 func newAnthropicToResponsesStream(custom map[string]bool) *anthropicToResponsesStream {
-	return &anthropicToResponsesStream{w: newResponsesWriter(custom), open: -1}
+	w := newResponsesWriter(custom)
+	return newAnthropicStream(&w)
+}
+
+// newAnthropicStream reads an Anthropic stream for the client w writes.
+func newAnthropicStream(w itemWriter) *anthropicToResponsesStream {
+	return &anthropicToResponsesStream{w: w, open: -1}
 }
 
 // anthropicEvent is what one event carries, as raw slices of its data.
@@ -213,7 +219,7 @@ func (s *anthropicToResponsesStream) blockStop(dst []byte, e *anthropicEvent) ([
 }
 
 func (s *anthropicToResponsesStream) messageDelta(dst []byte, e *anthropicEvent) ([]byte, error) {
-	if s.open >= 0 || s.delta || !s.w.started {
+	if s.open >= 0 || s.delta || !s.w.isStarted() {
 		return dst, malformed("message_delta out of order")
 	}
 	s.delta = true

@@ -59,6 +59,10 @@ type chatRequest struct {
 	ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
 	Stream              bool            `json:"stream,omitempty"`
 	StreamOptions       *chatStreamOpts `json:"stream_options,omitempty"`
+	ResponseFormat      map[string]any  `json:"response_format,omitempty"`
+	Seed                *int64          `json:"seed,omitempty"`
+	FrequencyPenalty    *float64        `json:"frequency_penalty,omitempty"`
+	PresencePenalty     *float64        `json:"presence_penalty,omitempty"`
 }
 
 type chatStreamOpts struct {
@@ -73,7 +77,15 @@ const chatMaxStop = 4
 func encodeChatRequest(r *Request, model string) ([]byte, []Loss, error) {
 	var losses []Loss
 	out := chatRequest{Model: model, MaxCompletionTokens: r.MaxTokens,
-		Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream}
+		Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream,
+		Seed: r.Seed, FrequencyPenalty: r.FrequencyPenalty, PresencePenalty: r.PresencePenalty}
+	if rf := r.ResponseFormat; rf != nil {
+		// Structured output: the server constrains the answer.
+		out.ResponseFormat = map[string]any{"type": rf.Type}
+		if rf.Type == "json_schema" {
+			out.ResponseFormat["json_schema"] = rf.jsonSchema(map[string]any{})
+		}
+	}
 	if r.Stream {
 		out.StreamOptions = &chatStreamOpts{IncludeUsage: true}
 	}
@@ -86,7 +98,7 @@ func encodeChatRequest(r *Request, model string) ([]byte, []Loss, error) {
 	if len(r.Stop) > 0 {
 		out.Stop = r.Stop
 		// Chat says "stop" whether or not a sequence matched.
-		losses = addLoss(losses, "stop_sequence stop reason (reported as end_turn)", false)
+		losses = addLoss(losses, stopSequenceLoss, false)
 	}
 	if len(r.System) > 0 {
 		var sys strings.Builder

@@ -16,7 +16,7 @@ import (
 // is the last chunk), so that a server that then neither sends [DONE] nor
 // closes does not hold the answer until the idle timeout.
 type chatToAnthropicStream struct {
-	w         anthropicWriter
+	w         blockWriter // the client's writer (Anthropic's, or itemBlocks)
 	stop      string
 	usage     Usage
 	done      bool
@@ -28,7 +28,12 @@ type chatToAnthropicStream struct {
 }
 
 func newChatToAnthropicStream() *chatToAnthropicStream {
-	return &chatToAnthropicStream{tool: -1}
+	return newChatStream(&anthropicWriter{})
+}
+
+// newChatStream reads a Chat stream for the client w writes.
+func newChatStream(w blockWriter) *chatToAnthropicStream {
+	return &chatToAnthropicStream{tool: -1, w: w}
 }
 
 func (s *chatToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error) {
@@ -117,7 +122,7 @@ func (s *chatToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error) 
 
 // startOnce writes the message start at the first chunk.
 func (s *chatToAnthropicStream) startOnce(dst, data, id, model []byte) ([]byte, error) {
-	if s.w.started {
+	if s.w.isStarted() {
 		return dst, nil
 	}
 	if e, ok := jsonscan.Lookup(data, "error"); ok && !jsonscan.IsNull(e) {

@@ -13,6 +13,29 @@
 //	anthropic   responses   OpenAI Responses (store false)
 //	anthropic   gemini      generateContent / streamGenerateContent?alt=sse
 //	responses   anthropic   Messages
+//	openai      anthropic   Messages (Chat Completions clients)
+//	openai      gemini      generateContent / streamGenerateContent?alt=sse
+//	openai      responses   OpenAI Responses (store false)
+//	gemini      anthropic   Messages
+//	gemini      openai      Chat Completions
+//	responses   gemini      generateContent / streamGenerateContent?alt=sse
+//	responses   openai      Chat Completions (Codex on a Chat-only server)
+//
+// Each format is one client decoder and writer and one target encoder and
+// decoder over the intermediate form; a pair is glue (pair_*.go). The
+// target-stream decoders write through a client writer (client_writer.go):
+// blockWriter for the Chat, Gemini and Responses decoders
+// (anthropicWriter, chatWriter, or itemBlocks over any itemWriter),
+// itemWriter for the Anthropic decoder's explicit blocks
+// (responsesWriter, geminiWriter, or chatItems over a chatWriter);
+// clientErrors puts a decoder's in-stream errors in the client's dialect.
+// One rule is more than glue: a Responses client's parallel_tool_calls
+// false is advisory on Gemini (responsesOnGeminiLosses says why).
+//
+// A Gemini client's stream mode is in its path (streamGenerateContent
+// ?alt=sse), not its body: the engine marks a streamed request with
+// WithGeminiStream(body) before Translate. Its stream is written as
+// alt=sse `data:` chunks, with no [DONE].
 //
 // # The API for the engine
 //
@@ -72,10 +95,18 @@
 //
 // Request, Message, Block (text, image, document, tool call with its raw
 // arguments, tool result with blocks, reasoning), Tool, ToolChoice and
-// Response are a superset of the four formats. Provider-only state (an
+// Response are a superset of the four formats. Gemini calls without ids
+// (older API versions) get ids from their place, and each functionResponse
+// answers the call with its id, else the first unanswered call of its
+// name; a Gemini client is sent the target's call ids (FunctionCall.id),
+// which it sends back. Provider-only state (an
 // Anthropic thinking signature or redacted thinking, a Gemini
 // thoughtSignature, Responses encrypted reasoning) is an Opaque kept with
 // its Origin: it is sent back to that origin only, never forged, never
 // shown to a client of another format; elsewhere it is dropped as an
-// advisory loss.
+// advisory loss. Structured output is one notion, ResponseFormat (a Chat
+// response_format, a Gemini responseSchema or responseJsonSchema): Chat,
+// Gemini and Responses targets carry it, Messages refuses it (material);
+// Seed and the penalties go to Chat and Gemini, and are advisory losses
+// on Messages and Responses.
 package translate

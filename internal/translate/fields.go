@@ -100,3 +100,23 @@ func unsetValue(v json.RawMessage) bool {
 	}
 	return false
 }
+
+// fieldLosses names the top-level fields of a client's request its
+// decoder does not carry: table says "carried", "advisory" (named, not
+// material) or nothing (an unknown field: material). unset tells a field
+// sent empty, which asks nothing.
+func fieldLosses(losses []Loss, top map[string]json.RawMessage, table map[string]string, unset func(json.RawMessage) bool) []Loss {
+	for _, k := range slices.Sorted(maps.Keys(top)) {
+		if unset(top[k]) {
+			continue
+		}
+		switch table[k] {
+		case "carried":
+		case "advisory":
+			losses = addLoss(losses, k, false)
+		default:
+			losses = addLoss(losses, "field "+k, true)
+		}
+	}
+	return losses
+}

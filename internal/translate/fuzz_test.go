@@ -132,3 +132,31 @@ func FuzzGeminiToAnthropicStream(f *testing.F) {
 func FuzzResponsesToAnthropicStream(f *testing.F) {
 	fuzzStream(f, Anthropic, Responses, "responses", checkAnthropicStream)
 }
+
+func FuzzAnthropicToChatStream(f *testing.F) {
+	fuzzStream(f, OpenAI, Anthropic, "anthropic", checkChatStream)
+}
+
+func FuzzGeminiToChatStream(f *testing.F) {
+	fuzzStream(f, OpenAI, Gemini, "gemini", checkChatStream)
+}
+
+func FuzzResponsesToChatStream(f *testing.F) {
+	fuzzStream(f, OpenAI, Responses, "responses", checkChatStream)
+}
+
+func FuzzAnthropicToGeminiClientStream(f *testing.F) {
+	fuzzStream(f, Gemini, Anthropic, "anthropic", checkGeminiClean)
+}
+
+func FuzzChatToGeminiClientStream(f *testing.F) {
+	fuzzStream(f, Gemini, OpenAI, "chat", checkGeminiClean)
+}
+
+func FuzzGeminiToResponsesStream(f *testing.F) {
+	fuzzStream(f, Responses, Gemini, "gemini", checkResponsesClean)
+}
+
+func FuzzChatToResponsesStream(f *testing.F) {
+	fuzzStream(f, Responses, OpenAI, "chat", checkResponsesClean)
+}

@@ -168,10 +168,31 @@ func encodeGeminiRequest(r *Request) ([]byte, []Loss, error) {
 	}
 	if len(r.Stop) > 0 {
 		gen["stopSequences"] = r.Stop
-		losses = addLoss(losses, "stop_sequence stop reason (reported as end_turn)", false)
+		losses = addLoss(losses, stopSequenceLoss, false)
 		if len(r.Stop) > geminiMaxStop {
 			losses = addLoss(losses, fmt.Sprintf("more than %d stop sequences", geminiMaxStop), true)
 		}
+	}
+	if rf := r.ResponseFormat; rf != nil {
+		// Gemini's structured output: JSON, held to the schema when there
+		// is one (responseJsonSchema takes JSON Schema as it is).
+		gen["responseMimeType"] = "application/json"
+		if rf.Type == "json_schema" {
+			gen["responseJsonSchema"] = rf.Schema
+		}
+	}
+	if r.Seed != nil {
+		if s := *r.Seed; s == int64(int32(s)) {
+			gen["seed"] = s
+		} else {
+			losses = addLoss(losses, "seed (beyond Gemini's 32 bits)", false)
+		}
+	}
+	if r.FrequencyPenalty != nil {
+		gen["frequencyPenalty"] = *r.FrequencyPenalty
+	}
+	if r.PresencePenalty != nil {
+		gen["presencePenalty"] = *r.PresencePenalty
 	}
 	if len(gen) > 0 {
 		out.GenerationConfig = gen

@@ -13,8 +13,8 @@ import (
 // and ends with a chunk whose candidate has a finishReason, then the end
 // of the body: message_delta and message_stop are written at End.
 type geminiToAnthropicStream struct {
-	w      anthropicWriter
-	finish string // the mapped finishReason, "" until it arrives
+	w      blockWriter // the client's writer (Anthropic's, or itemBlocks)
+	finish string      // the mapped finishReason, "" until it arrives
 	usage  Usage
 	calls  int
 	ended  bool
@@ -32,7 +32,7 @@ func (s *geminiToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error
 		return dst, malformed("gemini chunk after the finishReason")
 	}
 	var err error
-	if !s.w.started {
+	if !s.w.isStarted() {
 		if dst, err = s.start(dst, data); err != nil {
 			return dst, err
 		}
@@ -194,6 +194,11 @@ func (s *geminiToAnthropicStream) part(dst []byte, it *jsonscan.Iter) ([]byte, e
 		return s.w.text(dst, text[1:len(text)-1])
 	}
 	return dst, malformed("gemini part has no mapping")
+}
+
+// newGeminiStream reads a Gemini stream for the client w writes.
+func newGeminiStream(w blockWriter) *geminiToAnthropicStream {
+	return &geminiToAnthropicStream{w: w}
 }
 
 func (s *geminiToAnthropicStream) End(dst []byte) ([]byte, error) {

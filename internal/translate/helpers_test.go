@@ -154,8 +154,11 @@ func request(p Pair, body []byte, model string) ([]byte, []Loss, error) {
 // whose answers the goldens feed.
 func minimal(p Pair) *Translation {
 	body := `{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"x"}]}`
-	if p.Client() == Responses {
+	switch p.Client() {
+	case Responses:
 		body = `{"model":"m","input":"x","store":false}`
+	case Gemini:
+		body = `{"contents":[{"role":"user","parts":[{"text":"x"}]}],"generationConfig":{"maxOutputTokens":16}}`
 	}
 	tr, err := p.Translate([]byte(body), "target-model")
 	if err != nil {
@@ -325,4 +328,20 @@ func unmarkedBlock(b Block, note func(string)) (_ Block, kept bool) {
 		return b, false
 	}
 	return b, true
+}
+
+// targetParams checks that a translated body unmarshals into the target
+// SDK's request type.
+func targetParams(t *testing.T, target string, body []byte) {
+	t.Helper()
+	switch target {
+	case Anthropic:
+		messageParams(t, body)
+	case OpenAI:
+		chatParams(t, body)
+	case Gemini:
+		geminiParams(t, body)
+	case Responses:
+		responsesParams(t, body)
+	}
 }

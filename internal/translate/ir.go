@@ -127,6 +127,65 @@ type Request struct {
 	TopK        *int
 	Stop        []string
 	Stream      bool
+
+	// What Chat Completions and Gemini clients may ask besides (each
+	// encoder carries it or names the loss): structured output (a Chat
+	// response_format, a Gemini responseSchema or responseJsonSchema),
+	// a sampling seed, penalties; nil, not stated.
+	ResponseFormat   *ResponseFormat
+	Seed             *int64
+	FrequencyPenalty *float64
+	PresencePenalty  *float64
+}
+
+// ResponseFormat is structured output: Type "json_object" (any JSON
+// object) or "json_schema" (Schema, a JSON Schema, named Name, Strict as
+// asked). A Gemini client's response schema is a json_schema named
+// "response", not strict.
+type ResponseFormat struct {
+	Type        string
+	Name        string
+	Description string
+	Schema      json.RawMessage
+	Strict      bool
+}
+
+// jsonSchema adds a json_schema format's fields to m (Chat's
+// response_format.json_schema, Responses' text.format).
+func (rf *ResponseFormat) jsonSchema(m map[string]any) map[string]any {
+	m["name"], m["schema"], m["strict"] = rf.Name, rf.Schema, rf.Strict
+	if rf.Description != "" {
+		m["description"] = rf.Description
+	}
+	return m
+}
+
+// structuredOutputLoss is the loss of an encoder whose target cannot
+// enforce r's structured output (the answer could be any text): material.
+func structuredOutputLoss(r *Request, losses []Loss) []Loss {
+	switch {
+	case r.ResponseFormat == nil:
+		return losses
+	case r.ResponseFormat.Type == "json_schema":
+		return addLoss(losses, "structured output (a response JSON schema the target cannot enforce)", true)
+	}
+	return addLoss(losses, "structured output (JSON mode, which the target cannot enforce)", true)
+}
+
+// samplingLosses names the sampling knobs a target without them
+// (Anthropic, Responses) drops: they change how an answer is drawn, not
+// what is asked (advisory).
+func samplingLosses(r *Request, losses []Loss) []Loss {
+	if r.Seed != nil {
+		losses = addLoss(losses, "seed", false)
+	}
+	if r.FrequencyPenalty != nil {
+		losses = addLoss(losses, "frequency_penalty", false)
+	}
+	if r.PresencePenalty != nil {
+		losses = addLoss(losses, "presence_penalty", false)
+	}
+	return losses
 }
 
 // Stop reasons of the intermediate form (Anthropic's names, the richest set).

@@ -58,3 +58,20 @@ func printable(s string, limit int) string {
 	}
 	return string(b)
 }
+
+// stopSequenceLoss is the encoders' name for a matched stop sequence
+// reported as a plain stop: a loss to Anthropic clients only, which can
+// tell one; Chat and Gemini clients cannot (the pairs serving them drop it).
+const stopSequenceLoss = "stop_sequence stop reason (reported as end_turn)"
+
+// withoutLoss is losses without the one named what (a loss an encoder
+// names for some clients that is none to this one).
+func withoutLoss(losses []Loss, what string) []Loss {
+	out := losses[:0:0]
+	for _, l := range losses {
+		if l.What != what {
+			out = append(out, l)
+		}
+	}
+	return out
+}

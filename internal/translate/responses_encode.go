@@ -49,6 +49,12 @@ type responsesRequest struct {
 	TopP              *float64          `json:"top_p,omitempty"`
 	Stream            bool              `json:"stream,omitempty"`
 	Store             bool              `json:"store"`
+	Text              *responsesText    `json:"text,omitempty"`
+}
+
+// responsesText carries structured output (text.format).
+type responsesText struct {
+	Format map[string]any `json:"format"`
 }
 
 // responsesMinOutput is the least max_output_tokens the Responses API
@@ -69,6 +75,16 @@ func encodeResponsesRequest(r *Request, model string) ([]byte, []Loss, error) {
 	if len(r.Stop) > 0 {
 		losses = addLoss(losses, "stop_sequences", true)
 	}
+	if rf := r.ResponseFormat; rf != nil {
+		// text.format: Chat's response_format with json_schema's fields
+		// at its top level.
+		format := map[string]any{"type": rf.Type}
+		if rf.Type == "json_schema" {
+			format = rf.jsonSchema(format)
+		}
+		out.Text = &responsesText{Format: format}
+	}
+	losses = samplingLosses(r, losses)
 	var sys []string
 	for _, b := range r.System {
 		losses = cacheLoss(losses, b.Cache)

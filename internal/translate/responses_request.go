@@ -3,8 +3,6 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 )
 
@@ -73,19 +71,7 @@ func decodeResponsesRequest(body []byte) (*Request, []Loss, error) {
 	if err := json.Unmarshal(body, &top); err != nil {
 		return nil, nil, fmt.Errorf("responses request: %w", err)
 	}
-	var losses []Loss
-	for _, k := range slices.Sorted(maps.Keys(top)) {
-		if isNullish(top[k]) {
-			continue
-		}
-		switch responsesFields[k] {
-		case "carried":
-		case "advisory":
-			losses = addLoss(losses, k, false)
-		default:
-			losses = addLoss(losses, "field "+k, true)
-		}
-	}
+	losses := fieldLosses(nil, top, responsesFields, isNullish)
 	var in struct {
 		Model              string            `json:"model"`
 		Input              json.RawMessage   `json:"input"`

@@ -12,9 +12,9 @@ import (
 // block, a function_call item is one tool_use block, reasoning items are
 // not shown; response.completed or .incomplete ends the message.
 type responsesToAnthropicStream struct {
-	w        anthropicWriter
-	item     int  // output_index of the open item, -1 when none
-	itemKind Kind // its kind; KindReasoning is an item not shown
+	w        blockWriter // the client's writer (Anthropic's, or Chat's)
+	item     int         // output_index of the open item, -1 when none
+	itemKind Kind        // its kind; KindReasoning is an item not shown
 	argsSeen bool
 	calls    int
 	refused  bool
@@ -22,7 +22,12 @@ type responsesToAnthropicStream struct {
 }
 
 func newResponsesToAnthropicStream() *responsesToAnthropicStream {
-	return &responsesToAnthropicStream{item: -1}
+	return newResponsesStream(&anthropicWriter{})
+}
+
+// newResponsesStream reads a Responses stream for the client w writes.
+func newResponsesStream(w blockWriter) *responsesToAnthropicStream {
+	return &responsesToAnthropicStream{w: w, item: -1}
 }
 
 // responsesIgnored are events that carry nothing an Anthropic client

@@ -173,6 +173,13 @@ var pairs = []Pair{
 	responsesToAnthropic{},
 	anthropicToGemini{},
 	anthropicToResponses{},
+	chatToAnthropic{},
+	chatToGemini{},
+	chatToResponses{},
+	geminiToAnthropic{},
+	geminiToChat{},
+	responsesToGemini{},
+	responsesToChat{},
 }
 
 // TargetPath is the path (and query) of a completion request of the

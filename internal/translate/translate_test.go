@@ -23,7 +23,9 @@ func TestLossNamesArePrintable(t *testing.T) {
 }
 
 func TestForAndPairs(t *testing.T) {
-	want := map[[2]string]bool{{Anthropic, OpenAI}: true, {Responses, Anthropic}: true, {Anthropic, Gemini}: true, {Anthropic, Responses}: true}
+	want := map[[2]string]bool{{Anthropic, OpenAI}: true, {Responses, Anthropic}: true, {Anthropic, Gemini}: true, {Anthropic, Responses}: true,
+		{OpenAI, Anthropic}: true, {OpenAI, Gemini}: true, {OpenAI, Responses}: true,
+		{Gemini, Anthropic}: true, {Gemini, OpenAI}: true, {Responses, Gemini}: true, {Responses, OpenAI}: true}
 	got := Pairs()
 	if len(got) != len(want) {
 		t.Fatalf("pairs %v", got)
@@ -34,8 +36,8 @@ func TestForAndPairs(t *testing.T) {
 			t.Errorf("pair %v", pr)
 		}
 	}
-	if _, ok := For(OpenAI, Anthropic); ok {
-		t.Error("openai clients are not translated in phase 1")
+	if _, ok := For(OpenAI, OpenAI); ok {
+		t.Error("a format is not translated to itself")
 	}
 	if TargetPath(Gemini, "gemini-2.5-pro", true) != "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse" ||
 		TargetPath(Gemini, "g", false) != "/v1beta/models/g:generateContent" || TargetPath(OpenAI, "m", true) != "/v1/chat/completions" {
@@ -65,8 +67,11 @@ func TestRequestOnlyMatchesTranslate(t *testing.T) {
 		p, _ := For(pr[0], pr[1])
 		tr := minimal(p)
 		body := `{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"x"}]}`
-		if p.Client() == Responses {
+		switch p.Client() {
+		case Responses:
 			body = `{"model":"m","input":"x","store":false}`
+		case Gemini:
+			body = `{"contents":[{"role":"user","parts":[{"text":"x"}]}],"generationConfig":{"maxOutputTokens":16}}`
 		}
 		out, losses, err := p.Request([]byte(body), "target-model")
 		if err != nil || string(out) != string(tr.Body) || len(losses) != len(tr.Losses) {
