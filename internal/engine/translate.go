@@ -139,8 +139,13 @@ func carries(st *requestState, p *provider) bool {
 		return true
 	}
 	var losses []translate.Loss
-	tr, err := xl.pair.Translate(st.req.Body, upstream)
-	if err != nil {
+	var tr *translate.Translation
+	var err error
+	if st.dialect == dialectGemini && st.req.Stream && st.r.URL.Query().Get("alt") != "sse" {
+		// The translated stream is written as Gemini's alt=sse events; a
+		// client asking for one JSON array of chunks is not served so.
+		losses = []translate.Loss{{What: "a stream as one JSON array (streamGenerateContent without alt=sse)", Material: true}}
+	} else if tr, err = xl.pair.Translate(clientBody(st.req), upstream); err != nil {
 		losses = []translate.Loss{{What: err.Error(), Material: true}}
 	} else {
 		losses = tr.Losses
@@ -177,12 +182,22 @@ func (st *requestState) translated(p *provider, model string, req *wire.Request)
 	return nil
 }
 
+// clientBody is the client's body as a translation reads it: a Gemini
+// client's stream mode is in its path, so a streamed one is marked in the
+// body (translate.WithGeminiStream).
+func clientBody(req *wire.Request) []byte {
+	if req.Dialect == dialectGemini && req.Stream {
+		return translate.WithGeminiStream(req.Body)
+	}
+	return req.Body
+}
+
 // translateRequest is the upstream request of a translated attempt: the
 // target dialect's body for model (tr when the plan translated it
 // already), its path and query.
 func (xl *xlTarget) translateRequest(req *wire.Request, model string, tr *translate.Translation) (treq *wire.Request, path, query string, _ *translate.Translation, err error) {
 	if tr == nil {
-		if tr, err = xl.pair.Translate(req.Body, model); err != nil {
+		if tr, err = xl.pair.Translate(clientBody(req), model); err != nil {
 			return nil, "", "", nil, err
 		}
 	}
