@@ -110,6 +110,19 @@ type Cost struct {
 	Estimated                            bool
 }
 
+// purposeOf is what attempt a of st was for, as its cost counts.
+func purposeOf(st *requestState, a *attempt) string {
+	switch {
+	case strings.HasPrefix(a.reason, "resume_"):
+		return PurposeContinuation
+	case a == st.winner:
+		return PurposeAnswer
+	case a.class == wire.ClassLoser:
+		return PurposeHedge
+	}
+	return PurposeFailed
+}
+
 // costs lists the tokens each attempt used, by purpose; attempts that
 // used none (refused before a byte of answer) are left out.
 func costs(st *requestState, dst []Cost) []Cost {
@@ -126,13 +139,9 @@ func costs(st *requestState, dst []Cost) []Cost {
 		if st.dialect.CachedInInput() {
 			c.Input = max(u.Input-u.CacheRead, 0)
 		}
-		switch {
-		case strings.HasPrefix(a.reason, "resume_"):
-			c.Purpose = PurposeContinuation
-		case a == st.winner:
-			c.Purpose = PurposeAnswer
-		case a.class == wire.ClassLoser:
-			c.Purpose = PurposeHedge
+		c.Purpose = purposeOf(st, a)
+		switch c.Purpose {
+		case PurposeHedge:
 			if a.firstEvent == 0 {
 				// Cancelled before its first output: the output count its
 				// first event may carry (Anthropic's message_start says 1)
@@ -144,8 +153,6 @@ func costs(st *requestState, dst []Cost) []Cost {
 				// and read all the same.
 				c.Input, c.Estimated = int64(len(st.req.Body)/4), true
 			}
-		default:
-			c.Purpose = PurposeFailed
 		}
 		if c.Input == 0 && c.Output == 0 && c.CacheRead == 0 && c.CacheWrite == 0 {
 			continue

@@ -42,6 +42,7 @@ const (
 	attrCommitted      = "llm_hedge.attempt.committed"
 	attrProbe          = "llm_hedge.attempt.probe"
 	attrFirstEventMs   = "llm_hedge.attempt.first_event_ms"
+	attrPurpose        = "llm_hedge.attempt.purpose" // what its tokens count as: answer, hedge, continuation, failed (docs/cost.md)
 )
 
 // tracing reports whether the request's span records, so its attempts are
@@ -112,6 +113,7 @@ func attemptAttributes(st *requestState, a *attempt, op string) []attribute.KeyV
 		attribute.String(attrAttemptEvent, a.reason),
 		attribute.String(attrAttemptOutcome, attemptOutcome(a)),
 		attribute.String(attrChainOutcome, a.outcome),
+		attribute.String(attrPurpose, purposeOf(st, a)),
 	)
 	if a.xl != nil {
 		kv = append(kv, attribute.String(attrTranslated, st.dialect.String()+"->"+a.xl.target.String()))
