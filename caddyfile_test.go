@@ -144,6 +144,17 @@ func TestCaddyfileBad(t *testing.T) {
 	}{
 		{"no provider", "", 2, "at least one provider"},
 		{"unknown subdirective", p + "retyr 2\n", 3, `unknown subdirective "retyr"`},
+		{"price without output", p + "price claude-* input 3\n", 3, "price: want <model-glob> input"},
+		{"price missing output", p + "price claude-* input 3 cache_read 1\n", 3, "input and output are required"},
+		{"price negative", p + "price claude-* input -3 output 1\n", 3, `"-3" is not a price`},
+		{"price unknown field", p + "price claude-* input 3 outptu 1\n", 3, `unknown field "outptu"`},
+		{"price twice a field", p + "price * input 3 input 4 output 1\n", 3, "input given twice"},
+		{"price bad glob", p + "price claude-[ input 3 output 1\n", 3, "model glob"},
+		{"provider price", "provider a http://x {\n price x input 1\n}\n", 3, "price: want"},
+		{"hedge budget tokens typo", p + "hedge {\n budget 10% token\n}\n", 4, "want <percent>% [tokens]"},
+		{"hedge large_prompt", p + "hedge {\n large_prompt 100k\n}\n", 4, "want <tokens> <delay>"},
+		{"hedge large_prompt zero", p + "hedge {\n large_prompt 0 20s\n}\n", 4, "is not a token count"},
+		{"hedge off with large_prompt", p + "hedge {\n large_prompt 100k 20s\n off\n}\n", 5, "off conflicts with large_prompt"},
 		{"duplicate provider", p + p, 3, "duplicate name"},
 		{"provider args", "provider a\n", 2, "want <name> <base_url>"},
 		{"bad scheme", "provider a ftp://x\n", 2, "http:// or https://"},
@@ -247,5 +258,54 @@ func TestCaddyfileResume(t *testing.T) {
 	d.setDefaults()
 	if *d.Resume != 1 {
 		t.Fatalf("default resume %d, want 1", *d.Resume)
+	}
+}
+
+// price lines, at the handler and in a provider, and the hedge budget
+// counted in tokens with a large-prompt delay.
+func TestCaddyfileCost(t *testing.T) {
+	h, err := parseHandler(`llm_hedge {
+		price claude-* input 3 output 15 cache_read 0.3 cache_write 3.75
+		price * input 1 output 4
+		provider a http://x {
+			price claude-* input 3.3 output 16.5
+		}
+		hedge {
+			budget 10% tokens
+			large_prompt 100k 20s
+		}
+	}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Prices) != 2 || h.Prices[0].Model != "claude-*" || h.Prices[0].Input != 3 || h.Prices[0].Output != 15 ||
+		*h.Prices[0].CacheRead != 0.3 || *h.Prices[0].CacheWrite != 3.75 || h.Prices[1].CacheRead != nil {
+		t.Fatalf("handler prices %+v", h.Prices)
+	}
+	if pp := h.Providers[0].Prices; len(pp) != 1 || pp[0].Input != 3.3 || pp[0].Output != 16.5 {
+		t.Fatalf("provider prices %+v", pp)
+	}
+	if !h.Hedge.BudgetTokens || *h.Hedge.Budget != 10 || h.Hedge.LargePrompt == nil ||
+		h.Hedge.LargePrompt.Tokens != 100_000 || time.Duration(h.Hedge.LargePrompt.After) != 20*time.Second {
+		t.Fatalf("hedge %+v", h.Hedge)
+	}
+	e := h.Hedge.engine()
+	if !e.BudgetTokens || e.LargeTokens != 100_000 || e.LargeAfter != 20*time.Second {
+		t.Fatalf("engine hedge %+v", e)
+	}
+	ps := newPrices(h)
+	for _, tc := range []struct {
+		provider, model string
+		want            float64 // input price found; 0: none
+	}{
+		{"a", "claude-sonnet-4-5", 3.3}, {"b", "claude-sonnet-4-5", 3}, {"b", "gpt-5", 1}, {"a", "gpt-5", 1},
+	} {
+		p, ok := ps.of(tc.provider, tc.model)
+		if !ok || p.Input != tc.want {
+			t.Errorf("price of %s on %s: %+v %v, want input %v", tc.model, tc.provider, p, ok, tc.want)
+		}
+	}
+	if newPrices(&Handler{Providers: []*Provider{{Name: "a"}}}) != nil {
+		t.Error("prices without any price line")
 	}
 }
