@@ -154,7 +154,7 @@ func (st *requestState) inputEstimate() int64 {
 // computed once, when a provider with keys first needs it.
 func (st *requestState) quotaEstimate() int64 {
 	if st.quotaEst < 0 {
-		st.quotaEst = health.QuotaEstimate(st.req.Body)
+		st.quotaEst = health.QuotaEstimateIn(st.req.Body, &st.req.Top)
 	}
 	return st.quotaEst
 }

@@ -406,7 +406,9 @@ func refuseUntranslatable(w http.ResponseWriter, st *requestState) bool {
 // (translate.AnthropicFailback; an advisory loss, in the log).
 func failback(st *requestState) {
 	h := st.h
-	if st.dialect.String() != translate.Anthropic || !bytes.Contains(st.req.Body, []byte(`"thinking"`)) || !h.translates(st.dialect) {
+	// The body search last: an agent's body is hundreds of kilobytes, and
+	// most handlers translate nothing.
+	if st.dialect.String() != translate.Anthropic || !h.translates(st.dialect) || !bytes.Contains(st.req.Body, []byte(`"thinking"`)) {
 		return
 	}
 	body, losses, err := translate.AnthropicFailback(st.req.Body)

@@ -120,13 +120,33 @@ func afterReserve(n, reserve int64) int64 {
 // quotaEstimate is the tokens a completion request may use, for the quota
 // check: its body's bytes / 4 input tokens plus the output limit it asks
 // for (max_tokens, max_output_tokens or max_completion_tokens).
-func QuotaEstimate(body []byte) int64 {
+func QuotaEstimate(body []byte) int64 { return QuotaEstimateIn(body, nil) }
+
+// outputLimits are the members that bound a completion's output, in the
+// order QuotaEstimate reads them.
+var outputLimits = [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens"}
+
+// QuotaEstimateIn is QuotaEstimate reading the body's top-level members
+// through top (the parse's index of them) in one pass: an agent's body is
+// hundreds of kilobytes, and walking it once per member looked up cost more
+// than the rest of the quota check.
+func QuotaEstimateIn(body []byte, top *jsonscan.Top) int64 {
 	n := int64(len(body) / 4)
-	for _, k := range [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
-		if v, ok := jsonscan.Lookup(body, k); ok {
-			if m, ok := jsonscan.Int(v); ok && m > 0 {
-				return n + min(m, rateLimitCountMax)
+	var found [len(outputLimits)][]byte
+	err := top.Scan(body, func(key []byte, s, e int) bool {
+		for i, k := range outputLimits {
+			if found[i] == nil && jsonscan.KeyIs(key, k) {
+				found[i] = body[s:e]
 			}
+		}
+		return true
+	})
+	if err != nil {
+		return n
+	}
+	for _, v := range found {
+		if m, ok := jsonscan.Int(v); ok && m > 0 {
+			return n + min(m, rateLimitCountMax)
 		}
 	}
 	return n
