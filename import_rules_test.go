@@ -24,11 +24,12 @@ var importRules = map[string][]string{
 	"internal/sse/ssetest":       nil, // tests only: readers that split a stream
 	"internal/jsonscan/jsontest": nil, // tests only: the JSON mutator
 	"internal/limit":             nil,
-	"internal/upconn":            nil, // the cleartext provider connection's pooled reads
-	"internal/routing":           nil, // the cost of a provider and the pick within a tier
-	"internal/freeport":          nil, // tests and the bench only: loopback ports never handed out twice
-	"fleettest":                  nil, // tests only: the fleet of real processes
-	"e2e":                        nil, // tests only: a real Caddy, the official SDKs and the agents (its _test files import what they drive)
+	"internal/upconn":            nil,                  // the cleartext provider connection's pooled reads
+	"internal/routing":           nil,                  // the cost of a provider and the pick within a tier
+	"internal/freeport":          nil,                  // tests and the bench only: loopback ports never handed out twice
+	"fleettest":                  nil,                  // tests only: the fleet of real processes
+	"internal/cloud/cloudtest":   {"github.com/aws/*"}, // tests only: what the clouds send (a Bedrock exception frame)
+	"e2e":                        nil,                  // tests only: a real Caddy, the official SDKs and the agents (its _test files import what they drive)
 	// The request engine: every layer below it, the trace API, and no
 	// Caddy, zap or Prometheus (TestEngineWithoutCaddy checks its whole
 	// dependency graph too).

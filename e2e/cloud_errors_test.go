@@ -15,6 +15,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/cloud/cloudtest"
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
@@ -309,7 +310,7 @@ func TestBedrockStreamExceptionBeforeCommit(t *testing.T) {
 				_, _ = io.Copy(io.Discard, r.Body)
 				w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
 				w.WriteHeader(http.StatusOK)
-				_, _ = w.Write(exceptionFrame(t, tc.kind, tc.message))
+				_, _ = w.Write(cloudtest.ExceptionFrame(t, tc.kind, tc.message))
 			}))
 			t.Cleanup(srv.Close)
 			bedrock := provider("bedrock", &upstream{URL: srv.URL}, "api bedrock", "region us-west-2", "key br-key",

@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/engine"
 
 	"github.com/anthropics/anthropic-sdk-go"
@@ -273,17 +270,4 @@ func watchBookkeeping(t testing.TB) <-chan engine.BookkeepingReport {
 	ch, stop := engine.WatchBookkeeping()
 	t.Cleanup(stop)
 	return ch
-}
-
-// exceptionFrame is a Bedrock event-stream exception frame.
-func exceptionFrame(t testing.TB, kind, message string) []byte {
-	var buf bytes.Buffer
-	var msg eventstream.Message
-	msg.Headers.Set(":message-type", eventstream.StringValue("exception"))
-	msg.Headers.Set(":exception-type", eventstream.StringValue(kind))
-	msg.Payload, _ = json.Marshal(map[string]string{"message": message})
-	if err := eventstream.NewEncoder().Encode(&buf, msg); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }

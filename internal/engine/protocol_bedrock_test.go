@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
+	"github.com/llmhedge/caddy-llm-hedge/internal/cloud/cloudtest"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
@@ -110,7 +111,7 @@ func TestBedrockStreamBatchesReceivedFrames(t *testing.T) {
 // and payload for a frame the SDK decodes, an error for one it rejects.
 func FuzzBedrockFrameDecode(f *testing.F) {
 	f.Add(bedrockFrames(f, `{"type":"ping"}`))
-	f.Add(exceptionFrame(f, "throttlingException", "x"))
+	f.Add(cloudtest.ExceptionFrame(f, "throttlingException", "x"))
 	var all bytes.Buffer
 	var msg eventstream.Message
 	msg.Headers.Set(":message-type", eventstream.StringValue("error"))

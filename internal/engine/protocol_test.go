@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
+	"github.com/llmhedge/caddy-llm-hedge/internal/cloud/cloudtest"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/stream"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
@@ -32,18 +33,6 @@ func bedrockFrames(t testing.TB, events ...string) []byte {
 		if err := enc.Encode(&buf, msg); err != nil {
 			t.Fatal(err)
 		}
-	}
-	return buf.Bytes()
-}
-
-func exceptionFrame(t testing.TB, kind, message string) []byte {
-	var buf bytes.Buffer
-	var msg eventstream.Message
-	msg.Headers.Set(":message-type", eventstream.StringValue("exception"))
-	msg.Headers.Set(":exception-type", eventstream.StringValue(kind))
-	msg.Payload, _ = json.Marshal(map[string]string{"message": message})
-	if err := eventstream.NewEncoder().Encode(&buf, msg); err != nil {
-		t.Fatal(err)
 	}
 	return buf.Bytes()
 }
@@ -124,7 +113,7 @@ func TestBedrockExceptionClasses(t *testing.T) {
 		"somethingNewException":         wire.ClassStatus5xx,
 		"serviceQuotaExceededException": wire.ClassRateLimited,
 	} {
-		frames := append(bedrockFrames(t, `{"type":"ping"}`), exceptionFrame(t, kind, "slow down")...)
+		frames := append(bedrockFrames(t, `{"type":"ping"}`), cloudtest.ExceptionFrame(t, kind, "slow down")...)
 		got, err := io.ReadAll(cloud.NewBedrockStream(io.NopCloser(bytes.NewReader(frames))))
 		var sf *cloud.StreamFault
 		if !errors.As(err, &sf) || sf.Class != want || !strings.Contains(sf.Msg, kind) || !strings.Contains(sf.Msg, "slow down") {
@@ -138,7 +127,7 @@ func TestBedrockExceptionClasses(t *testing.T) {
 
 func FuzzBedrockEventStream(f *testing.F) {
 	f.Add(bedrockFrames(f, `{"type":"ping"}`, `{"type":"message_stop"}`))
-	f.Add(exceptionFrame(f, "throttlingException", "x"))
+	f.Add(cloudtest.ExceptionFrame(f, "throttlingException", "x"))
 	f.Add(bedrockFrames(f, "{\"type\":\"a\nb\",\r\n\"x\":1}"))
 	f.Add([]byte{0, 0, 0, 16, 0, 0, 0, 0})
 	f.Add(bedrockFrames(f, "{\"type\":\"x\"}\n", "\r\n{\"type\":\" y\",\n\r\"z\":[]}\r", ""))
@@ -174,7 +163,7 @@ func TestBedrockExceptionAfterCommit(t *testing.T) {
 	frames := append(bedrockFrames(t,
 		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`,
 		`{"type":"message_delta","delta":{"stop_reason":null},"usage":{"output_tokens":7}}`),
-		exceptionFrame(t, "modelStreamErrorException", "the model failed")...)
+		cloudtest.ExceptionFrame(t, "modelStreamErrorException", "the model failed")...)
 	var out bytes.Buffer
 	var u wire.Usage
 	res := stream.Relay(context.Background(), &out, nil, sse.NewReader(cloud.NewBedrockStream(io.NopCloser(bytes.NewReader(frames))), 4096), dialectAnthropic, &u, stream.RelayOptions{}, nil)
