@@ -31,7 +31,7 @@ func init() {
 //
 //	GET  /llm_hedge/providers[?format=json|text]
 //	POST /llm_hedge/providers/<name>/reset
-//	GET  /llm_hedge/recent, /llm_hedge/series, /llm_hedge/ui/ (dashboard.go)
+//	GET  /llm_hedge/recent, /llm_hedge/series, /llm_hedge/overview, /llm_hedge/feed, /llm_hedge/ui/ (dashboard.go)
 type adminProviders struct {
 	logger *zap.Logger // the reset lines
 }

@@ -20,9 +20,11 @@ import (
 )
 
 // board is what the live dashboard shows (admin /llm_hedge/recent,
-// /llm_hedge/series and /llm_hedge/ui/, and the llm_hedge_dashboard
-// handler): the last requests and per-provider time series, of fixed size,
-// shared by every llm_hedge site of the process like providerPool.
+// /llm_hedge/series, /llm_hedge/overview, /llm_hedge/feed and
+// /llm_hedge/ui/, and the llm_hedge_dashboard handler): the last requests,
+// per-provider time series, the overview strip and the feed of
+// transitions, of fixed size, shared by every llm_hedge site of the
+// process like providerPool.
 var board dashboard.Board
 
 // configuredProvider reports whether a provider name is in a loaded
@@ -71,7 +73,7 @@ var siteResets resetCheck = http.NewCrossOriginProtection().Check
 
 // serveDashboard serves the dashboard's page and the JSON it reads, by the
 // end of the path, so it works wherever it is mounted: .../ui/<asset>,
-// .../providers, .../recent, .../series and, when resets is not nil and
+// .../providers, .../recent, .../series, .../overview, .../feed and, when resets is not nil and
 // lets the request through, POST .../providers/<name>/reset. handled is
 // false for any other path.
 func serveDashboard(w http.ResponseWriter, r *http.Request, logger *zap.Logger, resets resetCheck) (handled bool, err error) {
@@ -101,6 +103,16 @@ func serveDashboard(w http.ResponseWriter, r *http.Request, logger *zap.Logger, 
 		all := board.Series.Snapshot(engine.Now())
 		_, err := w.Write(dashboard.AppendJSON(make([]byte, 0, 4096+len(all)*dashboard.Buckets*20), all))
 		return true, err
+	case strings.HasSuffix(trimmed, "/overview"):
+		if r.Method != http.MethodGet {
+			return true, adminMethodNotAllowed(w, r, http.MethodGet)
+		}
+		return true, writeAdminJSON(w, board.Overview.Snapshot(engine.Now()))
+	case strings.HasSuffix(trimmed, "/feed"):
+		if r.Method != http.MethodGet {
+			return true, adminMethodNotAllowed(w, r, http.MethodGet)
+		}
+		return true, writeAdminJSON(w, board.Feed.Snapshot())
 	case strings.HasSuffix(trimmed, "/providers"):
 		return true, adminProviders{}.handleList(w, r)
 	}

@@ -52,7 +52,9 @@ type Request struct {
 	TotalMs      int64     `json:"total_ms"`
 	InputTokens  int64     `json:"input_tokens"`
 	OutputTokens int64     `json:"output_tokens"`
-	Chain        []Attempt `json:"chain"`
+	// Translated: the winner spoke another dialect than the client's.
+	Translated bool      `json:"translated,omitempty"`
+	Chain      []Attempt `json:"chain"`
 }
 
 // recentSlot is one fixed-size slot of the ring.
@@ -118,9 +120,34 @@ func cut(s string) string {
 	return strings.Clone(s)
 }
 
-// Board is what the live dashboard shows: the last requests and the
-// per-provider time series, of fixed size, one per process.
+// Board is what the live dashboard shows: the last requests, the
+// per-provider time series, the overview strip of all of them and the
+// feed of transitions, of fixed size, one per process.
 type Board struct {
-	Recent Recent
-	Series Series
+	Recent   Recent
+	Series   Series
+	Overview Overview
+	Feed     Feed
+}
+
+// RecordRequest records a finished request: its row in Recent (the chain
+// copied, as RecordChain) and its counts in the Overview at r.Time.
+func (b *Board) RecordRequest(r Request, chain []Attempt) {
+	b.Overview.RecordRequest(&r, chain)
+	b.Recent.RecordChain(r, chain)
+}
+
+// RecordSpend adds one request's spend at now, in US dollars: its
+// answer's, and its overhead (hedges, continuations, failed attempts a
+// provider bills). Never called, the overview has no spend (no prices).
+func (b *Board) RecordSpend(now time.Time, answerUSD, overheadUSD float64) {
+	b.Overview.RecordSpend(now, answerUSD, overheadUSD)
+}
+
+// RecordTransition adds a transition to the feed: kind is one of the
+// engine's (breaker_opened, breaker_closed, breaker_reset, key_disabled,
+// key_reenabled) or reload; detail a short text for the operator (never
+// a key, a prompt or an address).
+func (b *Board) RecordTransition(now time.Time, kind, provider, detail string) {
+	b.Feed.Record(Transition{Time: now, Kind: kind, Provider: provider, Detail: detail})
 }

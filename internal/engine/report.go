@@ -284,9 +284,10 @@ func recordDashboard(st *requestState, now time.Time, total time.Duration, model
 		chain[n] = c
 		n++
 	}
-	h.board.Recent.RecordChain(dashboard.Request{
+	h.board.RecordRequest(dashboard.Request{
 		Time: now, Site: st.r.Host, Dialect: st.dialectName(), Model: model, Provider: provider,
 		Attempts: len(st.attempts), Hedged: st.hedged, Outcome: st.outcome, FirstEventMs: firstMs,
 		TotalMs: total.Milliseconds(), InputTokens: u.Input, OutputTokens: u.Output,
+		Translated: st.winner != nil && st.winner.xl != nil,
 	}, chain[:n])
 }
