@@ -117,10 +117,7 @@ func (a adminProviders) handleReset(w http.ResponseWriter, r *http.Request, name
 		return adminMethodNotAllowed(w, r, http.MethodPost)
 	}
 	matches := func(ph *health.Provider) bool { return ph.Name == name }
-	var obs engine.Observer // the transitions' lines, when there is a log
-	if a.logger != nil {
-		obs = &observer{logger: a.logger}
-	}
+	obs := &observer{logger: a.logger} // the transitions: the feed, and a line each when there is a log
 	found := false
 	providerPool.Range(func(_, val any) bool {
 		if ph, ok := val.(*health.Provider); ok && matches(ph) {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -222,7 +223,22 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		noteMaxInFlight(pc.Name, pc.MaxInFlight)
 	}
 	h.engine.Publish()
+	noteReload(len(h.Providers))
 	return nil
+}
+
+// lastReload is when the dashboard's feed last noted a config loaded (unix
+// seconds): every llm_hedge handler of a config provisions, and one line
+// a second says it.
+var lastReload atomic.Int64
+
+// noteReload puts a loaded config in the dashboard's feed.
+func noteReload(providers int) {
+	now := engine.Now()
+	if prev := lastReload.Load(); prev == now.Unix() || !lastReload.CompareAndSwap(prev, now.Unix()) {
+		return
+	}
+	board.RecordTransition(now, "reload", "", fmt.Sprintf("config loaded: %d providers", providers))
 }
 
 // engineConfig is the policy the engine runs, defaults applied.

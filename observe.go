@@ -2,8 +2,10 @@ package llmhedge
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -52,6 +54,10 @@ const (
 // to the caller whose compare-and-swap made it, so requests failing
 // together on one provider write one line).
 func (o *observer) Transition(t engine.Transition) {
+	board.RecordTransition(engine.Now(), t.Kind, t.Provider, transitionDetail(t))
+	if o.logger == nil {
+		return
+	}
 	switch t.Kind {
 	case engine.BreakerOpened:
 		o.logger.Warn(msgBreakerOpened,
@@ -92,6 +98,9 @@ func (o *observer) Finished(rep *engine.Report) {
 	}
 	o.metrics.request(rep.Outcome)
 	spend, overhead, priced := o.spend(rep)
+	if priced {
+		board.RecordSpend(engine.Now(), spend-overhead, overhead)
+	}
 	u := rep.Usage
 	r := rep.Request
 	af := &accessFields{rep.Provider, rep.Served, rep.Dialect, rep.Attempts, rep.Hedged, rep.Outcome, rep.FirstEventMs, u.Input, u.Output}
@@ -344,3 +353,20 @@ func (f *accessFields) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 
 // roundUSD rounds dollars to a millionth, for the log line.
 func roundUSD(v float64) float64 { return math.Round(v*1e6) / 1e6 }
+
+// transitionDetail is a transition as the dashboard's feed shows it: what
+// happened in a few words, never a key (only its fingerprint) or an error
+// body.
+func transitionDetail(t engine.Transition) string {
+	switch t.Kind {
+	case engine.BreakerOpened:
+		return fmt.Sprintf("%s: %d failures, open %s", t.Class, t.Consecutive, t.OpenFor.Round(time.Second))
+	case engine.BreakerReset:
+		return "reset by an operator (was " + t.Was + ")"
+	case engine.KeyDisabled:
+		return fmt.Sprintf("key %s: %d %s", t.Key, t.Status, t.Class)
+	case engine.KeyReenabled:
+		return "key " + t.Key + ": " + t.Reason
+	}
+	return ""
+}
