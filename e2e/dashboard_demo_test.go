@@ -75,14 +75,7 @@ func TestDashboardDemo(t *testing.T) {
 	loadDone.Go(func() { demo.Run(loadCtx, demo.Options{URL: proxyURL}) })
 	t.Cleanup(func() { stopLoad(); loadDone.Wait() })
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 800))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 4*time.Minute)
-	defer cancelTimeout()
+	ctx := dashboardBrowser(t, chromium, 1280, 800, 4*time.Minute)
 	var mu sync.Mutex
 	var pageErrors []string
 	if err := chromedp.Listen(ctx, func(ev any) {

@@ -88,14 +88,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 1000))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelTimeout()
+	ctx := dashboardBrowser(t, chromium, 1280, 1000, 90*time.Second)
 
 	var mu sync.Mutex
 	var consoleErrors []string
@@ -347,4 +340,29 @@ type providerLimitView struct {
 	Name        string
 	InFlight    int64 `json:"in_flight"`
 	MaxInFlight int64 `json:"max_in_flight"`
+}
+
+// dashboardBrowser starts headless Chromium at a window of w x h and
+// returns its context, bounded by d. A start that fails (Chromium exiting
+// before its DevTools endpoint, seen once on a loaded CI machine) is tried
+// again, twice at most, each time in a fresh profile.
+func dashboardBrowser(t *testing.T, chromium string, w, h int, d time.Duration) context.Context {
+	t.Helper()
+	var err error
+	for try := 1; try <= 3; try++ {
+		opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
+			chromedp.WindowSize(w, h), chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()))
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancel := chromedp.NewContext(actx)
+		if _, err = chromedp.Run(ctx, chromedp.Navigate("about:blank")); err == nil {
+			ctx, cancelTimeout := context.WithTimeout(ctx, d)
+			t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+			return ctx
+		}
+		cancel()
+		cancelAlloc()
+		t.Logf("chromium start %d: %v", try, err)
+	}
+	t.Fatalf("chromium did not start: %v", err)
+	return nil
 }
