@@ -120,7 +120,7 @@ func (w anthropicWire) message(ex *exchange, stopReason *string, content any, ou
 }
 
 func (w anthropicWire) completion(ex *exchange) []byte {
-	endTurn := "end_turn"
+	endTurn := anthropicTextStop(ex)
 	return w.message(ex, &endTurn, []anthropicText{{"text", ex.p.text}}, len(ex.p.deltas))
 }
 
@@ -154,7 +154,15 @@ func (anthropicWire) streamDelta(ex *exchange, i int) bool {
 	return ex.emit(ex.p.anthropicDeltas[i])
 }
 
-func (w anthropicWire) streamEnd(ex *exchange) bool { return w.end(ex, "end_turn") }
+func (w anthropicWire) streamEnd(ex *exchange) bool { return w.end(ex, anthropicTextStop(ex)) }
+
+// anthropicTextStop is a text answer's stop_reason.
+func anthropicTextStop(ex *exchange) string {
+	if ex.lengthStop() {
+		return "max_tokens"
+	}
+	return "end_turn"
+}
 
 // end stops the content block and the message with stopReason and usage.
 func (anthropicWire) end(ex *exchange, stopReason string) bool {

@@ -41,6 +41,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		prefill     on|off|restart   # continue a conversation ending in an assistant turn; off: 400 "... assistant message prefill ..."; restart: the whole answer; default on
 //		sampling    deterministic|sampled  # sampled: the words after the first two reordered per request; default deterministic
 //		seed        <n>              # seed of the random choices; default the clock
+//		length_stop                  # text answers end at the output-token limit (max_tokens, length, MAX_TOKENS, incomplete)
 //		require_thinking_signatures  # Anthropic's 400s for unsigned thinking and a tool-use cycle without it, with thinking on
 //		tool_call   <name> [<arguments>]  # a scripted tool loop: call this tool (arguments a JSON object) when offered; repeatable
 //		tool_answer <text...>        # the answer after a tool result; {result} is its text; default "The tool returned: {result}"
@@ -116,6 +117,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return d.Errf("seed %q: not an integer", v)
 				}
 			}
+		case "length_stop":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.LengthStop = true
 		case "require_thinking_signatures":
 			if d.NextArg() {
 				return d.ArgErr()

@@ -164,6 +164,14 @@ type Config struct {
 	// any fault. The simulator's answers carry no thinking. Default false.
 	RequireThinkingSignatures bool `json:"require_thinking_signatures,omitempty"`
 
+	// Every text answer ends as one the request's output-token limit cut
+	// short: Anthropic stop_reason max_tokens, Chat Completions
+	// finish_reason length, Gemini finishReason MAX_TOKENS, Responses
+	// status incomplete with incomplete_details.reason max_output_tokens
+	// (streamed: response.incomplete). The text and usage are as without
+	// it; a scripted tool call ends as a call. Default false: a normal end.
+	LengthStop bool `json:"length_stop,omitempty"`
+
 	// Injected faults; the first one that matches a request applies to it.
 	// Default none.
 	Faults []Fault `json:"faults,omitempty"`

@@ -92,6 +92,10 @@ type exchange struct {
 	seq    int
 }
 
+// lengthStop reports whether a text answer ends at the output-token limit
+// (Config.LengthStop).
+func (ex *exchange) lengthStop() bool { return ex.p.cfg.LengthStop && ex.call == nil }
+
 // route reads the endpoint and dialect from the request. Paths match by
 // suffix, so base URLs with a prefix ("/v1", "/anthropic/v1") work.
 func route(r *http.Request) (endpoint, string, wire) {

@@ -242,7 +242,10 @@ func (w *geminiWire) chunk(b []byte, ex *exchange, text []byte, final bool) []by
 // the final one), the usage, the model version and the response id.
 func (w *geminiWire) chunkEnd(b []byte, ex *exchange, final bool) []byte {
 	b = append(b, `}],"role":"model"},`...)
-	if final {
+	switch {
+	case final && ex.lengthStop():
+		b = append(b, `"finishReason":"MAX_TOKENS",`...)
+	case final:
 		b = append(b, `"finishReason":"STOP",`...)
 	}
 	b = append(b, `"index":0}],`...)

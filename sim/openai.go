@@ -128,7 +128,7 @@ func (w openaiWire) completion(ex *exchange) []byte {
 		Model:   ex.model,
 		Choices: []openaiChoice{{
 			Message:      openaiMessage{Role: "assistant", Content: ex.p.text},
-			FinishReason: "stop",
+			FinishReason: openaiTextFinish(ex),
 		}},
 		Usage: w.usage(ex),
 	})
@@ -171,7 +171,15 @@ func (w openaiWire) streamDelta(ex *exchange, i int) bool {
 	return w.chunk(ex, ex.p.openaiDeltas[i], "")
 }
 
-func (w openaiWire) streamEnd(ex *exchange) bool { return w.end(ex, "stop") }
+func (w openaiWire) streamEnd(ex *exchange) bool { return w.end(ex, openaiTextFinish(ex)) }
+
+// openaiTextFinish is a text answer's finish_reason.
+func openaiTextFinish(ex *exchange) string {
+	if ex.lengthStop() {
+		return "length"
+	}
+	return "stop"
+}
 
 // end sends the last chunk with finishReason, the usage chunk when asked
 // for, and [DONE].

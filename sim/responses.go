@@ -62,31 +62,44 @@ type responsesTextConfig struct {
 // responsesObject is the response object, as created, streamed and
 // retrieved.
 type responsesObject struct {
-	ID                 string              `json:"id"`
-	Object             string              `json:"object"`
-	CreatedAt          int64               `json:"created_at"`
-	Status             string              `json:"status"`
-	Background         bool                `json:"background"`
-	CompletedAt        *int64              `json:"completed_at"`
-	Error              *responsesError     `json:"error"`
-	IncompleteDetails  *struct{}           `json:"incomplete_details"`
-	Instructions       json.RawMessage     `json:"instructions"`
-	MaxOutputTokens    *int                `json:"max_output_tokens"`
-	Model              string              `json:"model"`
-	Output             []any               `json:"output"` // message or function_call items
-	ParallelToolCalls  bool                `json:"parallel_tool_calls"`
-	PreviousResponseID *string             `json:"previous_response_id"`
-	Reasoning          responsesReasoning  `json:"reasoning"`
-	Store              bool                `json:"store"`
-	Temperature        float64             `json:"temperature"`
-	Text               responsesTextConfig `json:"text"`
-	ToolChoice         string              `json:"tool_choice"`
-	Tools              []struct{}          `json:"tools"`
-	TopP               float64             `json:"top_p"`
-	Truncation         string              `json:"truncation"`
-	Usage              *responsesUsage     `json:"usage"`
-	User               *string             `json:"user"`
-	Metadata           json.RawMessage     `json:"metadata"`
+	ID                 string               `json:"id"`
+	Object             string               `json:"object"`
+	CreatedAt          int64                `json:"created_at"`
+	Status             string               `json:"status"`
+	Background         bool                 `json:"background"`
+	CompletedAt        *int64               `json:"completed_at"`
+	Error              *responsesError      `json:"error"`
+	IncompleteDetails  *responsesIncomplete `json:"incomplete_details"`
+	Instructions       json.RawMessage      `json:"instructions"`
+	MaxOutputTokens    *int                 `json:"max_output_tokens"`
+	Model              string               `json:"model"`
+	Output             []any                `json:"output"` // message or function_call items
+	ParallelToolCalls  bool                 `json:"parallel_tool_calls"`
+	PreviousResponseID *string              `json:"previous_response_id"`
+	Reasoning          responsesReasoning   `json:"reasoning"`
+	Store              bool                 `json:"store"`
+	Temperature        float64              `json:"temperature"`
+	Text               responsesTextConfig  `json:"text"`
+	ToolChoice         string               `json:"tool_choice"`
+	Tools              []struct{}           `json:"tools"`
+	TopP               float64              `json:"top_p"`
+	Truncation         string               `json:"truncation"`
+	Usage              *responsesUsage      `json:"usage"`
+	User               *string              `json:"user"`
+	Metadata           json.RawMessage      `json:"metadata"`
+}
+
+// responsesIncomplete is why a response is incomplete.
+type responsesIncomplete struct {
+	Reason string `json:"reason"`
+}
+
+// responsesTextEnd is the status a text answer ends with, and its event.
+func responsesTextEnd(ex *exchange) (status, event string) {
+	if ex.lengthStop() {
+		return "incomplete", "response.incomplete"
+	}
+	return "completed", "response.completed"
 }
 
 // The stream events other than the text deltas, which are written by hand.
@@ -267,7 +280,7 @@ func responsesUsageOf(ex *exchange) responsesUsage {
 // message is the output item with its text so far, and its status.
 func (sr *storedResponse) message(status, text string) responsesItem {
 	item := responsesItem{ID: sr.msgID, Type: "message", Status: status, Content: []responsesPart{}, Role: "assistant"}
-	if status == "completed" {
+	if status == "completed" || status == "incomplete" {
 		item.Content = append(item.Content, textPart(text))
 	}
 	return item
@@ -305,9 +318,14 @@ func (sr *storedResponse) object(status string, completedAt int64, e *responsesE
 	if len(o.Metadata) == 0 {
 		o.Metadata = json.RawMessage(`{}`)
 	}
-	if status == "completed" {
+	switch status {
+	case "completed":
 		o.CompletedAt = &completedAt
 		o.Output = append(o.Output, sr.outputItem())
+		o.Usage = &sr.usage
+	case "incomplete":
+		o.IncompleteDetails = &responsesIncomplete{Reason: "max_output_tokens"}
+		o.Output = append(o.Output, sr.message("incomplete", sr.text))
 		o.Usage = &sr.usage
 	}
 	return o
@@ -326,8 +344,9 @@ func (ex *exchange) emitResponse(typ string, o responsesObject) bool {
 func (w responsesWire) completion(ex *exchange) []byte {
 	ex.beginResponse("in_progress")
 	completedAt := now().Unix()
-	ex.s.store.finish(ex.stored, "completed", completedAt, nil)
-	return mustJSON(ex.stored.object("completed", completedAt, nil))
+	status, _ := responsesTextEnd(ex)
+	ex.s.store.finish(ex.stored, status, completedAt, nil)
+	return mustJSON(ex.stored.object(status, completedAt, nil))
 }
 
 // streamStart sends response.created, response.in_progress, and the added
@@ -365,18 +384,19 @@ func (w responsesWire) streamDelta(ex *exchange, i int) bool {
 func (w responsesWire) streamEnd(ex *exchange) bool {
 	sr := ex.stored
 	text := ex.p.text
+	status, event := responsesTextEnd(ex)
 	if !ex.emit(sseEvent("response.output_text.done", mustJSON(responsesTextDoneEvent{
 		"response.output_text.done", sr.msgID, 0, 0, text, []struct{}{}, ex.nextSeq(),
 	}))) || !ex.emit(sseEvent("response.content_part.done", mustJSON(responsesPartEvent{
 		"response.content_part.done", sr.msgID, 0, 0, textPart(text), ex.nextSeq(),
 	}))) || !ex.emit(sseEvent("response.output_item.done", mustJSON(responsesItemEvent{
-		"response.output_item.done", 0, sr.message("completed", text), ex.nextSeq(),
+		"response.output_item.done", 0, sr.message(status, text), ex.nextSeq(),
 	}))) {
 		return false
 	}
 	completedAt := now().Unix()
-	ex.s.store.finish(sr, "completed", completedAt, nil)
-	return ex.emitResponse("response.completed", sr.object("completed", completedAt, nil))
+	ex.s.store.finish(sr, status, completedAt, nil)
+	return ex.emitResponse(event, sr.object(status, completedAt, nil))
 }
 
 // streamError is the error event: a request-level error in a 200 stream.

@@ -118,7 +118,14 @@ func (h *Engine) run(a *attempt, req *wire.Request, r *http.Request, done chan<-
 		secret = a.key.Secret
 	}
 	up.Header = a.p.upstreamHeader(r, req.Dialect, secret)
-	if a.xl != nil {
+	if a.xl != nil && secret == "" && a.p.proto == nil {
+		// A client's credential never crosses vendors. With a key of its
+		// own (translate requires one) upstreamHeader removed every
+		// dialect's credential headers before setting the provider's, and
+		// a cloud is sent none of the client's: deleting the client's
+		// headers here would remove the provider's own key where both
+		// formats use the same header (Authorization: an OpenAI client on
+		// a Responses or Chat-only target, a Responses client on Chat).
 		for _, k := range client.CredentialHeaders() {
 			up.Header.Del(k)
 		}
