@@ -36,7 +36,7 @@ func commit(w http.ResponseWriter, r *http.Request, st *requestState, a *attempt
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(a.body)
 		st.drain()
-		st.outcome = outcomeSuccess
+		st.outcome = OutcomeSuccess
 		return
 	}
 	defer func() { // after the relay and reuseConn: the reader and its buffer back to their pools
@@ -63,7 +63,7 @@ func commit(w http.ResponseWriter, r *http.Request, st *requestState, a *attempt
 	}
 	st.drain() // the client has (or is about to get) its first token; now reap the losers
 	if err != nil {
-		st.outcome = outcomeClientAbort
+		st.outcome = OutcomeClientAbort
 		return
 	}
 	var rs wire.Resumer
@@ -111,16 +111,16 @@ func commit(w http.ResponseWriter, r *http.Request, st *requestState, a *attempt
 	}
 	switch {
 	case st.relay.Complete:
-		st.outcome = outcomeSuccess
+		st.outcome = OutcomeSuccess
 		if own.Complete { // not a continuation's: a was cancelled for it
 			reuseConn(a, rc.Flush)
 		}
 	// Only the relay can tell a client that left from one that hung up
 	// after reading the error event: that is no abort.
 	case st.relay.Reason == "client_gone":
-		st.outcome = outcomeClientAbort
+		st.outcome = OutcomeClientAbort
 	default:
-		st.outcome = outcomeStreamError
+		st.outcome = OutcomeStreamError
 	}
 	recordStreamEnd(st, a, own)
 }

@@ -131,13 +131,13 @@ func launchFrom(st *requestState, r *http.Request, reason string, healthyOnly bo
 func answerFailure(w http.ResponseWriter, st *requestState) {
 	last := st.lastFailure()
 	switch {
-	case st.outcome == outcomeClientAbort:
+	case st.outcome == OutcomeClientAbort:
 		return
 	case last != nil && last.class == wire.ClassObjectMissing && st.objectUnsure():
 		st.answerHolderDown(w, st.plan.cands) // holder.go: not a not-found while a holder may be down
 		return
 	case last != nil && last.class.PassedThrough():
-		st.outcome, st.status = outcomeClientError, last.status
+		st.outcome, st.status = OutcomeClientError, last.status
 		passThrough(w, last)
 		return
 	}
@@ -154,7 +154,7 @@ func answerFailure(w http.ResponseWriter, st *requestState) {
 	if st.outOfQuota() {
 		secs := max(1, int(math.Ceil(float64(st.quotaUntil-clock().UnixNano())/float64(time.Second))))
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		st.outcome, st.status = outcomeExhausted, http.StatusTooManyRequests
+		st.outcome, st.status = OutcomeExhausted, http.StatusTooManyRequests
 		wire.WriteError(w, st.dialect, http.StatusTooManyRequests, "all providers are out of quota: retry after the reset")
 		return
 	}
@@ -173,7 +173,7 @@ func answerFailure(w http.ResponseWriter, st *requestState) {
 	}
 	if st.timedOut() {
 		status, msg = http.StatusGatewayTimeout, "request exceeded the total timeout: upstream timed out"
-		st.outcome = outcomeTimeout
+		st.outcome = OutcomeTimeout
 	} else if shutdownCut(st.ctx) {
 		status, msg = http.StatusServiceUnavailable, "the proxy is shutting down before an answer came: retry the request"
 		w.Header().Set("Retry-After", "1")
@@ -185,9 +185,9 @@ func answerFailure(w http.ResponseWriter, st *requestState) {
 		}
 	}
 	if st.outcome == "" {
-		st.outcome = outcomeExhausted
+		st.outcome = OutcomeExhausted
 		if len(st.attempts) == 0 {
-			st.outcome = outcomeUpstreamError
+			st.outcome = OutcomeUpstreamError
 		}
 	}
 	st.status = status // finish logs it: one line per request, not a second one here

@@ -77,6 +77,12 @@ func (h *Engine) forward(w http.ResponseWriter, r *http.Request) error {
 	if d == dialectOpenAI && chatModelsPath(r.Method, r.URL.Path) {
 		cands = withChatOnly(h.providers, cands)
 	}
+	if len(cands) == 0 {
+		// No provider takes this API's other paths (a pool of clouds or of
+		// api chat servers only): nothing is cooling down, nothing can serve.
+		st.refuse(w, http.StatusNotFound, fmt.Sprintf("no provider here serves %s for the %s API", clipPath(r.URL.EscapedPath()), d))
+		return nil
+	}
 	// A call about one model goes to the providers serving it, with their
 	// model rewrite, as a completion would (wire.ModelCall).
 	mc, about := wire.ModelCallOf(r.Method, r.URL.EscapedPath(), body)
@@ -142,7 +148,7 @@ func (h *Engine) forward(w http.ResponseWriter, r *http.Request) error {
 					return nil
 				}
 				a.outcome = "request_error"
-				st.winner, st.status, st.outcome = a, a.status, outcomeClientError
+				st.winner, st.status, st.outcome = a, a.status, OutcomeClientError
 				passThrough(w, a)
 				return nil
 			}
@@ -169,13 +175,13 @@ func (h *Engine) forward(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	if r.Context().Err() != nil {
-		st.outcome = outcomeClientAbort
+		st.outcome = OutcomeClientAbort
 		return nil
 	}
 	for _, a := range slices.Backward(st.attempts) {
 		if a.errBody != nil && !st.timedOut() {
 			// no provider did better than a 5xx: the latest one is the answer
-			st.outcome, st.status = outcomeExhausted, a.status
+			st.outcome, st.status = OutcomeExhausted, a.status
 			passThrough(w, a)
 			return nil
 		}
@@ -184,11 +190,11 @@ func (h *Engine) forward(w http.ResponseWriter, r *http.Request) error {
 	if len(st.attempts) == 0 {
 		status, msg = http.StatusServiceUnavailable, "no provider is available (cooling down or at max_in_flight)"
 	}
-	st.outcome = outcomeExhausted
+	st.outcome = OutcomeExhausted
 	if st.timedOut() {
-		status, msg, st.outcome = http.StatusGatewayTimeout, "request exceeded the total timeout", outcomeTimeout
+		status, msg, st.outcome = http.StatusGatewayTimeout, "request exceeded the total timeout", OutcomeTimeout
 	} else if len(st.attempts) == 0 {
-		st.outcome = outcomeUpstreamError
+		st.outcome = OutcomeUpstreamError
 	}
 	st.status = status
 	wire.WriteError(w, d, status, msg)
@@ -205,15 +211,15 @@ func relayForwarded(w http.ResponseWriter, st *requestState, a *attempt) {
 	reason := copyResponse(w, a.resp, idle, func() { a.cancel(errIdleTimeout) })
 	switch {
 	case reason == "" && a.status < 400:
-		st.outcome = outcomeSuccess
+		st.outcome = OutcomeSuccess
 	case reason == "" && a.status < 500:
-		st.outcome = outcomeClientError
+		st.outcome = OutcomeClientError
 	case reason == "":
-		st.outcome = outcomeUpstreamError
+		st.outcome = OutcomeUpstreamError
 	case reason == "client_gone" || st.r.Context().Err() != nil:
-		st.outcome, a.outcome = outcomeClientAbort, "client_abort"
+		st.outcome, a.outcome = OutcomeClientAbort, "client_abort"
 	default:
-		st.outcome, a.outcome = outcomeStreamError, "stream_error"
+		st.outcome, a.outcome = OutcomeStreamError, "stream_error"
 		st.relay.Reason = reason
 		switch cause := context.Cause(a.ctx); {
 		case errors.Is(cause, errIdleTimeout):
@@ -222,7 +228,7 @@ func relayForwarded(w http.ResponseWriter, st *requestState, a *attempt) {
 			st.relay.Reason = "total_timeout"
 		}
 	}
-	if st.outcome == outcomeStreamError {
+	if st.outcome == OutcomeStreamError {
 		panic(http.ErrAbortHandler) // forward's deferred finish still logs the request
 	}
 }
@@ -445,4 +451,12 @@ func withChatOnly(all, cands []*provider) []*provider {
 		slices.SortStableFunc(cands, func(a, b *provider) int { return cmp.Compare(a.cfg.Priority, b.cfg.Priority) })
 	}
 	return cands
+}
+
+// clipPath bounds a request path quoted in an error message.
+func clipPath(p string) string {
+	if len(p) > 128 {
+		return p[:128] + "..."
+	}
+	return p
 }

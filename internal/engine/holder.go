@@ -75,7 +75,7 @@ const holderDownMessage = "the object this request names could not be reached: a
 func (st *requestState) answerHolderDown(w http.ResponseWriter, cands []*provider) {
 	secs := recoverySeconds(clock(), cands)
 	w.Header().Set("Retry-After", strconv.Itoa(max(1, secs)))
-	st.outcome, st.status = outcomeExhausted, http.StatusServiceUnavailable
+	st.outcome, st.status = OutcomeExhausted, http.StatusServiceUnavailable
 	wire.WriteError(w, st.dialect, http.StatusServiceUnavailable, holderDownMessage)
 }
 

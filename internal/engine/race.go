@@ -221,7 +221,7 @@ func launchStep(st *requestState, r *http.Request, s step) *attempt {
 func abandon(st *requestState, r *http.Request) {
 	st.cancelLive(nil)
 	if r.Context().Err() != nil {
-		st.outcome = outcomeClientAbort
+		st.outcome = OutcomeClientAbort
 	}
 }
 

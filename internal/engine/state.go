@@ -15,16 +15,6 @@ import (
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
-// Request outcomes, as in the requests_total metric and the log line.
-const (
-	outcomeSuccess       = "success"
-	outcomeUpstreamError = "upstream_error"
-	outcomeClientError   = "client_error"
-	outcomeExhausted     = "exhausted"
-	outcomeTimeout       = "timeout"
-	outcomeClientAbort   = "client_abort"
-	outcomeStreamError   = "stream_error"
-)
 
 // requestState is everything one completion request decided and observed:
 // its attempts, the winner, the outcome. It feeds the log line, the
@@ -316,7 +306,7 @@ func (st *requestState) recoverBy(until time.Time) {
 
 // refuse answers a request the proxy rejects itself (bad body, too large).
 func (st *requestState) refuse(w http.ResponseWriter, status int, msg string) {
-	st.outcome, st.status, st.refused = outcomeClientError, status, msg
+	st.outcome, st.status, st.refused = OutcomeClientError, status, msg
 	if st.r.ProtoMajor == 1 && strings.EqualFold(st.r.Header.Get("Expect"), "100-continue") {
 		// The client may still be waiting for 100 Continue before it
 		// sends its body. net/http closes such a connection itself, but

@@ -391,7 +391,7 @@ func refuseUntranslatable(w http.ResponseWriter, st *requestState) bool {
 	if len(st.xlRefusedBy) == 0 || len(st.xlRefusedBy) < len(st.plan.cands) {
 		return false
 	}
-	st.outcome = outcomeClientError
+	st.outcome = OutcomeClientError
 	status, body := translate.Refusal(st.dialect.String(), st.xlRefused)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
