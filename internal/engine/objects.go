@@ -52,7 +52,7 @@ func (h *Engine) rememberObject(r *http.Request, o wire.ObjectRef, p *provider) 
 func pinObject(st *requestState, body []byte) {
 	h := st.h
 	var buf [4]wire.ObjectRef
-	refs := namedObjects(st.dialect, body, buf[:0])
+	refs := namedObjects(st.dialect, body, &st.req.Top, buf[:0])
 	if len(refs) == 0 {
 		return
 	}
@@ -117,9 +117,9 @@ func saysAbsent(msg []byte) bool {
 
 // namedObjects appends the objects a completion body names, by its
 // dialect's rules (its wire.ObjectNamer), up to cap(out).
-func namedObjects(d wire.Dialect, body []byte, out []wire.ObjectRef) []wire.ObjectRef {
+func namedObjects(d wire.Dialect, body []byte, top *jsonscan.Top, out []wire.ObjectRef) []wire.ObjectRef {
 	if on, ok := d.(wire.ObjectNamer); ok {
-		return wire.NamedObjects(on.ObjectRules(), body, out)
+		return wire.NamedObjectsIn(on.ObjectRules(), body, top, out)
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -39,8 +40,15 @@ func TestNamedObjects(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var buf [4]wire.ObjectRef
-		if got := namedObjects(tc.d, []byte(tc.body), buf[:0]); !slices.Equal(got, tc.want) {
+		if got := namedObjects(tc.d, []byte(tc.body), nil, buf[:0]); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+		// The same through the parse's index of the top-level members.
+		var top jsonscan.Top
+		if body := []byte(tc.body); top.Index(body) == nil {
+			if got := namedObjects(tc.d, body, &top, buf[:0]); !slices.Equal(got, tc.want) {
+				t.Errorf("%s, indexed: got %v, want %v", tc.name, got, tc.want)
+			}
 		}
 	}
 }
@@ -51,7 +59,7 @@ func TestNamedObjectsNoneAllocatesNothing(t *testing.T) {
 	for _, d := range dialects {
 		if n := testing.AllocsPerRun(100, func() {
 			var buf [4]wire.ObjectRef
-			_ = namedObjects(d, body, buf[:0])
+			_ = namedObjects(d, body, nil, buf[:0])
 		}); n != 0 {
 			t.Errorf("%s: %v allocations for a body naming no object", d, n)
 		}
@@ -205,7 +213,7 @@ func TestNamedObjectsOnlyWhereDefined(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var buf [4]wire.ObjectRef
-		if got := namedObjects(tc.d, []byte(tc.body), buf[:0]); !slices.Equal(got, tc.want) {
+		if got := namedObjects(tc.d, []byte(tc.body), nil, buf[:0]); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
 	}

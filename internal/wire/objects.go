@@ -100,9 +100,25 @@ type ObjectRule struct {
 
 // NamedObjects appends the objects a body names by rules, up to cap(out).
 func NamedObjects(rules []ObjectRule, body []byte, out []ObjectRef) []ObjectRef {
+	return NamedObjectsIn(rules, body, nil, out)
+}
+
+// NamedObjectsIn is NamedObjects with the parse's index of the body's
+// top-level members: a rule whose paths are all top-level members
+// (Responses' conversation, Anthropic's container, Gemini's cachedContent)
+// asks the index instead of searching an agent's body of hundreds of
+// kilobytes for its marker.
+func NamedObjectsIn(rules []ObjectRule, body []byte, top *jsonscan.Top, out []ObjectRef) []ObjectRef {
 	for i := range rules {
 		r := &rules[i]
-		if len(out) >= cap(out) || !bytes.Contains(body, r.Marker) {
+		if len(out) >= cap(out) {
+			continue
+		}
+		if key, ok := r.topLevel(); ok && top.Holds(body) {
+			if !topHas(top, body, key) {
+				continue
+			}
+		} else if !bytes.Contains(body, r.Marker) {
 			continue
 		}
 		id := r.ID
@@ -114,4 +130,30 @@ func NamedObjects(rules []ObjectRule, body []byte, out []ObjectRef) []ObjectRef 
 		}
 	}
 	return out
+}
+
+// topLevel reports the member a rule's paths all name at the top level,
+// when they do.
+func (r *ObjectRule) topLevel() (string, bool) {
+	if len(r.Paths) == 0 {
+		return "", false
+	}
+	key := ""
+	for _, p := range r.Paths {
+		if len(p) != 1 || p[0].each || p[0].filter != "" || (key != "" && p[0].key != key) {
+			return "", false
+		}
+		key = p[0].key
+	}
+	return key, true
+}
+
+// topHas reports whether the indexed body has the top-level member key.
+func topHas(top *jsonscan.Top, body []byte, key string) bool {
+	found := false
+	_ = top.Scan(body, func(k []byte, _, _ int) bool {
+		found = jsonscan.KeyIs(k, key)
+		return !found
+	})
+	return found
 }
