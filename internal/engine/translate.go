@@ -139,7 +139,7 @@ func carries(st *requestState, p *provider) bool {
 		return true
 	}
 	var losses []translate.Loss
-	tr, err := xl.pair.Translate(st.req.Body, upstream)
+	tr, err := xl.pair.Translate(xlSource(st.req), upstream)
 	if err != nil {
 		losses = []translate.Loss{{What: err.Error(), Material: true}}
 	} else {
@@ -159,6 +159,17 @@ func carries(st *requestState, p *provider) bool {
 	}
 	st.xlDone[p] = xlDone{model: upstream, req: st.req, tr: tr}
 	return true
+}
+
+// xlSource is the client's body as Translate reads it: a Gemini client
+// names its stream mode in the path (streamGenerateContent), which
+// translate.WithGeminiStream marks in the body, else the target would be
+// asked for a complete answer where the client waits for a stream.
+func xlSource(req *wire.Request) []byte {
+	if req.Dialect == dialectGemini && req.Stream {
+		return translate.WithGeminiStream(req.Body)
+	}
+	return req.Body
 }
 
 // xlDone is a request translated for a provider when the plan was made,
@@ -182,7 +193,7 @@ func (st *requestState) translated(p *provider, model string, req *wire.Request)
 // already), its path and query.
 func (xl *xlTarget) translateRequest(req *wire.Request, model string, tr *translate.Translation) (treq *wire.Request, path, query string, _ *translate.Translation, err error) {
 	if tr == nil {
-		if tr, err = xl.pair.Translate(req.Body, model); err != nil {
+		if tr, err = xl.pair.Translate(xlSource(req), model); err != nil {
 			return nil, "", "", nil, err
 		}
 	}
