@@ -118,7 +118,12 @@ func (h *Engine) run(a *attempt, req *wire.Request, r *http.Request, done chan<-
 		secret = a.key.Secret
 	}
 	up.Header = a.p.upstreamHeader(r, req.Dialect, secret)
-	if a.xl != nil {
+	if a.xl != nil && secret == "" {
+		// Without a key of its own (upstreamHeader already put the
+		// provider's in place of every credential), the client's key for
+		// its own vendor never reaches another's. With one, deleting the
+		// client's headers here would delete the key where both formats
+		// read it (Authorization: a Responses client on api chat).
 		for _, k := range client.CredentialHeaders() {
 			up.Header.Del(k)
 		}
