@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -105,7 +105,11 @@ func TestGeminiCLITranslated(t *testing.T) {
 				provider(tc.name, other, "api "+tc.api, "key "+tc.key, "translate gemini", "priority 1", "model * "+tc.model)+
 				"hedge off\n retry {\n same_provider 0\n }\n")
 
-			t.Cleanup(func() { if t.Failed() { t.Log(p.logs(t)) } })
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Log(p.logs(t))
+				}
+			})
 			out, res := runGeminiIn(t, p.URL, dir, "What does notes.txt say?", netTrap(t)...)
 			if res.Exit != 0 || len(out.Error) > 0 || !strings.Contains(out.Response, token) || !strings.HasPrefix(out.Response, "The file holds:") {
 				t.Fatalf("want exit 0 and the file's token %s in the answer, got %q, error %s\n%s%s\n%s", token, out.Response, out.Error, xlAgentTrace(other, ""), res, p.logs(t))
