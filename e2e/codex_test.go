@@ -69,6 +69,12 @@ func runCodex(t *testing.T, p *proxy, extraArgs ...string) (last string, res cli
 // runCodexIn is runCodex in dir (default: the fresh home) with prompt.
 func runCodexIn(t *testing.T, p *proxy, dir, prompt string, extraArgs ...string) (last string, res cliResult) {
 	t.Helper()
+	return runCodexEnv(t, p, dir, prompt, nil, extraArgs...)
+}
+
+// runCodexEnv is runCodexIn with extraEnv.
+func runCodexEnv(t *testing.T, p *proxy, dir, prompt string, extraEnv []string, extraArgs ...string) (last string, res cliResult) {
+	t.Helper()
 	bin := codexCLI.binary(t)
 	home, env := cliHome(t)
 	if dir == "" {
@@ -82,6 +88,7 @@ func runCodexIn(t *testing.T, p *proxy, dir, prompt string, extraArgs ...string)
 		t.Fatal(err)
 	}
 	env = append(env, "CODEX_HOME="+codexHome, "HEDGE_API_KEY=sk-test-client")
+	env = append(env, extraEnv...)
 	lastFile := filepath.Join(home, "last-message.txt")
 	args := append([]string{"exec", "--strict-config", "--skip-git-repo-check", "--output-last-message", lastFile}, extraArgs...)
 	res = runCLI(t, dir, bin, env, append(args, prompt)...)

@@ -62,8 +62,8 @@ func runGemini(t *testing.T, baseURL string) (geminiResult, cliResult) {
 }
 
 // runGeminiIn is runGemini in dir (default: a fresh directory in the home)
-// with prompt.
-func runGeminiIn(t *testing.T, baseURL, dir, prompt string) (geminiResult, cliResult) {
+// with prompt, and extraEnv.
+func runGeminiIn(t *testing.T, baseURL, dir, prompt string, extraEnv ...string) (geminiResult, cliResult) {
 	t.Helper()
 	bin := geminiCLI.binary(t)
 	home, env := cliHome(t)
@@ -90,6 +90,7 @@ func runGeminiIn(t *testing.T, baseURL, dir, prompt string) (geminiResult, cliRe
 		"GEMINI_CLI_TRUST_WORKSPACE=true",
 		"TMPDIR="+tmp, // its error reports go to the temp dir
 	)
+	env = append(env, extraEnv...)
 	res := runCLI(t, work, bin, env, "-m", geminiModel, "-p", prompt, "--output-format", "json")
 	// On an error the JSON goes to stderr and stdout stays empty: the zero
 	// result fails the callers' checks, which print res.
