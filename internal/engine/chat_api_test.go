@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/health"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // newTestEngine builds an Engine of cfg and providers as New does, with
@@ -79,5 +80,20 @@ func TestChatOnlyProvider(t *testing.T) {
 		ProviderConfig{Name: "x", BaseURL: "http://127.0.0.1:9", API: "chat", Keys: []string{"k"}, Translate: []string{"openai"}}); err == nil ||
 		!strings.Contains(err.Error(), "natively") {
 		t.Errorf("translate openai on api chat: %v", err)
+	}
+}
+
+// A streamed Gemini client names its stream mode in the path: the body a
+// translation reads says it, else the target is asked for one whole
+// answer while the client waits for a stream.
+func TestClientBodyGeminiStream(t *testing.T) {
+	body := []byte(`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`)
+	if got := clientBody(&wire.Request{Dialect: dialectGemini, Stream: true, Body: body}); !strings.Contains(string(got), `"stream":true`) {
+		t.Fatalf("streamed Gemini body %s, want the stream marked", got)
+	}
+	for _, req := range []*wire.Request{{Dialect: dialectGemini, Body: body}, {Dialect: dialectAnthropic, Stream: true, Body: body}} {
+		if got := clientBody(req); string(got) != string(body) {
+			t.Fatalf("%s stream=%v: body %s changed", req.Dialect, req.Stream, got)
+		}
 	}
 }
