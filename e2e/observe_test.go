@@ -80,6 +80,10 @@ func TestObserveMetrics(t *testing.T) {
 		`caddy_llm_hedge_tokens_total{kind="output",provider="obs-fast"}`:                  9,
 		`caddy_llm_hedge_tokens_total{kind="output",provider="obs-up"}`:                    9,
 		`caddy_llm_hedge_retries_total{provider="obs-down",reason="overloaded"}`:           1,
+		// every attempt's tokens by purpose (docs/cost.md): the answers'
+		// output; the hedge loser's input is an input line
+		`caddy_llm_hedge_purpose_tokens_total{kind="output",provider="obs-fast",purpose="answer"}`: 9,
+		`caddy_llm_hedge_purpose_tokens_total{kind="output",provider="obs-up",purpose="answer"}`:   9,
 	}
 	for series, v := range after {
 		if !strings.HasPrefix(series, "caddy_llm_hedge_") || strings.HasPrefix(series, "caddy_llm_hedge_provider_state") ||
