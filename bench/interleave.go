@@ -46,7 +46,7 @@ func runInterleaved(bin, dir string, sims []*simServer, mode string, configs []s
 	for i, config := range configs {
 		t := &sliceTarget{config: config, m: m.forConfig(config), url: sims[0].URL}
 		if config != "direct" {
-			proc, err := startCaddy(bin, dir, fmt.Sprintf("%s-%s-%d-%d", config, mode, conc, round), "", modeSite(m, config, sims), caddyEnv(config)...)
+			proc, err := startCaddy(bin, dir, fmt.Sprintf("%s-%s-%d-%d", config, fileName(mode), conc, round), "", modeSite(m, config, sims), caddyEnv(config)...)
 			if err != nil {
 				for _, s := range targets[:i] {
 					s.stop()

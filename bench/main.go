@@ -5,6 +5,7 @@
 //	go run ./bench -caddy ./caddy                    # the comparison, < 2 minutes
 //	go run ./bench -caddy ./caddy -idle-streams 2000 # memory of idle committed streams
 //	go run ./bench -caddy ./caddy -soak 30m          # the soak: 5% provider faults, reloads, client aborts (make -f xcaddy.mk soak)
+//	go run ./bench -caddy ./caddy -modes translate-all -configs llm_hedge # every translation pair beside its client's native stream (issue 56)
 //
 // The simulated providers run in this process, not in the Caddy under
 // test: the CPU time and memory read from /proc/<pid> of the Caddy process
@@ -40,7 +41,7 @@ var (
 	duration    = flag.Duration("duration", 3*time.Second, "measured time of each cell")
 	warmup      = flag.Duration("warmup", 500*time.Millisecond, "unmeasured load before each cell")
 	concList    = flag.String("conc", "1,16,64", "concurrencies (comma-separated); 1 shows the added latency of an unloaded proxy")
-	modeList    = flag.String("modes", "non-stream,stream,responses-stream,gemini-stream", "response shapes: non-stream, stream (Anthropic), openai-stream (OpenAI Chat Completions), responses-stream (OpenAI Responses), gemini-stream, bedrock-stream (Anthropic through api bedrock; adds llm_hedge_sigv4), translate-stream (Anthropic through api openai with translate anthropic)")
+	modeList    = flag.String("modes", "non-stream,stream,responses-stream,gemini-stream", "response shapes: non-stream, stream (Anthropic), openai-stream (OpenAI Chat Completions), responses-stream (OpenAI Responses), gemini-stream, bedrock-stream (Anthropic through api bedrock; adds llm_hedge_sigv4), translate-stream/<client>-<target> (the client format's native stream served by a provider of the target format with translate <client>, one per translation pair, e.g. translate-stream/openai-anthropic; translate-stream alone is translate-stream/anthropic-openai), translate-all (every translate-stream pair, each after the native stream of its client format: the table then shows each pair's llm_hedge CPU per request against the native cell's)")
 	configList  = flag.String("configs", "direct,reverse_proxy,llm_hedge,llm_hedge_3", "configurations to compare; reverse_proxy_2 is reverse_proxy again, judged against it as llm_hedge is (an A/A control of the machine's noise)")
 	rounds      = flag.Int("rounds", 1, "runs of every cell, every other one with the configurations in reverse order; the table shows the median of each figure")
 	profileDir  = flag.String("profile", "", "save a CPU profile (.pprof) and an allocation profile (.allocs, since the process started) of Caddy for every proxied cell into this directory")
@@ -262,7 +263,7 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 	var proc *caddyProc
 	if config != "direct" {
 		var err error
-		proc, err = startCaddy(bin, dir, fmt.Sprintf("%s-%s-%d-%d", config, mode, conc, round), "", modeSite(m, config, sims), caddyEnv(config)...)
+		proc, err = startCaddy(bin, dir, fmt.Sprintf("%s-%s-%d-%d", config, fileName(mode), conc, round), "", modeSite(m, config, sims), caddyEnv(config)...)
 		if err != nil {
 			return res, err
 		}
@@ -300,7 +301,7 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 	var prof chan error
 	if proc != nil && *profileDir != "" {
 		_ = os.MkdirAll(*profileDir, 0o755)
-		prof = proc.profile(*duration, filepath.Join(*profileDir, fmt.Sprintf("%s-%s-c%d-%d.pprof", config, mode, conc, round)))
+		prof = proc.profile(*duration, filepath.Join(*profileDir, fmt.Sprintf("%s-%s-c%d-%d.pprof", config, fileName(mode), conc, round)))
 	}
 	t0 := time.Now()
 	phase.Store(1)
@@ -313,7 +314,7 @@ func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMod
 		if err := <-prof; err != nil {
 			fmt.Fprintln(os.Stderr, "bench: profile:", err)
 		}
-		if err := proc.save("/debug/pprof/allocs", filepath.Join(*profileDir, fmt.Sprintf("%s-%s-c%d-%d.allocs", config, mode, conc, round))); err != nil {
+		if err := proc.save("/debug/pprof/allocs", filepath.Join(*profileDir, fmt.Sprintf("%s-%s-c%d-%d.allocs", config, fileName(mode), conc, round))); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: allocation profile:", err)
 		}
 	}

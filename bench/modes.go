@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/llmhedge/caddy-llm-hedge/bench/load"
@@ -28,9 +30,9 @@ type benchMode struct {
 	raw   *benchMode
 	extra []string
 
-	// A translating mode (translate.go): the format llm_hedge's providers
-	// speak, translating the client's Anthropic requests.
-	translate string
+	// A translating mode (translate.go): the client's format, and the
+	// format llm_hedge's providers speak, translating the client's.
+	client, translate string
 }
 
 const prompt = "Write a short paragraph about the sea."
@@ -61,8 +63,8 @@ var benchModes = map[string]benchMode{
 		body:   fmt.Appendf(nil, `{"contents":[{"role":"user","parts":[{"text":%q}]}],"generationConfig":{"maxOutputTokens":1024}}`, prompt),
 		check:  checkGeminiStream,
 	},
-	"bedrock-stream":   bedrockStreamMode(),
-	"translate-stream": translateStreamMode(),
+	"bedrock-stream": bedrockStreamMode(),
+	// translate-stream/<client>-<target> and translate-stream: translate.go.
 }
 
 // anthropicMode is an Anthropic Messages shape; its answer ends in
@@ -166,14 +168,40 @@ func countEvents(b []byte) int {
 	return bytes.Count(b, []byte("\n\n")) + bytes.Count(b, []byte("\r\n\r\n"))
 }
 
+// fileName is mode as a part of a file name (the scratch directory's
+// Caddyfiles and logs, -profile's files): a translating mode's slash
+// becomes '_'.
+func fileName(mode string) string { return strings.ReplaceAll(mode, "/", "_") }
+
+// parseModes reads -modes: mode names, and translate-all for every
+// translating mode beside the native streams (translateAllModes); a mode
+// named twice runs once.
 func parseModes(s string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		if _, ok := benchModes[f]; !ok {
-			return nil, fmt.Errorf("unknown mode %q (have non-stream, stream, openai-stream, responses-stream, gemini-stream, bedrock-stream, translate-stream)", f)
+		names := []string{f}
+		if f == translateAll {
+			names = translateAllModes()
+		} else if _, ok := benchModes[f]; !ok {
+			return nil, fmt.Errorf("unknown mode %q (have %s)", f, modeNames())
 		}
-		out = append(out, f)
+		for _, n := range names {
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
 	}
 	return out, nil
+}
+
+// modeNames lists the -modes values.
+func modeNames() string {
+	names := []string{"non-stream", "stream", "openai-stream", "responses-stream", "gemini-stream", "bedrock-stream", "translate-stream"}
+	for _, n := range slices.Sorted(maps.Keys(benchModes)) {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(append(names, translateAll), ", ")
 }

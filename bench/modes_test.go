@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"os"
 	"slices"
 	"strings"
@@ -18,6 +19,8 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	_ "github.com/llmhedge/caddy-llm-hedge"
+	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/translate"
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
@@ -27,8 +30,14 @@ import (
 func TestBenchModesCheck(t *testing.T) {
 	// bedrock-stream: the client of llm_hedge reads Anthropic SSE (the
 	// Bedrock request is TestBedrockStreamMode's).
-	wantEvents := map[string]int{"non-stream": 0, "stream": 60, "openai-stream": 58, "responses-stream": 62, "gemini-stream": 55, "bedrock-stream": 60, "translate-stream": 60}
+	// A translating mode's request, sent here to the simulator as direct
+	// sends it, gets its native stream (TestTranslatedStreams has what
+	// llm_hedge's translation makes).
+	wantEvents := map[string]int{"non-stream": 0, "stream": 60, "openai-stream": 58, "responses-stream": 62, "gemini-stream": 55, "bedrock-stream": 60}
 	for name, m := range benchModes {
+		if m.client != "" {
+			wantEvents[name] = wantEvents[nativeStreamModes[m.client]]
+		}
 		t.Run(name, func(t *testing.T) {
 			srv := httptest.NewServer(sim.New(sim.Config{Tokens: m.tokens}))
 			defer srv.Close()
@@ -227,40 +236,150 @@ func TestBedrockStreamMode(t *testing.T) {
 	}
 }
 
-// TestTranslateStreamMode: llm_hedge's sites of the translate-stream cell
-// hold translating providers with their own key, and adapt and provision;
-// direct and reverse_proxy send the untranslated stream's request.
-func TestTranslateStreamMode(t *testing.T) {
-	m := benchModes["translate-stream"]
-	if got := modeConfigs(m, []string{"direct", "reverse_proxy", "llm_hedge", "llm_hedge_3"}); !slices.Equal(got, []string{"direct", "reverse_proxy", "llm_hedge", "llm_hedge_3"}) {
-		t.Errorf("configs %v", got)
+// TestTranslateStreamModes: a mode per translation pair, translate-stream
+// the anthropic-openai one. Each client sends its native stream mode's
+// request byte for byte in every configuration; llm_hedge's sites hold
+// providers of the target format translating the client's, with their own
+// key, and adapt and provision; direct and reverse_proxy's are the native
+// stream's.
+func TestTranslateStreamModes(t *testing.T) {
+	pairs := translate.Pairs()
+	if len(pairs) < 11 {
+		t.Fatalf("%d pairs", len(pairs))
 	}
-	if s := benchModes["stream"]; !bytes.Equal(m.forConfig("reverse_proxy").body, s.body) || m.path != s.path {
-		t.Errorf("translate-stream's request differs from stream's")
+	alias, xl := benchModes["translate-stream"], benchModes["translate-stream/anthropic-openai"]
+	if alias.client != translate.Anthropic || alias.translate != translate.OpenAI || xl.client != alias.client || xl.translate != alias.translate ||
+		!bytes.Equal(alias.body, xl.body) || alias.path != xl.path {
+		t.Errorf("translate-stream is not translate-stream/anthropic-openai")
 	}
 	sims := placeholderSims()
-	for config, parts := range map[string][]string{
-		"reverse_proxy": {"reverse_proxy 127.0.0.1:1"},
-		"llm_hedge":     {"provider sim-a http://127.0.0.1:1 {", "api openai", "translate anthropic", "key " + translateKey, "model * gpt-bench"},
-		"llm_hedge_3":   {"http://127.0.0.1:3 {", "vendor c", "translate anthropic", "hedge {"},
-	} {
-		st := modeSite(m, config, sims)
-		for _, p := range parts {
-			if !strings.Contains(st, p) {
-				t.Errorf("%s site lacks %q:\n%s", config, p, st)
+	configs := []string{"direct", "reverse_proxy", "llm_hedge", "llm_hedge_3"}
+	for _, p := range pairs {
+		client, target := p[0], p[1]
+		name := "translate-stream/" + client + "-" + target
+		t.Run(name, func(t *testing.T) {
+			m, ok := benchModes[name]
+			if !ok || m.client != client || m.translate != target {
+				t.Fatalf("mode %q: %v, client %q, target %q", name, ok, m.client, m.translate)
 			}
-		}
-		js, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile(freePort(), freePort(), "", st)), nil)
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", config, err, st)
-		}
-		var c caddy.Config
-		if err := json.Unmarshal(js, &c); err != nil {
-			t.Fatal(err)
-		}
-		if err := caddy.Validate(&c); err != nil {
-			t.Errorf("%s: %v", config, err)
-		}
+			if got := modeConfigs(m, configs); !slices.Equal(got, configs) {
+				t.Errorf("configs %v", got)
+			}
+			native := benchModes[nativeStreamModes[client]]
+			want := dumpRequest(t, native)
+			for _, config := range configs {
+				if got := dumpRequest(t, m.forConfig(config)); !bytes.Equal(got, want) {
+					t.Errorf("%s's request differs from %s's:\n%s\nwant\n%s", config, nativeStreamModes[client], got, want)
+				}
+			}
+			api := target
+			if client == translate.Responses && target == translate.OpenAI {
+				api = "chat"
+			}
+			prov := []string{"provider sim-a http://127.0.0.1:1 {", "api " + api + "\n", "translate " + client + "\n", "key sk-bench-" + target + "\n", "model * " + translateModel(target) + "\n"}
+			for config, parts := range map[string][]string{
+				"reverse_proxy": {"reverse_proxy 127.0.0.1:1"},
+				"llm_hedge":     prov,
+				"llm_hedge_3":   append(slices.Clone(prov[1:]), "http://127.0.0.1:3 {", "vendor c", "hedge {"),
+			} {
+				st := modeSite(m, config, sims)
+				for _, p := range parts {
+					if !strings.Contains(st, p) {
+						t.Errorf("%s site lacks %q:\n%s", config, p, st)
+					}
+				}
+				if config == "reverse_proxy" && st != modeSite(native, config, sims) {
+					t.Errorf("reverse_proxy's site is not the native stream's:\n%s", st)
+				}
+				js, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile(freePort(), freePort(), "", st)), nil)
+				if err != nil {
+					t.Fatalf("%s: %v\n%s", config, err, st)
+				}
+				var c caddy.Config
+				if err := json.Unmarshal(js, &c); err != nil {
+					t.Fatal(err)
+				}
+				if err := caddy.Validate(&c); err != nil {
+					t.Errorf("%s: %v\n%s", config, err, st)
+				}
+			}
+		})
+	}
+}
+
+// dumpRequest is the bytes of m's request on the wire (to one base URL).
+func dumpRequest(t *testing.T, m benchMode) []byte {
+	t.Helper()
+	b, err := httputil.DumpRequestOut(m.newRequest(context.Background(), "http://127.0.0.1:1"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestTranslatedStreams: what each pair's client reads, made here as
+// llm_hedge makes it (the pair's translation of the native request to the
+// simulator speaking the target, its stream translated back event by
+// event), passes the native mode's check, with the expected events. (It
+// is the pair's code without the engine around it; the smoke run of the
+// tool is what sends it through Caddy.)
+func TestTranslatedStreams(t *testing.T) {
+	srv := httptest.NewServer(sim.New(sim.Config{Tokens: streamTokens}))
+	defer srv.Close()
+	for _, p := range translate.Pairs() {
+		client, target := p[0], p[1]
+		name := "translate-stream/" + client + "-" + target
+		t.Run(name, func(t *testing.T) {
+			m := benchModes[name]
+			pair, _ := translate.For(client, target)
+			body := m.body
+			if client == translate.Gemini {
+				body = translate.WithGeminiStream(body) // as the engine marks a streamed Gemini request
+			}
+			model := translateModel(target)
+			tr, err := pair.Translate(body, model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if translate.Material(tr.Losses) {
+				t.Fatalf("material losses: %v", tr.Losses)
+			}
+			resp, err := http.Post(srv.URL+translate.TargetPath(target, model, true), "application/json", bytes.NewReader(tr.Body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b, _ := io.ReadAll(resp.Body)
+				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			}
+			st, rd := tr.NewStream(), sse.NewReader(resp.Body, 0)
+			var out []byte
+			for {
+				ev, err := rd.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if out, err = st.Event(out, ev); err != nil {
+					t.Fatalf("event %q: %v", ev.Raw, err)
+				}
+			}
+			if out, err = st.End(out); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.check(out); err != nil {
+				t.Fatalf("translated stream rejected: %v", err)
+			}
+			// The native streams' events (TestBenchModesCheck); an
+			// Anthropic client's translated stream has no ping.
+			want := map[string]int{translate.Anthropic: 59, translate.OpenAI: 58, translate.Responses: 62, translate.Gemini: 55}[client]
+			if got := m.countEvents(out); got != want {
+				t.Errorf("%d events, want %d:\n%s", got, want, out)
+			}
+		})
 	}
 }
 
@@ -273,4 +392,69 @@ func placeholderSims() []*simServer {
 		sims[i] = &simServer{URL: "http://127.0.0.1:" + string(rune('1'+i))}
 	}
 	return sims
+}
+
+// -modes translate-all is every pair, each after the native stream of its
+// client format; a mode named twice runs once; translate-stream stays a
+// mode of its own name.
+func TestParseTranslateAll(t *testing.T) {
+	got, err := parseModes("stream, translate-all,gemini-stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(translate.Pairs())+4 {
+		t.Fatalf("%d modes: %v", len(got), got)
+	}
+	native := ""
+	for _, name := range got {
+		m := benchModes[name]
+		if m.client == "" {
+			native = name
+			continue
+		}
+		if nativeStreamModes[m.client] != native {
+			t.Errorf("%s follows %q, not its client's native stream", name, native)
+		}
+	}
+	for _, p := range translate.Pairs() {
+		if !slices.Contains(got, "translate-stream/"+p[0]+"-"+p[1]) {
+			t.Errorf("no mode for %s->%s", p[0], p[1])
+		}
+	}
+	if got, err := parseModes("stream,translate-stream"); err != nil || !slices.Equal(got, []string{"stream", "translate-stream"}) {
+		t.Errorf("translate-stream: %v %v", got, err)
+	}
+	if _, err := parseModes("translate-stream/gemini-responses"); err == nil || !strings.Contains(err.Error(), "translate-stream/openai-anthropic") || !strings.Contains(err.Error(), "translate-all") {
+		t.Errorf("a pair that does not exist: %v", err)
+	}
+}
+
+// The table's translation lines: each translating cell's CPU per request
+// against its configuration's own in its client's native stream cell.
+func TestTranslateTable(t *testing.T) {
+	cell := func(mode, config string, cpu float64) cellResult {
+		return cellResult{mode: mode, config: config, conc: 16, rps: 1000, cpuPer1k: cpu, hwmKB: 40 << 10, requests: 1000}
+	}
+	rs := []cellResult{
+		cell("openai-stream", "reverse_proxy", 0.5), cell("openai-stream", "llm_hedge", 1.0),
+		cell("translate-stream/openai-anthropic", "reverse_proxy", 0.5), cell("translate-stream/openai-anthropic", "llm_hedge", 1.2),
+		cell("translate-stream/openai-gemini", "llm_hedge", 1.3),
+		cell("translate-stream/gemini-openai", "llm_hedge", 0.9),
+	}
+	modes := []string{"openai-stream", "translate-stream/openai-anthropic", "translate-stream/openai-gemini", "translate-stream/gemini-openai"}
+	var out strings.Builder
+	printTable(&out, rs, modes, []int{16}, []string{"reverse_proxy", "llm_hedge"})
+	for _, want := range []string{
+		"translation (issue 56): CPU/request ≤ 1.25×",
+		"translate-stream/openai-anthropic    c=16  llm_hedge    CPU 1.200 s/1k req, openai-stream 1.000: 1.200× met",
+		"translate-stream/openai-gemini       c=16  llm_hedge    CPU 1.300 s/1k req, openai-stream 1.000: 1.300× MISSED",
+		"translate-stream/gemini-openai       c=16  llm_hedge    CPU 0.900 s/1k req; no gemini-stream cell of llm_hedge in this run",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "openai-anthropic    c=16  reverse_proxy") {
+		t.Errorf("a translation line for reverse_proxy:\n%s", out.String())
+	}
 }
