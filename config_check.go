@@ -89,6 +89,18 @@ func providerOption(name, opt string) string { return fmt.Sprintf("provider %q %
 // that would silently be replaced. It runs before the defaults are set,
 // while an unset field is still zero.
 func (h *Handler) checkConfig() error {
+	for i := range h.Prices {
+		if err := h.Prices[i].check(); err != nil {
+			return err
+		}
+	}
+	for _, pc := range h.Providers {
+		for i := range pc.Prices {
+			if err := pc.Prices[i].check(); err != nil {
+				return fmt.Errorf("provider %q: %w", pc.Name, err)
+			}
+		}
+	}
 	if c := &h.Hedge; c.Off {
 		for _, f := range []struct {
 			name string
@@ -96,11 +108,15 @@ func (h *Handler) checkConfig() error {
 		}{
 			{"delay", c.Delay != 0}, {"percentile", c.Percentile != 0}, {"min", c.Min != 0},
 			{"max", c.Max != 0}, {"max_attempts", c.MaxAttempts != 0}, {"budget", c.Budget != nil},
+			{"budget_tokens", c.BudgetTokens}, {"large_prompt", c.LargePrompt != nil},
 		} {
 			if f.set {
 				return fmt.Errorf("hedge: off conflicts with %s: with hedging off no other hedge field applies", f.name)
 			}
 		}
+	}
+	if lp := h.Hedge.LargePrompt; lp != nil && (lp.Tokens <= 0 || lp.After <= 0) {
+		return fmt.Errorf("hedge: large_prompt needs positive tokens and a positive delay")
 	}
 	if h.Hedge.Delay != 0 && h.Hedge.Percentile != 0 {
 		return fmt.Errorf("hedge: delay and percentile are both set: the delay is fixed or adaptive, not both")

@@ -69,6 +69,9 @@ func TestJSONConfigChecks(t *testing.T) {
 		{"max_body past 1TiB", `{"providers":[{"name":"a","base_url":"http://x"}],"max_body":9223372036854775807}`, "max_body: 9223372036854775807 bytes is over 1TiB"},
 		{"max_buffer past 1TiB", `{"providers":[{"name":"a","base_url":"http://x"}],"stream":{"max_buffer":1099511627777}}`, "stream.max_buffer: 1099511627777 bytes is over 1TiB"},
 		{"negative max_buffer", `{"providers":[{"name":"a","base_url":"http://x"}],"stream":{"max_buffer":-1}}`, "stream.max_buffer: negative size"},
+		{"negative price", `{"providers":[{"name":"a","base_url":"http://x"}],"prices":[{"model":"*","input":-1,"output":1}]}`, "price *: a negative price"},
+		{"provider price glob", `{"providers":[{"name":"a","base_url":"http://x","prices":[{"model":"[","input":1,"output":1}]}]}`, `provider "a": price [: model glob`},
+		{"large_prompt without tokens", `{"providers":[{"name":"a","base_url":"http://x"}],"hedge":{"large_prompt":{"after":"20s"}}}`, "hedge: large_prompt needs positive tokens"},
 		{"unknown api", `{"providers":[{"name":"a","base_url":"http://x","api":"claude"}]}`, `api: "claude" is not one of ` + engine.APINames()},
 	}
 	for _, tc := range cases {

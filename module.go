@@ -187,18 +187,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.owners, err = loadResponseOwners(); err != nil {
 		return err
 	}
-	for i := range h.Prices {
-		if err := h.Prices[i].check(); err != nil {
-			return err
-		}
-	}
-	for _, pc := range h.Providers {
-		for i := range pc.Prices {
-			if err := pc.Prices[i].check(); err != nil {
-				return fmt.Errorf("provider %q: %w", pc.Name, err)
-			}
-		}
-	}
 	h.obs = &observer{logger: h.logger, metrics: h.metrics, prices: newPrices(h)}
 	h.engine, err = engine.New(h.engineConfig(), specs, engine.Env{
 		Observer: h.obs,

@@ -15,7 +15,6 @@ import (
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
-
 // requestState is everything one completion request decided and observed:
 // its attempts, the winner, the outcome. It feeds the log line, the
 // metrics and the placeholders.
