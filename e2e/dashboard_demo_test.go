@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -29,14 +30,36 @@ func loadDemo(t *testing.T) (proxyURL, dashboardURL string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every address the demo names (admin, dashboard, proxy, the three
+	// simulators) moves to a free port: a second Caddy on a fixed port
+	// would silently share its traffic (SO_REUSEPORT).
 	ports := map[string]int{}
 	var pairs []string
-	for _, addr := range []string{"localhost:2019", "127.0.0.1:2020", "127.0.0.1:8080", "127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9003"} {
-		if !strings.Contains(string(src), addr) {
-			t.Fatalf("Caddyfile.demo has no %s", addr)
+	for _, addr := range regexp.MustCompile(`(?:127\.0\.0\.1|localhost):\d+`).FindAllString(string(src), -1) {
+		if _, ok := ports[addr]; ok {
+			continue
 		}
 		ports[addr] = freePort(t)
 		pairs = append(pairs, addr, fmt.Sprintf("127.0.0.1:%d", ports[addr]))
+	}
+	// The site of the dashboard and the site of the proxy, by what they serve.
+	var proxyAddr, dashAddr string
+	sites := regexp.MustCompile(`(?m)^http://(\S+) \{`).FindAllStringSubmatchIndex(string(src), -1)
+	for i, m := range sites {
+		end := len(src)
+		if i+1 < len(sites) {
+			end = sites[i+1][0]
+		}
+		body, addr := string(src[m[1]:end]), string(src[m[2]:m[3]])
+		switch {
+		case strings.Contains(body, "llm_hedge_dashboard"):
+			dashAddr = addr
+		case strings.Contains(body, "llm_hedge {"):
+			proxyAddr = addr
+		}
+	}
+	if ports[proxyAddr] == 0 || ports[dashAddr] == 0 || len(ports) < 6 {
+		t.Fatalf("Caddyfile.demo: proxy site %q, dashboard site %q, addresses %v", proxyAddr, dashAddr, ports)
 	}
 	pairs = append(pairs, "level WARN", "output file "+filepath.Join(t.TempDir(), "caddy.log")+"\n\t\tlevel WARN")
 	cfg := strings.NewReplacer(pairs...).Replace(string(src))
@@ -51,10 +74,10 @@ func loadDemo(t *testing.T) (proxyURL, dashboardURL string) {
 		t.Fatalf("load: %v", err)
 	}
 	t.Cleanup(func() { _ = caddy.Stop() })
-	for _, addr := range []string{"127.0.0.1:8080", "127.0.0.1:2020"} {
+	for _, addr := range []string{proxyAddr, dashAddr} {
 		waitListening(t, fmt.Sprintf("127.0.0.1:%d", ports[addr]))
 	}
-	return fmt.Sprintf("http://127.0.0.1:%d", ports["127.0.0.1:8080"]), fmt.Sprintf("http://127.0.0.1:%d", ports["127.0.0.1:2020"])
+	return fmt.Sprintf("http://127.0.0.1:%d", ports[proxyAddr]), fmt.Sprintf("http://127.0.0.1:%d", ports[dashAddr])
 }
 
 // The dashboard an operator keeps open, on the demo's own configuration
