@@ -1,9 +1,7 @@
 package llmhedge
 
 import (
-	"math"
 	"strconv"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -188,105 +186,6 @@ func (h *Handler) parseTimeouts(d *caddyfile.Dispenser, lines optionLines) error
 	return nil
 }
 
-func (h *Handler) parseHedge(d *caddyfile.Dispenser, lines optionLines) error {
-	if d.NextArg() {
-		if d.Val() == "off" && !d.NextArg() {
-			h.Hedge.Off = true
-			return nil
-		}
-		return d.ArgErr()
-	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		if err := lines.once(d, "hedge "+d.Val()); err != nil {
-			return err
-		}
-		var err error
-		switch d.Val() {
-		case "after":
-			var v string
-			if v, err = oneArg(d); err != nil {
-				return err
-			}
-			if strings.HasPrefix(v, "p") {
-				pct, perr := strconv.ParseFloat(v[1:], 64)
-				if perr != nil || pct <= 0 || pct >= 100 {
-					return d.Errf("hedge after: %q is not a percentile like p90", v)
-				}
-				h.Hedge.Percentile, h.Hedge.Delay = pct, 0
-			} else {
-				dur, derr := caddy.ParseDuration(v)
-				if derr != nil || dur <= 0 {
-					return d.Errf("hedge after: %q is not a positive duration or a percentile like p90", v)
-				}
-				h.Hedge.Delay, h.Hedge.Percentile = caddy.Duration(dur), 0
-			}
-		case "min":
-			h.Hedge.Min, err = durationArg(d)
-		case "max":
-			h.Hedge.Max, err = durationArg(d)
-		case "max_attempts":
-			h.Hedge.MaxAttempts, err = intArg(d, 1)
-			if err == nil && h.Hedge.MaxAttempts > maxHedgeAttempts {
-				return d.Errf("hedge max_attempts: %d is above %d", h.Hedge.MaxAttempts, maxHedgeAttempts)
-			}
-		case "budget":
-			// budget <percent>% [tokens]
-			args := d.RemainingArgs()
-			if len(args) == 0 || len(args) > 2 || (len(args) == 2 && args[1] != "tokens") {
-				return d.Errf("hedge budget: want <percent>%% [tokens]")
-			}
-			pct, perr := strconv.ParseFloat(strings.TrimSuffix(args[0], "%"), 64)
-			if perr != nil || pct < 0 || pct > 100 {
-				return d.Errf("hedge budget: %q is not a percentage between 0 and 100", args[0])
-			}
-			h.Hedge.Budget, h.Hedge.BudgetTokens = &pct, len(args) == 2
-		case "large_prompt":
-			// large_prompt <tokens> <delay>
-			args := d.RemainingArgs()
-			if len(args) != 2 {
-				return d.Errf("hedge large_prompt: want <tokens> <delay>, e.g. large_prompt 100k 20s")
-			}
-			n, nerr := tokenCount(args[0])
-			dur, derr := caddy.ParseDuration(args[1])
-			if nerr != nil || n < 1 || n > 1e12 || derr != nil || dur <= 0 {
-				return d.Errf("hedge large_prompt: %q %q is not a token count and a positive delay (e.g. 100k 20s)", args[0], args[1])
-			}
-			h.Hedge.LargePrompt = &LargePrompt{Tokens: int64(n), After: caddy.Duration(dur)}
-		case "off":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			h.Hedge.Off = true
-		default:
-			return d.Errf("hedge: unknown option %q", d.Val())
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return hedgeConflict(h, lines)
-}
-
-// hedgeConflict refuses off together with another hedge option, and a
-// clamp whose min is above its max, at the line of the later option.
-func hedgeConflict(h *Handler, lines optionLines) error {
-	options := []string{"hedge after", "hedge min", "hedge max", "hedge max_attempts", "hedge budget", "hedge large_prompt"}
-	if off, ok := lines["hedge off"]; ok {
-		if other, ok := lines.last(options...); ok {
-			at := other
-			if off.Line > other.Line {
-				at = off
-			}
-			return errAt(at, "hedge: off conflicts with %s: with hedging off no other hedge option applies", other.Text)
-		}
-	}
-	if err := h.Hedge.clampConflict(); err != nil {
-		at, _ := lines.last("hedge min", "hedge max")
-		return errAt(at, "%v", err)
-	}
-	return nil
-}
-
 func (h *Handler) parseRetry(d *caddyfile.Dispenser, lines optionLines) error {
 	if d.NextArg() {
 		return d.ArgErr()
@@ -461,17 +360,3 @@ func (h *Handler) parseAffinity(d *caddyfile.Dispenser) error {
 }
 
 var _ caddyfile.Unmarshaler = (*Handler)(nil)
-
-// tokenCount reads a token count: a number, or with the suffix k or m
-// (100k, 1.5m).
-func tokenCount(v string) (float64, error) {
-	mult := 1.0
-	switch {
-	case strings.HasSuffix(v, "k"), strings.HasSuffix(v, "K"):
-		mult, v = 1e3, v[:len(v)-1]
-	case strings.HasSuffix(v, "m"), strings.HasSuffix(v, "M"):
-		mult, v = 1e6, v[:len(v)-1]
-	}
-	n, err := strconv.ParseFloat(v, 64)
-	return math.Round(n * mult), err
-}
