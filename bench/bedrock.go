@@ -46,6 +46,7 @@ func bedrockStreamMode() benchMode {
 	m := anthropicMode(load.Kind{Stream: true})
 	m.wire = sim.WireBedrock
 	m.extra = []string{"llm_hedge_sigv4"}
+	m.api = "" // llm_hedge's Bedrock provider has its key
 	m.raw = &benchMode{
 		tokens: streamTokens,
 		// As llm_hedge sends it: AWS escapes the ':' of the model id.
@@ -91,7 +92,7 @@ func (m benchMode) forConfig(config string) benchMode {
 func modeConfigs(m benchMode, configs []string) []string {
 	var out []string
 	for _, c := range configs {
-		if c == "llm_hedge_sigv4" && m.wire != sim.WireBedrock {
+		if c == "llm_hedge_sigv4" && m.wire != sim.WireBedrock || c == keyedConfig && m.api == "" {
 			continue
 		}
 		if !slices.Contains(out, c) {
@@ -122,6 +123,9 @@ func modeSite(m benchMode, config string, sims []*simServer) string {
 	if m.translate != "" {
 		return translateSite(m, config, sims)
 	}
+	if config == keyedConfig {
+		return keyedSite(m, sims)
+	}
 	if m.wire != sim.WireBedrock {
 		return site(config, sims, "")
 	}
@@ -130,14 +134,17 @@ func modeSite(m benchMode, config string, sims []*simServer) string {
 		if key {
 			k = "\t\t\tkey " + bedrockKey + "\n"
 		}
-		return fmt.Sprintf("\t\tprovider %s %s {\n\t\t\tapi bedrock\n\t\t\tregion %s\n%s\t\t\tmodel claude-bench %s\n%s\t\t}\n",
-			name, s.URL, bedrockRegion, k, bedrockModel, more)
+		return fmt.Sprintf("\t\tprovider %s %s {\n\t\t\tapi bedrock\n\t\t\tregion %s\n%s\t\t\tmodel claude-bench %s\n%s%s\t\t}\n",
+			name, s.URL, bedrockRegion, k, bedrockModel, more, hedgeUpstreamTLS())
 	}
 	switch config {
 	case "reverse_proxy", controlConfig:
-		tr := ""
+		tr := rpUpstreamTLS()
 		if *rpIdle > 0 {
-			tr = fmt.Sprintf("\t\ttransport http {\n\t\t\tkeepalive_idle_conns_per_host %d\n\t\t}\n", *rpIdle)
+			tr += fmt.Sprintf("\t\t\tkeepalive_idle_conns_per_host %d\n", *rpIdle)
+		}
+		if tr != "" {
+			tr = "\t\ttransport http {\n" + tr + "\t\t}\n"
 		}
 		return fmt.Sprintf("\treverse_proxy %s {\n\t\theader_up Authorization \"Bearer %s\"\n%s\t}",
 			strings.TrimPrefix(sims[0].URL, "http://"), bedrockKey, tr)

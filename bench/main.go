@@ -42,7 +42,7 @@ var (
 	warmup      = flag.Duration("warmup", 500*time.Millisecond, "unmeasured load before each cell")
 	concList    = flag.String("conc", "1,16,64", "concurrencies (comma-separated); 1 shows the added latency of an unloaded proxy")
 	modeList    = flag.String("modes", "non-stream,stream,responses-stream,gemini-stream", "response shapes: non-stream, stream (Anthropic), openai-stream (OpenAI Chat Completions), responses-stream (OpenAI Responses), gemini-stream, bedrock-stream (Anthropic through api bedrock; adds llm_hedge_sigv4), translate-stream/<client>-<target> (the client format's native stream served by a provider of the target format with translate <client>, one per translation pair, e.g. translate-stream/openai-anthropic; translate-stream alone is translate-stream/anthropic-openai), translate-all (every translate-stream pair, each after the native stream of its client format: the table then shows each pair's llm_hedge CPU per request against the native cell's)")
-	configList  = flag.String("configs", "direct,reverse_proxy,llm_hedge,llm_hedge_3", "configurations to compare; reverse_proxy_2 is reverse_proxy again, judged against it as llm_hedge is (an A/A control of the machine's noise)")
+	configList  = flag.String("configs", "direct,reverse_proxy,llm_hedge,llm_hedge_3", "configurations to compare; llm_hedge_key is llm_hedge with its provider's api and own key (the quota estimate then reads the body; native modes only); reverse_proxy_2 is reverse_proxy again, judged against it as llm_hedge is (an A/A control of the machine's noise)")
 	rounds      = flag.Int("rounds", 1, "runs of every cell, every other one with the configurations in reverse order; the table shows the median of each figure")
 	profileDir  = flag.String("profile", "", "save a CPU profile (.pprof) and an allocation profile (.allocs, since the process started) of Caddy for every proxied cell into this directory")
 	rpIdle      = flag.Int("rp-idle", 256, "reverse_proxy keepalive_idle_conns_per_host (llm_hedge's pool holds 256; 0 = Caddy's default of 32)")
@@ -174,15 +174,15 @@ func runCompare(bin, dir string) error {
 	if err != nil {
 		return err
 	}
+	configs := strings.Split(*configList, ",")
 	if *upstreamTLS {
-		if err := checkUpstreamTLS(modes); err != nil {
+		if err := checkUpstreamTLS(configs); err != nil {
 			return err
 		}
 	}
 	if *slicesFlag > 0 && *profileDir != "" {
 		return fmt.Errorf("-profile takes one configuration at a time: not with -slices")
 	}
-	configs := strings.Split(*configList, ",")
 	var all []string // the table's columns: every mode's configurations
 	for _, mode := range modes {
 		for _, c := range modeConfigs(benchModes[mode], configs) {

@@ -33,6 +33,10 @@ type benchMode struct {
 	// A translating mode (translate.go): the client's format, and the
 	// format llm_hedge's providers speak, translating the client's.
 	client, translate string
+
+	// api is the `api` of llm_hedge_key's provider (agent.go): the
+	// client format's own; "" where llm_hedge already has api and key.
+	api string
 }
 
 const prompt = "Write a short paragraph about the sea."
@@ -46,6 +50,7 @@ var benchModes = map[string]benchMode{
 		tokens: streamTokens,
 		path:   "/v1/responses",
 		header: map[string]string{"Authorization": "Bearer sk-load"},
+		api:    "openai",
 		body:   fmt.Appendf(nil, `{"model":"gpt-bench","stream":true,"store":false,"max_output_tokens":1024,"input":%q}`, prompt),
 		check:  checkResponsesStream,
 	},
@@ -53,6 +58,7 @@ var benchModes = map[string]benchMode{
 		tokens: streamTokens,
 		path:   "/v1/chat/completions",
 		header: map[string]string{"Authorization": "Bearer sk-load"},
+		api:    "openai",
 		body:   fmt.Appendf(nil, `{"model":"gpt-bench","stream":true,"stream_options":{"include_usage":true},"max_tokens":1024,"messages":[{"role":"user","content":%q}]}`, prompt),
 		check:  checkChatStream,
 	},
@@ -60,6 +66,7 @@ var benchModes = map[string]benchMode{
 		tokens: streamTokens,
 		path:   "/v1beta/models/gemini-bench:streamGenerateContent?alt=sse",
 		header: map[string]string{"X-Goog-Api-Key": "sk-load"},
+		api:    "gemini",
 		body:   fmt.Appendf(nil, `{"contents":[{"role":"user","parts":[{"text":%q}]}],"generationConfig":{"maxOutputTokens":1024}}`, prompt),
 		check:  checkGeminiStream,
 	},
@@ -74,6 +81,7 @@ func anthropicMode(k load.Kind) benchMode {
 		tokens: nonStreamTokens,
 		path:   k.Path("claude-bench"),
 		header: map[string]string{"X-Api-Key": "sk-load", "Anthropic-Version": "2023-06-01"},
+		api:    "anthropic",
 		body:   load.Body(k, "claude-bench"),
 		check: func(b []byte) error {
 			if !bytes.Contains(b, []byte(`"stop_reason":"end_turn"`)) {
@@ -174,16 +182,21 @@ func countEvents(b []byte) int {
 func fileName(mode string) string { return strings.ReplaceAll(mode, "/", "_") }
 
 // parseModes reads -modes: mode names, and translate-all for every
-// translating mode beside the native streams (translateAllModes); a mode
+// translating mode beside the native streams (translateAllModes),
+// agent-all for every agent mode (agent.go); a mode
 // named twice runs once.
 func parseModes(s string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		names := []string{f}
-		if f == translateAll {
+		switch {
+		case f == translateAll:
 			names = translateAllModes()
-		} else if _, ok := benchModes[f]; !ok {
+		case f == agentAll:
+			names = agentModeNames
+		}
+		if _, ok := benchModes[f]; !ok && len(names) == 1 {
 			return nil, fmt.Errorf("unknown mode %q (have %s)", f, modeNames())
 		}
 		for _, n := range names {
@@ -203,5 +216,5 @@ func modeNames() string {
 			names = append(names, n)
 		}
 	}
-	return strings.Join(append(names, translateAll), ", ")
+	return strings.Join(append(names, translateAll, agentAll), ", ")
 }

@@ -14,10 +14,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
-var upstreamTLS = flag.Bool("upstream-tls", false, "serve the simulated providers over TLS, where both proxies negotiate HTTP/2 as they do with real providers (a certificate made for the run, trusted by both); the comparison's non-stream, stream, openai-stream, responses-stream and gemini-stream modes, and -idle-streams")
+var upstreamTLS = flag.Bool("upstream-tls", false, "serve the simulated providers over TLS, where both proxies negotiate HTTP/2 as they do with real providers (a certificate made for the run, trusted by both); every mode of the comparison (the clouds' and the translating ones included; not with the direct configuration), and -idle-streams")
 
 // upstream is the TLS of the simulated providers when -upstream-tls is
 // set: the servers' config and the PEM file both proxies trust.
@@ -60,12 +61,11 @@ func setupUpstreamTLS(dir string) error {
 	return nil
 }
 
-// checkUpstreamTLS rejects the modes -upstream-tls does not cover.
-func checkUpstreamTLS(modes []string) error {
-	for _, m := range modes {
-		if bm := benchModes[m]; bm.translate != "" || m == "bedrock-stream" {
-			return fmt.Errorf("-upstream-tls covers non-stream, stream, openai-stream, responses-stream and gemini-stream, not %s", m)
-		}
+// checkUpstreamTLS rejects the configurations -upstream-tls does not
+// cover: direct (the load generator speaks cleartext HTTP/1.1 only).
+func checkUpstreamTLS(configs []string) error {
+	if slices.Contains(configs, "direct") {
+		return fmt.Errorf("-upstream-tls measures the proxies, not direct: leave it out of -configs")
 	}
 	return nil
 }

@@ -63,6 +63,7 @@ func translateStreamMode(client, target string) benchMode {
 	}
 	m := benchModes[native]
 	m.client, m.translate = client, target
+	m.api = "" // llm_hedge's provider has its api and key
 	return m
 }
 
@@ -113,8 +114,8 @@ func translateModel(target string) string {
 // direct and reverse_proxy are those of the untranslated stream.
 func translateSite(m benchMode, config string, sims []*simServer) string {
 	prov := func(name string, s *simServer, more string) string {
-		return fmt.Sprintf("\t\tprovider %s %s {\n\t\t\tapi %s\n\t\t\ttranslate %s\n\t\t\tkey %s\n\t\t\tmodel * %s\n%s\t\t}\n",
-			name, s.URL, translateAPI(m.client, m.translate), m.client, translateKey(m.translate), translateModel(m.translate), more)
+		return fmt.Sprintf("\t\tprovider %s %s {\n\t\t\tapi %s\n\t\t\ttranslate %s\n\t\t\tkey %s\n\t\t\tmodel * %s\n%s%s\t\t}\n",
+			name, s.URL, translateAPI(m.client, m.translate), m.client, translateKey(m.translate), translateModel(m.translate), more, hedgeUpstreamTLS())
 	}
 	switch config {
 	case "llm_hedge":
