@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +38,7 @@ type attempt struct {
 	reason      string          // why it started: initial, hedge_triggered, retry, failover, fallback, context_fallback, probe
 	probe       bool            // the half-open probe of p's breaker
 	key         *health.PoolKey // the configured key it uses; nil: the client's own
+	lease       *bodyLease      // the request body's buffer (bodylease.go)
 	keyAnswered bool            // a response came: no longer awaited on key (candidates.go)
 	keySent     int64           // its place among the sends with key
 	keyBefore   int64           // the attempts awaiting a response on key when it was sent
@@ -108,11 +108,12 @@ func (h *Engine) run(a *attempt, req *wire.Request, r *http.Request, done chan<-
 		},
 		PutIdleConn: a.connIdle,
 	})
-	up, err := http.NewRequestWithContext(trace, http.MethodPost, a.p.url(path, query), bytes.NewReader(body))
+	up, err := http.NewRequestWithContext(trace, http.MethodPost, a.p.url(path, query), a.lease.reader(body))
 	if err != nil {
 		a.fail(wire.ClassConnect, fmt.Errorf("provider %s: building request: %w", a.p.name, err))
 		return
 	}
+	up.GetBody = func() (io.ReadCloser, error) { return a.lease.reader(body), nil }
 	var secret string
 	if a.key != nil {
 		secret = a.key.Secret

@@ -26,19 +26,24 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 	}
 	b, err := wire.ReadAll(r.Body, r.ContentLength, max)
 	if err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, wire.ErrBodyTimeout
-		}
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) { // Caddy's request_body max_size wraps it too
-			return nil, wire.ErrBodyTooLarge
-		}
-		return nil, fmt.Errorf("reading request body: %w", err)
+		return nil, readBodyError(err)
 	}
 	if int64(len(b)) > max {
 		return nil, wire.ErrBodyTooLarge
 	}
 	return decodeBody(r, b, max)
+}
+
+// readBodyError is the error of a failed read of a request body.
+func readBodyError(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return wire.ErrBodyTimeout
+	}
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) { // Caddy's request_body max_size wraps it too
+		return wire.ErrBodyTooLarge
+	}
+	return fmt.Errorf("reading request body: %w", err)
 }
 
 // bodyStatus is the status of the answer to a body readBody refused.

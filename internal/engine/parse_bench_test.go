@@ -13,7 +13,7 @@ import (
 
 // BenchmarkParse<Dialect> is the work a request's body costs before its
 // first attempt, on an agent-shaped body (bench/agentbody, 140-155 KB):
-// the read into one buffer, the validating parse, the affinity key, the
+// the read into a pooled buffer, the validating parse, the affinity key, the
 // provider-held objects, the quota estimate of a keyed provider and the
 // body an attempt sends (the same model: no rewrite). What it reports per
 // op is per request; b.SetBytes makes it a rate over the body.
@@ -41,9 +41,8 @@ func benchmarkParse(b *testing.B, d wire.Dialect, format, path string) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		r.Body = http.NoBody
 		r.Body = nopCloser{bytes.NewReader(body)}
-		got, err := readBody(r, 32<<20)
+		got, lease, err := readLeasedBody(r, 32<<20)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -64,6 +63,7 @@ func benchmarkParse(b *testing.B, d wire.Dialect, format, path string) {
 		if up := req.BodyFor(req.Model); len(up) != len(got) {
 			b.Fatal("body rewritten for its own model")
 		}
+		lease.release()
 	}
 }
 

@@ -377,6 +377,7 @@ func (st *requestState) launch(h *Engine, r *http.Request, a *attempt) {
 	a.start = time.Now()
 	a.offset = a.start.Sub(st.start)
 	a.ctx, a.cancel = attemptContext(st.ctx)
+	a.lease = st.lease
 	st.attempts = append(st.attempts, a)
 	st.plan.tries[a.p]++
 	st.live++

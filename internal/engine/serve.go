@@ -32,9 +32,13 @@ func (h *Engine) refuseMethod(w http.ResponseWriter, r *http.Request, d wire.Dia
 // relay, or answer with the error in the client's dialect.
 func (h *Engine) serveCompletion(w http.ResponseWriter, r *http.Request, d wire.Dialect) error {
 	st := newRequestState(h, r, d)
-	defer finish(st)
+	defer func() {
+		finish(st)
+		st.lease.release() // after drain (below): no attempt reads the body
+	}()
 
-	body, err := readBody(r, h.MaxBody)
+	body, lease, err := readLeasedBody(r, h.MaxBody)
+	st.lease = lease
 	if err != nil {
 		if errors.Is(err, wire.ErrBodyTooLarge) {
 			st.refuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the %d-byte limit (max_body)", h.MaxBody))

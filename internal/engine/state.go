@@ -29,6 +29,7 @@ type requestState struct {
 	// whether a hedge could.
 	inlineFirst, hedging bool
 	req                  *wire.Request
+	lease                *bodyLease // req.Body's pooled buffer, released at the end (bodylease.go)
 
 	plan          *plan
 	route         routeDecision // what the first tier's lb_policy chose (routing.go)

@@ -30,21 +30,26 @@ func SkipSpace(b []byte, i int) int {
 
 // jsonValid reports whether b is exactly one JSON value.
 func Valid(b []byte) bool {
-	i := jsonSkip(b, 0, 0)
+	i := jsonSkip(b, 0, 0, nil)
 	return i >= 0 && SkipSpace(b, i) == len(b)
 }
 
 // jsonSkip returns the index just past the value that starts at b[i]
 // (after whitespace), or -1 when there is no valid value there. depth is
-// the nesting of that value (0 at the top).
-func jsonSkip(b []byte, i, depth int) int {
+// the nesting of that value (0 at the top). A non-nil w notes its words in
+// every key and string the value holds.
+func jsonSkip(b []byte, i, depth int, w *Watch) int {
 	i = SkipSpace(b, i)
 	if i >= len(b) {
 		return -1
 	}
 	switch c := b[i]; c {
 	case '"':
-		return jsonSkipString(b, i)
+		e := jsonSkipString(b, i)
+		if w != nil && e > 0 {
+			w.note(b[i:e])
+		}
+		return e
 	case '{':
 		if depth >= jsonMaxDepth {
 			return -1
@@ -56,13 +61,17 @@ func jsonSkip(b []byte, i, depth int) int {
 			if i >= len(b) || b[i] != '"' {
 				return -1
 			}
+			ks := i
 			if i = jsonSkipString(b, i); i < 0 {
 				return -1
+			}
+			if w != nil {
+				w.note(b[ks:i])
 			}
 			if i = SkipSpace(b, i); i >= len(b) || b[i] != ':' {
 				return -1
 			}
-			if i = jsonSkip(b, i+1, depth+1); i < 0 {
+			if i = jsonSkip(b, i+1, depth+1, w); i < 0 {
 				return -1
 			}
 			if i = SkipSpace(b, i); i >= len(b) {
@@ -85,7 +94,7 @@ func jsonSkip(b []byte, i, depth int) int {
 			return i + 1
 		}
 		for {
-			if i = jsonSkip(b, i, depth+1); i < 0 {
+			if i = jsonSkip(b, i, depth+1, w); i < 0 {
 				return -1
 			}
 			if i = SkipSpace(b, i); i >= len(b) {
@@ -260,6 +269,7 @@ type Iter struct {
 	keyEsc  bool // key holds an escape
 	first   bool
 	pending bool // a value starts at i and was not consumed
+	watch   *Watch
 	bad     bool // not valid JSON
 	done    bool // the container ended; i is past its close
 }
@@ -323,6 +333,9 @@ func (it *Iter) Next() bool {
 			return false
 		}
 		it.Key, it.keyEsc = b[i+1:ke-1], esc
+		if it.watch != nil {
+			it.watch.note(b[i:ke])
+		}
 		i = SkipSpace(b, ke)
 		if i >= len(b) || b[i] != ':' {
 			it.bad = true
@@ -342,7 +355,7 @@ func (it *Iter) Value() []byte {
 	}
 	it.pending = false
 	vs := it.Pos
-	ve := jsonSkip(it.b, vs, it.depth+1)
+	ve := jsonSkip(it.b, vs, it.depth+1, it.watch)
 	if ve < 0 {
 		it.bad = true
 		return nil
@@ -360,6 +373,7 @@ func (it *Iter) Enter() (Iter, bool) {
 	c, ok := Open(it.b, it.Pos, it.depth+1)
 	if ok {
 		it.pending = false
+		c.watch = it.watch
 	}
 	return c, ok
 }

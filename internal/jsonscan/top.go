@@ -9,6 +9,8 @@ type Top struct {
 	body    []byte
 	members []topMember
 	inline  [8]topMember // most bodies have fewer members: no allocation
+	// Marks is what the walk saw of the words it watched (watch.go).
+	Marks Watch
 }
 
 type topMember struct {
@@ -18,7 +20,7 @@ type topMember struct {
 
 // Reset starts t over for body.
 func (t *Top) Reset(body []byte) {
-	t.body, t.members = body, t.inline[:0]
+	t.body, t.members, t.Marks = body, t.inline[:0], Watch{}
 }
 
 // Add records the next member of the body, in order: its raw key and the
@@ -37,12 +39,31 @@ func (t *Top) Holds(body []byte) bool {
 
 // Index walks body as ScanTopLevel does and records every member, for a
 // parse that reads no member of its own; an error is ScanTopLevel's.
-func (t *Top) Index(body []byte) error {
+func (t *Top) Index(body []byte) error { return t.IndexWatching(body, nil) }
+
+// IndexWatching is Index noting words (nil: none) in t.Marks as it walks.
+func (t *Top) IndexWatching(body []byte, words *Words) error {
 	t.Reset(body)
-	return ScanTopLevel(body, func(key []byte, s, e int) bool {
-		t.Add(key, s, e)
-		return true
-	})
+	t.Marks.Words = words
+	it, ok := Open(body, 0, 0)
+	if !ok || !it.IsObject() {
+		return ErrScan
+	}
+	if words != nil {
+		it.Watch(&t.Marks)
+	}
+	for it.Next() {
+		start := it.Pos
+		v := it.Value()
+		if v == nil {
+			break
+		}
+		t.Add(it.Key, start, start+len(v))
+	}
+	if !it.End() {
+		return ErrScan
+	}
+	return nil
 }
 
 // Scan is ScanTopLevel(body, fn): fn sees the same members, in order, from

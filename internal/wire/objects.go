@@ -107,7 +107,8 @@ func NamedObjects(rules []ObjectRule, body []byte, out []ObjectRef) []ObjectRef 
 // top-level members: a rule whose paths are all top-level members
 // (Responses' conversation, Anthropic's container, Gemini's cachedContent)
 // asks the index instead of searching an agent's body of hundreds of
-// kilobytes for its marker.
+// kilobytes for its marker, and another rule asks what the parse's walk
+// saw of its marker (ObjectWords) before it searches.
 func NamedObjectsIn(rules []ObjectRule, body []byte, top *jsonscan.Top, out []ObjectRef) []ObjectRef {
 	for i := range rules {
 		r := &rules[i]
@@ -116,6 +117,10 @@ func NamedObjectsIn(rules []ObjectRule, body []byte, top *jsonscan.Top, out []Ob
 		}
 		if key, ok := r.topLevel(); ok && top.Holds(body) {
 			if !topHas(top, body, key) {
+				continue
+			}
+		} else if seen, known := top.Marked(body).Saw(r.Marker); known {
+			if !seen {
 				continue
 			}
 		} else if !bytes.Contains(body, r.Marker) {
@@ -156,4 +161,16 @@ func topHas(top *jsonscan.Top, body []byte, key string) bool {
 		return !found
 	})
 	return found
+}
+
+// ObjectWords are the markers of rules, for the parse's walk to watch
+// (jsonscan.Watch): a marker is a prefilter only, the rule's paths decide,
+// and the walk passes every whole string the body holds (a marker only
+// ever matches one: an unescaped quote in JSON is a string's end).
+func ObjectWords(rules []ObjectRule) *jsonscan.Words {
+	var ws [][]byte
+	for _, r := range rules {
+		ws = append(ws, r.Marker)
+	}
+	return jsonscan.NewWords(ws...)
 }

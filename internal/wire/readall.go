@@ -45,3 +45,22 @@ func ReadAll(body io.Reader, length, max int64) ([]byte, error) {
 	_, err := buf.ReadFrom(io.LimitReader(body, max+1-int64(len(b))))
 	return buf.Bytes(), err
 }
+
+// ReadAllInto is ReadAll into buf, a buffer of the body's stated length
+// and one byte more (the read that sees its end): a body of that length
+// is buf's first bytes. A longer one (a length net/http does not
+// enforce) is read on as ReadAll reads it, into a buffer of its own.
+func ReadAllInto(body io.Reader, length, max int64, buf []byte) ([]byte, error) {
+	n, err := io.ReadFull(body, buf)
+	switch {
+	case err == nil:
+		out := bytes.NewBuffer(append(make([]byte, 0, 2*len(buf)), buf...))
+		_, err := out.ReadFrom(io.LimitReader(body, max+1-int64(len(buf))))
+		return out.Bytes(), err
+	case (err == io.ErrUnexpectedEOF || err == io.EOF) && int64(n) == length:
+		return buf[:n], nil
+	case err == io.ErrUnexpectedEOF || err == io.EOF:
+		return nil, io.ErrUnexpectedEOF // shorter than its Content-Length
+	}
+	return nil, err
+}

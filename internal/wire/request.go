@@ -61,7 +61,12 @@ func ParseCompletion(d Dialect, path, rawQuery string, body []byte) (*Request, e
 
 // parseRequestBody is the parse every dialect's body shares: a JSON
 // object with a `model` string and an optional `stream` flag.
-func ParseRequestBody(body []byte) (*Request, error) {
+func ParseRequestBody(body []byte) (*Request, error) { return ParseRequestBodyWatching(body, nil) }
+
+// ParseRequestBodyWatching is ParseRequestBody noting words (nil: none)
+// in the index's Marks as the walk passes them (jsonscan.Watch): the
+// dialect's object markers, which NamedObjectsIn then needs no search for.
+func ParseRequestBodyWatching(body []byte, words *jsonscan.Words) (*Request, error) {
 	req := &Request{Body: body, ModelStart: -1}
 	it, ok := jsonscan.Open(body, 0, 0)
 	if !ok || !it.IsObject() {
@@ -73,6 +78,10 @@ func ParseRequestBody(body []byte) (*Request, error) {
 	var modelRaw []byte
 	sawModel, sawStream := false, false
 	req.Top.Reset(body)
+	if words != nil {
+		req.Top.Marks.Words = words
+		it.Watch(&req.Top.Marks)
+	}
 	for it.Next() {
 		key, start := it.Key, it.Pos
 		switch {

@@ -46,7 +46,7 @@ func (Dialect) SniffAux(path string, h wire.HeaderGetter) int {
 }
 
 func (Dialect) ParseRequest(_, _ string, body []byte) (*wire.Request, error) {
-	return wire.ParseRequestBody(body)
+	return wire.ParseRequestBodyWatching(body, objectWords)
 }
 
 func (d Dialect) UpstreamPath(string, string) string { return d.CompletionPath("") }

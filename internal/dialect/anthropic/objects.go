@@ -20,3 +20,6 @@ var objectRules = []wire.ObjectRule{
 
 // ObjectRules is the dialect's wire.ObjectNamer.
 func (Dialect) ObjectRules() []wire.ObjectRule { return objectRules }
+
+// objectWords are the markers the parse watches for (wire.ObjectWords).
+var objectWords = wire.ObjectWords(objectRules)

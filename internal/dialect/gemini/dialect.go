@@ -110,7 +110,7 @@ func (Dialect) ParseRequest(path, rawQuery string, body []byte) (*wire.Request, 
 	}
 	// The validating walk, which leaves where the members stand for
 	// their readers (SessionKey).
-	if req.Top.Index(body) != nil {
+	if req.Top.IndexWatching(body, objectWords) != nil {
 		return nil, wire.ErrInvalidJSON
 	}
 	return req, nil

@@ -34,3 +34,6 @@ func fileName(v []byte) string {
 		"https://generativelanguage.googleapis.com/v1/files/",
 		"files/")
 }
+
+// objectWords are the markers the parse watches for (wire.ObjectWords).
+var objectWords = wire.ObjectWords(objectRules)

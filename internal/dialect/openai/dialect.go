@@ -41,7 +41,7 @@ func (Dialect) AuxPaths() []wire.AuxPath { return openAIAuxPaths }
 func (Dialect) SniffAux(string, wire.HeaderGetter) int { return wire.SniffGuess }
 
 func (Dialect) ParseRequest(_, _ string, body []byte) (*wire.Request, error) {
-	return wire.ParseRequestBody(body)
+	return wire.ParseRequestBodyWatching(body, objectWords)
 }
 
 func (d Dialect) UpstreamPath(string, string) string { return d.CompletionPath("") }

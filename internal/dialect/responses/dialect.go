@@ -323,7 +323,7 @@ func (Dialect) SniffAux(p string, _ wire.HeaderGetter) int {
 }
 
 func (Dialect) ParseRequest(_, _ string, body []byte) (*wire.Request, error) {
-	return wire.ParseRequestBody(body)
+	return wire.ParseRequestBodyWatching(body, objectWords)
 }
 
 // upstreamPath is the canonical path of the client's endpoint (compact or not).

@@ -1,0 +1,129 @@
+package engine
+
+// A completion's request body in a pooled buffer: an agent's turn is
+// 50-300 KB, and a fresh buffer of that size per request costs more than
+// the parse (the runtime zeroes it, faults its pages in, and collects it
+// soon after). The buffer goes back to its pool when the request ends.
+//
+// Every upstream request reads it through a leaseReader, and the lease's
+// release revokes them all before the buffer is reused: the HTTP/1.1
+// transport's write loop and the HTTP/2 stream's body writer may still
+// be reading a lost attempt's body when the request has ended, and must
+// then fail, never read another request's bytes.
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/bits"
+	"net/http"
+	"sync"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
+)
+
+// Pooled sizes: powers of two from minPooledBody to wire's exact-size
+// bound (a larger body is read as it comes and is not pooled).
+const (
+	minPooledShift = 14 // 16 KiB: below it a buffer is cheap
+	maxPooledShift = 20 // 1 MiB
+)
+
+var bodyPools [maxPooledShift - minPooledShift + 1]sync.Pool
+
+// bodyLease owns a pooled buffer holding one request's body.
+type bodyLease struct {
+	buf  *[]byte // the pooled buffer, whole
+	body []byte  // the body in it (its capacity ends at its length)
+	mu   sync.RWMutex
+	gone bool // released: every reader fails
+}
+
+// errBodyReleased is what a reader of a released body gets: the request
+// that owned it has ended.
+var errBodyReleased = errors.New("request body released: the request ended")
+
+// readLeasedBody is readBody into a pooled buffer when the body's length
+// is known, in the pooled sizes and not encoded; else readBody's own
+// buffer and a nil lease (whose methods are those of no lease).
+func readLeasedBody(r *http.Request, max int64) ([]byte, *bodyLease, error) {
+	n := r.ContentLength
+	ce := r.Header.Get("Content-Encoding")
+	if n < 1<<minPooledShift || n >= 1<<maxPooledShift || n > max || (ce != "" && ce != "identity") {
+		b, err := readBody(r, max)
+		return b, nil, err
+	}
+	class := bits.Len64(uint64(n)) - minPooledShift // n+1 bytes fit: the read that sees the end
+	l := &bodyLease{}
+	if p, ok := bodyPools[class].Get().(*[]byte); ok {
+		l.buf = p
+	} else {
+		b := make([]byte, 1<<(class+minPooledShift))
+		l.buf = &b
+	}
+	b, err := wire.ReadAllInto(r.Body, n, max, (*l.buf)[:n+1])
+	if err != nil || int64(len(b)) > max {
+		l.release()
+		if err == nil {
+			return nil, nil, wire.ErrBodyTooLarge
+		}
+		return nil, nil, readBodyError(err)
+	}
+	r.Header.Del("Content-Encoding")
+	l.body = b[:len(b):len(b)] // an append never writes into the pooled buffer
+	return l.body, l, nil
+}
+
+// reader is an upstream request's body for b: revocable when b is the
+// leased body, else a plain reader (a rewritten body is its own).
+func (l *bodyLease) reader(b []byte) io.ReadCloser {
+	if len(b) == 0 {
+		return http.NoBody
+	}
+	if l == nil || !l.holds(b) {
+		return io.NopCloser(bytes.NewReader(b))
+	}
+	return &leaseReader{l: l}
+}
+
+// holds reports whether b is the leased body (not released).
+func (l *bodyLease) holds(b []byte) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(b) == len(l.body) && &b[0] == &l.body[0]
+}
+
+// release revokes every reader and gives the buffer back. The request
+// must be done with the body: its attempts have ended (drain).
+func (l *bodyLease) release() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.gone, l.body = true, nil
+	l.mu.Unlock()
+	class := bits.Len64(uint64(cap(*l.buf))) - 1 - minPooledShift
+	bodyPools[class].Put(l.buf)
+}
+
+// leaseReader reads the leased body from its start.
+type leaseReader struct {
+	l   *bodyLease
+	off int
+}
+
+func (r *leaseReader) Read(p []byte) (int, error) {
+	r.l.mu.RLock()
+	defer r.l.mu.RUnlock()
+	if r.l.gone {
+		return 0, errBodyReleased
+	}
+	if r.off >= len(r.l.body) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.l.body[r.off:])
+	r.off += n
+	return n, nil
+}
+
+func (*leaseReader) Close() error { return nil }

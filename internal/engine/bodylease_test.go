@@ -1,0 +1,91 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
+)
+
+func leasedRequest(body []byte) *http.Request {
+	return &http.Request{Method: http.MethodPost, Header: http.Header{}, ContentLength: int64(len(body)),
+		Body: io.NopCloser(bytes.NewReader(body))}
+}
+
+// A body in the pooled sizes is read into a pooled buffer whole; readers
+// of it read it as a bytes.Reader would, and fail once the lease is
+// released, before the buffer holds another request's body.
+func TestBodyLeaseRevokesReaders(t *testing.T) {
+	first := bytes.Repeat([]byte("a"), 40_000)
+	got, lease, err := readLeasedBody(leasedRequest(first), 1<<20)
+	if err != nil || lease == nil {
+		t.Fatalf("lease %v, err %v", lease, err)
+	}
+	if !bytes.Equal(got, first) || cap(got) != len(got) {
+		t.Fatalf("body of %d bytes (cap %d), want the %d sent, capacity ending there", len(got), cap(got), len(first))
+	}
+	whole, partial := lease.reader(got), lease.reader(got)
+	if b, err := io.ReadAll(whole); err != nil || !bytes.Equal(b, first) {
+		t.Fatalf("reader: %d bytes, %v", len(b), err)
+	}
+	p := make([]byte, 1000)
+	if n, err := partial.Read(p); n != 1000 || err != nil {
+		t.Fatalf("partial read %d, %v", n, err)
+	}
+	lease.release()
+	if n, err := partial.Read(p); n != 0 || !errors.Is(err, errBodyReleased) {
+		t.Fatalf("read after release: %d bytes, %v; want errBodyReleased", n, err)
+	}
+	// The next body of the size class takes a buffer (the released one,
+	// when the pool kept it): the revoked reader still reads nothing.
+	second := bytes.Repeat([]byte("b"), 40_000)
+	got2, lease2, err := readLeasedBody(leasedRequest(second), 1<<20)
+	if err != nil || !bytes.Equal(got2, second) {
+		t.Fatalf("second body: %v", err)
+	}
+	if n, err := partial.Read(p); n != 0 || !errors.Is(err, errBodyReleased) {
+		t.Fatalf("revoked reader after reuse: %d bytes, %v", n, err)
+	}
+	// A body that is not the leased one (a rewrite) gets a plain reader.
+	other := append([]byte(nil), got2...)
+	if _, ok := lease2.reader(other).(*leaseReader); ok {
+		t.Error("a copy of the body got a lease reader")
+	}
+	lease2.release()
+}
+
+// Bodies outside the pooled sizes, encoded ones, and bodies of unknown
+// length are read as before, with no lease; errors are readBody's.
+func TestBodyLeaseOnlyWherePooled(t *testing.T) {
+	small := []byte(`{"model":"m"}`)
+	if b, lease, err := readLeasedBody(leasedRequest(small), 1<<20); err != nil || lease != nil || !bytes.Equal(b, small) {
+		t.Errorf("small body: lease %v, err %v", lease, err)
+	}
+	big := bytes.Repeat([]byte("x"), 20_000)
+	r := leasedRequest(big)
+	r.ContentLength = -1
+	if b, lease, err := readLeasedBody(r, 1<<20); err != nil || lease != nil || !bytes.Equal(b, big) {
+		t.Errorf("unknown length: lease %v, err %v", lease, err)
+	}
+	r = leasedRequest(big[:19_000]) // shorter than it says
+	r.ContentLength = 20_000
+	if _, lease, err := readLeasedBody(r, 1<<20); err == nil || lease != nil {
+		t.Errorf("short body: lease %v, err %v", lease, err)
+	}
+	r = leasedRequest(big)
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(big), strings.NewReader("more"))) // longer than it says
+	b, lease, err := readLeasedBody(r, 1<<20)
+	if err != nil || len(b) != len(big)+4 {
+		t.Errorf("long body: %d bytes, %v", len(b), err)
+	}
+	lease.release()
+	r = leasedRequest(big)
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(big), strings.NewReader("more")))
+	if _, _, err := readLeasedBody(r, int64(len(big))+2); !errors.Is(err, wire.ErrBodyTooLarge) {
+		t.Errorf("longer than max: %v", err)
+	}
+}
