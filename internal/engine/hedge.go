@@ -11,7 +11,7 @@ import (
 // attempts left and a candidate is unused.
 func hedgeRoom(st *requestState) bool {
 	h := st.h
-	return st.live > 0 && st.live < h.Hedge.MaxAttempts && st.attemptsLeft() > 0 && st.plan.remaining() > 0
+	return st.live > 0 && int(st.live) < h.Hedge.MaxAttempts && st.attemptsLeft() > 0 && st.plan.remaining() > 0
 }
 
 // hedgeDelay is how long the first attempt on p may take to its first

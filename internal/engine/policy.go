@@ -82,7 +82,7 @@ func afterFailure(st *requestState, a *attempt, hedging bool, pending *attempt) 
 		if contextFallbackTo(st, a) != "" {
 			return step{kind: stepLaunch, reason: launchContextFallbackReason, attempt: a, ifNone: endFatal}
 		}
-		if st.contextFellBack > 0 && a.n <= st.contextFellBack && (st.live > 0 || pending != nil) && st.dialect.PromptTooLong(a.errBody) {
+		if st.contextFellBack > 0 && a.n <= int(st.contextFellBack) && (st.live > 0 || pending != nil) && st.dialect.PromptTooLong(a.errBody) {
 			// A racer of the too-long model said so too: the attempt on
 			// the larger model answers.
 			return step{kind: stepNone}
@@ -256,6 +256,9 @@ func fallback(st *requestState) bool {
 				return false
 			}
 		}
+		if st.fellBack == nil { // made here: most requests never fall back
+			st.fellBack = map[string]bool{}
+		}
 		st.fellBack[f.To] = true
 		// The session key keeps a conversation on one provider of the
 		// fallback model too, where its prompt cache will build up.
@@ -314,7 +317,7 @@ func launchContextFallback(st *requestState, r *http.Request, a *attempt) *attem
 	if !ok {
 		return nil
 	}
-	st.contextFellBack = len(st.attempts)
+	st.contextFellBack = int32(len(st.attempts))
 	st.fallbackModel = to
 	cands, _ := h.candidates(st.dialect, to, st.req.SessionKey, st.req.SizeClass)
 	st.plan = newPlan(cands, to)

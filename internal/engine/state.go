@@ -28,39 +28,40 @@ type requestState struct {
 	// goroutine (launch), when nothing could start beside it; hedging says
 	// whether a hedge could.
 	inlineFirst, hedging bool
-	req                  *wire.Request
-	lease                *bodyLease // req.Body's pooled buffer, released at the end (bodylease.go)
+	// The other flags sit beside them: a committed stream keeps this
+	// struct, and one field of padding per flag took it past a size class.
+	hedged             bool
+	rateLimited        bool // launchProbe: an open candidate was skipped for its 429's Retry-After
+	forwarded          bool // not a completion: models, token counts, forward globs
+	dialectGuessed     bool // dialect is the fallback for a path no dialect claims: its error shape, not its name (dialectName)
+	budgetFailoverUsed bool
+	live               int32 // attempts running
+	// contextFellBack is the number of attempts made before the one
+	// context_fallback started (0: none yet); it happens once.
+	contextFellBack int32
+	req             *wire.Request
+	lease           *bodyLease // req.Body's pooled buffer, released at the end (bodylease.go)
 
 	plan          *plan
 	route         routeDecision // what the first tier's lb_policy chose (routing.go)
 	done          chan *attempt
 	attempts      []*attempt
 	skips         []ChainEntry
-	live          int
 	winner        *attempt
 	outcome       string
 	status        int
-	hedged        bool
 	recoverAt     time.Time
-	rateLimited   bool // launchProbe: an open candidate was skipped for its 429's Retry-After
 	fellBack      map[string]bool
 	fallbackModel string
-	// contextFellBack is the number of attempts made before the one
-	// context_fallback started (0: none yet); it happens once.
-	contextFellBack int
-	relay           stream.RelayResult
-	fatal           *attempt // a request-level error that ended the race
-	refused         string
-	forwarded       bool // not a completion: models, token counts, forward globs
-	dialectGuessed  bool // dialect is the fallback for a path no dialect claims: its error shape, not its name (dialectName)
+	relay         stream.RelayResult
+	fatal         *attempt // a request-level error that ended the race
+	refused       string
 
 	xlRefused   []translate.Loss     // what the candidates skipped for a material loss could not carry
 	xlRefusedBy []*provider          // those candidates
 	failback    *wire.Request        // the request for native Anthropic providers after a translated turn (translate.go)
 	failbackOf  *wire.Request        // the request failback stands for
 	xlDone      map[*provider]xlDone // translations made at launch, reused by later attempts
-
-	budgetFailoverUsed bool
 
 	// quota: the request's token estimate (-1 until needed), the
 	// providers skipped for their keys' quota and the earliest reset.
@@ -99,7 +100,7 @@ func (st *requestState) dialectName() string {
 }
 
 func newRequestState(h *Engine, r *http.Request, d wire.Dialect) *requestState {
-	return &requestState{h: h, r: r, dialect: d, start: time.Now(), ctx: r.Context(), fellBack: map[string]bool{}, quotaEst: -1}
+	return &requestState{h: h, r: r, dialect: d, start: time.Now(), ctx: r.Context(), quotaEst: -1}
 }
 
 // attemptsLeft counts the attempts the request may still start: a
