@@ -46,6 +46,20 @@ func newSigV4(service, region string) *sigV4 {
 
 const sigV4Algorithm = "AWS4-HMAC-SHA256"
 
+// sigV4HeaderBytes is an upper bound of what a signature with creds adds
+// to an HTTP/1.1 request's header: "Authorization: " with the algorithm,
+// credential scope, a signed-headers list of the usual length (128 bytes)
+// and the signature; "X-Amz-Date: "; and "X-Amz-Security-Token: " with
+// the session token.
+func sigV4HeaderBytes(creds aws.Credentials, region string) int {
+	n := len("Authorization: "+sigV4Algorithm+" Credential=/20060102//bedrock/aws4_request, SignedHeaders=, Signature=\r\n") +
+		len(creds.AccessKeyID) + len(region) + 128 + 2*sha256.Size + len("X-Amz-Date: 20060102T150405Z\r\n")
+	if creds.SessionToken != "" {
+		n += len("X-Amz-Security-Token: \r\n") + len(creds.SessionToken)
+	}
+	return n
+}
+
 // sigV4Header is one header to sign: its lower-case name and its values.
 type sigV4Header struct {
 	name string
