@@ -57,7 +57,7 @@ func benchBedrock(tb testing.TB, key bool) *BedrockProtocol {
 	creds := aws.NewCredentialsCache(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 		return aws.Credentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", Source: "bench"}, nil
 	}))
-	return newSigV4Bedrock(tgt, creds)
+	return &BedrockProtocol{t: tgt, creds: creds, signer: newSigV4("bedrock", tgt.Opts.Region)}
 }
 
 // BenchmarkBedrockPrepare is Prepare on a stream request with a small and
