@@ -3,7 +3,6 @@ package cloud
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/anthropic"
@@ -27,10 +25,12 @@ import (
 // frames, read back as Anthropic SSE by bedrockStream.
 type BedrockProtocol struct {
 	t      Target
-	region string
 	creds  aws.CredentialsProvider // nil with a key
-	signer *v4.Signer
+	signer *sigV4
 	Chain  string // where the credentials come from, for the log
+	// authBytes is what the signature adds to a request's header, as the
+	// provisioned credentials sign (AuthHeaderBytes).
+	authBytes int
 }
 
 const BedrockAnthropicVersion = `"bedrock-2023-05-31"`
@@ -41,7 +41,7 @@ const BedrockAnthropicVersion = `"bedrock-2023-05-31"`
 const awsCredentialTimeout = 10 * time.Second
 
 func NewBedrock(t Target) (Protocol, error) {
-	b := &BedrockProtocol{t: t, region: t.Opts.Region, Chain: "the provider's key (a Bedrock API key)"}
+	b := &BedrockProtocol{t: t, Chain: "the provider's key (a Bedrock API key)"}
 	if t.Key != "" {
 		return b, nil // a Bedrock API key, sent as Bearer
 	}
@@ -60,17 +60,24 @@ func NewBedrock(t Target) (Protocol, error) {
 	if cfg.Credentials == nil {
 		return nil, fmt.Errorf("api bedrock: no AWS credentials in %s; or set key to a Bedrock API key", chain)
 	}
-	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+	creds, err := cfg.Credentials.Retrieve(ctx)
+	if err != nil {
 		// The error names the providers tried; it carries no secret.
 		return nil, fmt.Errorf("api bedrock: no AWS credentials found in %s (or set key to a Bedrock API key): %w", chain, err)
 	}
+	b.authBytes = sigV4HeaderBytes(creds, t.Opts.Region)
 	b.creds = cfg.Credentials // a cache: refreshed before expiry
-	b.signer = v4.NewSigner()
+	b.signer = newSigV4("bedrock", t.Opts.Region)
 	b.Chain = chain
 	return b, nil
 }
 
 func (*BedrockProtocol) String() string { return "bedrock" }
+
+// AuthHeaderBytes is what SigV4 adds to the header of a request: its
+// Authorization, X-Amz-Date and, with a session token, X-Amz-Security-
+// Token (about 300 bytes, 1.5-2 KiB with a token); 0 with a key.
+func (b *BedrockProtocol) AuthHeaderBytes() int { return b.authBytes }
 
 func (*BedrockProtocol) Serves(d wire.Dialect) bool { return isDialect[anthropic.Dialect](d) }
 
@@ -111,7 +118,7 @@ func (b *BedrockProtocol) Prepare(ctx context.Context, up *http.Request, req *wi
 		return fmt.Errorf("AWS credentials: %w", err)
 	}
 	sum := sha256.Sum256(body)
-	return b.signer.SignHTTP(ctx, creds, up, hex.EncodeToString(sum[:]), "bedrock", b.region, time.Now())
+	return b.signer.sign(up, creds, &sum, time.Now())
 }
 
 // anthropicBetas reads the anthropic-beta header's comma-separated list.

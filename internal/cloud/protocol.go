@@ -40,6 +40,13 @@ type Protocol interface {
 	Response(resp *http.Response) Verdict
 }
 
+// AuthSizer is a protocol whose auth adds to the header of every request
+// more than a key does (a SigV4 signature): the provider's connections
+// buffer that much more to write a request's header in one piece.
+type AuthSizer interface {
+	AuthHeaderBytes() int
+}
+
 // cloudVerdict is what a cloud's error answer says that its status does
 // not (SPEC 15): a Bedrock 403 is a model the account lacks, or the
 // proxy's own credential refused, or neither. The zero value leaves the

@@ -151,6 +151,12 @@ func newProvider(pc *ProviderConfig, h *Engine) (*provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	if as, ok := p.proto.(cloud.AuthSizer); ok {
+		// A signature's header (SigV4's 300 bytes, 2 KiB with a session
+		// token) is buffered with the rest: a small request is still one
+		// write, not two or three.
+		p.transport.WriteBufferSize += as.AuthHeaderBytes()
+	}
 	h.transport[pc.Name] = p.transport
 	p.health, err = h.env.Health(p.name, u.String(), p.vendor)
 	if err != nil {

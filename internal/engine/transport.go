@@ -36,7 +36,8 @@ func newTransport(connect time.Duration, caFile string, plain bool) (*http.Trans
 		// it only for the request line and headers: 512 B holds those of
 		// a plain SDK request, an agent's many headers (1-1.5 KiB) take
 		// one or two more writes per request (not per event), and a
-		// larger body is written past it. The read buffer is net/http's
+		// larger body is written past it. A signing cloud adds its
+		// signature's size (cloud.AuthSizer, in newProvider). The read buffer is net/http's
 		// 4 KiB, except in cleartext (below). HTTP/2 (every TLS
 		// provider) uses neither.
 		WriteBufferSize: 512,

@@ -1,0 +1,88 @@
+package cloud
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/anthropic"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
+)
+
+// benchBedrockBody is an Anthropic Messages stream request of about size
+// bytes, as a client sends it.
+func benchBedrockBody(size int) []byte {
+	text := strings.Repeat("The sea is wide and the sea is deep. ", max(1, size/37))
+	return fmt.Appendf(nil, `{"model":"claude-sonnet","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":%q}]}`, text)
+}
+
+// benchBedrockRequest is an upstream request as the engine hands it to
+// Prepare: cloudHeader's header (the client's Accept, Anthropic-Version,
+// User-Agent), Content-Type and Content-Length set.
+func benchBedrockRequest(tb testing.TB, body []byte) *http.Request {
+	up, err := http.NewRequestWithContext(context.Background(), http.MethodPost, "https://bedrock-runtime.us-east-1.amazonaws.com/v1/messages", bytes.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	up.Header = http.Header{
+		"Accept":            {"application/json"},
+		"Anthropic-Version": {"2023-06-01"},
+		"User-Agent":        {"Anthropic/Python 0.49.0"},
+		"Content-Type":      {"application/json"},
+	}
+	up.ContentLength = int64(len(body))
+	return up
+}
+
+// benchBedrock is a Bedrock protocol for the benchmark: signing with static
+// credentials behind the SDK's credentials cache (as LoadDefaultConfig
+// provides them), or with a Bedrock API key.
+func benchBedrock(tb testing.TB, key bool) *BedrockProtocol {
+	base, _ := url.Parse("https://bedrock-runtime.us-east-1.amazonaws.com")
+	tgt := Target{BaseURL: base, Opts: Options{Region: "us-east-1"}}
+	if key {
+		tgt.Key = "bedrock-api-key"
+		p, err := NewBedrock(tgt)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return p.(*BedrockProtocol)
+	}
+	creds := aws.NewCredentialsCache(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		return aws.Credentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", Source: "bench"}, nil
+	}))
+	return &BedrockProtocol{t: tgt, creds: creds, signer: newSigV4("bedrock", tgt.Opts.Region)}
+}
+
+// BenchmarkBedrockPrepare is Prepare on a stream request with a small and
+// a 150 KB body, keyed (Bearer, nothing signed) and SigV4-signed: the
+// difference is the signature's cost.
+func BenchmarkBedrockPrepare(b *testing.B) {
+	for _, size := range []int{200, 150 << 10} {
+		body := benchBedrockBody(size)
+		req := &wire.Request{Dialect: anthropic.Dialect{}, Body: body, Model: "claude-sonnet", Stream: true}
+		for _, key := range []bool{true, false} {
+			name := "sigv4"
+			if key {
+				name = "key"
+			}
+			b.Run(fmt.Sprintf("%s/%dB", name, len(body)), func(b *testing.B) {
+				p := benchBedrock(b, key)
+				b.ReportAllocs()
+				b.SetBytes(int64(len(body)))
+				for b.Loop() {
+					up := benchBedrockRequest(b, body)
+					if err := p.Prepare(context.Background(), up, req, "anthropic.claude-sonnet-4-20250514-v1:0", body); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
