@@ -22,6 +22,9 @@ import (
 // it adds, "stream": true, is read only by this package's Gemini client
 // decoder; the body is never sent to Google as such.
 func WithGeminiStream(body []byte) []byte {
+	if out, ok := withStreamMember(body); ok {
+		return out
+	}
 	var top map[string]json.RawMessage
 	if json.Unmarshal(body, &top) != nil || top == nil {
 		return body // not an object: Translate reports it

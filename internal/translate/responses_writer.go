@@ -67,8 +67,66 @@ func (w *responsesWriter) start(dst []byte, id, model string) ([]byte, error) {
 	w.started, w.id, w.model, w.created = true, id, model, now().Unix()
 	resp := &responsesBody{ID: responsesID(id), Object: "response", CreatedAt: w.created, Status: "in_progress",
 		Model: model, Output: []responsesOutItem{}, ParallelToolCalls: true, ToolChoice: "auto", Tools: []any{}}
-	dst = w.eventJSON(dst, "response.created", map[string]any{"response": resp})
-	return w.eventJSON(dst, "response.in_progress", map[string]any{"response": resp}), nil
+	b, _ := json.Marshal(resp) // one object, in both events
+	dst = w.eventRaw(dst, "response.created", `,"response":`, b)
+	return w.eventRaw(dst, "response.in_progress", `,"response":`, b), nil
+}
+
+// eventRaw writes one whole event whose one other field (name, with its
+// leading comma and colon) is the JSON value v.
+func (w *responsesWriter) eventRaw(dst []byte, typ, name string, v []byte) []byte {
+	dst = w.event(dst, typ)
+	dst = append(dst, name...)
+	dst = append(dst, v...)
+	return append(dst, "}\n\n"...)
+}
+
+// The fields of a text item's events, as json.Marshal wrote them from
+// maps (keys sorted): item_id and output_index, after content_index.
+func (w *responsesWriter) textItemFields(dst []byte, it *streamItem, idx int) []byte {
+	dst = append(dst, `,"content_index":0,"item_id":`...)
+	dst = appendMarshaledString(dst, it.id)
+	if idx < 0 {
+		return dst // the caller writes what sorts between
+	}
+	dst = append(dst, `,"output_index":`...)
+	return strconv.AppendInt(dst, int64(idx), 10)
+}
+
+// appendTextPart is a text item's output_text part, as json.Marshal
+// writes a responsesOutPart.
+func appendTextPart(dst, text []byte) []byte {
+	dst = append(dst, `{"type":"output_text","text":`...)
+	dst = appendMarshaledString(dst, text)
+	return append(dst, `,"annotations":[],"logprobs":[]}`...)
+}
+
+// appendItem is the item object of it, as json.Marshal writes its
+// responsesOutItem: a message by hand, a call through Marshal.
+func (w *responsesWriter) appendItem(dst []byte, it *streamItem, status string) []byte {
+	if it.kind != KindText {
+		b, _ := json.Marshal(w.itemObject(it, status))
+		return append(dst, b...)
+	}
+	dst = append(dst, `{"id":`...)
+	dst = appendMarshaledString(dst, it.id)
+	dst = append(dst, `,"type":"message","status":`...)
+	dst = appendMarshaledString(dst, status)
+	dst = append(dst, `,"role":"assistant","content":[`...)
+	if status == "completed" {
+		dst = appendTextPart(dst, it.buf)
+	}
+	return append(dst, "]}"...)
+}
+
+// itemEvent is output_item.added or .done: the item, then output_index.
+func (w *responsesWriter) itemEvent(dst []byte, typ string, it *streamItem, idx int, status string) []byte {
+	dst = w.event(dst, typ)
+	dst = append(dst, `,"item":`...)
+	dst = w.appendItem(dst, it, status)
+	dst = append(dst, `,"output_index":`...)
+	dst = strconv.AppendInt(dst, int64(idx), 10)
+	return append(dst, "}\n\n"...)
 }
 
 // itemID is the id of the output item for the target's block: the same
@@ -96,11 +154,13 @@ func (w *responsesWriter) openItem(dst []byte, kind Kind, block int, callID, nam
 	custom := kind == KindToolCall && w.custom[name]
 	*it = streamItem{kind: kind, id: w.itemID(block, kind, callID, custom), callID: callID, name: name, block: block,
 		buf: it.buf[:0], custom: custom}
-	item := w.itemObject(it, "in_progress")
-	dst = w.eventJSON(dst, "response.output_item.added", map[string]any{"output_index": w.open, "item": item})
+	dst = w.itemEvent(dst, "response.output_item.added", it, w.open, "in_progress")
 	if kind == KindText {
-		dst = w.eventJSON(dst, "response.content_part.added", map[string]any{"item_id": it.id, "output_index": w.open,
-			"content_index": 0, "part": responsesOutPart{Type: "output_text", Annotations: []any{}, Logprobs: []any{}}})
+		dst = w.event(dst, "response.content_part.added")
+		dst = w.textItemFields(dst, it, w.open)
+		dst = append(dst, `,"part":`...)
+		dst = appendTextPart(dst, nil)
+		dst = append(dst, "}\n\n"...)
 	}
 	return dst, nil
 }
@@ -195,13 +255,21 @@ func (w *responsesWriter) closeItem(dst []byte) ([]byte, error) {
 		dst = w.eventJSON(dst, "response.function_call_arguments.done", map[string]any{"item_id": it.id,
 			"output_index": idx, "name": it.name, "arguments": string(it.buf)})
 	default:
-		dst = w.eventJSON(dst, "response.output_text.done", map[string]any{"item_id": it.id, "output_index": idx,
-			"content_index": 0, "text": string(it.buf), "logprobs": []any{}})
-		dst = w.eventJSON(dst, "response.content_part.done", map[string]any{"item_id": it.id, "output_index": idx,
-			"content_index": 0, "part": responsesOutPart{Type: "output_text", Text: string(it.buf), Annotations: []any{}, Logprobs: []any{}}})
+		dst = w.event(dst, "response.output_text.done")
+		dst = w.textItemFields(dst, it, -1)
+		dst = append(dst, `,"logprobs":[],"output_index":`...)
+		dst = strconv.AppendInt(dst, int64(idx), 10)
+		dst = append(dst, `,"text":`...)
+		dst = appendMarshaledString(dst, it.buf)
+		dst = append(dst, "}\n\n"...)
+		dst = w.event(dst, "response.content_part.done")
+		dst = w.textItemFields(dst, it, idx)
+		dst = append(dst, `,"part":`...)
+		dst = appendTextPart(dst, it.buf)
+		dst = append(dst, "}\n\n"...)
 	}
 	w.open = -1
-	return w.eventJSON(dst, "response.output_item.done", map[string]any{"output_index": idx, "item": w.itemObject(it, "completed")}), nil
+	return w.itemEvent(dst, "response.output_item.done", it, idx, "completed"), nil
 }
 
 // finish writes response.completed, or response.incomplete when the stop
@@ -231,7 +299,11 @@ func (w *responsesWriter) finish(dst []byte, stop string, u Usage) ([]byte, erro
 	if body.Status == "incomplete" {
 		typ = "response.incomplete"
 	}
-	return w.eventJSON(dst, typ, map[string]any{"response": body}), nil
+	b, err := json.Marshal(body)
+	if err != nil {
+		return w.eventRaw(dst, typ, "", nil), nil // as a map that did not marshal wrote it
+	}
+	return w.eventRaw(dst, typ, `,"response":`, b), nil
 }
 
 // fail writes the Responses error event and ends the stream; after the
