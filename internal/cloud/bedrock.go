@@ -83,6 +83,9 @@ func (*BedrockProtocol) Serves(d wire.Dialect) bool { return isDialect[anthropic
 
 func (*BedrockProtocol) SetKey(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
 
+// DropsModel: Bedrock's body has no model (ModelDropper).
+func (*BedrockProtocol) DropsModel(wire.Dialect) bool { return true }
+
 func (b *BedrockProtocol) Prepare(ctx context.Context, up *http.Request, req *wire.Request, model string, body []byte) error {
 	set := map[string]json.RawMessage{"anthropic_version": json.RawMessage(BedrockAnthropicVersion)}
 	if betas := anthropicBetas(up.Header); len(betas) > 0 {
@@ -90,7 +93,7 @@ func (b *BedrockProtocol) Prepare(ctx context.Context, up *http.Request, req *wi
 	}
 	up.Header.Del("Anthropic-Beta")
 	up.Header.Del("Anthropic-Version")
-	body, err := CloudBody(body, []string{"model", "stream"}, set)
+	body, err := CloudBodyIn(body, &req.Top, []string{"model", "stream"}, set)
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,14 @@ type AuthSizer interface {
 	AuthHeaderBytes() int
 }
 
+// ModelDropper is a protocol whose Prepare drops the body's model (the
+// cloud names the model in the URL): the engine hands it the client's
+// body as parsed, not a copy with the model spliced in, and Prepare reads
+// the parse's index of it (CloudBodyIn) instead of walking it again.
+type ModelDropper interface {
+	DropsModel(d wire.Dialect) bool
+}
+
 // cloudVerdict is what a cloud's error answer says that its status does
 // not (SPEC 15): a Bedrock 403 is a model the account lacks, or the
 // proxy's own credential refused, or neither. The zero value leaves the
@@ -127,10 +135,16 @@ func setBody(up *http.Request, body []byte) {
 // are raw JSON, appended in key order). The other members are copied as
 // written, in their order: one copy, nothing re-encoded.
 func CloudBody(body []byte, drop []string, set map[string]json.RawMessage) ([]byte, error) {
+	return CloudBodyIn(body, nil, drop, set)
+}
+
+// CloudBodyIn is CloudBody reading the members from top, the parse's
+// index of body, when it holds one (jsonscan.Top.Scan).
+func CloudBodyIn(body []byte, top *jsonscan.Top, drop []string, set map[string]json.RawMessage) ([]byte, error) {
 	keys := slices.Sorted(maps.Keys(set))
 	out := make([]byte, 0, len(body)+64)
 	out = append(out, '{')
-	err := jsonscan.ScanTopLevel(body, func(key []byte, vStart, vEnd int) bool {
+	err := top.Scan(body, func(key []byte, vStart, vEnd int) bool {
 		for _, k := range drop {
 			if jsonscan.KeyIs(key, k) {
 				return true

@@ -59,6 +59,10 @@ func (*vertexProtocol) Serves(d wire.Dialect) bool {
 
 func (*vertexProtocol) SetKey(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
 
+// DropsModel: Vertex names the model in the URL; Claude's body loses its
+// model, Gemini's has none (ModelDropper).
+func (*vertexProtocol) DropsModel(wire.Dialect) bool { return true }
+
 func (v *vertexProtocol) Prepare(ctx context.Context, up *http.Request, req *wire.Request, model string, body []byte) error {
 	seg, err := ModelSegment(model)
 	if err != nil {
@@ -74,7 +78,7 @@ func (v *vertexProtocol) Prepare(ctx context.Context, up *http.Request, req *wir
 			up.URL.RawQuery = strings.TrimPrefix(up.URL.RawQuery+"&alt=sse", "&")
 		}
 	} else {
-		body, err = CloudBody(body, []string{"model"}, map[string]json.RawMessage{"anthropic_version": json.RawMessage(vertexAnthropicVersion)})
+		body, err = CloudBodyIn(body, &req.Top, []string{"model"}, map[string]json.RawMessage{"anthropic_version": json.RawMessage(vertexAnthropicVersion)})
 		if err != nil {
 			return err
 		}

@@ -97,7 +97,7 @@ func (h *Engine) run(a *attempt, req *wire.Request, r *http.Request, done chan<-
 		req, path, query, a.xlReq = treq, tpath, tquery, tr
 		h.obs.Translation(a.p.name, client.String(), "sent")
 	}
-	body := req.BodyFor(a.model)
+	body := upstreamBody(a.p.proto, req, a.model)
 	var sent atomic.Bool
 	trace := httptrace.WithClientTrace(a.ctx, &httptrace.ClientTrace{
 		WroteRequest: func(info httptrace.WroteRequestInfo) { sent.Store(info.Err == nil) },

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -72,6 +73,17 @@ func readLeasedBody(r *http.Request, max int64) ([]byte, *bodyLease, error) {
 	r.Header.Del("Content-Encoding")
 	l.body = b[:len(b):len(b)] // an append never writes into the pooled buffer
 	return l.body, l, nil
+}
+
+// upstreamBody is the body an attempt sends for model: the client's as
+// read, unless the model must be spliced in; a cloud that names the model
+// in its URL gets the client's own (and its parse's index: the cloud's
+// rewrite drops the model, so a splice would be a copy made for nothing).
+func upstreamBody(proto cloud.Protocol, req *wire.Request, model string) []byte {
+	if md, ok := proto.(cloud.ModelDropper); ok && md.DropsModel(req.Dialect) {
+		return req.Body
+	}
+	return req.BodyFor(model)
 }
 
 // reader is an upstream request's body for b: revocable when b is the

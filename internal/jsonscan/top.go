@@ -80,3 +80,18 @@ func (t *Top) Scan(body []byte, fn func(key []byte, vStart, vEnd int) bool) erro
 	}
 	return nil
 }
+
+// Lookup is Lookup(body, path...): the first top-level member named
+// path[0] comes from the index when t holds one for body, and only its
+// value is walked for the rest of the path.
+func (t *Top) Lookup(body []byte, path ...string) ([]byte, bool) {
+	if !t.Holds(body) || len(path) == 0 {
+		return Lookup(body, path...)
+	}
+	for _, m := range t.members {
+		if KeyIs(m.key, path[0]) {
+			return Lookup(body[m.s:m.e], path[1:]...)
+		}
+	}
+	return nil, false
+}

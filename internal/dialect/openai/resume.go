@@ -31,12 +31,12 @@ func (r *Resumer) Tokens() int64 { return r.chunks }
 
 // newResumer: a request for several choices (n > 1) is not continued.
 func (Dialect) NewResumer(req *wire.Request) wire.Resumer {
-	if v, ok := jsonscan.Lookup(req.Body, "n"); ok {
+	if v, ok := req.Top.Lookup(req.Body, "n"); ok { // the parse's index: an agent's body is not walked again
 		if n, isInt := jsonscan.Int(v); isInt && n > 1 {
 			return nil
 		}
 	}
-	v, _ := jsonscan.Lookup(req.Body, "stream_options", "include_usage")
+	v, _ := req.Top.Lookup(req.Body, "stream_options", "include_usage")
 	return &Resumer{IncludeUsage: string(v) == "true"}
 }
 
