@@ -155,7 +155,7 @@ func printTable(w io.Writer, rs []cellResult, modes []string, concs []int, confi
 		}
 	}
 	if xl := translateLines(rs, modes, concs, configs); len(xl) > 0 {
-		fmt.Fprintf(w, "\ntranslation (issue 56): CPU/request ≤ %.2f× llm_hedge's own in the native stream of the client's format (same configuration and concurrency, this run's medians; not paired by round)\n", translateLimit)
+		fmt.Fprintf(w, "\ntranslation (issue 59): CPU/request ≤ %.2f× llm_hedge's own in the native stream of the client's format (same configuration and concurrency, this run's medians; not paired by round)\n", translateLimit)
 		for _, l := range xl {
 			fmt.Fprintln(w, l)
 		}
