@@ -2,7 +2,6 @@ package jsonscan
 
 import (
 	"encoding/binary"
-	"errors"
 	"math/bits"
 )
 
@@ -395,32 +394,6 @@ func (it *Iter) End() bool {
 	for it.Next() {
 	}
 	return !it.bad && SkipSpace(it.b, it.Pos) == len(it.b)
-}
-
-var ErrScan = errors.New("request body: expected a JSON object")
-
-// scanTopLevel calls fn with each top-level key of a JSON object (raw, as
-// written) and the byte range of its value, validating as it goes.
-// Returning false from fn stops the scan.
-func ScanTopLevel(body []byte, fn func(key []byte, vStart, vEnd int) bool) error {
-	it, ok := Open(body, 0, 0)
-	if !ok || !it.IsObject() {
-		return ErrScan
-	}
-	for it.Next() {
-		start := it.Pos
-		v := it.Value()
-		if v == nil {
-			break
-		}
-		if !fn(it.Key, start, start+len(v)) {
-			return nil
-		}
-	}
-	if !it.End() {
-		return ErrScan
-	}
-	return nil
 }
 
 // unquote decodes a raw JSON string value.

@@ -1,5 +1,7 @@
 package jsonscan
 
+import "errors"
+
 // Top is where the top-level members of one JSON object stand, as the
 // walk that validated the object found them: a reader of one member finds
 // it without walking the object again. A coding agent's request body is
@@ -94,4 +96,30 @@ func (t *Top) Lookup(body []byte, path ...string) ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+var ErrScan = errors.New("request body: expected a JSON object")
+
+// scanTopLevel calls fn with each top-level key of a JSON object (raw, as
+// written) and the byte range of its value, validating as it goes.
+// Returning false from fn stops the scan.
+func ScanTopLevel(body []byte, fn func(key []byte, vStart, vEnd int) bool) error {
+	it, ok := Open(body, 0, 0)
+	if !ok || !it.IsObject() {
+		return ErrScan
+	}
+	for it.Next() {
+		start := it.Pos
+		v := it.Value()
+		if v == nil {
+			break
+		}
+		if !fn(it.Key, start, start+len(v)) {
+			return nil
+		}
+	}
+	if !it.End() {
+		return ErrScan
+	}
+	return nil
 }
