@@ -23,21 +23,34 @@ import (
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
-// Pooled sizes: powers of two from minPooledBody to wire's exact-size
-// bound (a larger body is read as it comes and is not pooled).
+// Pooled sizes: from 16 KiB (below it a buffer is cheap) to wire's
+// exact-size bound of 1 MiB (a larger body is read as it comes and is not
+// pooled), four classes per doubling, so a buffer is at most a quarter
+// of its size larger than its body: an agent's 142 KB turn takes a
+// 160 KiB buffer, not a 256 KiB one.
 const (
-	minPooledShift = 14 // 16 KiB: below it a buffer is cheap
-	maxPooledShift = 20 // 1 MiB
+	minPooledShift = 14
+	maxPooledShift = 20
 )
 
-var bodyPools [maxPooledShift - minPooledShift + 1]sync.Pool
+var bodyPools [(maxPooledShift - minPooledShift) * 4]sync.Pool
+
+// bodyClass is the pool of a buffer for m bytes (2^14 < m <= 2^20), and
+// that buffer's size: 2^p + k*2^(p-2) for the power 2^p below m.
+func bodyClass(m int64) (class, size int) {
+	p := bits.Len64(uint64(m-1)) - 1
+	quarter := int64(1) << (p - 2)
+	k := (m - 1<<p + quarter - 1) / quarter // 1..4
+	return (p-minPooledShift)*4 + int(k) - 1, 1<<p + int(k*quarter)
+}
 
 // bodyLease owns a pooled buffer holding one request's body.
 type bodyLease struct {
-	buf  *[]byte // the pooled buffer, whole
-	body []byte  // the body in it (its capacity ends at its length)
-	mu   sync.RWMutex
-	gone bool // released: every reader fails
+	buf   *[]byte // the pooled buffer, whole
+	class int     // its pool
+	body  []byte  // the body in it (its capacity ends at its length)
+	mu    sync.RWMutex
+	gone  bool // released: every reader fails
 }
 
 // errBodyReleased is what a reader of a released body gets: the request
@@ -54,12 +67,12 @@ func readLeasedBody(r *http.Request, max int64) ([]byte, *bodyLease, error) {
 		b, err := readBody(r, max)
 		return b, nil, err
 	}
-	class := bits.Len64(uint64(n)) - minPooledShift // n+1 bytes fit: the read that sees the end
-	l := &bodyLease{}
+	class, size := bodyClass(n + 1) // n+1 bytes: the read that sees the end
+	l := &bodyLease{class: class}
 	if p, ok := bodyPools[class].Get().(*[]byte); ok {
 		l.buf = p
 	} else {
-		b := make([]byte, 1<<(class+minPooledShift))
+		b := make([]byte, size)
 		l.buf = &b
 	}
 	b, err := wire.ReadAllInto(r.Body, n, max, (*l.buf)[:n+1])
@@ -114,8 +127,7 @@ func (l *bodyLease) release() {
 	l.mu.Lock()
 	l.gone, l.body = true, nil
 	l.mu.Unlock()
-	class := bits.Len64(uint64(cap(*l.buf))) - 1 - minPooledShift
-	bodyPools[class].Put(l.buf)
+	bodyPools[l.class].Put(l.buf)
 }
 
 // leaseReader reads the leased body from its start.
