@@ -46,26 +46,14 @@ func (t *Top) Index(body []byte) error { return t.IndexWatching(body, nil) }
 // IndexWatching is Index noting words (nil: none) in t.Marks as it walks.
 func (t *Top) IndexWatching(body []byte, words *Words) error {
 	t.Reset(body)
-	t.Marks.Words = words
-	it, ok := Open(body, 0, 0)
-	if !ok || !it.IsObject() {
-		return ErrScan
-	}
+	var w *Watch
 	if words != nil {
-		it.Watch(&t.Marks)
+		t.Marks.Words, w = words, &t.Marks
 	}
-	for it.Next() {
-		start := it.Pos
-		v := it.Value()
-		if v == nil {
-			break
-		}
-		t.Add(it.Key, start, start+len(v))
-	}
-	if !it.End() {
-		return ErrScan
-	}
-	return nil
+	return scanTop(body, w, func(key []byte, s, e int) bool {
+		t.Add(key, s, e)
+		return true
+	})
 }
 
 // Scan is ScanTopLevel(body, fn): fn sees the same members, in order, from
@@ -104,10 +92,16 @@ var ErrScan = errors.New("request body: expected a JSON object")
 // written) and the byte range of its value, validating as it goes.
 // Returning false from fn stops the scan.
 func ScanTopLevel(body []byte, fn func(key []byte, vStart, vEnd int) bool) error {
+	return scanTop(body, nil, fn)
+}
+
+// scanTop is ScanTopLevel, the walk noting w's words when w is not nil.
+func scanTop(body []byte, w *Watch, fn func(key []byte, vStart, vEnd int) bool) error {
 	it, ok := Open(body, 0, 0)
 	if !ok || !it.IsObject() {
 		return ErrScan
 	}
+	it.Watch(w)
 	for it.Next() {
 		start := it.Pos
 		v := it.Value()
