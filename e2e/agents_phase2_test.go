@@ -46,9 +46,9 @@ func netTrap(t *testing.T) []string {
 	}
 }
 
-// responsesAttemptsOn lists the requests on path of the named upstreams in
-// the order they started, as "<name> stream" or "<name> plain".
-func responsesAttemptsOn(ups map[string]*upstream, path string) []string {
+// attemptsOn lists the requests on path of the named upstreams in the
+// order they started, as "<name> stream" or "<name> plain".
+func attemptsOn(ups map[string]*upstream, path string) []string {
 	type rec struct {
 		name string
 		r    sim.RequestRecord
@@ -162,7 +162,7 @@ func TestCodexChatTranslated(t *testing.T) {
 	if strings.Contains(res.Stderr, "without active item") {
 		t.Fatalf("Codex could not place the translated text deltas\n%s", res)
 	}
-	if got := responsesAttemptsOn(map[string]*upstream{"gpt": gpt}, "/v1/responses"); len(got) != 2 {
+	if got := attemptsOn(map[string]*upstream{"gpt": gpt}, "/v1/responses"); len(got) != 2 {
 		t.Fatalf("the Responses provider saw %v, want 2 requests: one per turn, each failed over", got)
 	}
 }

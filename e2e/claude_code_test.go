@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -229,28 +228,7 @@ func TestClaudeCodeStreamContinued(t *testing.T) {
 
 // attempts lists the completion requests of the named upstreams in the
 // order they started, as "<name> stream" or "<name> plain".
-func attempts(ups map[string]*upstream) []string {
-	type rec struct {
-		name string
-		r    sim.RequestRecord
-	}
-	var all []rec
-	for name, u := range ups {
-		for _, r := range messageRecs(u) {
-			all = append(all, rec{name, r})
-		}
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].r.Start.Before(all[j].r.Start) })
-	out := make([]string, len(all))
-	for i, a := range all {
-		kind := "plain"
-		if a.r.Stream {
-			kind = "stream"
-		}
-		out[i] = a.name + " " + kind
-	}
-	return out
-}
+func attempts(ups map[string]*upstream) []string { return attemptsOn(ups, "/v1/messages") }
 
 // toolLoopUpstreams is the pool of the tool-loop tests: both simulators
 // script the same call and answer; the primary is overloaded (529) on

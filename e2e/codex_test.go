@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -102,28 +101,7 @@ func runCodexEnv(t *testing.T, p *proxy, dir, prompt string, extraEnv []string, 
 // responsesAttempts lists the /v1/responses requests of the named upstreams
 // in the order they started, as "<name> stream" or "<name> plain".
 func responsesAttempts(ups map[string]*upstream) []string {
-	type rec struct {
-		name string
-		r    sim.RequestRecord
-	}
-	var all []rec
-	for name, u := range ups {
-		for _, r := range u.Requests() {
-			if r.Path == "/v1/responses" {
-				all = append(all, rec{name, r})
-			}
-		}
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].r.Start.Before(all[j].r.Start) })
-	out := make([]string, len(all))
-	for i, a := range all {
-		kind := "plain"
-		if a.r.Stream {
-			kind = "stream"
-		}
-		out[i] = a.name + " " + kind
-	}
-	return out
+	return attemptsOn(ups, "/v1/responses")
 }
 
 // checkCodexAttempts fails the test unless the upstreams saw exactly want.

@@ -198,7 +198,7 @@ func chatAttempts(t *testing.T, ups map[string]*upstream) []string {
 			}
 		}
 	}
-	return responsesAttemptsOn(ups, "/v1/chat/completions")
+	return attemptsOn(ups, "/v1/chat/completions")
 }
 
 // chatTrace lists every request of the named upstreams, for failure

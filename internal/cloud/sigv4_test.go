@@ -54,7 +54,7 @@ func sigV4Cases() []sigV4Case {
 		// A base path, the default port (dropped from the Host), a query in no order.
 		"https://gateway.example.com:443/aws/bedrock/model/m%3A0/invoke?b=2&a=1&a=0&x=hello+world&y=%2F%20~&z",
 		"http://127.0.0.1:80/model/m/invoke?X-Amz-Custom=1",
-		"http://127.0.0.1:8080/model/claude%20bench%3A0/invoke-with-response-stream",
+		"http://127.0.0.1:9876/model/claude%20bench%3A0/invoke-with-response-stream",
 		"https://[::1]:443/model/m%3A0/invoke",
 		"https://[fe80::1]:8443/model/m-._~%21%24/invoke",
 		"https://bedrock-runtime.us-east-1.amazonaws.com",

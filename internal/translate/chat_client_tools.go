@@ -123,21 +123,8 @@ func chatClientTool(r *Request, raw json.RawMessage, losses []Loss) ([]Loss, err
 }
 
 func chatClientToolChoice(raw json.RawMessage, losses []Loss) (ToolChoice, []Loss, error) {
-	if isNullish(raw) {
-		return ToolChoice{}, losses, nil
-	}
-	if raw[0] == '"' {
-		var s string
-		_ = json.Unmarshal(raw, &s)
-		switch s {
-		case "auto":
-			return ToolChoice{Mode: ChoiceAuto}, losses, nil
-		case "none":
-			return ToolChoice{Mode: ChoiceNone}, losses, nil
-		case "required":
-			return ToolChoice{Mode: ChoiceAny}, losses, nil
-		}
-		return ToolChoice{}, losses, fmt.Errorf("chat request: tool_choice %q", s)
+	if tc, done, err := openAIChoiceString(raw, "chat"); done {
+		return tc, losses, err
 	}
 	var tc struct {
 		Type     string `json:"type"`

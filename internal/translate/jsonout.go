@@ -7,49 +7,7 @@ const hexDigits = "0123456789abcdef"
 // appendJSONString appends s as a JSON string, escaped as encoding/json
 // does (without its HTML escaping).
 func appendJSONString[S string | []byte](dst []byte, s S) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(string(s[i:min(i+4, len(s))]))
-			if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
-				dst = append(dst, s[start:i]...)
-				if r == utf8.RuneError {
-					dst = append(dst, `\ufffd`...)
-				} else {
-					dst = append(dst, `\u202`...)
-					dst = append(dst, hexDigits[r&0xF])
-				}
-				i += size
-				start = i
-				continue
-			}
-			i += size
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-		}
-		i++
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return appendEscaped(dst, s, false)
 }
 
 // appendMarshaledString appends s as encoding/json's Marshal writes a
@@ -57,28 +15,34 @@ func appendJSONString[S string | []byte](dst []byte, s S) []byte {
 // UTF-8 as \ufffd): a hand-written event matches, byte for byte, the one
 // Marshal wrote before, without its allocations.
 func appendMarshaledString[S string | []byte](dst []byte, s S) []byte {
+	return appendEscaped(dst, s, true)
+}
+
+// appendEscaped is both: marshal adds Marshal's HTML escaping and its
+// short \b and \f.
+func appendEscaped[S string | []byte](dst []byte, s S, marshal bool) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if c >= 0x20 && c != '"' && c != '\\' && (!marshal || c != '<' && c != '>' && c != '&') {
 				i++
 				continue
 			}
 			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
+			switch {
+			case c == '"' || c == '\\':
 				dst = append(dst, '\\', c)
-			case '\b':
+			case c == '\b' && marshal:
 				dst = append(dst, '\\', 'b')
-			case '\f':
+			case c == '\f' && marshal:
 				dst = append(dst, '\\', 'f')
-			case '\n':
+			case c == '\n':
 				dst = append(dst, '\\', 'n')
-			case '\r':
+			case c == '\r':
 				dst = append(dst, '\\', 'r')
-			case '\t':
+			case c == '\t':
 				dst = append(dst, '\\', 't')
 			default:
 				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])

@@ -121,3 +121,26 @@ func toolResultText(result []Block, losses []Loss) (string, []Loss) {
 	}
 	return strings.Join(texts, toolResultSep), losses
 }
+
+// openAIChoiceString reads what OpenAI's two APIs spell alike in
+// tool_choice: nothing, or "auto", "none" or "required". done is false
+// for an object, which each API spells its own way.
+func openAIChoiceString(raw json.RawMessage, api string) (tc ToolChoice, done bool, err error) {
+	if isNullish(raw) {
+		return ToolChoice{}, true, nil
+	}
+	if raw[0] != '"' {
+		return ToolChoice{}, false, nil
+	}
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	switch s {
+	case "auto":
+		return ToolChoice{Mode: ChoiceAuto}, true, nil
+	case "none":
+		return ToolChoice{Mode: ChoiceNone}, true, nil
+	case "required":
+		return ToolChoice{Mode: ChoiceAny}, true, nil
+	}
+	return ToolChoice{}, true, fmt.Errorf("%s request: tool_choice %q", api, s)
+}

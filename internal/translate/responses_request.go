@@ -183,21 +183,8 @@ func decodeResponsesRequest(body []byte) (*Request, []Loss, error) {
 }
 
 func responsesToolChoice(raw json.RawMessage, losses []Loss) (ToolChoice, []Loss, error) {
-	if isNullish(raw) {
-		return ToolChoice{}, losses, nil
-	}
-	if raw[0] == '"' {
-		var s string
-		_ = json.Unmarshal(raw, &s)
-		switch s {
-		case "auto":
-			return ToolChoice{Mode: ChoiceAuto}, losses, nil
-		case "none":
-			return ToolChoice{Mode: ChoiceNone}, losses, nil
-		case "required":
-			return ToolChoice{Mode: ChoiceAny}, losses, nil
-		}
-		return ToolChoice{}, losses, fmt.Errorf("responses request: tool_choice %q", s)
+	if tc, done, err := openAIChoiceString(raw, "responses"); done {
+		return tc, losses, err
 	}
 	var tc struct {
 		Type string `json:"type"`
