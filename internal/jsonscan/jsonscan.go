@@ -1,10 +1,5 @@
 package jsonscan
 
-import (
-	"encoding/binary"
-	"math/bits"
-)
-
 // Minimal JSON scanning.
 //
 // The payload of an event is inspected with a small validating pull
@@ -140,56 +135,6 @@ const (
 func jsonSkipString(b []byte, i int) int {
 	end, _ := jsonScanString(b, i)
 	return end
-}
-
-// jsonScanString returns the index past the string whose opening quote is
-// at b[i] (or -1) and whether it holds an escape. Eight bytes are checked
-// at a time for a quote, a backslash or a control character (the lowest
-// flagged byte of each test is exact, so the lowest of the three is the
-// first special byte).
-func jsonScanString(b []byte, i int) (end int, escaped bool) {
-	i++
-	for i < len(b) {
-		for len(b)-i >= 8 {
-			x := binary.LittleEndian.Uint64(b[i:])
-			q := x ^ (swarOnes * '"')
-			s := x ^ (swarOnes * '\\')
-			t := (x-swarOnes*0x20)&^x | (q-swarOnes)&^q | (s-swarOnes)&^s
-			if t &= swarHigh; t != 0 {
-				i += bits.TrailingZeros64(t) >> 3
-				break
-			}
-			i += 8
-		}
-		if i >= len(b) {
-			return -1, false
-		}
-		switch c := b[i]; {
-		case c == '"':
-			return i + 1, escaped
-		case c < 0x20:
-			return -1, false
-		case c != '\\':
-			i++
-			continue
-		}
-		escaped = true
-		if i+1 >= len(b) {
-			return -1, false
-		}
-		switch b[i+1] {
-		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			i += 2
-		case 'u':
-			if jsonHex4(b[i+2:]) < 0 {
-				return -1, false
-			}
-			i += 6
-		default:
-			return -1, false
-		}
-	}
-	return -1, false
 }
 
 func jsonUnhex(c byte) rune {
