@@ -15,6 +15,7 @@
 package upconn
 
 import (
+	"io"
 	"net"
 	"sync"
 )
@@ -88,3 +89,26 @@ func (c *Conn) waiting() {
 	}
 	c.waitMu.Unlock()
 }
+
+// WriteSize is the pooled buffer a request body is written through.
+const WriteSize = 32 << 10
+
+var writePool = sync.Pool{New: func() any { b := make([]byte, WriteSize); return &b }}
+
+// ReadFrom writes what r reads to the connection through a pooled buffer.
+// net/http's transport copies a request body past its 4 KiB write buffer
+// straight to the connection (persistConnWriter.ReadFrom, with the body
+// behind an io.LimitedReader); the TCP connection's own ReadFrom would
+// then make a fresh 32 KiB buffer for every request (io.Copy), which an
+// agent's body of a hundred kilobytes and more always needs.
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	bp := writePool.Get().(*[]byte)
+	defer writePool.Put(bp)
+	return io.CopyBuffer((*connWriter)(c), r, *bp)
+}
+
+// connWriter is the Conn with only its writes: io.CopyBuffer must not
+// find a ReadFrom on it (a pointer, so no allocation to make it a Writer).
+type connWriter Conn
+
+func (w *connWriter) Write(p []byte) (int, error) { return w.Conn.Write(p) }

@@ -181,6 +181,53 @@ func TestReadAllocs(t *testing.T) {
 	}
 }
 
+// A request body written through the connection (as net/http's transport
+// writes one: ReadFrom, behind an io.LimitedReader) arrives whole and
+// takes no buffer of its own.
+func TestReadFromWritesThroughPool(t *testing.T) {
+	c, srv := pair(t)
+	body := make([]byte, 3*WriteSize+1234)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		b := make([]byte, len(body))
+		_, err := io.ReadFull(srv, b)
+		if err != nil {
+			b = nil
+		}
+		got <- b
+	}()
+	n, err := c.ReadFrom(io.LimitReader(bytes.NewReader(body), int64(len(body))))
+	if err != nil || n != int64(len(body)) {
+		t.Fatalf("ReadFrom = %d, %v; want %d", n, err, len(body))
+	}
+	if b := <-got; !bytes.Equal(b, body) {
+		t.Fatal("the server read other bytes than were written")
+	}
+	if raceEnabled {
+		return // the race detector makes sync.Pool drop buffers
+	}
+	drained := make(chan struct{})
+	go func() { io.Copy(io.Discard, srv); close(drained) }()
+	small := body[:WriteSize/2]
+	var rd bytes.Reader
+	var lr io.LimitedReader
+	allocs := testing.AllocsPerRun(50, func() {
+		rd.Reset(small)
+		lr = io.LimitedReader{R: &rd, N: int64(len(small))}
+		if _, err := c.ReadFrom(&lr); err != nil {
+			t.Fatal(err)
+		}
+	})
+	c.Close()
+	<-drained
+	if allocs != 0 {
+		t.Fatalf("%.1f allocations per body written, want 0", allocs)
+	}
+}
+
 // net/http's transport, with its read buffer at TransportBuffer, reads
 // a chunked stream of many events, a header line longer than its buffer
 // and a second response on the same connection: what a provider sends.
