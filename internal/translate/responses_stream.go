@@ -19,6 +19,11 @@ type responsesToAnthropicStream struct {
 	calls    int
 	refused  bool
 	done     bool
+	// frame is the last text delta walked (stream_frame.go), of the item
+	// frameItem, a refusal's when frameRefusal.
+	frame        textFrame
+	frameItem    int
+	frameRefusal bool
 }
 
 func newResponsesToAnthropicStream() *responsesToAnthropicStream {
@@ -49,7 +54,12 @@ func (s *responsesToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, er
 	if s.done {
 		return dst, ErrAfterEnd
 	}
-	var typ, delta, index, item, resp, args []byte
+	if text, ok := s.frame.match(data); ok && s.item == s.frameItem && s.itemKind == KindText {
+		// The walk's checks (at) pass, as for the frame: its text.
+		s.refused = s.refused || s.frameRefusal
+		return s.w.text(dst, text[1:len(text)-1])
+	}
+	var typ, delta, index, item, resp, args, seq, obf []byte
 	it, ok := jsonscan.Open(data, 0, 0)
 	if !ok || !it.IsObject() {
 		return dst, malformed("responses event is not a JSON object")
@@ -68,6 +78,10 @@ func (s *responsesToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, er
 			resp = it.Value()
 		case it.KeyIs("arguments"):
 			args = it.Value()
+		case string(it.Key) == "sequence_number":
+			seq = it.Value() // read for the frame only
+		case string(it.Key) == "obfuscation":
+			obf = it.Value()
 		}
 	}
 	if !it.End() || !jsonscan.IsString(typ) {
@@ -80,6 +94,8 @@ func (s *responsesToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, er
 			return dst, malformed("text delta outside its message item")
 		}
 		s.refused = s.refused || name[9] == 'r'
+		s.frame.keep(data, delta, seq, obf)
+		s.frameItem, s.frameRefusal = s.item, name[9] == 'r'
 		return s.w.text(dst, delta[1:len(delta)-1])
 	case "response.function_call_arguments.delta":
 		if err := s.at(index, KindToolCall); err != nil || !jsonscan.IsString(delta) {
