@@ -92,19 +92,20 @@ func outputConfigLosses(raw json.RawMessage, losses []Loss) []Loss {
 // decodeAnthropicRequest reads a Messages request into the intermediate
 // form, with the losses of fields no other format has.
 func decodeAnthropicRequest(body []byte) (*Request, []Loss, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
+	var buf [16]member
+	top, err := objectMembers(body, buf[:0])
+	if err != nil {
 		return nil, nil, fmt.Errorf("anthropic request: %w", err)
 	}
 	var losses []Loss
-	for _, k := range slices.Sorted(maps.Keys(top)) {
-		switch {
+	for _, m := range top {
+		switch k := string(m.key); {
 		case !anthropicKnown[k]:
 			losses = addLoss(losses, "field "+k, true)
 		case k == "output_config":
-			losses = outputConfigLosses(top[k], losses)
-		case anthropicAdvisory[k] != "" && !isNullish(top[k]):
-			if k == "thinking" && bytes.Contains(top[k], []byte(`"disabled"`)) {
+			losses = outputConfigLosses(m.val, losses)
+		case anthropicAdvisory[k] != "" && !isNullish(m.val):
+			if k == "thinking" && bytes.Contains(m.val, []byte(`"disabled"`)) {
 				continue
 			}
 			losses = addLoss(losses, anthropicAdvisory[k], false)
@@ -128,7 +129,6 @@ func decodeAnthropicRequest(body []byte) (*Request, []Loss, error) {
 	}
 	r := &Request{Model: in.Model, MaxTokens: in.MaxTokens, Stop: in.StopSequences,
 		Stream: in.Stream, Temperature: in.Temperature, TopP: in.TopP, TopK: in.TopK}
-	var err error
 	if r.System, losses, err = anthropicContent(in.System, losses); err != nil {
 		return nil, nil, fmt.Errorf("anthropic request: system: %w", err)
 	}

@@ -90,11 +90,12 @@ type chatClientToolCall struct {
 // intermediate form, with the losses no target could carry.
 func decodeChatClientRequest(body []byte) (*Request, chatClientOptions, []Loss, error) {
 	var opts chatClientOptions
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
+	var buf [16]member
+	top, err := objectMembers(body, buf[:0])
+	if err != nil {
 		return nil, opts, nil, fmt.Errorf("chat request: %w", err)
 	}
-	losses := fieldLosses(nil, top, chatClientFields, func(v json.RawMessage) bool { return unsetValue(compactJSON(v)) })
+	losses := fieldLosses(nil, top, chatClientFields, unsetCompact)
 	var in struct {
 		Model               string            `json:"model"`
 		Messages            []json.RawMessage `json:"messages"`
@@ -134,7 +135,6 @@ func decodeChatClientRequest(body []byte) (*Request, chatClientOptions, []Loss, 
 			losses = addLoss(losses, "modality "+m, true)
 		}
 	}
-	var err error
 	if opts, losses, err = chatStreamOptions(in.StreamOptions, losses); err != nil {
 		return nil, opts, nil, err
 	}
