@@ -33,8 +33,14 @@ type chatToAnthropicStream struct {
 	fx           walkEffects
 }
 
+// newChatToAnthropicStream allocates the decoder and its writer together.
 func newChatToAnthropicStream() *chatToAnthropicStream {
-	return newChatStream(&anthropicWriter{})
+	p := new(struct {
+		s chatToAnthropicStream
+		w anthropicWriter
+	})
+	p.s = chatToAnthropicStream{tool: -1, w: &p.w}
+	return &p.s
 }
 
 // newChatStream reads a Chat stream for the client w writes.
@@ -372,6 +378,9 @@ func nestedInt(v []byte, key string) int64 {
 func rawString(v []byte) string {
 	if !jsonscan.IsString(v) {
 		return ""
+	}
+	if s := v[1 : len(v)-1]; bytes.IndexByte(s, '\\') < 0 {
+		return string(s) // nothing to decode: one copy, not two
 	}
 	return jsonscan.Unquote(v)
 }

@@ -222,6 +222,17 @@ func (s *geminiToAnthropicStream) part(dst []byte, it *jsonscan.Iter) ([]byte, e
 	return dst, malformed("gemini part has no mapping")
 }
 
+// newGeminiToAnthropicStream allocates the decoder and its writer
+// together.
+func newGeminiToAnthropicStream() *geminiToAnthropicStream {
+	p := new(struct {
+		s geminiToAnthropicStream
+		w anthropicWriter
+	})
+	p.s = geminiToAnthropicStream{w: &p.w}
+	return &p.s
+}
+
 // newGeminiStream reads a Gemini stream for the client w writes.
 func newGeminiStream(w blockWriter) *geminiToAnthropicStream {
 	return &geminiToAnthropicStream{w: w}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 )
 
 // memberBodies are objects (and not) whose members objectMembers reads:
@@ -65,6 +67,22 @@ func TestUnsetCompact(t *testing.T) {
 	for _, v := range []string{`null`, `false`, `true`, `""`, `" "`, `{}`, `{ }`, "[\n]", `[ 1 ]`, `{"a":1}`, `0`, ` null `, ` [ ] `, `"{}"`} {
 		if got, want := unsetCompact(json.RawMessage(v)), unsetValue(compactJSON(json.RawMessage(v))); got != want {
 			t.Errorf("%q: %v, want %v", v, got, want)
+		}
+	}
+}
+
+// stringContent's text is json.Unmarshal's, with or without an escape,
+// invalid UTF-8 or a control character; rawString's is its as well.
+func TestStringContentDecodes(t *testing.T) {
+	for _, raw := range []string{`"plain"`, `""`, `"é 日本 😀"`, `"a\nb"`, `"\u00e9"`, "\"\xff\xfe\"", "\"a\x01\"", `"\ud800"`, `"x" `, `"unterminated`, `"a"b"`, "\"\u2028\""} {
+		blocks, isString, err := stringContent(json.RawMessage(raw))
+		var want string
+		wantErr := json.Unmarshal([]byte(raw), &want)
+		if !isString || fmt.Sprint(err) != fmt.Sprint(wantErr) || err == nil && (len(blocks) != 1 || blocks[0].Text != want) {
+			t.Errorf("%q: %v %v %v, want %q %v", raw, blocks, isString, err, want, wantErr)
+		}
+		if wantErr == nil && rawString([]byte(raw)) != jsonscan.Unquote([]byte(raw)) {
+			t.Errorf("%q: rawString %q, want %q", raw, rawString([]byte(raw)), jsonscan.Unquote([]byte(raw)))
 		}
 	}
 }

@@ -26,8 +26,15 @@ type responsesToAnthropicStream struct {
 	frameRefusal bool
 }
 
+// newResponsesToAnthropicStream allocates the decoder and its writer
+// together.
 func newResponsesToAnthropicStream() *responsesToAnthropicStream {
-	return newResponsesStream(&anthropicWriter{})
+	p := new(struct {
+		s responsesToAnthropicStream
+		w anthropicWriter
+	})
+	p.s = responsesToAnthropicStream{w: &p.w, item: -1}
+	return &p.s
 }
 
 // newResponsesStream reads a Responses stream for the client w writes.

@@ -23,21 +23,21 @@ var framedDecoders = []struct {
 	fresh func(walkOnly bool) Stream
 }{
 	{"responses", regexp.MustCompile(`"delta":\s*("(?:[^"\\]|\\.)*")`), func(walkOnly bool) Stream {
-		s := newResponsesStream(&anthropicWriter{})
+		s := newResponsesToAnthropicStream()
 		if walkOnly {
 			s.frame.misses = frameMisses
 		}
 		return s
 	}},
 	{"chat", regexp.MustCompile(`"(?:content|refusal)":\s*("(?:[^"\\]|\\.)*")`), func(walkOnly bool) Stream {
-		s := newChatStream(&anthropicWriter{})
+		s := newChatToAnthropicStream()
 		if walkOnly {
 			s.frame.misses = frameMisses
 		}
 		return s
 	}},
 	{"gemini", regexp.MustCompile(`"text":\s*("(?:[^"\\]|\\.)*")`), func(walkOnly bool) Stream {
-		s := newGeminiStream(&anthropicWriter{})
+		s := newGeminiToAnthropicStream()
 		if walkOnly {
 			s.frame.misses = frameMisses
 		}
