@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 )
 
 // Anthropic Messages requests: decoding a client's, encoding a target's.
@@ -133,11 +135,8 @@ func decodeAnthropicRequest(body []byte) (*Request, []Loss, error) {
 		return nil, nil, fmt.Errorf("anthropic request: system: %w", err)
 	}
 	for i, raw := range in.Messages {
-		var m struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		}
-		if err := json.Unmarshal(raw, &m); err != nil {
+		m, err := decodeAnthropicMessage(raw)
+		if err != nil {
 			return nil, nil, fmt.Errorf("anthropic request: message %d: %w", i, err)
 		}
 		if m.Role != "user" && m.Role != "assistant" && m.Role != "system" {
@@ -186,6 +185,50 @@ func decodeAnthropicRequest(body []byte) (*Request, []Loss, error) {
 		}
 	}
 	return r, losses, nil
+}
+
+// anthropicMessageIn is a request message's role and content.
+type anthropicMessageIn struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// decodeAnthropicMessage is json.Unmarshal of a message (raw, from the
+// decoded body: valid JSON). An object whose role is a plain string is
+// walked once (the role's spelling matched as Unmarshal matches a field
+// name, the last of each member kept as it keeps it, the content not
+// copied); anything else is unmarshalled.
+func decodeAnthropicMessage(raw json.RawMessage) (m anthropicMessageIn, err error) {
+	it, ok := jsonscan.Open(raw, 0, 0)
+	var role []byte
+	for ok = ok && it.IsObject(); ok && it.Next(); {
+		switch {
+		case it.KeyFold("role"):
+			role = it.Value()
+			ok = plainString(role)
+		case it.KeyFold("content"):
+			m.Content = it.Value()
+		}
+	}
+	if !ok || !it.End() {
+		m = anthropicMessageIn{}
+		err = json.Unmarshal(raw, &m)
+		return m, err
+	}
+	if role == nil {
+		return m, nil
+	}
+	switch r := role[1 : len(role)-1]; string(r) { // the roles read: no copy
+	case "user":
+		m.Role = "user"
+	case "assistant":
+		m.Role = "assistant"
+	case "system":
+		m.Role = "system"
+	default:
+		m.Role = string(r)
+	}
+	return m, nil
 }
 
 func isNullish(v json.RawMessage) bool {

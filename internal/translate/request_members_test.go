@@ -86,3 +86,22 @@ func TestStringContentDecodes(t *testing.T) {
 		}
 	}
 }
+
+// decodeAnthropicMessage reads what json.Unmarshal reads, and fails as it
+// does: roles spelled in any case (or folded: the long s), repeated
+// members, escaped and null roles, other values.
+func TestDecodeAnthropicMessage(t *testing.T) {
+	for _, raw := range []string{
+		`{"role":"user","content":"hi"}`, `{"content":[{"type":"text","text":"x"}],"role":"assistant"}`, `{"role":"system"}`,
+		`{"ROLE":"user","Content":null}`, `{"role":"user","role":"assistant","content":1,"content":"2"}`, `{"rol\u0065":"user"}`,
+		`{"role":"us\u0065r"}`, `{"role":null,"content":"x"}`, `{"role":5}`, `{"role":"other","extra":{"a":[1]}}`, `{"conten\u017ft":"x","role":"user"}`,
+		`{}`, `null`, `[]`, `"user"`, `{"role":"user","content":"x"} `, " {\"role\" : \"user\" , \"content\" : [ ] }", `{"role":"` + "\xff" + `"}`,
+	} {
+		var want anthropicMessageIn
+		wantErr := json.Unmarshal([]byte(raw), &want)
+		got, err := decodeAnthropicMessage(json.RawMessage(raw))
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) || got.Role != want.Role || !bytes.Equal(got.Content, want.Content) {
+			t.Errorf("%s: %q %s %v, want %q %s %v", raw, got.Role, got.Content, err, want.Role, want.Content, wantErr)
+		}
+	}
+}
