@@ -58,7 +58,11 @@ func (w *chatWriter) start(dst []byte, id, model string, _ Usage) ([]byte, error
 		return dst, malformed("a second message start")
 	}
 	w.started, w.id = true, id
-	h := append(w.head[:0], `data: {"id":`...)
+	h := w.head[:0]
+	if h == nil {
+		h = make([]byte, 0, 160) // room for the usual id and model: one allocation
+	}
+	h = append(h, `data: {"id":`...)
 	h = appendJSONString(h, chatCompletionID(id))
 	h = append(h, `,"object":"chat.completion.chunk","created":`...)
 	h = strconv.AppendInt(h, now().Unix(), 10)
