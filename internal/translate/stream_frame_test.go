@@ -43,6 +43,13 @@ var framedDecoders = []struct {
 		}
 		return s
 	}},
+	{"anthropic", regexp.MustCompile(`"(?:text|partial_json)":\s*("(?:[^"\\]|\\.)*")`), func(walkOnly bool) Stream {
+		s := newAnthropicToResponsesStream(nil)
+		if walkOnly {
+			s.frame.misses = frameMisses
+		}
+		return s
+	}},
 }
 
 // Values put where a text, a sequence number or an obfuscation string
@@ -203,6 +210,8 @@ func frameOf(s Stream) *textFrame {
 		return &s.frame
 	case *geminiToAnthropicStream:
 		return &s.frame
+	case *anthropicToResponsesStream:
+		return &s.frame
 	}
 	return nil
 }
@@ -307,6 +316,28 @@ func TestTextFrameState(t *testing.T) {
 	cases = append(cases, frameCase{1, twoChoices + twoChoices[len(chat(`{"content":"a"}`, "")):], false},
 		frameCase{2, gemini(`{"text":"a"}`, "") + gemini(`{"text":"b"}`+call, "") + gemini(`{"text":"c"}`+call, "") +
 			`data: {"candidates":[{"content":{"parts":[{"text":""}]},"finishReason":"STOP","index":0}]}` + "\n\n", false})
+	// Anthropic: a text frame met after its block stopped, and after the
+	// next block opened (the walk's errors); a
+	// tool's arguments met after an empty fragment (argsSeen: no "{}" of
+	// an empty input is added at the stop).
+	anthropic := func(typ, rest string) string {
+		return "event: " + typ + "\ndata: {\"type\":\"" + typ + "\"" + rest + "}\n\n"
+	}
+	head := anthropic("message_start", `,"message":{"id":"msg_1","model":"claude","usage":{"input_tokens":3}}`) +
+		anthropic("content_block_start", `,"index":0,"content_block":{"type":"text","text":""}`)
+	text := func(i int, t string) string {
+		return anthropic("content_block_delta", fmt.Sprintf(`,"index":%d,"delta":{"type":"text_delta","text":%q}`, i, t))
+	}
+	args := func(t string) string {
+		return anthropic("content_block_delta", fmt.Sprintf(`,"index":1,"delta":{"type":"input_json_delta","partial_json":%q}`, t))
+	}
+	tool := anthropic("content_block_stop", `,"index":0`) +
+		anthropic("content_block_start", `,"index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"f","input":{}}`)
+	end := anthropic("content_block_stop", `,"index":1`) + anthropic("message_delta", `,"delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":5}`) +
+		anthropic("message_stop", "")
+	cases = append(cases, frameCase{3, head + text(0, "a") + text(0, "b") + tool + text(0, "c"), true},
+		frameCase{3, head + text(0, "a") + text(0, "b") + anthropic("content_block_stop", `,"index":0`) + text(0, "c"), true},
+		frameCase{3, head + text(0, "a") + tool + args("") + args("{}") + end, true})
 	for i, c := range cases {
 		d := framedDecoders[c.d]
 		framed := d.fresh(false)
