@@ -24,6 +24,7 @@ type chatWriter struct {
 	openKind     Kind
 	calls        int    // tool calls opened so far
 	args         []byte // the open call's arguments, decoded
+	quoted       []byte // appendUnescaped's
 	ids          toolIDs
 }
 
@@ -133,7 +134,7 @@ func (w *chatWriter) toolArgs(dst, escaped []byte) ([]byte, error) {
 	if !w.open || w.openKind != KindToolCall {
 		return dst, malformed("tool arguments outside a tool call")
 	}
-	w.args = appendUnescaped(w.args, escaped)
+	w.args = appendUnescaped(w.args, escaped, &w.quoted)
 	dst = append(dst, w.head...)
 	dst = append(dst, `{"tool_calls":[{"index":`...)
 	dst = strconv.AppendInt(dst, int64(w.calls-1), 10)

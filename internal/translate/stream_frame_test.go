@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 )
 
@@ -349,5 +350,22 @@ func TestTextFrameState(t *testing.T) {
 		if met := frameOf(framed).n > 0 && frameOf(framed).misses == 0; met != c.met {
 			t.Errorf("case %d (%s): frame met last %v", i, d.dir, met)
 		}
+	}
+}
+
+// appendUnescaped decodes as the scanner does, and a writer's deltas with
+// escapes allocate nothing once its quoted buffer has grown.
+func TestAppendUnescaped(t *testing.T) {
+	var quoted []byte
+	for _, s := range []string{`plain`, `a\nb\"c\\`, `\u00e9\ud83d\ude00`, `\ud800x`, `tab\there`, ``} {
+		got := appendUnescaped([]byte("x"), []byte(s), &quoted)
+		want := jsonscan.AppendString([]byte("x"), []byte(`"`+s+`"`))
+		if !bytes.Equal(got, want) {
+			t.Errorf("%q: %q, want %q", s, got, want)
+		}
+	}
+	dst, escaped := make([]byte, 0, 64), []byte(`line\nnext \"quoted\"`)
+	if n := testing.AllocsPerRun(100, func() { dst = appendUnescaped(dst[:0], escaped, &quoted) }); n != 0 {
+		t.Errorf("%v allocations per escaped delta", n)
 	}
 }
