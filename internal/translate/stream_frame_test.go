@@ -369,3 +369,26 @@ func TestAppendUnescaped(t *testing.T) {
 		t.Errorf("%v allocations per escaped delta", n)
 	}
 }
+
+// FuzzTextFrames: on any target bytes, each framed decoder writes what
+// its walk-only twin writes, and fails alike.
+func FuzzTextFrames(f *testing.F) {
+	for _, d := range framedDecoders {
+		seeds, _ := filepath.Glob(filepath.Join("testdata", d.dir, "*.sse"))
+		for _, s := range seeds {
+			b, _ := os.ReadFile(s)
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, target []byte) {
+		for _, d := range framedDecoders {
+			framed := d.fresh(false)
+			frameOf(framed).misses = -1 << 20
+			want, wantErr := runStreamOf(d.fresh(true), target)
+			got, gotErr := runStreamOf(framed, target)
+			if !bytes.Equal(got, want) || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+				t.Fatalf("%s: framed decoder differs from the walk\nwalk (%v):\n%s\nframed (%v):\n%s", d.dir, wantErr, want, gotErr, got)
+			}
+		}
+	})
+}
