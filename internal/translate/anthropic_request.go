@@ -211,9 +211,9 @@ func decodeAnthropicMessage(raw json.RawMessage) (m anthropicMessageIn, err erro
 		}
 	}
 	if !ok || !it.End() {
-		m = anthropicMessageIn{}
-		err = json.Unmarshal(raw, &m)
-		return m, err
+		var u anthropicMessageIn // not m: only this path's message goes to the heap
+		err = json.Unmarshal(raw, &u)
+		return u, err
 	}
 	if role == nil {
 		return m, nil

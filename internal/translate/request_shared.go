@@ -23,10 +23,11 @@ func stringContent(raw json.RawMessage) (blocks []Block, isString bool, err erro
 	if raw[0] != '"' {
 		return nil, false, nil
 	}
-	var s string
 	if plainString(raw) {
-		s = string(raw[1 : len(raw)-1])
-	} else if err := json.Unmarshal(raw, &s); err != nil {
+		return []Block{{Kind: KindText, Text: string(raw[1 : len(raw)-1])}}, true, nil
+	}
+	var s string // Unmarshal's: on the heap, on this path only
+	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, true, err
 	}
 	return []Block{{Kind: KindText, Text: s}}, true, nil
