@@ -317,6 +317,19 @@ func TestTextFrameState(t *testing.T) {
 	cases = append(cases, frameCase{1, twoChoices + twoChoices[len(chat(`{"content":"a"}`, "")):], false},
 		frameCase{2, gemini(`{"text":"a"}`, "") + gemini(`{"text":"b"}`+call, "") + gemini(`{"text":"c"}`+call, "") +
 			`data: {"candidates":[{"content":{"parts":[{"text":""}]},"finishReason":"STOP","index":0}]}` + "\n\n", false})
+	// Responses: arguments met after an empty fragment (argsSeen: the
+	// done event's arguments are not sent again); an arguments frame met
+	// in a message item at the same output_index (the walk's error).
+	argsDelta := func(d string) string {
+		return responses("response.function_call_arguments.delta", `"output_index":0,"delta":`+d+`,"sequence_number":9`)
+	}
+	created := responses("response.created", `"response":{"id":"resp_1","model":"gpt-5"}`)
+	calls := created + responses("response.output_item.added", callItem) + argsDelta(`""`) + argsDelta(`"{}"`)
+	cases = append(cases, frameCase{0, calls + responses("response.function_call_arguments.done", `"output_index":0,"arguments":"{}"`) +
+		responses("response.output_item.done", `"output_index":0`) +
+		responses("response.completed", `"response":{"status":"completed","usage":{"input_tokens":1,"output_tokens":2}}`), true},
+		frameCase{0, calls + responses("response.output_item.done", `"output_index":0`) + responses("response.output_item.added", textItem) +
+			argsDelta(`"{}"`), true})
 	// Anthropic: a text frame met after its block stopped, and after the
 	// next block opened (the walk's errors); a
 	// tool's arguments met after an empty fragment (argsSeen: no "{}" of
