@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 )
 
 // Anthropic Messages requests: decoding a client's, encoding a target's.
@@ -92,19 +94,20 @@ func outputConfigLosses(raw json.RawMessage, losses []Loss) []Loss {
 // decodeAnthropicRequest reads a Messages request into the intermediate
 // form, with the losses of fields no other format has.
 func decodeAnthropicRequest(body []byte) (*Request, []Loss, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
+	var buf [16]member
+	top, err := objectMembers(body, buf[:0])
+	if err != nil {
 		return nil, nil, fmt.Errorf("anthropic request: %w", err)
 	}
 	var losses []Loss
-	for _, k := range slices.Sorted(maps.Keys(top)) {
-		switch {
+	for _, m := range top {
+		switch k := string(m.key); {
 		case !anthropicKnown[k]:
 			losses = addLoss(losses, "field "+k, true)
 		case k == "output_config":
-			losses = outputConfigLosses(top[k], losses)
-		case anthropicAdvisory[k] != "" && !isNullish(top[k]):
-			if k == "thinking" && bytes.Contains(top[k], []byte(`"disabled"`)) {
+			losses = outputConfigLosses(m.val, losses)
+		case anthropicAdvisory[k] != "" && !isNullish(m.val):
+			if k == "thinking" && bytes.Contains(m.val, []byte(`"disabled"`)) {
 				continue
 			}
 			losses = addLoss(losses, anthropicAdvisory[k], false)
@@ -128,16 +131,12 @@ func decodeAnthropicRequest(body []byte) (*Request, []Loss, error) {
 	}
 	r := &Request{Model: in.Model, MaxTokens: in.MaxTokens, Stop: in.StopSequences,
 		Stream: in.Stream, Temperature: in.Temperature, TopP: in.TopP, TopK: in.TopK}
-	var err error
 	if r.System, losses, err = anthropicContent(in.System, losses); err != nil {
 		return nil, nil, fmt.Errorf("anthropic request: system: %w", err)
 	}
 	for i, raw := range in.Messages {
-		var m struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		}
-		if err := json.Unmarshal(raw, &m); err != nil {
+		m, err := decodeAnthropicMessage(raw)
+		if err != nil {
 			return nil, nil, fmt.Errorf("anthropic request: message %d: %w", i, err)
 		}
 		if m.Role != "user" && m.Role != "assistant" && m.Role != "system" {
@@ -186,6 +185,50 @@ func decodeAnthropicRequest(body []byte) (*Request, []Loss, error) {
 		}
 	}
 	return r, losses, nil
+}
+
+// anthropicMessageIn is a request message's role and content.
+type anthropicMessageIn struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// decodeAnthropicMessage is json.Unmarshal of a message (raw, from the
+// decoded body: valid JSON). An object whose role is a plain string is
+// walked once (the role's spelling matched as Unmarshal matches a field
+// name, the last of each member kept as it keeps it, the content not
+// copied); anything else is unmarshalled.
+func decodeAnthropicMessage(raw json.RawMessage) (m anthropicMessageIn, err error) {
+	it, ok := jsonscan.Open(raw, 0, 0)
+	var role []byte
+	for ok = ok && it.IsObject(); ok && it.Next(); {
+		switch {
+		case it.KeyFold("role"):
+			role = it.Value()
+			ok = plainString(role)
+		case it.KeyFold("content"):
+			m.Content = it.Value()
+		}
+	}
+	if !ok || !it.End() {
+		var u anthropicMessageIn // not m: only this path's message goes to the heap
+		err = json.Unmarshal(raw, &u)
+		return u, err
+	}
+	if role == nil {
+		return m, nil
+	}
+	switch r := role[1 : len(role)-1]; string(r) { // the roles read: no copy
+	case "user":
+		m.Role = "user"
+	case "assistant":
+		m.Role = "assistant"
+	case "system":
+		m.Role = "system"
+	default:
+		m.Role = string(r)
+	}
+	return m, nil
 }
 
 func isNullish(v json.RawMessage) bool {

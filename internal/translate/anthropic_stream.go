@@ -21,6 +21,11 @@ type anthropicToResponsesStream struct {
 	usage    Usage
 	delta    bool // message_delta arrived
 	done     bool // message_stop arrived
+	// frame is the last content_block_delta walked (stream_frame.go),
+	// for the block frameIndex (each index is opened once: while it is
+	// open, the block is the frame's, of the frame's kind).
+	frame      textFrame
+	frameIndex int
 }
 
 func newAnthropicToResponsesStream(custom map[string]bool) *anthropicToResponsesStream {
@@ -35,6 +40,7 @@ func newAnthropicStream(w itemWriter) *anthropicToResponsesStream {
 
 // anthropicEvent is what one event carries, as raw slices of its data.
 type anthropicEvent struct {
+	data                                             []byte
 	typ, index, message, block, delta, usage, errVal []byte
 }
 
@@ -46,7 +52,12 @@ func (s *anthropicToResponsesStream) Event(dst []byte, ev sse.Event) ([]byte, er
 	if s.done {
 		return dst, ErrAfterEnd
 	}
-	var e anthropicEvent
+	if text, ok := s.frame.match(data); ok && s.open == s.frameIndex {
+		// The walk's checks (atOpenBlock, the delta's type) pass, as for
+		// the frame: its text.
+		return s.blockText(dst, text)
+	}
+	e := anthropicEvent{data: data}
 	it, ok := jsonscan.Open(data, 0, 0)
 	if !ok || !it.IsObject() {
 		return dst, malformed("anthropic event is not a JSON object")
@@ -184,15 +195,24 @@ func (s *anthropicToResponsesStream) blockDelta(dst []byte, e *anthropicEvent) (
 		}
 	}
 	switch {
-	case s.openKind == KindText && jsonscan.StringIs(typ, "text_delta") && jsonscan.IsString(text):
-		return s.w.delta(dst, KindText, text[1:len(text)-1])
-	case s.openKind == KindToolCall && jsonscan.StringIs(typ, "input_json_delta") && jsonscan.IsString(text):
-		s.argsSeen = s.argsSeen || len(text) > 2
-		return s.w.delta(dst, KindToolCall, text[1:len(text)-1])
+	case s.openKind == KindText && jsonscan.StringIs(typ, "text_delta") && jsonscan.IsString(text),
+		s.openKind == KindToolCall && jsonscan.StringIs(typ, "input_json_delta") && jsonscan.IsString(text):
+		s.frame.keep(e.data, text, nil, nil)
+		s.frameIndex = s.open
+		return s.blockText(dst, text)
 	case s.openKind == KindReasoning && (jsonscan.StringIs(typ, "thinking_delta") || jsonscan.StringIs(typ, "signature_delta")):
 		return dst, nil
 	}
 	return dst, malformed("delta %s does not fit the open block", typ)
+}
+
+// blockText applies the text (or the arguments) of a delta to the open
+// text (or tool) block.
+func (s *anthropicToResponsesStream) blockText(dst, text []byte) ([]byte, error) {
+	if s.openKind == KindToolCall {
+		s.argsSeen = s.argsSeen || len(text) > 2
+	}
+	return s.w.delta(dst, s.openKind, text[1:len(text)-1])
 }
 
 func (s *anthropicToResponsesStream) blockStop(dst []byte, e *anthropicEvent) ([]byte, error) {

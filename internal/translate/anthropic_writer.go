@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 
@@ -20,6 +21,7 @@ type anthropicWriter struct {
 	openKind Kind
 	next     int    // index of the next block
 	args     []byte // the open tool block's arguments, decoded
+	quoted   []byte // appendUnescaped's
 	ids      toolIDs
 	id       string // the message id, for synthesized tool ids
 }
@@ -27,7 +29,7 @@ type anthropicWriter struct {
 func (w *anthropicWriter) reset() {
 	ids := w.ids
 	ids.reset()
-	*w = anthropicWriter{args: w.args[:0], ids: ids}
+	*w = anthropicWriter{args: w.args[:0], ids: ids, quoted: w.quoted}
 }
 
 func (w *anthropicWriter) start(dst []byte, id, model string, u Usage) ([]byte, error) {
@@ -123,7 +125,7 @@ func (w *anthropicWriter) toolArgs(dst, escaped []byte) ([]byte, error) {
 	if !w.open || w.openKind != KindToolCall {
 		return dst, malformed("tool arguments outside a tool call")
 	}
-	w.args = appendUnescaped(w.args, escaped)
+	w.args = appendUnescaped(w.args, escaped, &w.quoted)
 	dst = append(dst, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"...)
 	dst = strconv.AppendInt(dst, int64(w.next-1), 10)
 	dst = append(dst, `,"delta":{"type":"input_json_delta","partial_json":"`...)
@@ -191,14 +193,15 @@ func (w *anthropicWriter) fail(dst []byte, err error) []byte {
 }
 
 // appendUnescaped appends the decoded text of an escaped JSON string body.
-func appendUnescaped(dst, escaped []byte) []byte {
-	for _, c := range escaped {
-		if c == '\\' {
-			// Rare in arguments: quote it so the scanner decodes it.
-			return jsonscan.AppendString(dst, append(append([]byte{'"'}, escaped...), '"'))
-		}
+// One with an escape is quoted, for the scanner to decode, in *quoted (a
+// writer's, reused: no allocation per delta).
+func appendUnescaped(dst, escaped []byte, quoted *[]byte) []byte {
+	if bytes.IndexByte(escaped, '\\') < 0 {
+		return append(dst, escaped...)
 	}
-	return append(dst, escaped...)
+	q := append(append(append((*quoted)[:0], '"'), escaped...), '"')
+	*quoted = q
+	return jsonscan.AppendString(dst, q)
 }
 
 // toolArgsJSON gives the open tool call its whole arguments, a raw JSON

@@ -3,8 +3,6 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 )
 
@@ -90,11 +88,12 @@ type chatClientToolCall struct {
 // intermediate form, with the losses no target could carry.
 func decodeChatClientRequest(body []byte) (*Request, chatClientOptions, []Loss, error) {
 	var opts chatClientOptions
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
+	var buf [16]member
+	top, err := objectMembers(body, buf[:0])
+	if err != nil {
 		return nil, opts, nil, fmt.Errorf("chat request: %w", err)
 	}
-	losses := fieldLosses(nil, top, chatClientFields, func(v json.RawMessage) bool { return unsetValue(compactJSON(v)) })
+	losses := fieldLosses(nil, top, chatClientFields, unsetCompact)
 	var in struct {
 		Model               string            `json:"model"`
 		Messages            []json.RawMessage `json:"messages"`
@@ -134,7 +133,6 @@ func decodeChatClientRequest(body []byte) (*Request, chatClientOptions, []Loss, 
 			losses = addLoss(losses, "modality "+m, true)
 		}
 	}
-	var err error
 	if opts, losses, err = chatStreamOptions(in.StreamOptions, losses); err != nil {
 		return nil, opts, nil, err
 	}
@@ -180,13 +178,15 @@ func chatStreamOptions(raw json.RawMessage, losses []Loss) (chatClientOptions, [
 	if isNullish(raw) {
 		return opts, losses, nil
 	}
-	var so map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &so); err != nil {
+	var buf [4]member
+	so, err := objectMembers(raw, buf[:0])
+	if err != nil {
 		return opts, losses, fmt.Errorf("chat request: stream_options: %w", err)
 	}
-	for _, k := range slices.Sorted(maps.Keys(so)) {
-		v := compactJSON(so[k])
-		switch k {
+	for _, m := range so {
+		// A member's value has no spaces around it: only true compacts
+		// to true.
+		switch v := m.val; string(m.key) {
 		case "include_usage":
 			opts.includeUsage = string(v) == "true"
 		case "include_obfuscation":
@@ -194,8 +194,8 @@ func chatStreamOptions(raw json.RawMessage, losses []Loss) (chatClientOptions, [
 				losses = addLoss(losses, "stream_options.include_obfuscation", false)
 			}
 		default:
-			if !unsetValue(v) {
-				losses = addLoss(losses, "stream_options."+k, true)
+			if !unsetCompact(v) {
+				losses = addLoss(losses, "stream_options."+string(m.key), true)
 			}
 		}
 	}
@@ -278,14 +278,14 @@ func chatClientMessage(r *Request, raw json.RawMessage, losses []Loss) ([]Loss, 
 // decoder does not read: a participant's name changes how it is served
 // (advisory); anything else is material.
 func chatUnreadFields(obj json.RawMessage, where string, known map[string]bool, losses []Loss) []Loss {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(obj, &fields) != nil {
+	var buf [16]member
+	fields, err := objectMembers(obj, buf[:0])
+	if err != nil {
 		return losses
 	}
-	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		v := compactJSON(fields[k])
-		switch {
-		case k == "role" || k == "type" || unsetValue(v):
+	for _, f := range fields {
+		switch k := string(f.key); {
+		case k == "role" || k == "type" || unsetCompact(f.val):
 		case k == "name" && known[k] && strings.HasSuffix(where, " message"):
 			losses = addLoss(losses, "message name (participant names)", false)
 		case !known[k]:

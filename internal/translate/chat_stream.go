@@ -25,10 +25,22 @@ type chatToAnthropicStream struct {
 	refused   bool    // refusal text arrived: a stop is a refusal
 	tool      int64   // Chat index of the open tool call, -1 when none
 	toolsSeen []int64 // Chat indices of the calls opened so far
+	// frame is the last chunk walked that was one text delta and nothing
+	// else (stream_frame.go), a refusal's when frameRefusal; fx is what
+	// the walk of the chunk at hand did.
+	frame        textFrame
+	frameRefusal bool
+	fx           walkEffects
 }
 
+// newChatToAnthropicStream allocates the decoder and its writer together.
 func newChatToAnthropicStream() *chatToAnthropicStream {
-	return newChatStream(&anthropicWriter{})
+	p := new(struct {
+		s chatToAnthropicStream
+		w anthropicWriter
+	})
+	p.s = chatToAnthropicStream{tool: -1, w: &p.w}
+	return &p.s
 }
 
 // newChatStream reads a Chat stream for the client w writes.
@@ -55,10 +67,15 @@ func (s *chatToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error) 
 		s.done = true
 		return s.w.finish(dst, s.stop, "", s.usage)
 	}
+	if text, ok := s.frame.match(data); ok && s.w.isStarted() {
+		return s.content(dst, text, s.frameRefusal)
+	}
+	started := s.w.isStarted()
+	s.fx = walkEffects{}
 	// One pass: choices are applied as the scanner reaches them, so a
 	// text delta is read once (the id and model precede them in every
 	// chunk OpenAI sends; the first chunk looks them up otherwise).
-	var id, model, usage, errVal []byte
+	var id, model, usage, errVal, obf []byte
 	it, ok := jsonscan.Open(data, 0, 0)
 	if !ok || !it.IsObject() {
 		return dst, malformed("chat chunk is not a JSON object")
@@ -99,6 +116,8 @@ func (s *chatToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error) 
 				arr.Leave(&c)
 			}
 			it.Leave(&arr)
+		case string(it.Key) == "obfuscation":
+			obf = it.Value() // read for the frame only
 		}
 	}
 	if !it.End() {
@@ -112,10 +131,15 @@ func (s *chatToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error) 
 	}
 	if len(usage) > 0 && usage[0] == '{' {
 		s.usage = chatStreamUsage(usage)
+		s.fx.other = true
 		if s.stop != "" {
 			s.done, s.early = true, true
 			return s.w.finish(dst, s.stop, "", s.usage)
 		}
+	}
+	if started && s.fx.texts == 1 && !s.fx.other {
+		s.frame.keep(data, s.fx.text, nil, obf)
+		s.frameRefusal = s.fx.refusal
 	}
 	return dst, nil
 }
@@ -167,6 +191,7 @@ func (s *chatToAnthropicStream) choice(dst []byte, c *jsonscan.Iter) ([]byte, er
 		}
 	}
 	if len(finish) > 0 && !jsonscan.IsNull(finish) {
+		s.fx.other = true
 		reason, ok := chatStop[rawString(finish)]
 		if !ok {
 			return dst, malformed("chat finish_reason %s has no mapping", finish)
@@ -201,15 +226,10 @@ func (s *chatToAnthropicStream) delta(dst []byte, it *jsonscan.Iter) ([]byte, er
 		case it.KeyIs("content"), it.KeyIs("refusal"):
 			refusal := it.KeyIs("refusal")
 			v := it.Value()
-			if jsonscan.IsString(v) && len(v) > 2 {
-				s.refused = s.refused || refusal
-				if s.stop != "" {
-					return dst, malformed("chat text after finish_reason")
-				}
-				s.tool = -1
-				if dst, err = s.w.text(dst, v[1:len(v)-1]); err != nil {
-					return dst, err
-				}
+			s.fx.texts++
+			s.fx.text, s.fx.refusal = v, refusal
+			if dst, err = s.content(dst, v, refusal); err != nil {
+				return dst, err
 			}
 		case it.KeyIs("tool_calls"):
 			calls, ok := it.Enter()
@@ -232,10 +252,24 @@ func (s *chatToAnthropicStream) delta(dst []byte, it *jsonscan.Iter) ([]byte, er
 	return dst, nil
 }
 
+// content applies a delta's content (or refusal) value.
+func (s *chatToAnthropicStream) content(dst, v []byte, refusal bool) ([]byte, error) {
+	if !jsonscan.IsString(v) || len(v) <= 2 {
+		return dst, nil
+	}
+	s.refused = s.refused || refusal
+	if s.stop != "" {
+		return dst, malformed("chat text after finish_reason")
+	}
+	s.tool = -1
+	return s.w.text(dst, v[1:len(v)-1])
+}
+
 // toolCall applies one tool-call delta: the first of an index names the
 // function (and usually its id), the rest carry argument fragments. The
 // calls of one answer arrive one after another.
 func (s *chatToAnthropicStream) toolCall(dst []byte, call *jsonscan.Iter) ([]byte, error) {
+	s.fx.other = true
 	index := int64(-1)
 	var id, name, args []byte
 	for call.Next() {
@@ -344,6 +378,9 @@ func nestedInt(v []byte, key string) int64 {
 func rawString(v []byte) string {
 	if !jsonscan.IsString(v) {
 		return ""
+	}
+	if s := v[1 : len(v)-1]; bytes.IndexByte(s, '\\') < 0 {
+		return string(s) // nothing to decode: one copy, not two
 	}
 	return jsonscan.Unquote(v)
 }

@@ -24,6 +24,7 @@ type chatWriter struct {
 	openKind     Kind
 	calls        int    // tool calls opened so far
 	args         []byte // the open call's arguments, decoded
+	quoted       []byte // appendUnescaped's
 	ids          toolIDs
 }
 
@@ -58,7 +59,11 @@ func (w *chatWriter) start(dst []byte, id, model string, _ Usage) ([]byte, error
 		return dst, malformed("a second message start")
 	}
 	w.started, w.id = true, id
-	h := append(w.head[:0], `data: {"id":`...)
+	h := w.head[:0]
+	if h == nil {
+		h = make([]byte, 0, 160) // room for the usual id and model: one allocation
+	}
+	h = append(h, `data: {"id":`...)
 	h = appendJSONString(h, chatCompletionID(id))
 	h = append(h, `,"object":"chat.completion.chunk","created":`...)
 	h = strconv.AppendInt(h, now().Unix(), 10)
@@ -129,7 +134,7 @@ func (w *chatWriter) toolArgs(dst, escaped []byte) ([]byte, error) {
 	if !w.open || w.openKind != KindToolCall {
 		return dst, malformed("tool arguments outside a tool call")
 	}
-	w.args = appendUnescaped(w.args, escaped)
+	w.args = appendUnescaped(w.args, escaped, &w.quoted)
 	dst = append(dst, w.head...)
 	dst = append(dst, `{"tool_calls":[{"index":`...)
 	dst = strconv.AppendInt(dst, int64(w.calls-1), 10)

@@ -3,8 +3,6 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
-	"maps"
-	"slices"
 )
 
 // The fields of a client's content block, content part or tool that the
@@ -72,13 +70,17 @@ var fieldDefaults = map[string]string{
 // unreadFieldLosses adds the losses of the fields of obj (a block or a
 // tool, named by where) that known does not list and that hold a value.
 func unreadFieldLosses(obj json.RawMessage, where string, known map[string]bool, losses []Loss) []Loss {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(obj, &fields) != nil {
+	var buf [16]member
+	fields, err := objectMembers(obj, buf[:0])
+	if err != nil {
 		return losses
 	}
-	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		v := compactJSON(fields[k])
-		if known[k] || k == "type" || unsetValue(v) || string(v) == fieldDefaults[where+" "+k] {
+	for _, f := range fields {
+		if known[string(f.key)] || string(f.key) == "type" {
+			continue // a field read (the common case) is not compacted
+		}
+		k := string(f.key)
+		if v := compactJSON(f.val); unsetValue(v) || string(v) == fieldDefaults[where+" "+k] {
 			continue
 		}
 		if name, ok := advisoryFields[where+" "+k]; ok {
@@ -105,17 +107,17 @@ func unsetValue(v json.RawMessage) bool {
 // decoder does not carry: table says "carried", "advisory" (named, not
 // material) or nothing (an unknown field: material). unset tells a field
 // sent empty, which asks nothing.
-func fieldLosses(losses []Loss, top map[string]json.RawMessage, table map[string]string, unset func(json.RawMessage) bool) []Loss {
-	for _, k := range slices.Sorted(maps.Keys(top)) {
-		if unset(top[k]) {
+func fieldLosses(losses []Loss, top []member, table map[string]string, unset func(json.RawMessage) bool) []Loss {
+	for _, m := range top {
+		if unset(m.val) {
 			continue
 		}
-		switch table[k] {
+		switch table[string(m.key)] {
 		case "carried":
 		case "advisory":
-			losses = addLoss(losses, k, false)
+			losses = addLoss(losses, string(m.key), false)
 		default:
-			losses = addLoss(losses, "field "+k, true)
+			losses = addLoss(losses, "field "+string(m.key), true)
 		}
 	}
 	return losses

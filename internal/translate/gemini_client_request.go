@@ -108,8 +108,9 @@ type geminiClientContent struct {
 const geminiThoughtSignatureLoss = "Gemini thought signatures in history (kept for Gemini only)"
 
 func decodeGeminiClientRequest(body []byte) (*Request, []Loss, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
+	var buf [16]member
+	top, err := objectMembers(body, buf[:0])
+	if err != nil {
 		return nil, nil, fmt.Errorf("gemini request: %w", err)
 	}
 	losses := fieldLosses(nil, top, geminiClientFields, unsetValue)
@@ -141,7 +142,6 @@ func decodeGeminiClientRequest(body []byte) (*Request, []Loss, error) {
 		losses = addLoss(losses, "cachedContent (the cache lives at Google)", true)
 	}
 	r := &Request{Stream: in.Stream}
-	var err error
 	if losses, err = geminiGeneration(r, in.GenerationConfig, losses); err != nil {
 		return nil, nil, err
 	}

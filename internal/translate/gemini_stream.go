@@ -18,6 +18,14 @@ type geminiToAnthropicStream struct {
 	usage  Usage
 	calls  int
 	ended  bool
+	// frame is the last chunk walked that was one text part and nothing
+	// else (stream_frame.go), whose usageMetadata, an object when
+	// frameUsed, read frameUsage; fx is what the walk of the chunk at
+	// hand did.
+	frame      textFrame
+	frameUsed  bool
+	frameUsage Usage
+	fx         walkEffects
 }
 
 func (s *geminiToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error) {
@@ -31,8 +39,17 @@ func (s *geminiToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error
 	if s.finish != "" {
 		return dst, malformed("gemini chunk after the finishReason")
 	}
+	if text, ok := s.frame.match(data); ok && s.w.isStarted() {
+		dst, err := s.w.text(dst, text[1:len(text)-1])
+		if err == nil && s.frameUsed {
+			s.usage = s.frameUsage
+		}
+		return dst, err
+	}
 	var err error
-	if !s.w.isStarted() {
+	started := s.w.isStarted()
+	s.fx = walkEffects{}
+	if !started {
 		if dst, err = s.start(dst, data); err != nil {
 			return dst, err
 		}
@@ -83,8 +100,13 @@ func (s *geminiToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, error
 		// non-stream answer says (and never a reason to fail over).
 		s.finish = StopRefusal
 	}
-	if len(usage) > 0 && usage[0] == '{' {
+	used := len(usage) > 0 && usage[0] == '{'
+	if used {
 		s.usage = geminiStreamUsage(usage)
+	}
+	if started && s.fx.texts == 1 && !s.fx.other && s.finish == "" {
+		s.frame.keep(data, s.fx.text, nil, nil)
+		s.frameUsed, s.frameUsage = used, s.usage
 	}
 	return dst, nil
 }
@@ -147,6 +169,7 @@ func (s *geminiToAnthropicStream) candidate(dst []byte, c *jsonscan.Iter) ([]byt
 	}
 	// The finish is applied after the parts, whichever comes first.
 	if len(finish) > 0 && !jsonscan.IsNull(finish) {
+		s.fx.other = true
 		stop, ok := geminiFinish[rawString(finish)]
 		if !ok {
 			return dst, malformed("gemini finishReason %s has no mapping", finish)
@@ -176,6 +199,7 @@ func (s *geminiToAnthropicStream) part(dst []byte, it *jsonscan.Iter) ([]byte, e
 	case thought:
 		return dst, nil // Gemini's thinking carries no Anthropic signature: not shown
 	case len(call) > 0:
+		s.fx.other = true
 		name, _ := jsonscan.Lookup(call, "name")
 		args, ok := jsonscan.Lookup(call, "args")
 		if !ok || jsonscan.IsNull(args) {
@@ -191,9 +215,22 @@ func (s *geminiToAnthropicStream) part(dst []byte, it *jsonscan.Iter) ([]byte, e
 		}
 		return s.w.closeBlock(dst)
 	case jsonscan.IsString(text):
+		s.fx.texts++
+		s.fx.text = text
 		return s.w.text(dst, text[1:len(text)-1])
 	}
 	return dst, malformed("gemini part has no mapping")
+}
+
+// newGeminiToAnthropicStream allocates the decoder and its writer
+// together.
+func newGeminiToAnthropicStream() *geminiToAnthropicStream {
+	p := new(struct {
+		s geminiToAnthropicStream
+		w anthropicWriter
+	})
+	p.s = geminiToAnthropicStream{w: &p.w}
+	return &p.s
 }
 
 // newGeminiStream reads a Gemini stream for the client w writes.

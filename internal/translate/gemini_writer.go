@@ -117,6 +117,7 @@ type geminiWriter struct {
 	callID    string
 	name      string
 	args      []byte
+	quoted    []byte // appendUnescaped's
 }
 
 func (w *geminiWriter) start(dst []byte, id, model string) ([]byte, error) {
@@ -178,7 +179,7 @@ func (w *geminiWriter) delta(dst []byte, kind Kind, escaped []byte) ([]byte, err
 		return dst, nil
 	}
 	if kind == KindToolCall {
-		w.args = appendUnescaped(w.args, escaped)
+		w.args = appendUnescaped(w.args, escaped, &w.quoted)
 		return dst, nil
 	}
 	dst = w.chunkHead(dst)

@@ -38,4 +38,4 @@ func (anthropicToGemini) Response(body []byte) ([]byte, error) {
 	return encodeAnthropicResponse(r)
 }
 
-func (anthropicToGemini) NewStream() Stream { return newGeminiStream(&anthropicWriter{}) }
+func (anthropicToGemini) NewStream() Stream { return newGeminiToAnthropicStream() }

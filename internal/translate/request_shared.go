@@ -1,9 +1,13 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 )
 
 // Request-side rules that more than one dialect spells the same way.
@@ -19,11 +23,21 @@ func stringContent(raw json.RawMessage) (blocks []Block, isString bool, err erro
 	if raw[0] != '"' {
 		return nil, false, nil
 	}
-	var s string
+	if plainString(raw) {
+		return []Block{{Kind: KindText, Text: string(raw[1 : len(raw)-1])}}, true, nil
+	}
+	var s string // Unmarshal's: on the heap, on this path only
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, true, err
 	}
 	return []Block{{Kind: KindText, Text: s}}, true, nil
+}
+
+// plainString reports whether raw is exactly one JSON string whose bytes
+// are its text, as json.Unmarshal decodes it: no escape, and valid UTF-8
+// (Unmarshal turns an invalid byte into U+FFFD).
+func plainString(raw []byte) bool {
+	return jsonscan.StringEnd(raw, 0) == len(raw) && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw)
 }
 
 // openAIToolChoice spells a tool choice for Chat Completions or Responses:

@@ -67,8 +67,9 @@ type responsesItem struct {
 }
 
 func decodeResponsesRequest(body []byte) (*Request, []Loss, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
+	var buf [16]member
+	top, err := objectMembers(body, buf[:0])
+	if err != nil {
 		return nil, nil, fmt.Errorf("responses request: %w", err)
 	}
 	losses := fieldLosses(nil, top, responsesFields, isNullish)
@@ -126,7 +127,6 @@ func decodeResponsesRequest(body []byte) (*Request, []Loss, error) {
 	if in.Instructions != nil && *in.Instructions != "" {
 		r.System = append(r.System, Block{Kind: KindText, Text: *in.Instructions})
 	}
-	var err error
 	if losses, err = responsesInput(r, in.Input, losses); err != nil {
 		return nil, nil, err
 	}

@@ -19,10 +19,24 @@ type responsesToAnthropicStream struct {
 	calls    int
 	refused  bool
 	done     bool
+	// frame is the last text or arguments delta walked
+	// (stream_frame.go), of the item frameItem of the kind frameKind, a
+	// refusal's when frameRefusal.
+	frame        textFrame
+	frameItem    int
+	frameKind    Kind
+	frameRefusal bool
 }
 
+// newResponsesToAnthropicStream allocates the decoder and its writer
+// together.
 func newResponsesToAnthropicStream() *responsesToAnthropicStream {
-	return newResponsesStream(&anthropicWriter{})
+	p := new(struct {
+		s responsesToAnthropicStream
+		w anthropicWriter
+	})
+	p.s = responsesToAnthropicStream{w: &p.w, item: -1}
+	return &p.s
 }
 
 // newResponsesStream reads a Responses stream for the client w writes.
@@ -49,7 +63,15 @@ func (s *responsesToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, er
 	if s.done {
 		return dst, ErrAfterEnd
 	}
-	var typ, delta, index, item, resp, args []byte
+	if text, ok := s.frame.match(data); ok && s.item == s.frameItem && s.itemKind == s.frameKind {
+		// The walk's checks (at) pass, as for the frame: its text.
+		if s.frameKind == KindToolCall {
+			return s.args(dst, text)
+		}
+		s.refused = s.refused || s.frameRefusal
+		return s.w.text(dst, text[1:len(text)-1])
+	}
+	var typ, delta, index, item, resp, args, seq, obf []byte
 	it, ok := jsonscan.Open(data, 0, 0)
 	if !ok || !it.IsObject() {
 		return dst, malformed("responses event is not a JSON object")
@@ -68,6 +90,10 @@ func (s *responsesToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, er
 			resp = it.Value()
 		case it.KeyIs("arguments"):
 			args = it.Value()
+		case string(it.Key) == "sequence_number":
+			seq = it.Value() // read for the frame only
+		case string(it.Key) == "obfuscation":
+			obf = it.Value()
 		}
 	}
 	if !it.End() || !jsonscan.IsString(typ) {
@@ -80,13 +106,16 @@ func (s *responsesToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, er
 			return dst, malformed("text delta outside its message item")
 		}
 		s.refused = s.refused || name[9] == 'r'
+		s.frame.keep(data, delta, seq, obf)
+		s.frameItem, s.frameKind, s.frameRefusal = s.item, KindText, name[9] == 'r'
 		return s.w.text(dst, delta[1:len(delta)-1])
 	case "response.function_call_arguments.delta":
 		if err := s.at(index, KindToolCall); err != nil || !jsonscan.IsString(delta) {
 			return dst, malformed("arguments delta outside its function_call item")
 		}
-		s.argsSeen = s.argsSeen || len(delta) > 2
-		return s.w.toolArgs(dst, delta[1:len(delta)-1])
+		s.frame.keep(data, delta, seq, obf)
+		s.frameItem, s.frameKind = s.item, KindToolCall
+		return s.args(dst, delta)
 	case "response.function_call_arguments.done":
 		if err := s.at(index, KindToolCall); err != nil || !jsonscan.IsString(args) {
 			return dst, malformed("arguments done outside its function_call item")
@@ -127,6 +156,13 @@ func (s *responsesToAnthropicStream) Event(dst []byte, ev sse.Event) ([]byte, er
 		return dst, nil
 	}
 	return dst, malformed("responses event %s has no mapping", typ)
+}
+
+// args applies a fragment of the open function call's arguments (a raw
+// string).
+func (s *responsesToAnthropicStream) args(dst, delta []byte) ([]byte, error) {
+	s.argsSeen = s.argsSeen || len(delta) > 2
+	return s.w.toolArgs(dst, delta[1:len(delta)-1])
 }
 
 // at checks that an event addresses the open item, of the kind given.

@@ -20,6 +20,7 @@ type responsesWriter struct {
 	items     []streamItem
 	open      int             // index of the open item, -1 when none
 	custom    map[string]bool // the request's custom tools
+	quoted    []byte          // appendUnescaped's
 }
 
 // streamItem is one output item being streamed.
@@ -201,7 +202,7 @@ func (w *responsesWriter) delta(dst []byte, kind Kind, escaped []byte) ([]byte, 
 		return dst, nil
 	}
 	it := &w.items[w.open]
-	it.buf = appendUnescaped(it.buf, escaped)
+	it.buf = appendUnescaped(it.buf, escaped, &w.quoted)
 	if it.custom {
 		return dst, nil // the input is inside the arguments' JSON: sent whole when they parse
 	}
