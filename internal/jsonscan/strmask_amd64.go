@@ -3,8 +3,7 @@
 package jsonscan
 
 import (
-	"encoding/binary"
-	"math/bits"
+	"math"
 
 	"golang.org/x/sys/cpu"
 )
@@ -16,36 +15,30 @@ var stringBlocks = cpu.X86.HasAVX2
 //go:noescape
 func scanStringAVX2(p *byte, blocks int, prevEsc, need, seen uint64) (pos int, prevEscOut, needOut, seenOut uint64)
 
-// scanStringBlocks is jsonScanString 64 bytes at a time. A short string
-// (a key, mostly) whose closing quote is its first special byte within
-// eight bytes takes one word's test instead. The blocks may run past the
-// string into what follows it in b; the last bytes of b, fewer than a
-// block, are read from a copy padded with spaces (nothing to a string:
-// one still open there is unterminated).
-func scanStringBlocks(b []byte, i int) (end int, escaped bool) {
-	i++
-	if len(b)-i >= 8 {
-		x := binary.LittleEndian.Uint64(b[i:])
-		q := x ^ (swarOnes * '"')
-		s := x ^ (swarOnes * '\\')
-		t := ((x-swarOnes*0x20)&^x | (s-swarOnes)&^s) & swarHigh
-		qt := (q - swarOnes) &^ q & swarHigh
-		if qt != 0 && (t == 0 || bits.TrailingZeros64(qt) < bits.TrailingZeros64(t)) {
-			return i + bits.TrailingZeros64(qt)>>3 + 1, false
-		}
+// scanStringBlocks reads on a string from b[i] (where scanWords stopped,
+// between escapes; escaped: whether it met one), 64 bytes at a time. The
+// blocks may run past the string into what follows it in b; a string
+// still open within a block of b's end is read on by the words, or, after
+// a block left an escape open, from a copy of b's last bytes padded with
+// spaces (nothing to a string: one still open there is unterminated).
+func scanStringBlocks(b []byte, i int, escaped bool) (end int, _ bool) {
+	full := (len(b) - i) / 64
+	if full == 0 {
+		end, esc, _ := scanWords(b, i, math.MaxInt)
+		return end, escaped || esc
 	}
-	var prevEsc, need, seen uint64
-	if full := (len(b) - i) / 64; full > 0 {
-		var pos int
-		pos, prevEsc, need, seen = scanStringAVX2(&b[i], full, 0, 0, 0)
-		switch {
-		case pos >= 0:
-			return i + pos + 1, seen != 0
-		case pos == -1:
-			return -1, false
-		}
-		i += full * 64
+	var seen uint64
+	if escaped {
+		seen = 1
 	}
+	pos, prevEsc, need, seen := scanStringAVX2(&b[i], full, 0, 0, seen)
+	switch {
+	case pos >= 0:
+		return i + pos + 1, seen != 0
+	case pos == -1:
+		return -1, false
+	}
+	i += full * 64
 	var pad [64]byte
 	for k := copy(pad[:], b[i:]); k < 64; k++ {
 		pad[k] = ' '

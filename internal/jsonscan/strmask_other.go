@@ -2,9 +2,14 @@
 
 package jsonscan
 
+import "math"
+
 // stringBlocks is false without the AVX2 kernel (strmask_amd64.s).
 var stringBlocks = false
 
-func scanStringBlocks(b []byte, i int) (end int, escaped bool) {
-	return scanStringSWAR(b, i)
+// scanStringBlocks is not reached without the kernel (jsonScanString
+// gives scanWords no stop); it reads on with the words.
+func scanStringBlocks(b []byte, i int, escaped bool) (end int, _ bool) {
+	end, esc, _ := scanWords(b, i, math.MaxInt)
+	return end, escaped || esc
 }
