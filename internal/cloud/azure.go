@@ -35,7 +35,7 @@ func (*azureProtocol) Serves(d wire.Dialect) bool {
 
 func (*azureProtocol) SetKey(h http.Header, key string) { h.Set("Api-Key", key) }
 
-func (az *azureProtocol) Prepare(_ context.Context, up *http.Request, req *wire.Request, model string, _ []byte) error {
+func (az *azureProtocol) Prepare(_ context.Context, up *http.Request, req *wire.Request, model string, _ []byte, _ Bodies) error {
 	op := "/chat/completions"
 	if isDialect[responses.Dialect](req.Dialect) {
 		op = "/responses"

@@ -86,14 +86,14 @@ func (*BedrockProtocol) SetKey(h http.Header, key string) { h.Set("Authorization
 // DropsModel: Bedrock's body has no model (ModelDropper).
 func (*BedrockProtocol) DropsModel(wire.Dialect) bool { return true }
 
-func (b *BedrockProtocol) Prepare(ctx context.Context, up *http.Request, req *wire.Request, model string, body []byte) error {
+func (b *BedrockProtocol) Prepare(ctx context.Context, up *http.Request, req *wire.Request, model string, body []byte, bodies Bodies) error {
 	set := map[string]json.RawMessage{"anthropic_version": json.RawMessage(BedrockAnthropicVersion)}
 	if betas := anthropicBetas(up.Header); len(betas) > 0 {
 		set["anthropic_beta"], _ = json.Marshal(betas)
 	}
 	up.Header.Del("Anthropic-Beta")
 	up.Header.Del("Anthropic-Version")
-	body, err := CloudBodyIn(body, &req.Top, []string{"model", "stream"}, set)
+	body, err := cloudBodyInto(newBody(bodies, body), body, &req.Top, []string{"model", "stream"}, set)
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func (b *BedrockProtocol) Prepare(ctx context.Context, up *http.Request, req *wi
 	if err := b.t.setURL(up, "/model/"+strings.ReplaceAll(seg, ":", "%3A")+op); err != nil {
 		return err
 	}
-	setBody(up, body)
+	setBody(up, body, bodies)
 	if b.creds == nil {
 		return nil
 	}

@@ -78,7 +78,7 @@ func BenchmarkBedrockPrepare(b *testing.B) {
 				b.SetBytes(int64(len(body)))
 				for b.Loop() {
 					up := benchBedrockRequest(b, body)
-					if err := p.Prepare(context.Background(), up, req, "anthropic.claude-sonnet-4-20250514-v1:0", body); err != nil {
+					if err := p.Prepare(context.Background(), up, req, "anthropic.claude-sonnet-4-20250514-v1:0", body, nil); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -32,7 +32,9 @@ type Protocol interface {
 	// prepare turns the dialect's request into the cloud's: the URL, the
 	// body and the auth that needs them (SigV4 signs both). The header is
 	// already the upstream one (client credentials gone, header_up applied).
-	Prepare(ctx context.Context, up *http.Request, req *wire.Request, model string, body []byte) error
+	// A body it rewrites is built in bodies' buffer and read through
+	// bodies' readers (nil: a fresh buffer, a plain reader).
+	Prepare(ctx context.Context, up *http.Request, req *wire.Request, model string, body []byte, bodies Bodies) error
 	// response adapts an answer before the attempt reads it: a 200's
 	// framing to the dialect's SSE (Bedrock's event stream), an error body
 	// to the dialect's error shape; a native answer is left as is. It
@@ -122,11 +124,40 @@ func (t Target) setURL(up *http.Request, escapedPath string) error {
 	return nil
 }
 
+// Bodies is where a protocol builds a body it rewrites, and how a body so
+// built is read: the engine's request lease, whose pooled buffers go back
+// when the request ends and whose readers it revokes then (a transport
+// may still be writing a lost attempt's body). An agent's turn is a
+// hundred kilobytes and more: a fresh buffer for each rewrite cost more
+// than the rewrite.
+type Bodies interface {
+	// Buffer returns a buffer of length 0 and capacity at least n.
+	Buffer(n int) []byte
+	// Reader reads b (built in a Buffer, or not: then a plain reader).
+	Reader(b []byte) io.ReadCloser
+}
+
+// bodySlack is what a rewrite may add to a body: the members a cloud
+// sets (anthropic_version, anthropic_beta).
+const bodySlack = 512
+
+// newBody is the buffer a rewrite of body is built in.
+func newBody(bodies Bodies, body []byte) []byte {
+	if bodies == nil {
+		return make([]byte, 0, len(body)+bodySlack)
+	}
+	return bodies.Buffer(len(body) + bodySlack)
+}
+
 // setBody replaces the body of an upstream request, and GetBody with it
 // (the module resends a stream refused unprocessed from it: roundTrip).
-func setBody(up *http.Request, body []byte) {
-	up.Body = io.NopCloser(bytes.NewReader(body))
-	up.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+func setBody(up *http.Request, body []byte, bodies Bodies) {
+	read := func() io.ReadCloser { return io.NopCloser(bytes.NewReader(body)) }
+	if bodies != nil {
+		read = func() io.ReadCloser { return bodies.Reader(body) }
+	}
+	up.Body = read()
+	up.GetBody = func() (io.ReadCloser, error) { return read(), nil }
 	up.ContentLength = int64(len(body))
 }
 
@@ -141,8 +172,12 @@ func CloudBody(body []byte, drop []string, set map[string]json.RawMessage) ([]by
 // CloudBodyIn is CloudBody reading the members from top, the parse's
 // index of body, when it holds one (jsonscan.Top.Scan).
 func CloudBodyIn(body []byte, top *jsonscan.Top, drop []string, set map[string]json.RawMessage) ([]byte, error) {
+	return cloudBodyInto(make([]byte, 0, len(body)+bodySlack), body, top, drop, set)
+}
+
+// cloudBodyInto is CloudBodyIn appending to out.
+func cloudBodyInto(out, body []byte, top *jsonscan.Top, drop []string, set map[string]json.RawMessage) ([]byte, error) {
 	keys := slices.Sorted(maps.Keys(set))
-	out := make([]byte, 0, len(body)+64)
 	out = append(out, '{')
 	err := top.Scan(body, func(key []byte, vStart, vEnd int) bool {
 		for _, k := range drop {

@@ -63,7 +63,7 @@ func (*vertexProtocol) SetKey(h http.Header, key string) { h.Set("Authorization"
 // model, Gemini's has none (ModelDropper).
 func (*vertexProtocol) DropsModel(wire.Dialect) bool { return true }
 
-func (v *vertexProtocol) Prepare(ctx context.Context, up *http.Request, req *wire.Request, model string, body []byte) error {
+func (v *vertexProtocol) Prepare(ctx context.Context, up *http.Request, req *wire.Request, model string, body []byte, bodies Bodies) error {
 	seg, err := ModelSegment(model)
 	if err != nil {
 		return err
@@ -78,7 +78,7 @@ func (v *vertexProtocol) Prepare(ctx context.Context, up *http.Request, req *wir
 			up.URL.RawQuery = strings.TrimPrefix(up.URL.RawQuery+"&alt=sse", "&")
 		}
 	} else {
-		body, err = CloudBodyIn(body, &req.Top, []string{"model"}, map[string]json.RawMessage{"anthropic_version": json.RawMessage(vertexAnthropicVersion)})
+		body, err = cloudBodyInto(newBody(bodies, body), body, &req.Top, []string{"model"}, map[string]json.RawMessage{"anthropic_version": json.RawMessage(vertexAnthropicVersion)})
 		if err != nil {
 			return err
 		}
@@ -90,7 +90,7 @@ func (v *vertexProtocol) Prepare(ctx context.Context, up *http.Request, req *wir
 			return err
 		}
 		up.Header.Del("Anthropic-Version")
-		setBody(up, body)
+		setBody(up, body, bodies)
 	}
 	if v.creds == nil {
 		return nil

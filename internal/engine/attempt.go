@@ -134,7 +134,7 @@ func (h *Engine) run(a *attempt, req *wire.Request, r *http.Request, done chan<-
 	up.Header.Set("Content-Type", "application/json")
 	up.ContentLength = int64(len(body))
 	if a.p.proto != nil {
-		if err := a.p.proto.Prepare(a.ctx, up, req, a.model, body); err != nil {
+		if err := a.p.proto.Prepare(a.ctx, up, req, a.model, body, a.lease.bodies()); err != nil {
 			a.fail(wire.ClassConnect, fmt.Errorf("provider %s: %s: %w", a.p.name, a.p.proto, err))
 			return
 		}

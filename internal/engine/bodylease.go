@@ -44,13 +44,30 @@ func bodyClass(m int64) (class, size int) {
 	return (p-minPooledShift)*4 + int(k) - 1, 1<<p + int(k*quarter)
 }
 
-// bodyLease owns a pooled buffer holding one request's body.
+// bodyLease owns a pooled buffer holding one request's body, and those
+// its attempts' cloud rewrites were built in (cloud.Bodies).
 type bodyLease struct {
-	buf   *[]byte // the pooled buffer, whole
-	class int     // its pool
-	body  []byte  // the body in it (its capacity ends at its length)
-	mu    sync.RWMutex
-	gone  bool // released: every reader fails
+	buf    *[]byte // the pooled buffer, whole
+	class  int     // its pool
+	body   []byte  // the body in it (its capacity ends at its length)
+	mu     sync.RWMutex
+	gone   bool         // released: every reader fails
+	extras []pooledBody // the rewrites' buffers
+}
+
+// pooledBody is a buffer from bodyPools[class].
+type pooledBody struct {
+	buf   *[]byte
+	class int
+}
+
+// getBody is a buffer of bodyPools[class], of size bytes.
+func getBody(class, size int) *[]byte {
+	if p, ok := bodyPools[class].Get().(*[]byte); ok {
+		return p
+	}
+	b := make([]byte, size)
+	return &b
 }
 
 // errBodyReleased is what a reader of a released body gets: the request
@@ -68,13 +85,7 @@ func readLeasedBody(r *http.Request, max int64) ([]byte, *bodyLease, error) {
 		return b, nil, err
 	}
 	class, size := bodyClass(n + 1) // n+1 bytes: the read that sees the end
-	l := &bodyLease{class: class}
-	if p, ok := bodyPools[class].Get().(*[]byte); ok {
-		l.buf = p
-	} else {
-		b := make([]byte, size)
-		l.buf = &b
-	}
+	l := &bodyLease{class: class, buf: getBody(class, size)}
 	b, err := wire.ReadAllInto(r.Body, n, max, (*l.buf)[:n+1])
 	if err != nil || int64(len(b)) > max {
 		l.release()
@@ -108,17 +119,59 @@ func (l *bodyLease) reader(b []byte) io.ReadCloser {
 	if l == nil || !l.holds(b) {
 		return io.NopCloser(bytes.NewReader(b))
 	}
-	return &leaseReader{l: l}
+	return &leaseReader{l: l, b: b}
 }
 
-// holds reports whether b is the leased body (not released).
+// holds reports whether b is the leased body, or built from the start of
+// one of the lease's rewrite buffers, or the lease is released (then no
+// body of the request is read again).
 func (l *bodyLease) holds(b []byte) bool {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return len(b) == len(l.body) && &b[0] == &l.body[0]
+	if l.gone {
+		return true // released: its reader fails, whatever b is
+	}
+	if len(b) == len(l.body) && &b[0] == &l.body[0] {
+		return true
+	}
+	for _, e := range l.extras {
+		if cap(b) <= cap(*e.buf) && &b[0] == &(*e.buf)[0] {
+			return true
+		}
+	}
+	return false
 }
 
-// release revokes every reader and gives the buffer back. The request
+// bodies is the lease as a cloud's rewrites see it (none without one).
+func (l *bodyLease) bodies() cloud.Bodies {
+	if l == nil {
+		return nil
+	}
+	return l
+}
+
+// Buffer is a pooled buffer for a rewrite of the body (cloud.Bodies),
+// the lease's until it is released; one outside the pooled sizes is the
+// rewrite's own.
+func (l *bodyLease) Buffer(n int) []byte {
+	if n <= 1<<minPooledShift || n > 1<<maxPooledShift {
+		return make([]byte, 0, n)
+	}
+	class, size := bodyClass(int64(n))
+	e := pooledBody{getBody(class, size), class}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gone {
+		return make([]byte, 0, n)
+	}
+	l.extras = append(l.extras, e)
+	return (*e.buf)[:0]
+}
+
+// Reader reads b through the lease (cloud.Bodies).
+func (l *bodyLease) Reader(b []byte) io.ReadCloser { return l.reader(b) }
+
+// release revokes every reader and gives the buffers back. The request
 // must be done with the body: its attempts have ended (drain).
 func (l *bodyLease) release() {
 	if l == nil {
@@ -126,13 +179,19 @@ func (l *bodyLease) release() {
 	}
 	l.mu.Lock()
 	l.gone, l.body = true, nil
+	extras := l.extras
+	l.extras = nil
 	l.mu.Unlock()
 	bodyPools[l.class].Put(l.buf)
+	for _, e := range extras {
+		bodyPools[e.class].Put(e.buf)
+	}
 }
 
-// leaseReader reads the leased body from its start.
+// leaseReader reads a body the lease holds from its start.
 type leaseReader struct {
 	l   *bodyLease
+	b   []byte
 	off int
 }
 
@@ -142,10 +201,10 @@ func (r *leaseReader) Read(p []byte) (int, error) {
 	if r.l.gone {
 		return 0, errBodyReleased
 	}
-	if r.off >= len(r.l.body) {
+	if r.off >= len(r.b) {
 		return 0, io.EOF
 	}
-	n := copy(p, r.l.body[r.off:])
+	n := copy(p, r.b[r.off:])
 	r.off += n
 	return n, nil
 }

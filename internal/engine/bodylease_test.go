@@ -111,3 +111,48 @@ func TestBodyClass(t *testing.T) {
 		t.Errorf("an agent's 142 KB body: class %d, buffer %d", c, s)
 	}
 }
+
+// A cloud's rewrite of a pooled body is built in a buffer of the lease
+// (cloud.Bodies) and read through it: the lease's readers, revoked at its
+// release. A rewrite that outgrew its buffer, or one outside the pooled
+// sizes, is the rewrite's own and read plainly; no lease, no Bodies.
+func TestBodyLeaseRewriteBuffers(t *testing.T) {
+	body := bytes.Repeat([]byte("c"), 100_000)
+	_, lease, err := readLeasedBody(leasedRequest(body), 1<<20)
+	if err != nil || lease == nil {
+		t.Fatalf("lease %v, err %v", lease, err)
+	}
+	bodies := lease.bodies()
+	b := bodies.Buffer(len(body) + 512)
+	if len(b) != 0 || cap(b) < len(body)+512 {
+		t.Fatalf("buffer of length %d, capacity %d", len(b), cap(b))
+	}
+	b = append(append(b, "rewritten "...), body...)
+	r := bodies.Reader(b)
+	if _, ok := r.(*leaseReader); !ok {
+		t.Fatalf("a rewrite in the lease's buffer got a %T", r)
+	}
+	p := make([]byte, 10)
+	if n, err := r.Read(p); n != 10 || err != nil || string(p) != "rewritten " {
+		t.Fatalf("read %q, %v", p[:n], err)
+	}
+	if rest, err := io.ReadAll(bodies.Reader(b)); err != nil || !bytes.Equal(rest, b) {
+		t.Fatalf("whole rewrite: %d bytes, %v", len(rest), err)
+	}
+	grown := append(b[:len(b):len(b)], '!')
+	if _, ok := bodies.Reader(grown).(*leaseReader); ok {
+		t.Error("a rewrite that outgrew the lease's buffer got a lease reader")
+	}
+	small := append(bodies.Buffer(100), "tiny"...)
+	if _, ok := bodies.Reader(small).(*leaseReader); ok {
+		t.Error("a rewrite below the pooled sizes got a lease reader")
+	}
+	lease.release()
+	if n, err := r.Read(p); n != 0 || !errors.Is(err, errBodyReleased) {
+		t.Fatalf("read after release: %d bytes, %v; want errBodyReleased", n, err)
+	}
+	var none *bodyLease
+	if none.bodies() != nil {
+		t.Error("no lease: Bodies is not nil")
+	}
+}

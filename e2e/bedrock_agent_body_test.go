@@ -1,0 +1,77 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
+)
+
+// Agent-sized turns through Bedrock, several at once: each body is
+// rewritten for Bedrock in a buffer of its request's pool (cloud.Bodies),
+// signed and sent; the simulator verifies every signature against the
+// bytes it read, and each body it read is the client's, rewritten, byte
+// for byte (no request read a buffer another one was building in).
+func TestBedrockAgentBodies(t *testing.T) {
+	awsTestEnv(t)
+	agent, err := os.ReadFile("../bench/agentbody/testdata/anthropic.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := newBedrock(t)
+	p := startProxy(t, bedrockProvider("bedrock", br)+"hedge off")
+	const n = 6
+	want := make(map[string]bool, n)
+	bodies := make([][]byte, n)
+	for i := range bodies {
+		b := bytes.Replace(agent, []byte(`"model":"agent-bench","max_tokens":32000`), fmt.Appendf(nil, `"model":"claude-test","max_tokens":%d`, 32000+i), 1)
+		if bytes.Equal(b, agent) {
+			t.Fatal("the agent body's head changed: update the test")
+		}
+		cb, err := cloud.CloudBody(b, []string{"model", "stream"}, map[string]json.RawMessage{"anthropic_version": json.RawMessage(cloud.BedrockAnthropicVersion)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[string(cb)], bodies[i] = true, b
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for _, b := range bodies {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodPost, p.URL+"/v1/messages", bytes.NewReader(b))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Anthropic-Version", "2023-06-01")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer resp.Body.Close()
+			out, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != 200 || !bytes.Contains(out, []byte("event: message_stop")) {
+				errs <- fmt.Errorf("status %d, %v, answer %.200q", resp.StatusCode, err, out)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	recs := br.Requests()
+	if len(recs) != n {
+		t.Fatalf("bedrock saw %d requests, want %d", len(recs), n)
+	}
+	for i, rec := range recs {
+		if rec.Status != 200 || !want[string(rec.CloudBody)] {
+			t.Errorf("request %d: status %d, body of %d bytes one of the clients' rewritten: %v", i, rec.Status, len(rec.CloudBody), want[string(rec.CloudBody)])
+		}
+		delete(want, string(rec.CloudBody))
+	}
+}
