@@ -162,6 +162,7 @@ func (l *bodyLease) Buffer(n int) []byte {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.gone {
+		bodyPools[class].Put(e.buf)
 		return make([]byte, 0, n)
 	}
 	l.extras = append(l.extras, e)

@@ -87,52 +87,39 @@ func BenchmarkValidAgentBody(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, mode := range []struct {
-			name   string
-			blocks bool
-		}{{"words", false}, {"blocks", true}} {
-			b.Run(name+"/"+mode.name, func(b *testing.B) {
-				if mode.blocks && !stringBlocks {
-					b.Skip("no AVX2")
-				}
-				defer func(was bool) { stringBlocks = was }(stringBlocks)
-				stringBlocks = mode.blocks
-				b.SetBytes(int64(len(body)))
-				b.ReportAllocs()
-				for b.Loop() {
-					if !Valid(body) {
-						b.Fatal("invalid")
-					}
-				}
-			})
-		}
+		benchValid(b, name, body)
 	}
 }
 
 func BenchmarkValidEvent(b *testing.B) {
-	events := map[string]string{
+	for name, ev := range map[string]string{
 		"responses-delta": `{"type":"response.output_text.delta","sequence_number":5,"item_id":"msg_68b9a1c2d3e4f5a6b7c8d9e0f1a2b3c4","output_index":0,"content_index":0,"delta":" the quick brown fox jumps over","logprobs":[],"obfuscation":"aB3dE5fG"}`,
 		"chat-chunk":      `{"id":"chatcmpl-A1b2C3d4E5f6G7h8I9j0","object":"chat.completion.chunk","created":1733000000,"model":"gpt-5-2025-08-07","system_fingerprint":"fp_1a2b3c4d","choices":[{"index":0,"delta":{"content":" the quick brown fox jumps over"},"logprobs":null,"finish_reason":null}],"usage":null}`,
+	} {
+		benchValid(b, name, []byte(ev))
 	}
-	for name, ev := range events {
-		body := []byte(ev)
-		for _, mode := range []struct {
-			name   string
-			blocks bool
-		}{{"words", false}, {"blocks", true}} {
-			b.Run(name+"/"+mode.name, func(b *testing.B) {
-				if mode.blocks && !stringBlocks {
-					b.Skip("no AVX2")
+}
+
+// benchValid runs Valid on body with the word scanner alone and with the
+// blocks (where the CPU has AVX2).
+func benchValid(b *testing.B, name string, body []byte) {
+	for _, mode := range []struct {
+		name   string
+		blocks bool
+	}{{"words", false}, {"blocks", true}} {
+		b.Run(name+"/"+mode.name, func(b *testing.B) {
+			if mode.blocks && !stringBlocks {
+				b.Skip("no AVX2")
+			}
+			defer func(was bool) { stringBlocks = was }(stringBlocks)
+			stringBlocks = mode.blocks
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if !Valid(body) {
+					b.Fatal("invalid")
 				}
-				defer func(was bool) { stringBlocks = was }(stringBlocks)
-				stringBlocks = mode.blocks
-				b.SetBytes(int64(len(body)))
-				for b.Loop() {
-					if !Valid(body) {
-						b.Fatal("invalid")
-					}
-				}
-			})
-		}
+			}
+		})
 	}
 }
