@@ -108,12 +108,12 @@ func (h *Engine) run(a *attempt, req *wire.Request, r *http.Request, done chan<-
 		},
 		PutIdleConn: a.connIdle,
 	})
-	up, err := http.NewRequestWithContext(trace, http.MethodPost, a.p.url(path, query), a.lease.reader(body))
+	up, err := http.NewRequestWithContext(trace, http.MethodPost, a.p.url(path, query), a.lease.Reader(body))
 	if err != nil {
 		a.fail(wire.ClassConnect, fmt.Errorf("provider %s: building request: %w", a.p.name, err))
 		return
 	}
-	up.GetBody = func() (io.ReadCloser, error) { return a.lease.reader(body), nil }
+	up.GetBody = func() (io.ReadCloser, error) { return a.lease.Reader(body), nil }
 	var secret string
 	if a.key != nil {
 		secret = a.key.Secret

@@ -110,9 +110,9 @@ func upstreamBody(proto cloud.Protocol, req *wire.Request, model string) []byte 
 	return req.BodyFor(model)
 }
 
-// reader is an upstream request's body for b: revocable when b is the
-// leased body, else a plain reader (a rewritten body is its own).
-func (l *bodyLease) reader(b []byte) io.ReadCloser {
+// Reader is an upstream request's body for b (cloud.Bodies' too):
+// revocable when the lease holds b, else a plain reader.
+func (l *bodyLease) Reader(b []byte) io.ReadCloser {
 	if len(b) == 0 {
 		return http.NoBody
 	}
@@ -168,9 +168,6 @@ func (l *bodyLease) Buffer(n int) []byte {
 	l.extras = append(l.extras, e)
 	return (*e.buf)[:0]
 }
-
-// Reader reads b through the lease (cloud.Bodies).
-func (l *bodyLease) Reader(b []byte) io.ReadCloser { return l.reader(b) }
 
 // release revokes every reader and gives the buffers back. The request
 // must be done with the body: its attempts have ended (drain).

@@ -28,7 +28,7 @@ func TestBodyLeaseRevokesReaders(t *testing.T) {
 	if !bytes.Equal(got, first) || cap(got) != len(got) {
 		t.Fatalf("body of %d bytes (cap %d), want the %d sent, capacity ending there", len(got), cap(got), len(first))
 	}
-	whole, partial := lease.reader(got), lease.reader(got)
+	whole, partial := lease.Reader(got), lease.Reader(got)
 	if b, err := io.ReadAll(whole); err != nil || !bytes.Equal(b, first) {
 		t.Fatalf("reader: %d bytes, %v", len(b), err)
 	}
@@ -52,7 +52,7 @@ func TestBodyLeaseRevokesReaders(t *testing.T) {
 	}
 	// A body that is not the leased one (a rewrite) gets a plain reader.
 	other := append([]byte(nil), got2...)
-	if _, ok := lease2.reader(other).(*leaseReader); ok {
+	if _, ok := lease2.Reader(other).(*leaseReader); ok {
 		t.Error("a copy of the body got a lease reader")
 	}
 	lease2.release()
