@@ -32,20 +32,21 @@ const (
 // attempt is one try of a request on one provider, from sending the
 // request (t0) to being ready to commit (t2) or failing.
 type attempt struct {
-	n           int // 1-based number within the request
-	p           *provider
-	model       string          // model sent upstream (rewritten)
-	reason      string          // why it started: initial, hedge_triggered, retry, failover, fallback, context_fallback, probe
-	probe       bool            // the half-open probe of p's breaker
-	key         *health.PoolKey // the configured key it uses; nil: the client's own
-	lease       *bodyLease      // the request body's buffer (bodylease.go)
-	keyAnswered bool            // a response came: no longer awaited on key (candidates.go)
-	keySent     int64           // its place among the sends with key
-	keyBefore   int64           // the attempts awaiting a response on key when it was sent
-	epoch       int64           // p's health epoch when the attempt began (admin resets)
+	n         int // 1-based number within the request
+	p         *provider
+	model     string          // model sent upstream (rewritten)
+	reason    string          // why it started: initial, hedge_triggered, retry, failover, fallback, context_fallback, probe
+	key       *health.PoolKey // the configured key it uses; nil: the client's own
+	lease     *bodyLease      // the request body's buffer (bodylease.go)
+	keySent   int64           // its place among the sends with key
+	keyBefore int64           // the attempts awaiting a response on key when it was sent
+	epoch     int64           // p's health epoch when the attempt began (admin resets)
 
-	// bookkeeping counts (outcome.go), to check their pairing
+	// bookkeeping counts (outcome.go), to check their pairing, and two
+	// flags in the rest of their word
 	begun, ended, verdicts int8
+	probe                  bool // the half-open probe of p's breaker
+	keyAnswered            bool // a response came: no longer awaited on key (candidates.go)
 	offset                 time.Duration
 	start                  time.Time
 
@@ -70,6 +71,7 @@ type attempt struct {
 	track      wire.Resumer // the continuation's resumer, told the gate's events (tracked)
 	tracked    bool         // track was set up at launch (it is nil when the request cannot be continued)
 	body       []byte       // complete non-stream body
+	answer     *[]byte      // the pooled buffer it was read into (answer_body.go)
 	firstEvent time.Duration
 	commitBy   string // the payload of the event that committed a stream (gate.committedBy)
 	elapsed    time.Duration
@@ -326,9 +328,7 @@ func (h *Engine) gateStream(a *attempt, d wire.Dialect, clientCtx context.Contex
 // readCompleteBody reads a non-stream 200 whole and checks it is a real
 // completion, not an error dressed as a success.
 func (h *Engine) readCompleteBody(a *attempt, d wire.Dialect, clientCtx context.Context) {
-	// A buffer of the body's size, not grown from 512 bytes (ReadAll:
-	// past 1 MiB, grown as the bytes arrive).
-	body, err := wire.ReadAll(a.resp.Body, a.resp.ContentLength, maxResponseBody)
+	body, err := a.readAnswer(a.resp.Body, a.resp.ContentLength, maxResponseBody)
 	a.resp.Body.Close()
 	if err != nil {
 		a.fail(wire.ClassifyTransportError(err, a.ctx, clientCtx), fmt.Errorf("provider %s: reading response: %w", a.p.name, err))

@@ -35,6 +35,7 @@ func (h *Engine) serveCompletion(w http.ResponseWriter, r *http.Request, d wire.
 	defer func() {
 		finish(st)
 		st.lease.release() // after drain (below): no attempt reads the body
+		st.releaseAnswers()
 	}()
 
 	body, lease, err := readLeasedBody(r, h.MaxBody)
