@@ -208,3 +208,37 @@ func (r *leaseReader) Read(p []byte) (int, error) {
 }
 
 func (*leaseReader) Close() error { return nil }
+
+// bodyChunk is how much of a body WriteBody writes under one hold of the
+// read lock: a release waits for that write to end (one the provider does
+// not take ends when the attempt's connection closes, and the request
+// closes its attempts' responses before it releases).
+const bodyChunk = 64 << 10
+
+// WriteBody writes the body from where it was read to, at most max bytes,
+// straight from the lease's buffer (upconn.BodyWriter): over a cleartext
+// provider no copy of an agent's body is made. Each write holds the read
+// lock, so the buffer is not reused under it.
+func (r *leaseReader) WriteBody(w io.Writer, max int64) (int64, error) {
+	var n int64
+	for n < max {
+		r.l.mu.RLock()
+		if r.l.gone {
+			r.l.mu.RUnlock()
+			return n, errBodyReleased
+		}
+		chunk := r.b[r.off:min(len(r.b), r.off+bodyChunk, r.off+int(max-n))]
+		if len(chunk) == 0 {
+			r.l.mu.RUnlock()
+			break
+		}
+		m, err := w.Write(chunk)
+		r.l.mu.RUnlock()
+		r.off += m
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
@@ -155,4 +156,85 @@ func TestBodyLeaseRewriteBuffers(t *testing.T) {
 	if none.bodies() != nil {
 		t.Error("no lease: Bodies is not nil")
 	}
+}
+
+// WriteBody writes the leased body from where it was read to, up to its
+// limit, straight from the buffer; a released lease writes nothing more,
+// and no write is ever under way once release has returned.
+func TestBodyLeaseWriteBody(t *testing.T) {
+	body := make([]byte, 200_000)
+	for i := range body {
+		body[i] = byte(i * 13)
+	}
+	got, lease, err := readLeasedBody(leasedRequest(body), 1<<20)
+	if err != nil || lease == nil {
+		t.Fatalf("lease %v, err %v", lease, err)
+	}
+	r := lease.Reader(got).(*leaseReader)
+	head := make([]byte, 1000)
+	if _, err := io.ReadFull(r, head); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if n, err := r.WriteBody(&out, 50_000); n != 50_000 || err != nil {
+		t.Fatalf("WriteBody(50000) = %d, %v", n, err)
+	}
+	if n, err := r.WriteBody(&out, 1<<30); n != int64(len(body)-51_000) || err != nil {
+		t.Fatalf("WriteBody(rest) = %d, %v", n, err)
+	}
+	if !bytes.Equal(append(head, out.Bytes()...), body) {
+		t.Fatal("the written bytes are not the body")
+	}
+	if n, err := r.WriteBody(&out, 10); n != 0 || err != nil {
+		t.Fatalf("WriteBody at the end = %d, %v", n, err)
+	}
+	boom := errors.New("boom")
+	w := lease.Reader(got).(*leaseReader)
+	if n, err := w.WriteBody(failingWriter{after: 100, err: boom}, 1<<30); n != 100 || !errors.Is(err, boom) {
+		t.Fatalf("a failing write: %d, %v", n, err)
+	}
+
+	// A release while a write is under way waits for it; the writer then
+	// gets nothing more.
+	slow := lease.Reader(got).(*leaseReader)
+	var released atomic.Bool
+	inWrite, releasing := make(chan struct{}), make(chan struct{})
+	sw := &signalWriter{t: t, released: &released, first: inWrite, proceed: releasing}
+	done := make(chan struct{})
+	var n int64
+	go func() { n, err = slow.WriteBody(sw, 1<<30); close(done) }()
+	<-inWrite
+	go func() { lease.release(); released.Store(true) }()
+	close(releasing)
+	<-done
+	if !errors.Is(err, errBodyReleased) && n != int64(len(body)) {
+		t.Fatalf("WriteBody across a release: %d, %v", n, err)
+	}
+}
+
+type failingWriter struct {
+	after int
+	err   error
+}
+
+func (f failingWriter) Write(p []byte) (int, error) { return min(len(p), f.after), f.err }
+
+// signalWriter tells first of its first write and holds it until proceed;
+// every write checks the lease was not released under it.
+type signalWriter struct {
+	t              *testing.T
+	released       *atomic.Bool
+	first, proceed chan struct{}
+	writes         int
+}
+
+func (s *signalWriter) Write(p []byte) (int, error) {
+	if s.released.Load() {
+		s.t.Error("a write after the lease was released")
+	}
+	if s.writes++; s.writes == 1 {
+		close(s.first)
+		<-s.proceed
+	}
+	return len(p), nil
 }

@@ -101,10 +101,27 @@ var writePool = sync.Pool{New: func() any { b := make([]byte, WriteSize); return
 // behind an io.LimitedReader); the TCP connection's own ReadFrom would
 // then make a fresh 32 KiB buffer for every request (io.Copy), which an
 // agent's body of a hundred kilobytes and more always needs.
+//
+// A body that writes itself (BodyWriter, behind the transport's
+// io.LimitedReader) is written from where its bytes are, with no copy.
 func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	if lr, ok := r.(*io.LimitedReader); ok {
+		if bw, ok := lr.R.(BodyWriter); ok {
+			n, err := bw.WriteBody((*connWriter)(c), lr.N)
+			lr.N -= n
+			return n, err
+		}
+	}
 	bp := writePool.Get().(*[]byte)
 	defer writePool.Put(bp)
 	return io.CopyBuffer((*connWriter)(c), r, *bp)
+}
+
+// BodyWriter is a request body held in memory that writes at most max of
+// its bytes (from where it has read to) to w itself, and counts them as
+// read: net/http's transport then writes it with no copy through a buffer.
+type BodyWriter interface {
+	WriteBody(w io.Writer, max int64) (int64, error)
 }
 
 // connWriter is the Conn with only its writes: io.CopyBuffer must not

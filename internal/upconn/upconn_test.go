@@ -379,3 +379,40 @@ func TestBeforeWait(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A body that writes itself (BodyWriter) is handed the connection and the
+// transport's limit, and what it wrote is counted off that limit.
+func TestReadFromBodyWriter(t *testing.T) {
+	c, srv := pair(t)
+	body := bytes.Repeat([]byte("z"), 2*WriteSize)
+	got := make(chan []byte, 1)
+	go func() {
+		b := make([]byte, WriteSize+7)
+		if _, err := io.ReadFull(srv, b); err != nil {
+			b = nil
+		}
+		got <- b
+	}()
+	bw := &sliceBody{b: body}
+	lr := &io.LimitedReader{R: bw, N: WriteSize + 7}
+	n, err := c.ReadFrom(lr)
+	if err != nil || n != WriteSize+7 || lr.N != 0 || bw.max != WriteSize+7 {
+		t.Fatalf("ReadFrom = %d, %v (limit left %d, WriteBody's max %d)", n, err, lr.N, bw.max)
+	}
+	if b := <-got; !bytes.Equal(b, body[:WriteSize+7]) {
+		t.Fatal("the server read other bytes than were written")
+	}
+}
+
+type sliceBody struct {
+	b   []byte
+	max int64
+}
+
+func (s *sliceBody) Read([]byte) (int, error) { return 0, errors.New("read: WriteBody was not used") }
+
+func (s *sliceBody) WriteBody(w io.Writer, max int64) (int64, error) {
+	s.max = max
+	n, err := w.Write(s.b[:min(int64(len(s.b)), max)])
+	return int64(n), err
+}
