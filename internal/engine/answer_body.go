@@ -4,15 +4,16 @@ package engine
 // (and many over HTTP/1.1) send a JSON answer without a Content-Length,
 // and a bytes.Buffer grown from 512 bytes to hold an agent's 12 KB answer
 // allocates 32 KiB and copies it five times. The answer is read into
-// buffers of the request bodies' pools instead (bodylease.go): one of 20
-// KiB first, the class of twice its size when it fills, up to 1 MiB. The attempt
-// keeps the buffer until its request has ended (releaseAnswers): the
-// commit writes the answer from it.
+// bufpool's buffers instead, as a request body is (bodylease.go): one of
+// 20 KiB first, the class of twice its size when it fills, up to 1 MiB.
+// The attempt keeps the buffer until its request has ended
+// (releaseAnswers): the commit writes the answer from it.
 
 import (
 	"bytes"
 	"io"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/bufpool"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -24,12 +25,10 @@ func (a *attempt) readAnswer(body io.Reader, length, max int64) ([]byte, error) 
 		if length < 1<<minPooledShift || length >= 1<<maxPooledShift || length >= max {
 			return wire.ReadAll(body, length, max)
 		}
-		class, size := bodyClass(length + 1) // length+1: the read that sees the end
-		a.answer = getBody(class, size)
+		a.answer = bufpool.Get(int(length + 1)) // length+1: the read that sees the end
 		return wire.ReadAllInto(body, length, max, (*a.answer)[:length+1])
 	}
-	class, size := bodyClass(1<<minPooledShift + 1)
-	a.answer = getBody(class, size)
+	a.answer = bufpool.Get(1<<minPooledShift + 1)
 	b, n := *a.answer, 0
 	for {
 		m, err := body.Read(b[n:])
@@ -51,8 +50,7 @@ func (a *attempt) readAnswer(body io.Reader, length, max int64) ([]byte, error) 
 			a.releaseAnswer()
 			return rest, err
 		}
-		class, size = bodyClass(int64(min(2*len(b), 1<<maxPooledShift)))
-		next := getBody(class, size)
+		next := bufpool.Get(min(2*len(b), 1<<maxPooledShift))
 		copy(*next, b[:n])
 		a.releaseAnswer()
 		a.answer, b = next, *next
@@ -65,8 +63,7 @@ func (a *attempt) releaseAnswer() {
 	if a.answer == nil {
 		return
 	}
-	class, _ := bodyClass(int64(cap(*a.answer)))
-	bodyPools[class].Put(a.answer)
+	bufpool.Put(a.answer)
 	a.answer = nil
 }
 

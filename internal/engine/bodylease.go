@@ -15,59 +15,31 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"math/bits"
 	"net/http"
 	"sync"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/bufpool"
 	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // Pooled sizes: from 16 KiB (below it a buffer is cheap) to wire's
 // exact-size bound of 1 MiB (a larger body is read as it comes and is not
-// pooled), four classes per doubling, so a buffer is at most a quarter
-// of its size larger than its body: an agent's 142 KB turn takes a
-// 160 KiB buffer, not a 256 KiB one.
+// pooled), in bufpool's classes: an agent's 142 KB turn takes a 160 KiB
+// buffer, not a 256 KiB one.
 const (
 	minPooledShift = 14
 	maxPooledShift = 20
 )
 
-var bodyPools [(maxPooledShift - minPooledShift) * 4]sync.Pool
-
-// bodyClass is the pool of a buffer for m bytes (2^14 < m <= 2^20), and
-// that buffer's size: 2^p + k*2^(p-2) for the power 2^p below m.
-func bodyClass(m int64) (class, size int) {
-	p := bits.Len64(uint64(m-1)) - 1
-	quarter := int64(1) << (p - 2)
-	k := (m - 1<<p + quarter - 1) / quarter // 1..4
-	return (p-minPooledShift)*4 + int(k) - 1, 1<<p + int(k*quarter)
-}
-
 // bodyLease owns a pooled buffer holding one request's body, and those
 // its attempts' cloud rewrites were built in (cloud.Bodies).
 type bodyLease struct {
 	buf    *[]byte // the pooled buffer, whole
-	class  int     // its pool
 	body   []byte  // the body in it (its capacity ends at its length)
 	mu     sync.RWMutex
-	gone   bool         // released: every reader fails
-	extras []pooledBody // the rewrites' buffers
-}
-
-// pooledBody is a buffer from bodyPools[class].
-type pooledBody struct {
-	buf   *[]byte
-	class int
-}
-
-// getBody is a buffer of bodyPools[class], of size bytes.
-func getBody(class, size int) *[]byte {
-	if p, ok := bodyPools[class].Get().(*[]byte); ok {
-		return p
-	}
-	b := make([]byte, size)
-	return &b
+	gone   bool      // released: every reader fails
+	extras []*[]byte // the rewrites' buffers
 }
 
 // errBodyReleased is what a reader of a released body gets: the request
@@ -84,8 +56,7 @@ func readLeasedBody(r *http.Request, max int64) ([]byte, *bodyLease, error) {
 		b, err := readBody(r, max)
 		return b, nil, err
 	}
-	class, size := bodyClass(n + 1) // n+1 bytes: the read that sees the end
-	l := &bodyLease{class: class, buf: getBody(class, size)}
+	l := &bodyLease{buf: bufpool.Get(int(n + 1))} // n+1 bytes: the read that sees the end
 	b, err := wire.ReadAllInto(r.Body, n, max, (*l.buf)[:n+1])
 	if err != nil || int64(len(b)) > max {
 		l.release()
@@ -135,7 +106,7 @@ func (l *bodyLease) holds(b []byte) bool {
 		return true
 	}
 	for _, e := range l.extras {
-		if cap(b) <= cap(*e.buf) && &b[0] == &(*e.buf)[0] {
+		if cap(b) <= cap(*e) && &b[0] == &(*e)[0] {
 			return true
 		}
 	}
@@ -157,16 +128,15 @@ func (l *bodyLease) Buffer(n int) []byte {
 	if n <= 1<<minPooledShift || n > 1<<maxPooledShift {
 		return make([]byte, 0, n)
 	}
-	class, size := bodyClass(int64(n))
-	e := pooledBody{getBody(class, size), class}
+	e := bufpool.Get(n)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.gone {
-		bodyPools[class].Put(e.buf)
+		bufpool.Put(e)
 		return make([]byte, 0, n)
 	}
 	l.extras = append(l.extras, e)
-	return (*e.buf)[:0]
+	return (*e)[:0]
 }
 
 // release revokes every reader and gives the buffers back. The request
@@ -180,9 +150,9 @@ func (l *bodyLease) release() {
 	extras := l.extras
 	l.extras = nil
 	l.mu.Unlock()
-	bodyPools[l.class].Put(l.buf)
+	bufpool.Put(l.buf)
 	for _, e := range extras {
-		bodyPools[e.class].Put(e.buf)
+		bufpool.Put(e)
 	}
 }
 

@@ -91,28 +91,6 @@ func TestBodyLeaseOnlyWherePooled(t *testing.T) {
 	}
 }
 
-// Every pooled size has a class whose buffer holds it with at most a
-// quarter to spare, and the classes are distinct and in range.
-func TestBodyClass(t *testing.T) {
-	prev := -1
-	for m := int64(1<<minPooledShift + 1); m <= 1<<maxPooledShift; m += 97 {
-		class, size := bodyClass(m)
-		if class < 0 || class >= len(bodyPools) || class < prev {
-			t.Fatalf("m=%d: class %d (previous %d, %d pools)", m, class, prev, len(bodyPools))
-		}
-		if int64(size) < m || float64(size) > 1.25*float64(m) {
-			t.Fatalf("m=%d: buffer of %d", m, size)
-		}
-		if c2, s2 := bodyClass(int64(size)); c2 != class || s2 != size {
-			t.Fatalf("m=%d: a buffer of its class's size %d is in class %d (%d), not %d", m, size, c2, s2, class)
-		}
-		prev = class
-	}
-	if c, s := bodyClass(142_672); s != 160<<10 || c != 12 {
-		t.Errorf("an agent's 142 KB body: class %d, buffer %d", c, s)
-	}
-}
-
 // A cloud's rewrite of a pooled body is built in a buffer of the lease
 // (cloud.Bodies) and read through it: the lease's readers, revoked at its
 // release. A rewrite that outgrew its buffer, or one outside the pooled

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"net"
 	"net/http"
 	"strings"
@@ -238,7 +237,8 @@ func (st *requestState) rememberResponse(a *attempt) {
 	case a.body != nil:
 		id = responses.BodyID(a.body)
 	case a.gate != nil:
-		rd := sse.NewReader(bytes.NewReader(a.gate.Buffered()), len(a.gate.Buffered())+1)
+		var rd sse.Reader
+		rd.ResetBytes(a.gate.Buffered()) // parsed in place: no copy, no buffer
 		for id == "" {
 			ev, err := rd.Next()
 			if err != nil {

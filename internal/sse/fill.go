@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/llmhedge/caddy-llm-hedge/internal/bufpool"
 )
 
 // The reader's buffer: what a read goes into, when it moves, and when it
@@ -13,8 +15,10 @@ import (
 // pending, the read may wait a long time (an idle stream): a pooled
 // buffer goes back to the pool and the wait reads into the reader's small
 // array; a partial event there moves to a pooled buffer for the rest. A
-// buffer grown past the pool's size (a stream of large events) is kept
-// for the stream's next large event.
+// buffer grown past the pool's size (a stream of large events: a
+// Responses stream's response.created echoes the request's tools and
+// instructions) comes from bufpool's classes and is kept for the stream's
+// next large event, until Release.
 func (s *Reader) fill() {
 	if s.BeforeFill != nil {
 		s.BeforeFill(s.Arriving())
@@ -23,7 +27,7 @@ func (s *Reader) fill() {
 	switch {
 	case s.start == s.end:
 		s.start, s.scan, s.end, s.seen, s.cr, s.crTo = 0, 0, 0, 0, 0, 0
-		if s.pooled != nil { // a buffer grown for large events is kept, as before
+		if s.pooled != nil && len(*s.pooled) == sseInitialBuffer { // one grown for large events is kept
 			s.recycle()
 			s.buf, s.onSmall = s.small[:], true
 		}
@@ -69,33 +73,44 @@ func (s *Reader) Arriving() bool {
 	return s.full && s.start < s.end && len(s.buf) <= sseInitialBuffer && !onlyWhitespace(s.buf[s.start:s.end])
 }
 
-// setBuf moves the current event to a new buffer of size bytes (the
-// pool's when it has the pool's size), and the old one goes back to the
-// pool if it came from it.
+// setBuf moves the current event to a new buffer of at least size bytes
+// (the pool's when it has the pool's size, else bufpool's, or made past
+// bufpool.Max), and the old one goes back to its pool if it came from one.
 func (s *Reader) setBuf(size int) {
 	old := s.pooled
 	var nb []byte
-	if s.pooled = nil; size == sseInitialBuffer {
+	switch s.pooled = nil; {
+	case size == sseInitialBuffer:
 		s.pooled = bufPool.Get().(*[]byte)
 		nb = *s.pooled
-	} else {
+	case size <= bufpool.Max:
+		s.pooled = bufpool.Get(size)
+		nb = *s.pooled
+	default:
 		nb = make([]byte, size)
 	}
 	s.moveTo(nb)
 	s.onSmall = false
-	if old != nil {
-		bufPool.Put(old)
-	}
+	putBuf(old)
 }
 
-// recycle gives the buffer back to the pool if it came from it (one grown
-// past the pool's size is left to the collector) and drops it.
+// recycle gives the buffer back to its pool if it came from one and drops
+// it.
 func (s *Reader) recycle() {
-	if s.pooled != nil {
-		bufPool.Put(s.pooled)
-		s.pooled = nil
-	}
+	putBuf(s.pooled)
+	s.pooled = nil
 	s.buf = nil
+}
+
+// putBuf gives a pooled buffer back to the pool it came from.
+func putBuf(b *[]byte) {
+	switch {
+	case b == nil:
+	case len(*b) == sseInitialBuffer:
+		bufPool.Put(b)
+	default:
+		bufpool.Put(b)
+	}
 }
 
 // Release gives the reader's buffer back to the pool: the stream is over

@@ -32,8 +32,8 @@ func (b *burstReader) Read(p []byte) (int, error) {
 // for the next read (an idle stream), whatever the burst before was:
 // events that fit the small array, a burst larger than it, an event cut
 // across it. After an event larger than the pool's buffer it keeps the
-// buffer grown for it (a stream of large events does not grow one anew
-// for each).
+// buffer grown for it, one of bufpool's (a stream of large events does
+// not grow one anew for each), until Release gives it back.
 func TestSSEReaderIdleHoldsNoBuffer(t *testing.T) {
 	ev := func(n int) string { return "event: e\ndata: " + strings.Repeat("x", n) + "\n\n" }
 	const half = smallBuffer / 2
@@ -56,8 +56,11 @@ func TestSSEReaderIdleHoldsNoBuffer(t *testing.T) {
 	br.onRead = func() {
 		if r.start == r.end { // nothing pending: this read may wait
 			idleReads++
-			if r.pooled != nil || !r.onSmall && cap(r.buf) <= sseInitialBuffer {
-				held++ // a pooled buffer, or none grown for large events
+			if r.pooled != nil && len(*r.pooled) == sseInitialBuffer || !r.onSmall && cap(r.buf) <= sseInitialBuffer {
+				held++ // the pool's buffer, or a buffer not grown for large events
+			}
+			if cap(r.buf) > sseInitialBuffer && (r.pooled == nil || cap(*r.pooled) != cap(r.buf)) {
+				t.Errorf("a buffer grown for large events (%d bytes) is not bufpool's", cap(r.buf))
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/bufpool"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
@@ -156,10 +157,7 @@ func (g *Gate) Feed(ev sse.Event) GateDecision {
 	if g.decision != GateHold {
 		return g.decision
 	}
-	if g.buf == nil && len(ev.Raw) <= gateBufSize {
-		g.pooled = gateBufs.Get().(*[]byte)
-		g.buf = (*g.pooled)[:0]
-	}
+	g.room(len(ev.Raw))
 	g.buf = append(g.buf, ev.Raw...)
 	g.events++
 	info := g.d.Inspect(ev, len(g.reject) > 0 || g.Track != nil, &g.Choices)
@@ -229,10 +227,43 @@ func (g *Gate) Buffered() []byte { return g.buf }
 // and a buffer of the pool's size goes back to it (the gate's events were
 // copied by whoever kept anything of them: the resumer, the usage).
 func (g *Gate) Release() {
-	if g.pooled != nil && cap(g.buf) == gateBufSize { // still the pool's array, not grown past it
-		gateBufs.Put(g.pooled)
-	}
+	putGateBuf(g.pooled)
 	g.buf, g.text, g.scratch, g.pooled = nil, nil, nil, nil
+}
+
+// room makes room in buf for n more bytes: the events before the first
+// content usually fit the pool's 4 KiB; past it (a Responses stream's
+// response.created and response.in_progress echo the request's tools and
+// instructions, 20-50 KB each for an agent) buf moves to a bufpool buffer
+// of twice what it needs, up to bufpool.Max, and grows as any slice past
+// that.
+func (g *Gate) room(n int) {
+	need := len(g.buf) + n
+	switch {
+	case need <= cap(g.buf):
+		return
+	case g.buf == nil && n <= gateBufSize:
+		g.pooled = gateBufs.Get().(*[]byte)
+		g.buf = (*g.pooled)[:0]
+		return
+	case 2*need > bufpool.Max:
+		return // append grows it
+	}
+	nb := bufpool.Get(2 * need)
+	buf := append((*nb)[:0], g.buf...)
+	putGateBuf(g.pooled)
+	g.pooled, g.buf = nb, buf
+}
+
+// putGateBuf gives a gate's buffer back to the pool it came from.
+func putGateBuf(b *[]byte) {
+	switch {
+	case b == nil:
+	case cap(*b) == gateBufSize:
+		gateBufs.Put(b)
+	default:
+		bufpool.Put(b)
+	}
 }
 
 // gateBufs holds the buffers of committed gates: the events before the
