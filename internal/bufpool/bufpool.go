@@ -1,9 +1,9 @@
-// Package bufpool keeps byte buffers of more than 4 KiB, up to 1 MiB, in
-// pools by size class, four classes per doubling (5, 6, 7, 8, 10 KiB and
-// so on: every power of two is a class), so a buffer is at most a quarter
-// larger than what it was asked for: an agent's 142 KB request body takes a 160 KiB buffer, a
+// Package bufpool keeps byte buffers of more than 2 KiB, up to 1 MiB, in
+// pools by size class, four classes per doubling (2.5, 3, 3.5, 4, 5 KiB
+// and so on: every power of two is a class), so a buffer is at most a
+// quarter larger than what it was asked for: an agent's 142 KB request body takes a 160 KiB buffer, a
 // Responses stream's 25 KB response.created event a 28 KiB one. A
-// request's body, a non-stream answer, a large event being read and the
+// request's body, a non-stream answer, an SSE reader's buffer and the
 // events a gate holds before commit each take one and give it back when
 // done, where a fresh buffer per request (zeroed, its pages faulted in,
 // collected soon after) cost more than the work on its bytes.
@@ -15,7 +15,7 @@ import (
 )
 
 const (
-	minShift = 12 // 4 KiB
+	minShift = 11 // 2 KiB
 	maxShift = 20 // 1 MiB
 
 	// Min is the size below every pooled one, Max the largest.
@@ -49,8 +49,11 @@ func Get(n int) *[]byte {
 
 // Put gives b back to its class's pool. b must have come from Get and be
 // unused from now on (its capacity is its class's size); a buffer of
-// another capacity is left to the collector.
+// another capacity is left to the collector, and nil is nothing.
 func Put(b *[]byte) {
+	if b == nil {
+		return
+	}
 	c := cap(*b)
 	if c <= Min || c > Max {
 		return

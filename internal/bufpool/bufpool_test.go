@@ -20,13 +20,13 @@ func TestClass(t *testing.T) {
 		}
 		prev = class
 	}
-	if c, s := Class(142_672); s != 160<<10 || c != 20 {
+	if c, s := Class(142_672); s != 160<<10 || c != 24 {
 		t.Errorf("an agent's 142 KB body: class %d, buffer %d", c, s)
 	}
-	if _, s := Class(1); s != 5<<10 {
-		t.Errorf("the smallest buffer is %d bytes, want 5 KiB", s)
+	if _, s := Class(1); s != 2560 {
+		t.Errorf("the smallest buffer is %d bytes, want 2.5 KiB", s)
 	}
-	for n := 8 << 10; n <= Max; n *= 2 {
+	for n := 4 << 10; n <= Max; n *= 2 {
 		if _, s := Class(n); s != n {
 			t.Errorf("a power of two, %d, takes a buffer of %d", n, s)
 		}
@@ -39,7 +39,8 @@ func TestClass(t *testing.T) {
 // Get gives a buffer of its class's size; Put takes back only buffers of
 // a class's size, whole.
 func TestGetPut(t *testing.T) {
-	for _, n := range []int{1, Min, Min + 1, 30_000, 142_672, Max} {
+	Put(nil)
+	for _, n := range []int{1, Min, Min + 1, 4096, 30_000, 142_672, Max} {
 		b := Get(n)
 		_, size := Class(n)
 		if len(*b) != size || cap(*b) != size {

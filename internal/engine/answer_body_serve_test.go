@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -46,50 +45,17 @@ func TestPooledAnswersReachClientsWhole(t *testing.T) {
 		chunked(w, answerFor(req.Messages[0].Content))
 	}))
 	defer ok.Close()
-	cfg := testConfig()
-	cfg.Retry.SameProvider, cfg.Retry.BudgetPercent = 0, 100
-	cfg.Cooldown.Failures = 1 << 20 // the fake provider stays first
-	e, err := newTestEngine(t, cfg,
-		ProviderConfig{Name: "fake", BaseURL: fake.URL, API: "anthropic", Vendor: "a"},
-		ProviderConfig{Name: "ok", BaseURL: ok.URL, API: "anthropic", Vendor: "b", Priority: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _ = e.Serve(w, r) }))
-	defer front.Close()
-
-	const clients, each = 4, 6
-	var wg sync.WaitGroup
-	errs := make(chan error, clients*each)
-	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range each {
-				marker := fmt.Sprintf("client %d turn %d;", c, i)
-				body := fmt.Appendf(nil, `{"model":"claude-x","max_tokens":5,"messages":[{"role":"user","content":%q}]}`, marker)
-				req, _ := http.NewRequest(http.MethodPost, front.URL+"/v1/messages", bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Anthropic-Version", "2023-06-01")
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					errs <- err
-					continue
-				}
-				got, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if want := answerFor(marker); resp.StatusCode != http.StatusOK || !bytes.Equal(got, want) {
-					errs <- fmt.Errorf("client %d turn %d: status %d, %d bytes (want %d): %.200s", c, i, resp.StatusCode, len(got), len(want), got)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	postEach(t, failoverFront(t, fake.URL, ok.URL), 4, 6, func(c, i int) []byte {
+		return fmt.Appendf(nil, `{"model":"claude-x","max_tokens":5,"messages":[{"role":"user","content":%q}]}`, marker(c, i))
+	}, func(c, i, status int, got []byte) error {
+		if want := answerFor(marker(c, i)); status != http.StatusOK || !bytes.Equal(got, want) {
+			return fmt.Errorf("status %d, %d bytes (want %d): %.200s", status, len(got), len(want), got)
+		}
+		return nil
+	})
 }
+
+func marker(c, i int) string { return fmt.Sprintf("client %d turn %d;", c, i) }
 
 // answerFor is the complete Anthropic answer to the prompt marker: its
 // text the marker repeated, 20-90 KB long by the marker's bytes.

@@ -50,19 +50,50 @@ func TestPooledBodiesReachProvidersWhole(t *testing.T) {
 		answer.ServeHTTP(w, r)
 	}))
 	defer ok.Close()
+	url := failoverFront(t, refuse.URL, ok.URL)
+	const clients, each = 4, 8
+	postEach(t, url, clients, each, func(c, i int) []byte {
+		// 20-60 KB: two size classes, every body its own bytes.
+		text := strings.Repeat(string(rune('a'+c)), 20_000+i*5_000)
+		body := fmt.Appendf(nil, `{"model":"claude-x","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"%s %d"}]}`, text, i)
+		sent.Store(sha256.Sum256(body), true)
+		return body
+	}, func(_, _ int, status int, got []byte) error {
+		if status != http.StatusOK || !bytes.Contains(got, []byte("event: message_stop")) {
+			return fmt.Errorf("status %d: %.300s", status, got)
+		}
+		return nil
+	})
+	if n := foreign.Load(); n > 0 {
+		t.Fatalf("%d bodies a provider read whole were no client's", n)
+	}
+	if readWhole.Load() < clients*each {
+		t.Fatalf("the answering provider read %d bodies whole, want at least %d", readWhole.Load(), clients*each)
+	}
+}
+
+// failoverFront serves an engine over two Anthropic providers, first
+// (which fails, and stays a candidate) then ok, behind a front server
+// closed at the test's end; it returns the front's URL.
+func failoverFront(t *testing.T, first, ok string) string {
 	cfg := testConfig()
 	cfg.Retry.SameProvider, cfg.Retry.BudgetPercent = 0, 100
-	cfg.Cooldown.Failures = 1 << 20 // the refusing provider stays a candidate
+	cfg.Cooldown.Failures = 1 << 20
 	e, err := newTestEngine(t, cfg,
-		ProviderConfig{Name: "refuse", BaseURL: refuse.URL, API: "anthropic", Vendor: "a"},
-		ProviderConfig{Name: "ok", BaseURL: ok.URL, API: "anthropic", Vendor: "b", Priority: 1})
+		ProviderConfig{Name: "first", BaseURL: first, API: "anthropic", Vendor: "a"},
+		ProviderConfig{Name: "ok", BaseURL: ok, API: "anthropic", Vendor: "b", Priority: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _ = e.Serve(w, r) }))
-	defer front.Close()
+	t.Cleanup(front.Close)
+	return front.URL
+}
 
-	const clients, each = 4, 8
+// postEach sends clients × each Anthropic requests to url, clients at
+// once, the body of each from body, and fails the test with what check
+// says of each answer.
+func postEach(t *testing.T, url string, clients, each int, body func(c, i int) []byte, check func(c, i, status int, got []byte) error) {
 	var wg sync.WaitGroup
 	errs := make(chan error, clients*each)
 	for c := range clients {
@@ -70,11 +101,7 @@ func TestPooledBodiesReachProvidersWhole(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				// 20-60 KB: two size classes, every body its own bytes.
-				text := strings.Repeat(string(rune('a'+c)), 20_000+i*5_000)
-				body := fmt.Appendf(nil, `{"model":"claude-x","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"%s %d"}]}`, text, i)
-				sent.Store(sha256.Sum256(body), true)
-				req, _ := http.NewRequest(http.MethodPost, front.URL+"/v1/messages", bytes.NewReader(body))
+				req, _ := http.NewRequest(http.MethodPost, url+"/v1/messages", bytes.NewReader(body(c, i)))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Anthropic-Version", "2023-06-01")
 				resp, err := http.DefaultClient.Do(req)
@@ -84,8 +111,8 @@ func TestPooledBodiesReachProvidersWhole(t *testing.T) {
 				}
 				got, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK || !bytes.Contains(got, []byte("event: message_stop")) {
-					errs <- fmt.Errorf("client %d request %d: status %d: %.300s", c, i, resp.StatusCode, got)
+				if err := check(c, i, resp.StatusCode, got); err != nil {
+					errs <- fmt.Errorf("client %d request %d: %w", c, i, err)
 				}
 			}
 		}()
@@ -94,11 +121,5 @@ func TestPooledBodiesReachProvidersWhole(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
-	}
-	if n := foreign.Load(); n > 0 {
-		t.Fatalf("%d bodies a provider read whole were no client's", n)
-	}
-	if readWhole.Load() < clients*each {
-		t.Fatalf("the answering provider read %d bodies whole, want at least %d", readWhole.Load(), clients*each)
 	}
 }

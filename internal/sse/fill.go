@@ -3,7 +3,6 @@ package sse
 import (
 	"fmt"
 	"io"
-	"sync"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/bufpool"
 )
@@ -74,43 +73,28 @@ func (s *Reader) Arriving() bool {
 }
 
 // setBuf moves the current event to a new buffer of at least size bytes
-// (the pool's when it has the pool's size, else bufpool's, or made past
-// bufpool.Max), and the old one goes back to its pool if it came from one.
+// (bufpool's, or made past bufpool.Max), and the old one goes back to
+// its pool if it came from one.
 func (s *Reader) setBuf(size int) {
 	old := s.pooled
 	var nb []byte
-	switch s.pooled = nil; {
-	case size == sseInitialBuffer:
-		s.pooled = bufPool.Get().(*[]byte)
-		nb = *s.pooled
-	case size <= bufpool.Max:
+	if s.pooled = nil; size <= bufpool.Max {
 		s.pooled = bufpool.Get(size)
 		nb = *s.pooled
-	default:
+	} else {
 		nb = make([]byte, size)
 	}
 	s.moveTo(nb)
 	s.onSmall = false
-	putBuf(old)
+	bufpool.Put(old)
 }
 
 // recycle gives the buffer back to its pool if it came from one and drops
 // it.
 func (s *Reader) recycle() {
-	putBuf(s.pooled)
+	bufpool.Put(s.pooled)
 	s.pooled = nil
 	s.buf = nil
-}
-
-// putBuf gives a pooled buffer back to the pool it came from.
-func putBuf(b *[]byte) {
-	switch {
-	case b == nil:
-	case len(*b) == sseInitialBuffer:
-		bufPool.Put(b)
-	default:
-		bufpool.Put(b)
-	}
 }
 
 // Release gives the reader's buffer back to the pool: the stream is over
@@ -126,8 +110,6 @@ func (s *Reader) Release() {
 	s.cr, s.crTo = 0, 0
 	s.resetEvent()
 }
-
-var bufPool = sync.Pool{New: func() any { b := make([]byte, sseInitialBuffer); return &b }}
 
 // moveTo copies the current event to the start of nb and makes nb the buffer.
 func (s *Reader) moveTo(nb []byte) {

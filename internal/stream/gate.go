@@ -3,7 +3,6 @@ package stream
 import (
 	"bytes"
 	"fmt"
-	"sync"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/bufpool"
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
@@ -227,7 +226,7 @@ func (g *Gate) Buffered() []byte { return g.buf }
 // and a buffer of the pool's size goes back to it (the gate's events were
 // copied by whoever kept anything of them: the resumer, the usage).
 func (g *Gate) Release() {
-	putGateBuf(g.pooled)
+	bufpool.Put(g.pooled)
 	g.buf, g.text, g.scratch, g.pooled = nil, nil, nil, nil
 }
 
@@ -243,7 +242,7 @@ func (g *Gate) room(n int) {
 	case need <= cap(g.buf):
 		return
 	case g.buf == nil && n <= gateBufSize:
-		g.pooled = gateBufs.Get().(*[]byte)
+		g.pooled = bufpool.Get(gateBufSize)
 		g.buf = (*g.pooled)[:0]
 		return
 	case 2*need > bufpool.Max:
@@ -251,25 +250,12 @@ func (g *Gate) room(n int) {
 	}
 	nb := bufpool.Get(2 * need)
 	buf := append((*nb)[:0], g.buf...)
-	putGateBuf(g.pooled)
+	bufpool.Put(g.pooled)
 	g.pooled, g.buf = nb, buf
 }
 
-// putGateBuf gives a gate's buffer back to the pool it came from.
-func putGateBuf(b *[]byte) {
-	switch {
-	case b == nil:
-	case cap(*b) == gateBufSize:
-		gateBufs.Put(b)
-	default:
-		bufpool.Put(b)
-	}
-}
-
-// gateBufs holds the buffers of committed gates: the events before the
+// gateBufSize is the buffer a gate takes first: the events before the
 // first content usually fit one.
-var gateBufs = sync.Pool{New: func() any { b := make([]byte, 0, gateBufSize); return &b }}
-
 const gateBufSize = 4 << 10
 
 // err says why the gate failed; nil unless it did.
