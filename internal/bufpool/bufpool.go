@@ -1,12 +1,13 @@
 // Package bufpool keeps byte buffers of more than 2 KiB, up to 1 MiB, in
 // pools by size class, four classes per doubling (2.5, 3, 3.5, 4, 5 KiB
 // and so on: every power of two is a class), so a buffer is at most a
-// quarter larger than what it was asked for: an agent's 142 KB request body takes a 160 KiB buffer, a
-// Responses stream's 25 KB response.created event a 28 KiB one. A
-// request's body, a non-stream answer, an SSE reader's buffer and the
-// events a gate holds before commit each take one and give it back when
-// done, where a fresh buffer per request (zeroed, its pages faulted in,
-// collected soon after) cost more than the work on its bytes.
+// quarter larger than what it was asked for: an agent's 142 KB request
+// body takes a 160 KiB buffer, a Responses stream's 25 KB
+// response.created event a 28 KiB one. A request's body, a non-stream
+// answer, an SSE reader's buffer and the events a gate holds before
+// commit each take one and give it back when done, where a fresh buffer
+// per request (zeroed, its pages faulted in, collected soon after) cost
+// more than the work on its bytes.
 package bufpool
 
 import (

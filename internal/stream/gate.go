@@ -223,8 +223,8 @@ func (g *Gate) Buffered() []byte { return g.buf }
 
 // Release drops what the gate buffered, once it was written to the
 // client and read by the resumer: an idle committed stream holds none of it,
-// and a buffer of the pool's size goes back to it (the gate's events were
-// copied by whoever kept anything of them: the resumer, the usage).
+// and its buffer goes back to bufpool (the gate's events were copied by
+// whoever kept anything of them: the resumer, the usage).
 func (g *Gate) Release() {
 	bufpool.Put(g.pooled)
 	g.buf, g.text, g.scratch, g.pooled = nil, nil, nil, nil
