@@ -172,7 +172,7 @@ func CloudBody(body []byte, drop []string, set map[string]json.RawMessage) ([]by
 // CloudBodyIn is CloudBody reading the members from top, the parse's
 // index of body, when it holds one (jsonscan.Top.Scan).
 func CloudBodyIn(body []byte, top *jsonscan.Top, drop []string, set map[string]json.RawMessage) ([]byte, error) {
-	return cloudBodyInto(make([]byte, 0, len(body)+bodySlack), body, top, drop, set)
+	return cloudBodyInto(newBody(nil, body), body, top, drop, set)
 }
 
 // cloudBodyInto is CloudBodyIn appending to out.

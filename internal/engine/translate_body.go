@@ -143,7 +143,10 @@ func (x *xlBody) Close() error { return x.body.Close() }
 
 // xlBufs holds the buffers translated bytes wait in for the relay: a
 // stream's grows to its largest burst, and would otherwise be made anew,
-// in steps, for every translated answer.
+// in steps, for every translated answer. Not bufpool's: the translators
+// grow it by append, to capacities that are seldom bufpool's classes,
+// and this pool takes any of them back (with bufpool,
+// openai-anthropic allocated 24.6 KiB per request instead of 22.5).
 var xlBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 // maxPooledXL is the largest buffer given back to xlBufs: a stream that
