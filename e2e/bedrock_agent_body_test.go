@@ -14,10 +14,10 @@ import (
 )
 
 // Agent-sized turns through Bedrock, several at once: each body is
-// rewritten for Bedrock in a buffer of its request's pool (cloud.Bodies),
-// signed and sent; the simulator verifies every signature against the
-// bytes it read, and each body it read is the client's, rewritten, byte
-// for byte (no request read a buffer another one was building in).
+// rewritten for Bedrock as pieces of its request's pooled body and the new
+// bytes (cloud.Bodies), signed and sent; the simulator verifies every
+// signature against the bytes it read, and each body it read is the
+// client's, rewritten, byte for byte (no request read another's buffer).
 func TestBedrockAgentBodies(t *testing.T) {
 	awsTestEnv(t)
 	agent, err := os.ReadFile("../bench/agentbody/testdata/anthropic.json")

@@ -2,7 +2,6 @@ package cloud
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -93,7 +92,7 @@ func (b *BedrockProtocol) Prepare(ctx context.Context, up *http.Request, req *wi
 	}
 	up.Header.Del("Anthropic-Beta")
 	up.Header.Del("Anthropic-Version")
-	body, err := cloudBodyInto(newBody(bodies, body), body, &req.Top, []string{"model", "stream"}, set)
+	pieces, n, err := cloudPieces(body, &req.Top, []string{"model", "stream"}, set)
 	if err != nil {
 		return err
 	}
@@ -112,7 +111,7 @@ func (b *BedrockProtocol) Prepare(ctx context.Context, up *http.Request, req *wi
 	if err := b.t.setURL(up, "/model/"+strings.ReplaceAll(seg, ":", "%3A")+op); err != nil {
 		return err
 	}
-	setBody(up, body, bodies)
+	setBody(up, pieces, n, bodies)
 	if b.creds == nil {
 		return nil
 	}
@@ -120,7 +119,7 @@ func (b *BedrockProtocol) Prepare(ctx context.Context, up *http.Request, req *wi
 	if err != nil {
 		return fmt.Errorf("AWS credentials: %w", err)
 	}
-	sum := sha256.Sum256(body)
+	sum := payloadSum(pieces)
 	return b.signer.sign(up, creds, &sum, time.Now())
 }
 

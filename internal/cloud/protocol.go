@@ -3,13 +3,10 @@ package cloud
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/jsonscan"
@@ -122,95 +119,6 @@ func (t Target) setURL(up *http.Request, escapedPath string) error {
 	}
 	up.URL, up.Host = u, ""
 	return nil
-}
-
-// Bodies is where a protocol builds a body it rewrites, and how a body so
-// built is read: the engine's request lease, whose pooled buffers go back
-// when the request ends and whose readers it revokes then (a transport
-// may still be writing a lost attempt's body). An agent's turn is a
-// hundred kilobytes and more: a fresh buffer for each rewrite cost more
-// than the rewrite.
-type Bodies interface {
-	// Buffer returns a buffer of length 0 and capacity at least n.
-	Buffer(n int) []byte
-	// Reader reads b (built in a Buffer, or not: then a plain reader).
-	Reader(b []byte) io.ReadCloser
-}
-
-// bodySlack is what a rewrite may add to a body: the members a cloud
-// sets (anthropic_version, anthropic_beta).
-const bodySlack = 512
-
-// newBody is the buffer a rewrite of body is built in.
-func newBody(bodies Bodies, body []byte) []byte {
-	if bodies == nil {
-		return make([]byte, 0, len(body)+bodySlack)
-	}
-	return bodies.Buffer(len(body) + bodySlack)
-}
-
-// setBody replaces the body of an upstream request, and GetBody with it
-// (the module resends a stream refused unprocessed from it: roundTrip).
-func setBody(up *http.Request, body []byte, bodies Bodies) {
-	read := func() io.ReadCloser { return io.NopCloser(bytes.NewReader(body)) }
-	if bodies != nil {
-		read = func() io.ReadCloser { return bodies.Reader(body) }
-	}
-	up.Body = read()
-	up.GetBody = func() (io.ReadCloser, error) { return read(), nil }
-	up.ContentLength = int64(len(body))
-}
-
-// cloudBody edits a JSON request body for a cloud: drops the named members
-// (every occurrence, however its key is escaped) and sets others (values
-// are raw JSON, appended in key order). The other members are copied as
-// written, in their order: one copy, nothing re-encoded.
-func CloudBody(body []byte, drop []string, set map[string]json.RawMessage) ([]byte, error) {
-	return CloudBodyIn(body, nil, drop, set)
-}
-
-// CloudBodyIn is CloudBody reading the members from top, the parse's
-// index of body, when it holds one (jsonscan.Top.Scan).
-func CloudBodyIn(body []byte, top *jsonscan.Top, drop []string, set map[string]json.RawMessage) ([]byte, error) {
-	return cloudBodyInto(newBody(nil, body), body, top, drop, set)
-}
-
-// cloudBodyInto is CloudBodyIn appending to out.
-func cloudBodyInto(out, body []byte, top *jsonscan.Top, drop []string, set map[string]json.RawMessage) ([]byte, error) {
-	keys := slices.Sorted(maps.Keys(set))
-	out = append(out, '{')
-	err := top.Scan(body, func(key []byte, vStart, vEnd int) bool {
-		for _, k := range drop {
-			if jsonscan.KeyIs(key, k) {
-				return true
-			}
-		}
-		for _, k := range keys {
-			if jsonscan.KeyIs(key, k) {
-				return true
-			}
-		}
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		out = append(out, '"')
-		out = append(out, key...)
-		out = append(out, '"', ':')
-		out = append(out, body[vStart:vEnd]...)
-		return true
-	})
-	if err != nil {
-		return nil, err
-	}
-	for _, k := range keys {
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		out = wire.AppendJSONString(out, k)
-		out = append(out, ':')
-		out = append(out, set[k]...)
-	}
-	return append(out, '}'), nil
 }
 
 // streamFault is a failure a cloud reports inside a 200 stream (a Bedrock

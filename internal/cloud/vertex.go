@@ -78,7 +78,7 @@ func (v *vertexProtocol) Prepare(ctx context.Context, up *http.Request, req *wir
 			up.URL.RawQuery = strings.TrimPrefix(up.URL.RawQuery+"&alt=sse", "&")
 		}
 	} else {
-		body, err = cloudBodyInto(newBody(bodies, body), body, &req.Top, []string{"model"}, map[string]json.RawMessage{"anthropic_version": json.RawMessage(vertexAnthropicVersion)})
+		pieces, n, err := cloudPieces(body, &req.Top, []string{"model"}, map[string]json.RawMessage{"anthropic_version": json.RawMessage(vertexAnthropicVersion)})
 		if err != nil {
 			return err
 		}
@@ -90,7 +90,7 @@ func (v *vertexProtocol) Prepare(ctx context.Context, up *http.Request, req *wir
 			return err
 		}
 		up.Header.Del("Anthropic-Version")
-		setBody(up, body, bodies)
+		setBody(up, pieces, n, bodies)
 	}
 	if v.creds == nil {
 		return nil

@@ -32,14 +32,12 @@ const (
 	maxPooledShift = 20
 )
 
-// bodyLease owns a pooled buffer holding one request's body, and those
-// its attempts' cloud rewrites were built in (cloud.Bodies).
+// bodyLease owns a pooled buffer holding one request's body.
 type bodyLease struct {
-	buf    *[]byte // the pooled buffer, whole
-	body   []byte  // the body in it (its capacity ends at its length)
-	mu     sync.RWMutex
-	gone   bool      // released: every reader fails
-	extras []*[]byte // the rewrites' buffers
+	buf  *[]byte // the pooled buffer, whole
+	body []byte  // the body in it (its capacity ends at its length)
+	mu   sync.RWMutex
+	gone bool // released: every reader fails
 }
 
 // errBodyReleased is what a reader of a released body gets: the request
@@ -81,8 +79,8 @@ func upstreamBody(proto cloud.Protocol, req *wire.Request, model string) []byte 
 	return req.BodyFor(model)
 }
 
-// Reader is an upstream request's body for b (cloud.Bodies' too):
-// revocable when the lease holds b, else a plain reader.
+// Reader is an upstream request's body for b: revocable when the lease
+// holds b, else a plain reader.
 func (l *bodyLease) Reader(b []byte) io.ReadCloser {
 	if len(b) == 0 {
 		return http.NoBody
@@ -90,27 +88,37 @@ func (l *bodyLease) Reader(b []byte) io.ReadCloser {
 	if l == nil || !l.holds(b) {
 		return io.NopCloser(bytes.NewReader(b))
 	}
-	return &leaseReader{l: l, b: b}
+	r := &leaseReader{l: l}
+	r.one[0] = b
+	r.pieces = r.one[:]
+	return r
 }
 
-// holds reports whether b is the leased body, or built from the start of
-// one of the lease's rewrite buffers, or the lease is released (then no
-// body of the request is read again).
+// Gather is a cloud's rewrite of the body read from its pieces
+// (cloud.Bodies): revocable when one of them lies in the leased body, else
+// the pieces joined (a rewrite of a body the lease does not hold).
+func (l *bodyLease) Gather(pieces [][]byte) io.ReadCloser {
+	for _, p := range pieces {
+		if l.holds(p) {
+			return &leaseReader{l: l, pieces: pieces}
+		}
+	}
+	return io.NopCloser(bytes.NewReader(bytes.Join(pieces, nil)))
+}
+
+// holds reports whether b lies in the leased body (the whole of it, or a
+// piece of a rewrite), or the lease is released (then no body of the
+// request is read again).
 func (l *bodyLease) holds(b []byte) bool {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.gone {
 		return true // released: its reader fails, whatever b is
 	}
-	if len(b) == len(l.body) && &b[0] == &l.body[0] {
-		return true
-	}
-	for _, e := range l.extras {
-		if cap(b) <= cap(*e) && &b[0] == &(*e)[0] {
-			return true
-		}
-	}
-	return false
+	// The body's capacity ends at its length, so a slice of it has the
+	// capacity of what follows its start.
+	off := cap(l.body) - cap(b)
+	return len(b) > 0 && off >= 0 && off < len(l.body) && &l.body[off] == &b[0]
 }
 
 // bodies is the lease as a cloud's rewrites see it (none without one).
@@ -121,25 +129,7 @@ func (l *bodyLease) bodies() cloud.Bodies {
 	return l
 }
 
-// Buffer is a pooled buffer for a rewrite of the body (cloud.Bodies),
-// the lease's until it is released; one outside the pooled sizes is the
-// rewrite's own.
-func (l *bodyLease) Buffer(n int) []byte {
-	if n <= 1<<minPooledShift || n > 1<<maxPooledShift {
-		return make([]byte, 0, n)
-	}
-	e := bufpool.Get(n)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.gone {
-		bufpool.Put(e)
-		return make([]byte, 0, n)
-	}
-	l.extras = append(l.extras, e)
-	return (*e)[:0]
-}
-
-// release revokes every reader and gives the buffers back. The request
+// release revokes every reader and gives the buffer back. The request
 // must be done with the body: its attempts have ended (drain).
 func (l *bodyLease) release() {
 	if l == nil {
@@ -147,20 +137,18 @@ func (l *bodyLease) release() {
 	}
 	l.mu.Lock()
 	l.gone, l.body = true, nil
-	extras := l.extras
-	l.extras = nil
 	l.mu.Unlock()
 	bufpool.Put(l.buf)
-	for _, e := range extras {
-		bufpool.Put(e)
-	}
 }
 
-// leaseReader reads a body the lease holds from its start.
+// leaseReader reads a body the lease holds from its start: the body, or
+// the pieces of a cloud's rewrite of it, in turn.
 type leaseReader struct {
-	l   *bodyLease
-	b   []byte
-	off int
+	l      *bodyLease
+	pieces [][]byte
+	one    [1][]byte // pieces, for the body itself
+	piece  int       // the piece being read
+	off    int       // how much of it was read
 }
 
 func (r *leaseReader) Read(p []byte) (int, error) {
@@ -169,11 +157,17 @@ func (r *leaseReader) Read(p []byte) (int, error) {
 	if r.l.gone {
 		return 0, errBodyReleased
 	}
-	if r.off >= len(r.b) {
+	n := 0
+	for n < len(p) && r.piece < len(r.pieces) {
+		c := copy(p[n:], r.pieces[r.piece][r.off:])
+		n, r.off = n+c, r.off+c
+		if r.off == len(r.pieces[r.piece]) {
+			r.piece, r.off = r.piece+1, 0
+		}
+	}
+	if n == 0 && len(p) > 0 {
 		return 0, io.EOF
 	}
-	n := copy(p, r.b[r.off:])
-	r.off += n
 	return n, nil
 }
 
@@ -185,30 +179,75 @@ func (*leaseReader) Close() error { return nil }
 // closes its attempts' responses before it releases).
 const bodyChunk = 64 << 10
 
+// gatherTail is the part of a large piece WriteBody copies, with the small
+// pieces after it, into one write: a rewrite's closing bytes do not cost a
+// write, and a packet, of their own.
+const gatherTail = 2 << 10
+
 // WriteBody writes the body from where it was read to, at most max bytes,
 // straight from the lease's buffer (upconn.BodyWriter): over a cleartext
-// provider no copy of an agent's body is made. Each write holds the read
-// lock, so the buffer is not reused under it.
+// provider no copy of an agent's body is made. Each write from the buffer
+// holds the read lock, so the buffer is not reused under it; small pieces
+// (and the end of the large piece before them) are copied into one write.
 func (r *leaseReader) WriteBody(w io.Writer, max int64) (int64, error) {
-	var n int64
-	for n < max {
+	var read, wrote int64
+	var small *[]byte
+	defer func() { bufpool.Put(small) }()
+	for read < max {
 		r.l.mu.RLock()
 		if r.l.gone {
 			r.l.mu.RUnlock()
-			return n, errBodyReleased
+			return wrote, errBodyReleased
 		}
-		chunk := r.b[r.off:min(len(r.b), r.off+bodyChunk, r.off+int(max-n))]
-		if len(chunk) == 0 {
+		for r.piece < len(r.pieces) && r.off == len(r.pieces[r.piece]) {
+			r.piece, r.off = r.piece+1, 0
+		}
+		if r.piece == len(r.pieces) {
 			r.l.mu.RUnlock()
 			break
 		}
-		m, err := w.Write(chunk)
+		p := r.pieces[r.piece][r.off:]
+		p = p[:min(int64(len(p)), max-read)]
+		last := r.piece == len(r.pieces)-1 || int64(len(p)) == max-read
+		if (small == nil || len(*small) == 0) && (last || len(p) >= 2*gatherTail) {
+			if !last {
+				p = p[:len(p)-gatherTail]
+			}
+			p = p[:min(len(p), bodyChunk)]
+			m, err := w.Write(p)
+			r.l.mu.RUnlock()
+			r.off, read, wrote = r.off+m, read+int64(m), wrote+int64(m)
+			if err != nil {
+				return wrote, err
+			}
+			continue
+		}
+		if small == nil {
+			small = bufpool.Get(4 << 10)
+			*small = (*small)[:0]
+		}
+		c := min(len(p), cap(*small)-len(*small))
+		*small = append(*small, p[:c]...)
 		r.l.mu.RUnlock()
-		r.off += m
-		n += int64(m)
-		if err != nil {
-			return n, err
+		r.off, read = r.off+c, read+int64(c)
+		if len(*small) == cap(*small) {
+			if err := flushSmall(w, small, &wrote); err != nil {
+				return wrote, err
+			}
 		}
 	}
-	return n, nil
+	if small != nil && len(*small) > 0 {
+		if err := flushSmall(w, small, &wrote); err != nil {
+			return wrote, err
+		}
+	}
+	return wrote, nil
+}
+
+// flushSmall writes the copied small pieces, and counts them.
+func flushSmall(w io.Writer, small *[]byte, wrote *int64) error {
+	m, err := w.Write(*small)
+	*wrote += int64(m)
+	*small = (*small)[:0]
+	return err
 }

@@ -91,40 +91,36 @@ func TestBodyLeaseOnlyWherePooled(t *testing.T) {
 	}
 }
 
-// A cloud's rewrite of a pooled body is built in a buffer of the lease
-// (cloud.Bodies) and read through it: the lease's readers, revoked at its
-// release. A rewrite that outgrew its buffer, or one outside the pooled
-// sizes, is the rewrite's own and read plainly; no lease, no Bodies.
-func TestBodyLeaseRewriteBuffers(t *testing.T) {
+// A cloud's rewrite of a pooled body is read from its pieces through the
+// lease (cloud.Bodies): the lease's readers, revoked at its release. Pieces
+// none of which lie in the leased body (a rewrite of a translated body)
+// are joined and read plainly; no lease, no Bodies.
+func TestBodyLeaseGather(t *testing.T) {
 	body := bytes.Repeat([]byte("c"), 100_000)
-	_, lease, err := readLeasedBody(leasedRequest(body), 1<<20)
+	got, lease, err := readLeasedBody(leasedRequest(body), 1<<20)
 	if err != nil || lease == nil {
 		t.Fatalf("lease %v, err %v", lease, err)
 	}
 	bodies := lease.bodies()
-	b := bodies.Buffer(len(body) + 512)
-	if len(b) != 0 || cap(b) < len(body)+512 {
-		t.Fatalf("buffer of length %d, capacity %d", len(b), cap(b))
-	}
-	b = append(append(b, "rewritten "...), body...)
-	r := bodies.Reader(b)
+	pieces := [][]byte{got[:1], got[10:60_000], nil, got[60_005:], []byte(`,"x":1}`)}
+	want := bytes.Join(pieces, nil)
+	r := bodies.Gather(pieces)
 	if _, ok := r.(*leaseReader); !ok {
-		t.Fatalf("a rewrite in the lease's buffer got a %T", r)
+		t.Fatalf("pieces of the leased body got a %T", r)
 	}
 	p := make([]byte, 10)
-	if n, err := r.Read(p); n != 10 || err != nil || string(p) != "rewritten " {
+	if n, err := r.Read(p); n != 10 || err != nil || !bytes.Equal(p, want[:10]) {
 		t.Fatalf("read %q, %v", p[:n], err)
 	}
-	if rest, err := io.ReadAll(bodies.Reader(b)); err != nil || !bytes.Equal(rest, b) {
-		t.Fatalf("whole rewrite: %d bytes, %v", len(rest), err)
+	if all, err := io.ReadAll(bodies.Gather(pieces)); err != nil || !bytes.Equal(all, want) {
+		t.Fatalf("whole rewrite: %d bytes, %v", len(all), err)
 	}
-	grown := append(b[:len(b):len(b)], '!')
-	if _, ok := bodies.Reader(grown).(*leaseReader); ok {
-		t.Error("a rewrite that outgrew the lease's buffer got a lease reader")
+	copied := [][]byte{append([]byte(nil), got[:50]...), []byte("}")}
+	if _, ok := bodies.Gather(copied).(*leaseReader); ok {
+		t.Error("pieces outside the leased body got a lease reader")
 	}
-	small := append(bodies.Buffer(100), "tiny"...)
-	if _, ok := bodies.Reader(small).(*leaseReader); ok {
-		t.Error("a rewrite below the pooled sizes got a lease reader")
+	if all, _ := io.ReadAll(bodies.Gather(copied)); !bytes.Equal(all, bytes.Join(copied, nil)) {
+		t.Errorf("pieces outside the lease read as %d bytes", len(all))
 	}
 	lease.release()
 	if n, err := r.Read(p); n != 0 || !errors.Is(err, errBodyReleased) {
@@ -134,6 +130,73 @@ func TestBodyLeaseRewriteBuffers(t *testing.T) {
 	if none.bodies() != nil {
 		t.Error("no lease: Bodies is not nil")
 	}
+}
+
+// WriteBody writes a rewrite's pieces as one body, however the transport
+// splits it (a first Read, then limits): large pieces straight from the
+// lease's buffer, and the small pieces with the end of the large one
+// before them in one write, so a rewrite's closing bytes take no write of
+// their own.
+func TestBodyLeaseGatherWriteBody(t *testing.T) {
+	body := make([]byte, 200_000)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	got, lease, err := readLeasedBody(leasedRequest(body), 1<<20)
+	if err != nil || lease == nil {
+		t.Fatalf("lease %v, err %v", lease, err)
+	}
+	defer lease.release()
+	layouts := map[string][][]byte{
+		"brace, run, tail":           {got[:1], got[20:150_000], []byte(`,"anthropic_version":"bedrock-2023-05-31"}`)},
+		"run, run, tail":             {got[:90_000], got[90_017:199_000], []byte("}")},
+		"small runs":                 {got[:3], got[5:900], got[1000:1003], got[2000:2500], []byte("}")},
+		"empty pieces":               {nil, got[:70_000], nil, []byte("}"), nil},
+		"short run before the tail":  {got[:4000], []byte("}")},
+		"tail longer than the small": {got[:100_000], bytes.Repeat([]byte("t"), 9000)},
+	}
+	for name, pieces := range layouts {
+		want := bytes.Join(pieces, nil)
+		for _, head := range []int{0, 3500} {
+			for _, limit := range []int64{1 << 30, 4097, 64_000} {
+				r := lease.Gather(pieces).(*leaseReader)
+				out := make([]byte, min(head, len(want)), len(want))
+				if _, err := io.ReadFull(r, out); err != nil {
+					t.Fatal(err)
+				}
+				var rec recordWriter
+				for {
+					n, err := r.WriteBody(&rec, limit)
+					if err != nil {
+						t.Fatalf("%s: WriteBody: %v", name, err)
+					}
+					if n == 0 {
+						break
+					}
+				}
+				if out = append(out, rec.b...); !bytes.Equal(out, want) {
+					t.Fatalf("%s (head %d, limit %d): %d bytes written, not the %d of the pieces", name, head, limit, len(out), len(want))
+				}
+				if limit == 1<<30 {
+					for i, w := range rec.writes[:max(len(rec.writes)-1, 0)] {
+						if w < gatherTail {
+							t.Errorf("%s (head %d): write %d of %d is %d bytes: a small piece was written alone", name, head, i, len(rec.writes), w)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+type recordWriter struct {
+	b      []byte
+	writes []int
+}
+
+func (w *recordWriter) Write(p []byte) (int, error) {
+	w.b, w.writes = append(w.b, p...), append(w.writes, len(p))
+	return len(p), nil
 }
 
 // WriteBody writes the leased body from where it was read to, up to its

@@ -175,12 +175,12 @@ func sdkDecode(b []byte) (msg eventstream.Message, err error) {
 }
 
 // cloudBody drops the named members however their keys are escaped and
-// wherever they repeat, sets the others once, and copies the rest as written.
+// wherever they repeat, sets the others once, and keeps the rest as written.
 func TestCloudBodySplices(t *testing.T) {
 	in := `{"model":"m", "max_tokens" : 5,"stream":true,"mod\u0065l":"x","messages":[{"role":"user","content":"a<b"}],"anthropic_version":"old","x":{"y":[1,2]}}`
 	got, err := cloud.CloudBody([]byte(in), []string{"model", "stream"}, map[string]json.RawMessage{
 		"anthropic_version": json.RawMessage(`"bedrock-2023-05-31"`), "anthropic_beta": json.RawMessage(`["b"]`)})
-	want := `{"max_tokens":5,"messages":[{"role":"user","content":"a<b"}],"x":{"y":[1,2]},"anthropic_beta":["b"],"anthropic_version":"bedrock-2023-05-31"}`
+	want := `{"max_tokens" : 5,"messages":[{"role":"user","content":"a<b"}],"x":{"y":[1,2]},"anthropic_beta":["b"],"anthropic_version":"bedrock-2023-05-31"}`
 	if err != nil || string(got) != want {
 		t.Fatalf("got %s, %v\nwant %s", got, err, want)
 	}
