@@ -231,21 +231,28 @@ func (r *leaseReader) WriteBody(w io.Writer, max int64) (int64, error) {
 		r.l.mu.RUnlock()
 		r.off, read = r.off+c, read+int64(c)
 		if len(*small) == cap(*small) {
-			if err := flushSmall(w, small, &wrote); err != nil {
+			if err := r.flushSmall(w, small, &wrote); err != nil {
 				return wrote, err
 			}
 		}
 	}
 	if small != nil && len(*small) > 0 {
-		if err := flushSmall(w, small, &wrote); err != nil {
+		if err := r.flushSmall(w, small, &wrote); err != nil {
 			return wrote, err
 		}
 	}
 	return wrote, nil
 }
 
-// flushSmall writes the copied small pieces, and counts them.
-func flushSmall(w io.Writer, small *[]byte, wrote *int64) error {
+// flushSmall writes the copied small pieces, and counts them. It holds
+// the read lock as a write from the buffer does: once the lease is
+// released, no write of its request's body is under way or begins.
+func (r *leaseReader) flushSmall(w io.Writer, small *[]byte, wrote *int64) error {
+	r.l.mu.RLock()
+	defer r.l.mu.RUnlock()
+	if r.l.gone {
+		return errBodyReleased
+	}
 	m, err := w.Write(*small)
 	*wrote += int64(m)
 	*small = (*small)[:0]

@@ -178,9 +178,9 @@ func TestBodyLeaseGatherWriteBody(t *testing.T) {
 					t.Fatalf("%s (head %d, limit %d): %d bytes written, not the %d of the pieces", name, head, limit, len(out), len(want))
 				}
 				if limit == 1<<30 {
-					for i, w := range rec.writes[:max(len(rec.writes)-1, 0)] {
-						if w < gatherTail {
-							t.Errorf("%s (head %d): write %d of %d is %d bytes: a small piece was written alone", name, head, i, len(rec.writes), w)
+					for i, w := range rec.writes {
+						if w < min(gatherTail, len(rec.b)) {
+							t.Errorf("%s (head %d): write %d of %v is %d bytes: a small piece was written alone", name, head, i, rec.writes, w)
 						}
 					}
 				}
@@ -236,19 +236,34 @@ func TestBodyLeaseWriteBody(t *testing.T) {
 	}
 
 	// A release while a write is under way waits for it; the writer then
-	// gets nothing more.
-	slow := lease.Reader(got).(*leaseReader)
+	// gets nothing more: the body's reader, and a rewrite's whose last
+	// write is of copied small pieces.
+	releaseDuringWrite(t, lease, lease.Reader(got).(*leaseReader), len(body))
+	gathered, lease2, err := readLeasedBody(leasedRequest(body), 1<<20)
+	if err != nil || lease2 == nil {
+		t.Fatalf("lease %v, err %v", lease2, err)
+	}
+	pieces := [][]byte{gathered[:70_000], []byte(`,"x":1}`)}
+	releaseDuringWrite(t, lease2, lease2.Gather(pieces).(*leaseReader), 70_007)
+}
+
+// releaseDuringWrite releases the lease while r's first write is under
+// way: r's WriteBody then ends, whole or with errBodyReleased, and no
+// write begins once release has returned.
+func releaseDuringWrite(t *testing.T, lease *bodyLease, r *leaseReader, size int) {
+	t.Helper()
 	var released atomic.Bool
 	inWrite, releasing := make(chan struct{}), make(chan struct{})
 	sw := &signalWriter{t: t, released: &released, first: inWrite, proceed: releasing}
 	done := make(chan struct{})
 	var n int64
-	go func() { n, err = slow.WriteBody(sw, 1<<30); close(done) }()
+	var err error
+	go func() { n, err = r.WriteBody(sw, 1<<30); close(done) }()
 	<-inWrite
 	go func() { lease.release(); released.Store(true) }()
 	close(releasing)
 	<-done
-	if !errors.Is(err, errBodyReleased) && n != int64(len(body)) {
+	if !errors.Is(err, errBodyReleased) && n != int64(size) {
 		t.Fatalf("WriteBody across a release: %d, %v", n, err)
 	}
 }
