@@ -33,13 +33,19 @@ func Valid(b []byte) bool {
 // the nesting of that value (0 at the top). A non-nil w notes its words in
 // every key and string the value holds.
 func jsonSkip(b []byte, i, depth int, w *Watch) int {
+	s := skipper{b: b, w: w, base: noBlock}
+	return s.skip(i, depth)
+}
+
+func (s *skipper) skip(i, depth int) int {
+	b, w := s.b, s.w
 	i = SkipSpace(b, i)
 	if i >= len(b) {
 		return -1
 	}
 	switch c := b[i]; c {
 	case '"':
-		e := jsonSkipString(b, i)
+		e := s.str(i)
 		if w != nil && e > 0 {
 			w.note(b[i:e])
 		}
@@ -56,7 +62,7 @@ func jsonSkip(b []byte, i, depth int, w *Watch) int {
 				return -1
 			}
 			ks := i
-			if i = jsonSkipString(b, i); i < 0 {
+			if i = s.str(i); i < 0 {
 				return -1
 			}
 			if w != nil {
@@ -65,7 +71,7 @@ func jsonSkip(b []byte, i, depth int, w *Watch) int {
 			if i = SkipSpace(b, i); i >= len(b) || b[i] != ':' {
 				return -1
 			}
-			if i = jsonSkip(b, i+1, depth+1, w); i < 0 {
+			if i = s.skip(i+1, depth+1); i < 0 {
 				return -1
 			}
 			if i = SkipSpace(b, i); i >= len(b) {
@@ -88,7 +94,7 @@ func jsonSkip(b []byte, i, depth int, w *Watch) int {
 			return i + 1
 		}
 		for {
-			if i = jsonSkip(b, i, depth+1, w); i < 0 {
+			if i = s.skip(i, depth+1); i < 0 {
 				return -1
 			}
 			if i = SkipSpace(b, i); i >= len(b) {

@@ -12,6 +12,12 @@ import (
 // in strmask_amd64.s.
 var stringBlocks = cpu.X86.HasAVX2
 
+// specialMask64 returns the mask of the quotes, backslashes and control
+// characters among the 64 bytes at p (bit k for p[k]).
+//
+//go:noescape
+func specialMask64(p *byte) uint64
+
 //go:noescape
 func scanStringAVX2(p *byte, blocks int, prevEsc, need, seen uint64) (pos int, prevEscOut, needOut, seenOut uint64)
 

@@ -251,3 +251,40 @@ invalid:
 	MOVQ $0, seenOut+64(FP)
 	VZEROUPPER
 	RET
+
+// func specialMask64(p *byte) uint64
+//
+// The quotes, backslashes and control characters (bytes up to 0x1f) among
+// the 64 bytes at p: bit k for p[k] (skipper.go).
+TEXT ·specialMask64(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ $0x2222222222222222, AX
+	MOVQ AX, X8
+	VPBROADCASTQ X8, Y8
+	MOVQ $0x5c5c5c5c5c5c5c5c, AX
+	MOVQ AX, X9
+	VPBROADCASTQ X9, Y9
+	MOVQ $0x1f1f1f1f1f1f1f1f, AX
+	MOVQ AX, X10
+	VPBROADCASTQ X10, Y10
+	VMOVDQU (SI), Y0
+	VMOVDQU 32(SI), Y1
+	VPCMPEQB Y8, Y0, Y2
+	VPCMPEQB Y9, Y0, Y3
+	VPOR Y3, Y2, Y2
+	VPMINUB Y10, Y0, Y3
+	VPCMPEQB Y3, Y0, Y3
+	VPOR Y3, Y2, Y2
+	VPMOVMSKB Y2, AX
+	VPCMPEQB Y8, Y1, Y4
+	VPCMPEQB Y9, Y1, Y5
+	VPOR Y5, Y4, Y4
+	VPMINUB Y10, Y1, Y5
+	VPCMPEQB Y5, Y1, Y5
+	VPOR Y5, Y4, Y4
+	VPMOVMSKB Y4, DX
+	SHLQ $32, DX
+	ORQ DX, AX
+	MOVQ AX, ret+8(FP)
+	VZEROUPPER
+	RET

@@ -13,3 +13,7 @@ func scanStringBlocks(b []byte, i int, escaped bool) (end int, _ bool) {
 	end, esc, _ := scanWords(b, i, math.MaxInt)
 	return end, escaped || esc
 }
+
+// specialMask64 is not reached without the kernel (skipper.str reads the
+// blocks only when stringBlocks is set).
+func specialMask64(p *byte) uint64 { panic("jsonscan: no AVX2 kernel") }

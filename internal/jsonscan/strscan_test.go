@@ -22,6 +22,24 @@ func agreeScanners(t *testing.T, b []byte, i int) {
 	if e1 != e2 || e1 >= 0 && x1 != x2 {
 		t.Fatalf("string at %d of %q: blocks %d %v, words %d %v", i, b, e1, x1, e2, x2)
 	}
+	// A skipper: with no block yet, and after a short string whose block
+	// holds this one's start.
+	s := skipper{b: b, base: noBlock}
+	if e := s.str(i); e != e2 {
+		t.Fatalf("string at %d of %q: skipper %d, words %d", i, b, e, e2)
+	}
+	pre := append([]byte(`"k" `), b...)
+	s = skipper{b: pre, base: noBlock}
+	if e := s.str(0); e != 3 {
+		t.Fatalf("the key before %q: skipper %d", b, e)
+	}
+	want := e2
+	if e2 >= 0 {
+		want = e2 + 4
+	}
+	if e := s.str(4 + i); e != want {
+		t.Fatalf("string at %d of %q after a key: skipper %d, words %d", i, b, e, e2)
+	}
 }
 
 // Every string of up to five bytes from the bytes that matter, at every
