@@ -61,6 +61,19 @@ GLOBL hexHi<>(SB), RODATA|NOPTR, $32
 	SHLQ $32, DI; \
 	ORQ DI, dst
 
+// SPECIALS puts a quote in every byte of Y8, a backslash in every byte
+// of Y9 and 0x1f (the last control character) in every byte of Y10.
+#define SPECIALS \
+	MOVQ $0x2222222222222222, AX; \
+	MOVQ AX, X8; \
+	VPBROADCASTQ X8, Y8; \
+	MOVQ $0x5c5c5c5c5c5c5c5c, AX; \
+	MOVQ AX, X9; \
+	VPBROADCASTQ X9, Y9; \
+	MOVQ $0x1f1f1f1f1f1f1f1f, AX; \
+	MOVQ AX, X10; \
+	VPBROADCASTQ X10, Y10
+
 // func scanStringAVX2(p *byte, blocks int, prevEsc, need, seen uint64) (pos int, prevEscOut, needOut, seenOut uint64)
 //
 // Reads the inside of a JSON string from p, 64 bytes at a time, up to
@@ -84,15 +97,7 @@ TEXT ·scanStringAVX2(SB), NOSPLIT, $0-72
 	MOVQ need+24(FP), R8
 	MOVQ seen+32(FP), R9
 
-	MOVQ $0x2222222222222222, AX
-	MOVQ AX, X8
-	VPBROADCASTQ X8, Y8
-	MOVQ $0x5c5c5c5c5c5c5c5c, AX
-	MOVQ AX, X9
-	VPBROADCASTQ X9, Y9
-	MOVQ $0x1f1f1f1f1f1f1f1f, AX
-	MOVQ AX, X10
-	VPBROADCASTQ X10, Y10
+	SPECIALS
 	MOVQ $0x7575757575757575, AX
 	MOVQ AX, X11
 	VPBROADCASTQ X11, Y11
@@ -258,15 +263,7 @@ invalid:
 // the 64 bytes at p: bit k for p[k] (skipper.go).
 TEXT ·specialMask64(SB), NOSPLIT, $0-16
 	MOVQ p+0(FP), SI
-	MOVQ $0x2222222222222222, AX
-	MOVQ AX, X8
-	VPBROADCASTQ X8, Y8
-	MOVQ $0x5c5c5c5c5c5c5c5c, AX
-	MOVQ AX, X9
-	VPBROADCASTQ X9, Y9
-	MOVQ $0x1f1f1f1f1f1f1f1f, AX
-	MOVQ AX, X10
-	VPBROADCASTQ X10, Y10
+	SPECIALS
 	VMOVDQU (SI), Y0
 	VMOVDQU 32(SI), Y1
 	VPCMPEQB Y8, Y0, Y2
