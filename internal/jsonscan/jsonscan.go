@@ -54,6 +54,7 @@ func (s *skipper) skip(i, depth int) int {
 		if depth >= jsonMaxDepth {
 			return -1
 		}
+		s.blocks = true
 		if i = SkipSpace(b, i+1); i < len(b) && b[i] == '}' {
 			return i + 1
 		}
@@ -90,6 +91,7 @@ func (s *skipper) skip(i, depth int) int {
 		if depth >= jsonMaxDepth {
 			return -1
 		}
+		s.blocks = true
 		if i = SkipSpace(b, i+1); i < len(b) && b[i] == ']' {
 			return i + 1
 		}

@@ -14,19 +14,23 @@ import "math/bits"
 // skipper is a walk of one value: its bytes, the words it notes, and the
 // block of special bytes last read.
 type skipper struct {
-	b    []byte
-	w    *Watch
-	base int    // where the block starts (noBlock: none yet)
-	mask uint64 // bit k: b[base+k] is a quote, a backslash or a control character
+	b      []byte
+	w      *Watch
+	blocks bool   // inside an object or array: strings are read from blocks
+	base   int    // where the block starts (noBlock: none yet)
+	mask   uint64 // bit k: b[base+k] is a quote, a backslash or a control character
 }
 
 // noBlock is a base no string is within 64 bytes of.
 const noBlock = -1 << 40
 
 // str is jsonSkipString(s.b, i): from the block when the string ends in
-// it with no escape, else by the scanners.
+// it with no escape, else by the scanners. A string that is the whole
+// value walked (a member's value read on its own, as an event's
+// inspection reads them) has no strings after it to share a block with:
+// the scanners read it.
 func (s *skipper) str(i int) int {
-	if stringBlocks {
+	if stringBlocks && s.blocks {
 		j := i + 1
 		if j-s.base >= 64 {
 			if j+64 > len(s.b) {

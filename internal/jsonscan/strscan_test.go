@@ -24,12 +24,12 @@ func agreeScanners(t *testing.T, b []byte, i int) {
 	}
 	// A skipper: with no block yet, and after a short string whose block
 	// holds this one's start.
-	s := skipper{b: b, base: noBlock}
+	s := skipper{b: b, blocks: true, base: noBlock}
 	if e := s.str(i); e != e2 {
 		t.Fatalf("string at %d of %q: skipper %d, words %d", i, b, e, e2)
 	}
 	pre := append([]byte(`"k" `), b...)
-	s = skipper{b: pre, base: noBlock}
+	s = skipper{b: pre, blocks: true, base: noBlock}
 	if e := s.str(0); e != 3 {
 		t.Fatalf("the key before %q: skipper %d", b, e)
 	}
