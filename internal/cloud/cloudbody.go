@@ -63,23 +63,19 @@ func payloadSum(pieces [][]byte) (sum [sha256.Size]byte) {
 // written, in their order, with what lies between them: nothing is
 // re-encoded. A compact body's rewrite is its members joined by commas.
 func CloudBody(body []byte, drop []string, set map[string]json.RawMessage) ([]byte, error) {
-	return CloudBodyIn(body, nil, drop, set)
-}
-
-// CloudBodyIn is CloudBody reading the members from top, the parse's
-// index of body, when it holds one (jsonscan.Top.Scan).
-func CloudBodyIn(body []byte, top *jsonscan.Top, drop []string, set map[string]json.RawMessage) ([]byte, error) {
-	pieces, _, err := cloudPieces(body, top, drop, set)
+	pieces, _, err := cloudPieces(body, nil, drop, set)
 	if err != nil {
 		return nil, err
 	}
 	return bytes.Join(pieces, nil), nil
 }
 
-// cloudPieces is CloudBodyIn as the pieces of the result, and its length:
-// runs of the kept members as they lie in body (each run after a dropped
-// member starts with the comma that followed it), then the set members and
-// the closing brace. A body whose members are all kept is one run.
+// cloudPieces is CloudBody as the pieces of the result, and its length,
+// reading the members from top (the parse's index of body) when it holds
+// one: runs of the kept members as they lie in body (each run after a
+// dropped member starts with the comma that followed it), then the set
+// members and the closing brace. A body whose members are all kept is one
+// run.
 func cloudPieces(body []byte, top *jsonscan.Top, drop []string, set map[string]json.RawMessage) (pieces [][]byte, n int, err error) {
 	keys := slices.Sorted(maps.Keys(set))
 	open := jsonscan.SkipSpace(body, 0) // the object's brace, once the scan has found an object

@@ -49,7 +49,7 @@ type AuthSizer interface {
 // ModelDropper is a protocol whose Prepare drops the body's model (the
 // cloud names the model in the URL): the engine hands it the client's
 // body as parsed, not a copy with the model spliced in, and Prepare reads
-// the parse's index of it (CloudBodyIn) instead of walking it again.
+// the parse's index of it (cloudPieces) instead of walking it again.
 type ModelDropper interface {
 	DropsModel(d wire.Dialect) bool
 }
