@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
+	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
 
 // Agent-sized turns through Bedrock, several at once: each body is
@@ -73,5 +74,49 @@ func TestBedrockAgentBodies(t *testing.T) {
 			t.Errorf("request %d: status %d, body of %d bytes one of the clients' rewritten: %v", i, rec.Status, len(rec.CloudBody), want[string(rec.CloudBody)])
 		}
 		delete(want, string(rec.CloudBody))
+	}
+}
+
+// An agent's turn on a Bedrock account that answers 503
+// (ServiceUnavailableException): the retry on it and the failover to
+// another account sign the hash the request made at its first attempt
+// (cloud.PayloadSums), and every signature verifies against the bytes the
+// cloud read (an attempt answered 503 passed authentication first: the
+// simulator checks the signature before its faults).
+func TestBedrockAgentBodyAttemptsSignOneHash(t *testing.T) {
+	awsTestEnv(t)
+	agent, err := os.ReadFile("../bench/agentbody/testdata/anthropic.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent = bytes.Replace(agent, []byte(`"model":"agent-bench"`), []byte(`"model":"claude-test"`), 1)
+	want, err := cloud.CloudBody(agent, []string{"model", "stream"}, map[string]json.RawMessage{"anthropic_version": json.RawMessage(cloud.BedrockAnthropicVersion)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unavailable := newBedrock(t, sim.Fault{Kind: sim.FaultStatus, Status: 503})
+	other := newBedrock(t)
+	p := startProxy(t, bedrockProvider("east", unavailable, "priority 0")+bedrockProvider("west", other, "priority 1")+
+		"hedge off\nretry {\n same_provider 1\n }\ncooldown {\n failures 100\n }")
+	req, _ := http.NewRequest(http.MethodPost, p.URL+"/v1/messages", bytes.NewReader(agent))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || !bytes.Contains(out, []byte("event: message_stop")) {
+		t.Fatalf("status %d, %v, answer %.200q", resp.StatusCode, err, out)
+	}
+	recs := append(unavailable.Requests(), other.Requests()...)
+	if len(recs) != 3 {
+		t.Fatalf("the clouds saw %d requests, want 2 on the unavailable account and 1 on the other", len(recs))
+	}
+	for i, rec := range recs {
+		if wantStatus := []int{503, 503, 200}[i]; rec.Status != wantStatus || !bytes.Equal(rec.CloudBody, want) {
+			t.Errorf("attempt %d: status %d (want %d), its body the client's rewritten: %v", i, rec.Status, wantStatus, bytes.Equal(rec.CloudBody, want))
+		}
 	}
 }

@@ -119,7 +119,11 @@ func (b *BedrockProtocol) Prepare(ctx context.Context, up *http.Request, req *wi
 	if err != nil {
 		return fmt.Errorf("AWS credentials: %w", err)
 	}
-	sum := payloadSum(pieces)
+	var sums *PayloadSums
+	if bodies != nil {
+		sums = bodies.PayloadSums()
+	}
+	sum := sums.of(pieces)
 	return b.signer.sign(up, creds, &sum, time.Now())
 }
 

@@ -10,7 +10,6 @@ package cloud
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"io"
 	"maps"
@@ -27,6 +26,9 @@ import (
 type Bodies interface {
 	// Gather reads the pieces in turn, as one body.
 	Gather(pieces [][]byte) io.ReadCloser
+	// PayloadSums is the request's hash of the last rewrite it signed
+	// (payloadsum.go); nil when it keeps none.
+	PayloadSums() *PayloadSums
 }
 
 // setBody replaces the body of an upstream request with the pieces, and
@@ -44,17 +46,6 @@ func setBody(up *http.Request, pieces [][]byte, n int, bodies Bodies) {
 	up.Body = read()
 	up.GetBody = func() (io.ReadCloser, error) { return read(), nil }
 	up.ContentLength = int64(n)
-}
-
-// payloadSum is the SHA-256 of the body the pieces make (SigV4's payload
-// hash).
-func payloadSum(pieces [][]byte) (sum [sha256.Size]byte) {
-	h := sha256.New()
-	for _, p := range pieces {
-		h.Write(p)
-	}
-	h.Sum(sum[:0])
-	return sum
 }
 
 // CloudBody edits a JSON request body for a cloud: drops the named members

@@ -38,6 +38,7 @@ type bodyLease struct {
 	body []byte  // the body in it (its capacity ends at its length)
 	mu   sync.RWMutex
 	gone bool // released: every reader fails
+	sums cloud.PayloadSums
 }
 
 // errBodyReleased is what a reader of a released body gets: the request
@@ -128,6 +129,10 @@ func (l *bodyLease) bodies() cloud.Bodies {
 	}
 	return l
 }
+
+// PayloadSums is where the request keeps the hash of a rewrite it signed,
+// for its later attempts (cloud.Bodies).
+func (l *bodyLease) PayloadSums() *cloud.PayloadSums { return &l.sums }
 
 // release revokes every reader and gives the buffer back. The request
 // must be done with the body: its attempts have ended (drain).
