@@ -163,6 +163,9 @@ type cellResult struct {
 	// The medians of the rounds' own ratios to reverse_proxy (each
 	// round's two cells ran back to back): 0 when not computed.
 	pairedRPS, pairedCPU float64
+	// A translating cell's: the median of its rounds' ratios to the
+	// native stream cell of the same round (modeGroups); 0 when none.
+	xlPairedCPU float64
 }
 
 func runCompare(bin, dir string) error {
@@ -198,40 +201,21 @@ func runCompare(bin, dir string) error {
 	defer stopSims(sims)
 
 	var results []cellResult
-	for _, mode := range modes {
-		m := benchModes[mode]
-		for i, s := range sims {
-			if err := s.SetConfig(m.simConfig(i)); err != nil {
-				return err
-			}
-		}
+	for _, group := range modeGroups(modes) {
 		for _, conc := range concs {
 			for round := 0; round < *rounds; round++ {
-				order := modeConfigs(m, configs)
-				if round%2 == 1 {
-					// Every other round in reverse: a machine whose speed
-					// drifts during a round favours neither configuration.
-					order = slices.Clone(order)
-					slices.Reverse(order)
-				}
-				var cells []cellResult
-				if *slicesFlag > 0 {
-					rs, err := runInterleaved(bin, dir, sims, mode, order, m, conc, round, *slicesFlag)
+				for _, mode := range group {
+					m := benchModes[mode]
+					for i, s := range sims {
+						if err := s.SetConfig(m.simConfig(i)); err != nil {
+							return err
+						}
+					}
+					rs, err := runRound(bin, dir, sims, mode, m, configs, conc, round)
 					if err != nil {
-						return fmt.Errorf("%s c=%d: %w", mode, conc, err)
+						return err
 					}
-					cells = rs
-				}
-				for i, config := range order {
-					var r cellResult
-					if *slicesFlag > 0 {
-						r = cells[i]
-					} else if r, err = runCell(bin, dir, sims, mode, config, m, conc, round); err != nil {
-						return fmt.Errorf("%s c=%d %s: %w", mode, conc, config, err)
-					}
-					fmt.Fprintf(os.Stderr, "bench: %-16s c=%-3d %-13s %8.0f req/s  p50 %-9v p99 %-9v CPU %.3f s/1k (user %.3f)  syscalls/req %.1f read %.1f write  allocs/req %.0f (%.1f KiB)  failed %d\n",
-						mode, conc, config, r.rps, r.p50, r.p99, r.cpuPer1k, r.userPer1k, r.readsPerReq, r.writesPerReq, r.allocsPerReq, r.bytesPerReq/1024, r.failed)
-					results = append(results, r)
+					results = append(results, rs...)
 				}
 			}
 		}
@@ -255,6 +239,41 @@ func runCompare(bin, dir string) error {
 		return fmt.Errorf("failed requests in %d cell(s), their figures are not valid: %s", len(bad), strings.Join(bad, "; "))
 	}
 	return nil
+}
+
+// runRound runs one round of mode's cell at conc: each configuration in
+// turn (in reverse every other round), or interleaved with -slices.
+func runRound(bin, dir string, sims []*simServer, mode string, m benchMode, configs []string, conc, round int) ([]cellResult, error) {
+	order := modeConfigs(m, configs)
+	if round%2 == 1 {
+		// Every other round in reverse: a machine whose speed
+		// drifts during a round favours neither configuration.
+		order = slices.Clone(order)
+		slices.Reverse(order)
+	}
+	var cells, results []cellResult
+	if *slicesFlag > 0 {
+		rs, err := runInterleaved(bin, dir, sims, mode, order, m, conc, round, *slicesFlag)
+		if err != nil {
+			return nil, fmt.Errorf("%s c=%d: %w", mode, conc, err)
+		}
+		cells = rs
+	}
+	for i, config := range order {
+		var r cellResult
+		if *slicesFlag > 0 {
+			r = cells[i]
+		} else {
+			var err error
+			if r, err = runCell(bin, dir, sims, mode, config, m, conc, round); err != nil {
+				return nil, fmt.Errorf("%s c=%d %s: %w", mode, conc, config, err)
+			}
+		}
+		fmt.Fprintf(os.Stderr, "bench: %-16s c=%-3d %-13s %8.0f req/s  p50 %-9v p99 %-9v CPU %.3f s/1k (user %.3f)  syscalls/req %.1f read %.1f write  allocs/req %.0f (%.1f KiB)  failed %d\n",
+			mode, conc, config, r.rps, r.p50, r.p99, r.cpuPer1k, r.userPer1k, r.readsPerReq, r.writesPerReq, r.allocsPerReq, r.bytesPerReq/1024, r.failed)
+		results = append(results, r)
+	}
+	return results, nil
 }
 
 func runCell(bin, dir string, sims []*simServer, mode, config string, m benchMode, conc, round int) (cellResult, error) {

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -460,5 +461,36 @@ func TestTranslateTable(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "openai-anthropic    c=16  reverse_proxy") {
 		t.Errorf("a translation line for reverse_proxy:\n%s", out.String())
+	}
+}
+
+// translate-all's pairs take their rounds in turn with their client's
+// native stream (one group each); other modes, and a pair named without
+// its native stream before it, are groups of their own.
+func TestModeGroups(t *testing.T) {
+	all, err := parseModes("translate-all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := modeGroups(all)
+	if len(groups) != len(clientOrder) {
+		t.Fatalf("%d groups, want one per client format: %v", len(groups), groups)
+	}
+	n := 0
+	for _, g := range groups {
+		for _, mode := range g[1:] {
+			if nativeStreamModes[benchModes[mode].client] != g[0] {
+				t.Errorf("%s grouped with %s", mode, g[0])
+			}
+		}
+		n += len(g)
+	}
+	if n != len(all) {
+		t.Errorf("%d modes grouped of %d", n, len(all))
+	}
+	got := modeGroups([]string{"stream", "gemini-stream", "translate-stream/anthropic-openai", "openai-stream", "translate-stream/openai-anthropic"})
+	want := [][]string{{"stream"}, {"gemini-stream"}, {"translate-stream/anthropic-openai"}, {"openai-stream", "translate-stream/openai-anthropic"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("groups %v, want %v", got, want)
 	}
 }

@@ -37,6 +37,9 @@ func medians(rs []cellResult) []cellResult {
 		m.cpuPer1k = medianF(g, func(r cellResult) float64 { return r.cpuPer1k })
 		m.hwmKB = int64(medianF(g, func(r cellResult) float64 { return float64(r.hwmKB) }))
 		m.pairedRPS, m.pairedCPU = paired(g, groups[key{k.mode, "reverse_proxy", k.conc}])
+		if c := benchModes[k.mode].client; c != "" {
+			_, m.xlPairedCPU = paired(g, groups[key{nativeStreamModes[c], k.config, k.conc}])
+		}
 		for _, r := range g[1:] {
 			m.requests += r.requests
 			m.failed += r.failed
@@ -155,7 +158,7 @@ func printTable(w io.Writer, rs []cellResult, modes []string, concs []int, confi
 		}
 	}
 	if xl := translateLines(rs, modes, concs, configs); len(xl) > 0 {
-		fmt.Fprintf(w, "\ntranslation (issue 59): CPU/request ≤ %.2f× llm_hedge's own in the native stream of the client's format (same configuration and concurrency, this run's medians; not paired by round)\n", translateLimit)
+		fmt.Fprintf(w, "\ntranslation (issue 59): CPU/request ≤ %.2f× llm_hedge's own in the native stream of the client's format (same configuration and concurrency, this run's medians; paired by round where the native cell took its rounds in turn with the pair's)\n", translateLimit)
 		for _, l := range xl {
 			fmt.Fprintln(w, l)
 		}

@@ -55,3 +55,31 @@ func TestControlConfig(t *testing.T) {
 		t.Error("judged: only llm_hedge's configurations and the control get a verdict")
 	}
 }
+
+// A translating cell is paired by round with its client's native stream
+// cell: a round the machine ran slow moves neither.
+func TestTranslatePairedByRound(t *testing.T) {
+	cell := func(mode string, round int, cpu float64) cellResult {
+		return cellResult{mode: mode, config: "llm_hedge", conc: 16, round: round, rps: 1000, cpuPer1k: cpu, requests: 100}
+	}
+	const pair = "translate-stream/openai-anthropic"
+	rs := []cellResult{
+		cell("openai-stream", 0, 0.50), cell(pair, 0, 0.52),
+		cell("openai-stream", 1, 0.80), cell(pair, 1, 0.84), // a slow round
+		cell("openai-stream", 2, 0.50), cell(pair, 2, 0.90),
+	}
+	for _, m := range medians(rs) {
+		if m.mode != pair {
+			continue
+		}
+		if math.Abs(m.xlPairedCPU-1.05) > 1e-9 {
+			t.Fatalf("paired by round %.3f, want 1.05", m.xlPairedCPU)
+		}
+		lines := translateLines(medians(rs), []string{"openai-stream", pair}, []int{16}, []string{"llm_hedge"})
+		if len(lines) != 1 || !strings.Contains(lines[0], "paired by round 1.050×") {
+			t.Errorf("lines %q", lines)
+		}
+		return
+	}
+	t.Fatal("no translating cell")
+}

@@ -82,6 +82,25 @@ func translateAllModes() []string {
 	return out
 }
 
+// modeGroups are the modes measured together: a native stream mode and
+// the translating modes of its client format that follow it in -modes (as
+// translate-all lists them) take their rounds in turn, at each
+// concurrency and round the native cell and then each pair's, so the
+// pairs' ratios to it compare cells a few seconds apart, paired by round
+// (translateLines). Every other mode is a group of its own: its rounds
+// run back to back.
+func modeGroups(modes []string) [][]string {
+	var out [][]string
+	for _, mode := range modes {
+		if c := benchModes[mode].client; c != "" && len(out) > 0 && out[len(out)-1][0] == nativeStreamModes[c] {
+			out[len(out)-1] = append(out[len(out)-1], mode)
+			continue
+		}
+		out = append(out, []string{mode})
+	}
+	return out
+}
+
 // translateKey is a translating provider's own key (a client's key never
 // crosses vendors); the simulators accept any.
 func translateKey(target string) string { return "sk-bench-" + target }
@@ -134,7 +153,8 @@ const translateLimit = 1.10
 // translateLines are the table's lines for the translating cells of rs:
 // each llm_hedge configuration's CPU per request against its own in the
 // native stream cell of the client's format at the same concurrency, in
-// this run (medians of the rounds).
+// this run (medians of the rounds), and the median of the rounds' own
+// ratios where the two took their rounds in turn (modeGroups).
 func translateLines(rs []cellResult, modes []string, concs []int, configs []string) []string {
 	find := func(mode string, conc int, config string) *cellResult {
 		for i := range rs {
@@ -171,8 +191,12 @@ func translateLines(rs []cellResult, modes []string, concs []int, configs []stri
 				if ratio > translateLimit {
 					mark = "MISSED"
 				}
-				out = append(out, fmt.Sprintf("  %-36s c=%-3d %-12s CPU %.3f s/1k req, %s %.3f: %.3f× %s",
-					mode, conc, config, r.cpuPer1k, native, b.cpuPer1k, ratio, mark))
+				pairedNote := ""
+				if r.xlPairedCPU > 0 {
+					pairedNote = fmt.Sprintf("; paired by round %.3f×", r.xlPairedCPU)
+				}
+				out = append(out, fmt.Sprintf("  %-36s c=%-3d %-12s CPU %.3f s/1k req, %s %.3f: %.3f× %s%s",
+					mode, conc, config, r.cpuPer1k, native, b.cpuPer1k, ratio, mark, pairedNote))
 			}
 		}
 	}
