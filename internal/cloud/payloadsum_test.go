@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -129,5 +130,36 @@ func TestSamePieces(t *testing.T) {
 		if got := samePieces(c.a, c.b); got != c.want {
 			t.Errorf("samePieces(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
 		}
+	}
+}
+
+// Attempts at once (a hedge) share the request's PayloadSums: each gets
+// the body's hash, whichever hashed it (run under -race).
+func TestPayloadSumsAttemptsAtOnce(t *testing.T) {
+	body := benchBedrockBody(64 << 10)
+	pieces := [][]byte{body[:len(body)-1], []byte(`,"anthropic_version":"bedrock-2023-05-31"}`)}
+	want := sha256.Sum256(bytes.Join(pieces, nil))
+	var sums PayloadSums
+	var wg sync.WaitGroup
+	got := make([][sha256.Size]byte, 4)
+	for i := range got {
+		wg.Go(func() {
+			// Each attempt makes its own tail, as Prepare does.
+			own := [][]byte{pieces[0], bytes.Clone(pieces[1])}
+			got[i] = sums.of(own)
+		})
+	}
+	wg.Wait()
+	for i, g := range got {
+		if g != want {
+			t.Errorf("attempt %d: a hash of other bytes", i)
+		}
+	}
+	if sums.hashes < 1 || sums.hashes > len(got) {
+		t.Errorf("%d hashes for %d attempts", sums.hashes, len(got))
+	}
+	before := sums.hashes
+	if again := sums.of(pieces); again != want || sums.hashes != before {
+		t.Errorf("a later attempt: %d hashes after %d, or another hash", sums.hashes, before)
 	}
 }
