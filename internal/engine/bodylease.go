@@ -17,6 +17,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/bufpool"
 	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
@@ -38,7 +39,9 @@ type bodyLease struct {
 	body []byte  // the body in it (its capacity ends at its length)
 	mu   sync.RWMutex
 	gone bool // released: every reader fails
-	sums cloud.PayloadSums
+	// sums is made by the first attempt that signs the body (SigV4):
+	// a request on no Bedrock provider carries no more than the pointer.
+	sums atomic.Pointer[cloud.PayloadSums]
 }
 
 // errBodyReleased is what a reader of a released body gets: the request
@@ -132,7 +135,13 @@ func (l *bodyLease) bodies() cloud.Bodies {
 
 // PayloadSums is where the request keeps the hash of a rewrite it signed,
 // for its later attempts (cloud.Bodies).
-func (l *bodyLease) PayloadSums() *cloud.PayloadSums { return &l.sums }
+func (l *bodyLease) PayloadSums() *cloud.PayloadSums {
+	if m := l.sums.Load(); m != nil {
+		return m
+	}
+	l.sums.CompareAndSwap(nil, new(cloud.PayloadSums)) // a hedge may make one at once: one is kept
+	return l.sums.Load()
+}
 
 // release revokes every reader and gives the buffer back. The request
 // must be done with the body: its attempts have ended (drain).

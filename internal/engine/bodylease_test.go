@@ -6,9 +6,11 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/llmhedge/caddy-llm-hedge/internal/cloud"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
@@ -293,4 +295,26 @@ func (s *signalWriter) Write(p []byte) (int, error) {
 		<-s.proceed
 	}
 	return len(p), nil
+}
+
+// The request's PayloadSums is made once, by the first attempt that asks
+// (a hedge's attempts may ask at once: run under -race), and is the same
+// for every attempt after.
+func TestBodyLeasePayloadSums(t *testing.T) {
+	_, lease, err := readLeasedBody(leasedRequest(bytes.Repeat([]byte("x"), 40<<10)), 1<<20)
+	if err != nil || lease == nil {
+		t.Fatalf("lease %v, %v", lease, err)
+	}
+	defer lease.release()
+	got := make([]*cloud.PayloadSums, 4)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() { got[i] = lease.bodies().PayloadSums() })
+	}
+	wg.Wait()
+	for i, m := range got {
+		if m == nil || m != got[0] || m != lease.PayloadSums() {
+			t.Errorf("attempt %d: PayloadSums %p, want the one %p", i, m, got[0])
+		}
+	}
 }
