@@ -201,15 +201,19 @@ func runCompare(bin, dir string) error {
 	defer stopSims(sims)
 
 	var results []cellResult
+	set := "" // the mode the simulators are configured for
 	for _, group := range modeGroups(modes) {
 		for _, conc := range concs {
 			for round := 0; round < *rounds; round++ {
 				for _, mode := range group {
 					m := benchModes[mode]
-					for i, s := range sims {
-						if err := s.SetConfig(m.simConfig(i)); err != nil {
-							return err
+					if mode != set {
+						for i, s := range sims {
+							if err := s.SetConfig(m.simConfig(i)); err != nil {
+								return err
+							}
 						}
+						set = mode
 					}
 					rs, err := runRound(bin, dir, sims, mode, m, configs, conc, round)
 					if err != nil {

@@ -8,8 +8,8 @@ import (
 
 // SigV4 signs the SHA-256 of the body: 70-100 µs for an agent's 150 KB
 // turn, even with SHA-NI, and all of it again at every attempt. A
-// request's later attempts on Bedrock (the retry after a
-// ThrottlingException, a hedge or a failover to another region) send the
+// request's later attempts on Bedrock (the retry after a 503, a hedge, a
+// failover to another account or region) send the
 // same rewrite of the same body, so the request keeps the hash of the
 // last rewrite it signed and signs them with it: a body is hashed once
 // per request, as its derived key is made once per day.

@@ -4,16 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/dialect/anthropic"
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
@@ -28,35 +25,26 @@ type memoBodies struct {
 
 func (m *memoBodies) PayloadSums() *PayloadSums { return &m.sums }
 
-// checkSigned reads up's body and checks its signature against the AWS
-// SDK's of the same request over the bytes read, as Bedrock would.
-func checkSigned(t *testing.T, up *http.Request, creds aws.Credentials) []byte {
+// checkSigned reads up's body and checks its signature against one made
+// anew over the bytes read, at the same time (the signer is the SDK's to
+// the byte: TestSigV4MatchesSDK), as Bedrock would.
+func checkSigned(t *testing.T, p *BedrockProtocol, up *http.Request, creds aws.Credentials) []byte {
 	t.Helper()
 	body, err := io.ReadAll(up.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := up.Header.Get("Authorization")
-	_, signed, _ := strings.Cut(auth, "SignedHeaders=")
-	signed, _, _ = strings.Cut(signed, ",")
 	at, err := time.Parse("20060102T150405Z", up.Header.Get("X-Amz-Date"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	check := up.Clone(context.Background())
-	check.Header = http.Header{}
-	for h := range strings.SplitSeq(signed, ";") {
-		if h != "host" && h != "content-length" {
-			check.Header[http.CanonicalHeaderKey(h)] = up.Header.Values(h)
-		}
-	}
-	check.ContentLength = int64(len(body))
 	sum := sha256.Sum256(body)
-	if err := v4.NewSigner().SignHTTP(context.Background(), creds, check, hex.EncodeToString(sum[:]), "bedrock", "us-east-1", at); err != nil {
+	if err := p.signer.sign(check, creds, &sum, at); err != nil {
 		t.Fatal(err)
 	}
-	if got := check.Header.Get("Authorization"); got != auth {
-		t.Errorf("signature %q, want the SDK's %q over the %d bytes sent", auth, got, len(body))
+	if got, want := up.Header.Get("Authorization"), check.Header.Get("Authorization"); got != want {
+		t.Errorf("signature %q, want %q over the %d bytes sent", got, want, len(body))
 	}
 	return body
 }
@@ -84,7 +72,7 @@ func TestPayloadSumsOncePerRequest(t *testing.T) {
 		if err := p.Prepare(context.Background(), up, req, "anthropic.claude-sonnet-4-20250514-v1:0", body, bodies); err != nil {
 			t.Fatal(err)
 		}
-		return checkSigned(t, up, creds)
+		return checkSigned(t, p, up, creds)
 	}
 	one := &memoBodies{}
 	first := attempt(one, "")
