@@ -50,3 +50,39 @@ func TestClaudeCodeBedrockStreamCut(t *testing.T) {
 		t.Fatalf("claude printed the truncated answer %q\n%s", out.Result, res)
 	}
 }
+
+// Claude Code on two Bedrock accounts, the first answering 503
+// (ServiceUnavailableException): the proxy retries it once and fails over
+// to the second. Claude Code's turn (about 50 KB, a leased body) is
+// hashed for SigV4 at its first attempt; the retry and the failover sign
+// that hash, and the simulators verify every signature against the bytes
+// they read before their faults (a bad one would be a 403, not a 503).
+func TestClaudeCodeBedrockRetrySignsOneHash(t *testing.T) {
+	awsTestEnv(t)
+	unavailable := newBedrockText(t, claudePrimaryText, sim.Fault{Kind: sim.FaultStatus, Status: 503})
+	br := newBedrockText(t, claudeSecondaryText)
+	p := startProxy(t, bedrockProvider("east", unavailable, "priority 0")+bedrockProvider("west", br, "priority 1")+
+		"hedge off\n retry {\n same_provider 1\n }\n cooldown {\n failures 100\n }\n")
+
+	out, res := runClaude(t, p, "ANTHROPIC_MODEL=claude-test")
+	if res.Exit != 0 || out.IsError || out.Result != claudeSecondaryText {
+		t.Fatalf("want exit 0 and the second account's text %q, got is_error=%v result=%q\n%s", claudeSecondaryText, out.IsError, out.Result, res)
+	}
+	first, second := unavailable.Requests(), br.Requests()
+	if len(first) < 2 || len(second) < 1 {
+		t.Fatalf("the accounts saw %d and %d requests, want a retry on the first and the failover\n%s", len(first), len(second), res)
+	}
+	for _, r := range first {
+		if r.Status != 503 {
+			t.Errorf("first account: status %d, want 503 (its signature verified first)", r.Status)
+		}
+	}
+	for _, r := range second {
+		if r.Status != 200 {
+			t.Errorf("second account: status %d, want 200", r.Status)
+		}
+	}
+	if n := len(second[0].CloudBody); n < 16<<10 {
+		t.Errorf("Claude Code's turn was %d bytes: under 16 KiB the body is not leased, and no hash is kept", n)
+	}
+}
