@@ -72,13 +72,18 @@ func FuzzInspectSequence(f *testing.F) {
 // compareMemoless reads evs with the stream's choices and memo and without
 // (a nil ChoiceSet), both with text as the relay reads them, and tells each
 // reading to a resumer of req: the readings and the transcripts must match.
+// Read without the text (a stream with no resumer: a translated one), the
+// memo's readings must match the memoless ones too.
 func compareMemoless(d wire.Dialect, req *wire.Request, evs []sse.Event) error {
-	var cs wire.ChoiceSet
+	var cs, noText wire.ChoiceSet
 	withMemo, without := wire.NewResumer(d, req), wire.NewResumer(d, req)
 	for i, ev := range evs {
 		a, b := d.Inspect(ev, true, &cs), d.Inspect(ev, true, nil)
 		if !reflect.DeepEqual(a, b) {
 			return fmt.Errorf("event %d %q: with the memo %+v, without %+v", i, ev.Raw, a, b)
+		}
+		if a, b := d.Inspect(ev, false, &noText), d.Inspect(ev, false, nil); !reflect.DeepEqual(a, b) {
+			return fmt.Errorf("event %d %q, without the text: with the memo %+v, without %+v", i, ev.Raw, a, b)
 		}
 		if withMemo != nil {
 			withMemo.Track(ev, a)

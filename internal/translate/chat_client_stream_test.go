@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+
+	openaidialect "github.com/llmhedge/caddy-llm-hedge/internal/dialect/openai"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // The Chat client's pairs, with the target fixtures their streams are
@@ -271,6 +274,44 @@ func TestChatClientUsageOnlyWhenAsked(t *testing.T) {
 		_, losses, _ := p.Request([]byte(chatStreamRequest), "m")
 		if Describe(losses, true) != chatIncludeUsageNeed {
 			t.Errorf("%s: Request losses %q", c.target, Describe(losses, true))
+		}
+	}
+}
+
+// A Chat client's translated stream has no resumer (a continuation never
+// crosses formats), so the relay reads it without the text. Its content
+// deltas repeat one frame around the text, and the stream's memo must read
+// them by it, as it reads a native stream's: after the first delta is
+// walked, every later one is read by the frame (no miss), with the
+// reading the walk gives.
+func TestChatClientDeltasReadByFrame(t *testing.T) {
+	var d openaidialect.Dialect
+	for _, c := range chatClientPairs {
+		p, _ := For(OpenAI, c.target)
+		tr, err := p.Translate([]byte(chatStreamRequest), "target-model")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := runTranslation(tr, readFile(t, filepath.Join("testdata", c.dir, "text.sse")), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cs wire.ChoiceSet
+		deltas := 0
+		for _, ev := range sseEvents(t, out) {
+			got, walked := d.Inspect(ev, false, &cs), d.Inspect(ev, false, nil)
+			if got.Class != walked.Class || got.By != walked.By || got.Text != nil || got.Plain {
+				t.Fatalf("%s: %q read %+v, the walk %+v", c.target, ev.Data, got, walked)
+			}
+			if got.By != "content" {
+				continue
+			}
+			if deltas++; deltas > 1 && (cs.Memo == nil || cs.Memo.FrameSplit == 0 || cs.Memo.FrameMisses != 0) {
+				t.Fatalf("%s: content delta %d %q not read by the frame (memo %+v)", c.target, deltas, ev.Data, cs.Memo)
+			}
+		}
+		if deltas < 2 {
+			t.Fatalf("%s: %d content deltas in\n%s", c.target, deltas, out)
 		}
 	}
 }

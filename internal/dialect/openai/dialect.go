@@ -108,6 +108,11 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventIn
 		info.Class = wire.EvMalformed
 		return info
 	}
+	// The walk reads the text where the resumer asks for it, and where a
+	// stream's memo may keep the chunk's frame (cs): a stream with no
+	// resumer (a translated one, or continuation off) reads its deltas by
+	// the frame too. Without withText the text is not given.
+	withText, askedText := withText || cs != nil, withText
 	finish := false
 	// plain: one choice, index 0, whose delta holds at most a content
 	// string and a role, and no usage: what the resumer reads (withText).
@@ -191,6 +196,9 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventIn
 		if withText {
 			rememberFrame(data, &info, cs)
 		}
+	}
+	if !askedText {
+		info.Text, info.Plain = nil, false
 	}
 	return info
 }

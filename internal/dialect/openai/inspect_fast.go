@@ -25,9 +25,10 @@ var (
 )
 
 // inspectFramed reads data when it is the memo's frame around a non-empty
-// string; ok is false for anything else (the walk then reads it).
+// string; ok is false for anything else (the walk then reads it). Without
+// withText it reads as the walk does then: no text, not plain.
 func inspectFramed(data []byte, withText bool, cs *wire.ChoiceSet) (info wire.EventInfo, ok bool) {
-	if !withText || cs == nil || cs.Memo == nil || cs.Memo.FrameSplit == 0 {
+	if cs == nil || cs.Memo == nil || cs.Memo.FrameSplit == 0 {
 		return info, false
 	}
 	m := cs.Memo
@@ -51,7 +52,10 @@ func inspectFramed(data []byte, withText bool, cs *wire.ChoiceSet) (info wire.Ev
 	}
 	m.FrameMisses = 0
 	cs.Note(0, false)
-	info.Class, info.By, info.Text, info.Plain, info.UsageRead = wire.EvOutput, "content", text, true, true
+	info.Class, info.By, info.UsageRead = wire.EvOutput, "content", true
+	if withText {
+		info.Text, info.Plain = text, true
+	}
 	if m.FrameNull {
 		info.Usage = jsonNull
 	}

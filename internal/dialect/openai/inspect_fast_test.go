@@ -54,8 +54,13 @@ func TestInspectFramed(t *testing.T) {
 				got.UsageRead != walked.UsageRead || string(got.Usage) != string(walked.Usage) || got.ErrVal != nil {
 				t.Fatalf("framed %+v, walked %+v", got, walked)
 			}
-			if _, ok := inspectFramed([]byte(c.next), false, &cs); ok {
-				t.Fatal("read by the frame without the text: the frame holds the reading with it")
+			// A stream with no resumer (a translated one) reads by the
+			// frame too, as the walk reads without the text.
+			got, ok = inspectFramed([]byte(c.next), false, &cs)
+			walked = inspectOpenAI(sse.Event{Data: []byte(c.next)}, false, nil)
+			if !ok || got.Text != nil || got.Plain || got.Class != walked.Class || got.By != walked.By || walked.Text != nil ||
+				got.UsageRead != walked.UsageRead || string(got.Usage) != string(walked.Usage) {
+				t.Fatalf("without the text: framed %v %+v, walked %+v", ok, got, walked)
 			}
 		})
 	}
