@@ -130,6 +130,9 @@ type relayRun struct {
 	rd   *sse.Reader
 	gate *stream.Gate
 	told *waiterSlot // as a cleartext provider's connection (internal/upconn): a Waiter is set, and never told (the bytes are all there)
+	// untracked: no resumer, as a translated stream (a continuation never
+	// crosses formats) or one with continuation off is relayed.
+	untracked bool
 }
 
 func newRelayRun(c relayCase) *relayRun {
@@ -151,7 +154,10 @@ func (r *relayRun) run(tb testing.TB, u *wire.Usage) (stream.RelayResult, int) {
 	}
 	r.rd.Reset(body)
 	r.gate.Reset(r.c.d, nil, 0, 0)
-	rs := wire.NewResumer(r.c.d, r.c.req) // as launch sets it up: told the gate's events
+	var rs wire.Resumer
+	if !r.untracked {
+		rs = wire.NewResumer(r.c.d, r.c.req) // as launch sets it up: told the gate's events
+	}
 	r.gate.Track, r.gate.Usage = rs, u
 	gated := 0
 	for decision := stream.GateHold; decision == stream.GateHold; {
@@ -174,6 +180,10 @@ func (r *relayRun) run(tb testing.TB, u *wire.Usage) (stream.RelayResult, int) {
 }
 
 func benchmarkRelayDialect(b *testing.B, name string, told bool) {
+	benchmarkRelayCase(b, name, told, false)
+}
+
+func benchmarkRelayCase(b *testing.B, name string, told, untracked bool) {
 	var c relayCase
 	for _, rc := range relayCases(b, relayBenchTokens) {
 		if rc.name == name {
@@ -181,6 +191,7 @@ func benchmarkRelayDialect(b *testing.B, name string, told bool) {
 		}
 	}
 	run := newRelayRun(c)
+	run.untracked = untracked
 	if told {
 		run.told = &waiterSlot{}
 	}
@@ -209,3 +220,8 @@ func BenchmarkRelayBedrock(b *testing.B)   { benchmarkRelayDialect(b, "Bedrock",
 // read waits (RelayOptions.Upstream): the bench's simulated providers.
 func BenchmarkRelayAnthropicTold(b *testing.B) { benchmarkRelayDialect(b, "Anthropic", true) }
 func BenchmarkRelayGeminiTold(b *testing.B)    { benchmarkRelayDialect(b, "Gemini", true) }
+
+// A Chat Completions stream with no resumer: how a Chat client's
+// translated stream is relayed (its deltas read by the frame, as a
+// tracked stream's are).
+func BenchmarkRelayOpenAIUntracked(b *testing.B) { benchmarkRelayCase(b, "OpenAI", false, true) }
