@@ -42,6 +42,20 @@ func equivStreams(t testing.TB) map[string][]byte {
 		anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":01,"delta":{"type":"text_delta","text":"x"}}`),
 		anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x\u00e9"}} `),
 		anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"},"error":{}}`),
+		// an agent's turn: thinking, its signature, a tool call's arguments
+		anthropicEvent("content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"thinking","thinking":"","signature":""}}`),
+		anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"thinking_delta","thinking":"The user wants \"x\"."}}`),
+		anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"signature_delta","signature":"EqQBCgIYAhIM1gbcDa9GJwZA2b3h"}}`),
+		anthropicEvent("content_block_start", `{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_01","name":"Read","input":{}}}`),
+		anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":""}}`),
+		anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":12,"delta":{"type":"input_json_delta","partial_json":"{\"file_path\": \"/a/b\u00e9"}}`),
+		"data: "+`{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"\"}"}}`,
+		// their spellings at the edge of the shape
+		anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":1}}`),
+		anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"x","text":"y"}}`),
+		anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":2,"delta":{"type":"thinking_delta","text":"x"}}`),
+		anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"thinking_delta","thinking":"x"},"error":null}`),
+		anthropicEvent("message_start", `{"type":"content_block_delta","index":1,"delta":{"type":"signature_delta","signature":"s"}}`),
 		anthropicEvent("message_delta", aMessageDelta), anthropicEvent("error", aError), anthropicEvent("message_stop", aMessageStop)))
 	out["recorded Gemini"] = []byte(geminiSSE(gText1, gText2, gThought, gSigOnly, gFnCall, gFnCall2, gImage, gCode, gSafety, gBlocked, gFeedback,
 		gUsage, gEmpty, gTwoA, gTwoHalf, gTwoEnd, gMaxTok, gUnspec, gErr503, gErr500,

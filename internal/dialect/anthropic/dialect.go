@@ -84,7 +84,7 @@ func (Dialect) CredentialHeaders() []string { return anthropicCredentialHeaders 
 func (Dialect) SetAuth(h http.Header, key string) { h.Set("X-Api-Key", key) }
 
 func (Dialect) Inspect(ev sse.Event, withText bool, _ *wire.ChoiceSet) wire.EventInfo {
-	if info, ok := inspectTextDelta(ev, withText); ok {
+	if info, ok := inspectContentDelta(ev, withText); ok {
 		return info
 	}
 	return inspectAnthropic(ev, withText)
