@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/llmhedge/caddy-llm-hedge/internal/sse"
+	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
 // BenchmarkInspectAnthropicDelta reads one content delta of each kind an
@@ -21,6 +22,26 @@ func BenchmarkInspectAnthropicDelta(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if info := dialectAnthropic.Inspect(ev, true, nil); info.By != "content_block_delta" {
+					b.Fatalf("%+v", info)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkInspectResponsesDelta: the same for a Responses stream's
+// deltas (the first of a stream's, read without its memo).
+func BenchmarkInspectResponsesDelta(b *testing.B) {
+	for _, c := range []struct{ name, data string }{
+		{"text", `{"type":"response.output_text.delta","sequence_number":5,"item_id":"msg_68b9a1c2d3e4f5a6b7c8d9e0f1a2b3c4","output_index":1,"content_index":0,"delta":" I'll read the file","logprobs":[],"obfuscation":"aB3dE5fG"}`},
+		{"reasoning_summary", `{"type":"response.reasoning_summary_text.delta","sequence_number":4,"item_id":"rs_6820f383d7c08191846711c5df8233bc","output_index":0,"summary_index":0,"delta":"**Reading the config**","obfuscation":"Wc"}`},
+		{"function_arguments", `{"type":"response.function_call_arguments.delta","sequence_number":9,"item_id":"fc_67ca09c6bedc8190a7abfec07b1a1332","output_index":2,"delta":"{\"command\":[\"bash\",\"-lc\",","obfuscation":"bS"}`},
+	} {
+		ev := sse.Event{Data: []byte(c.data)}
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if info := dialectResponses.Inspect(ev, true, nil); info.Class != wire.EvOutput {
 					b.Fatalf("%+v", info)
 				}
 			}

@@ -222,6 +222,15 @@ func equivStreams(t testing.TB) map[string][]byte {
 		`{"type":"response.output_text.delta","delta":"a"`,
 		`{"type":"response.output_text.delta"}`,
 		`{"type":"response.output_text.delta","delta":"\x"}`,
+		// the other deltas read by the flat scan (an agent's turn)
+		`{"type":"response.function_call_arguments.delta","sequence_number":9,"item_id":"fc_1","output_index":1,"delta":"{\"cmd\":[\"ls\"","obfuscation":"x"}`,
+		`{"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":1,"delta":"]}","sequence_number":10}`,
+		`{"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":1,"delta":1,"sequence_number":11}`,
+		`{"type":"response.function_call_arguments.done","item_id":"fc_1","output_index":1,"arguments":"{}","sequence_number":12}`,
+		`{"type":"response.reasoning_text.delta","sequence_number":13,"item_id":"rs_1","output_index":0,"content_index":0,"delta":"Think"}`,
+		`{"type":"response.reasoning_summary_text.delta","item_id":"rs_1","output_index":0,"summary_index":0,"delta":"**Plan**","sequence_number":14}`,
+		`{"type":"response.reasoning_summary_text.delta","item_id":"rs_1","output_index":0,"summary_index":0,"delta":"**Plan**","error":{"message":"x"}}`,
+		`{"type":"response.reasoning_text.delta.x","delta":"a"}`,
 		// response objects: the usage observer's reading of them
 		`{"type":"response.created","response":{"id":"r","model":"m1","output":[],"usage":null}}`,
 		`{"type":"response.completed","response":{"model":"m2","output":[{"type":"message","content":[{"type":"output_text","text":"a\"usage\""}]}],"usage":{"input_tokens":5,"output_tokens":7,"input_tokens_details":{"cached_tokens":2}}}}`,

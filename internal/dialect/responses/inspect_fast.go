@@ -8,7 +8,8 @@ import (
 	"github.com/llmhedge/caddy-llm-hedge/internal/wire"
 )
 
-// The bulk of a Responses stream is response.output_text.delta events,
+// The bulk of a Responses stream is response.output_text.delta events (in
+// an agent's turn also the reasoning's and a function call's arguments'),
 // written compactly with "type" first and flat members after it:
 // strings, integers and an empty logprobs array, in an order that differs
 // between providers (OpenAI puts sequence_number first and adds
@@ -18,10 +19,23 @@ import (
 // data is a valid object; without an error, response, code or message
 // member and with one string delta, its class, name, text and sequence
 // number are those of the walk. Any other spelling takes the walk.
-var textDeltaHead = []byte(`{"type":"response.output_text.delta"`)
+var textDeltaHead = deltaHeads[0].head
 
-// inspectTextDelta is InspectResponses of a text delta in its usual
-// shape; ok is false for any other event.
+// deltaHeads are the delta events read by a flat scan, text first: the
+// start of their data, and the name the walk gives them (responsesClass).
+var deltaHeads = [...]struct {
+	head []byte
+	by   string
+}{
+	{[]byte(`{"type":"response.output_text.delta"`), "response.output_text.delta"},
+	{[]byte(`{"type":"response.function_call_arguments.delta"`), "response.function_call_arguments.delta"},
+	{[]byte(`{"type":"response.reasoning_summary_text.delta"`), "response.reasoning_summary_text.delta"},
+	{[]byte(`{"type":"response.reasoning_text.delta"`), "response.reasoning_text.delta"},
+}
+
+// inspectTextDelta is InspectResponses of a delta (deltaHeads) in its
+// usual shape; ok is false for any other event. Only a text delta gives
+// its text, as the walk does.
 //
 // memo (the stream's, or nil) holds the members before the delta value of
 // the stream's last delta read this way, up to its opening quote: the
@@ -34,11 +48,15 @@ func inspectTextDelta(ev sse.Event, withText bool, memo *wire.Memo) (info wire.E
 		return info, false
 	}
 	data := ev.Data
-	if !bytes.HasPrefix(data, textDeltaHead) {
+	kind := 0
+	for kind < len(deltaHeads) && !bytes.HasPrefix(data, deltaHeads[kind].head) {
+		kind++
+	}
+	if kind == len(deltaHeads) {
 		return info, false
 	}
 	var delta, seq []byte
-	i := len(textDeltaHead)
+	i := len(deltaHeads[kind].head)
 	deltaAt, seqAt, seqEnd := -1, -1, -1 // where the delta value starts; a sequence_number before it
 	deltaEnd, lastSeq := -1, -1          // past the delta; a sequence_number after it that ends the event
 	if j, n := memoDelta(data, memo); j > 0 {
@@ -117,8 +135,8 @@ read:
 		memo.RememberAround(data[:seqAt], data[seqEnd:deltaAt])
 	}
 	// UsageRead as the walk sets it for a valid event: it holds no response object.
-	info.Class, info.By, info.Seq, info.UsageRead = wire.EvOutput, "response.output_text.delta", seq, true
-	if withText {
+	info.Class, info.By, info.Seq, info.UsageRead = wire.EvOutput, deltaHeads[kind].by, seq, true
+	if withText && kind == 0 {
 		info.Text = delta
 	}
 	return info, true
