@@ -154,6 +154,33 @@ func equivStreams(t testing.TB) map[string][]byte {
 	}
 	chunks = append(chunks, chunk(`"a"`, ``), chunk(`"b"`, ``), chunk(`"c"`, `,"obfuscation":"x"`), chunk(`"d"`, ``), "data: [DONE]")
 	out["recorded OpenAI frames"] = []byte(sseStream(chunks...))
+	// the same around a tool call's arguments (its frame), after the
+	// call's first chunk and a content delta
+	args := func(delta, tail string) string {
+		return strings.Replace(chunk(`"X"`, tail), `{"content":"X"}`, delta, 1)
+	}
+	call := func(v string) string { return `{"tool_calls":[{"index":1,"function":{"arguments":` + v + `}}]}` }
+	first := args(strings.Replace(call(`""`), `"function"`, `"id":"call_1","type":"function","function"`, 1), ``)
+	var calls []string
+	for _, v := range []string{args(call(`"\"b\":2"`), `,"obfuscation":"xy"`), args(call(`""`), `,"obfuscation":"x"`),
+		args(call(`null`), `,"obfuscation":"x"`), args(call(`"\u00e9\n"`), ``), args(call(`"a\x"`), ``),
+		args(call(`"bb"`), `,"obfuscation":"x","error":{"message":"m"}`), args(call(`"bb"`), `,"obfuscation":"x"}`),
+		args(strings.Replace(call(`"bb"`), `"index":1`, `"index":2`, 1), ``), args(call(`"bb"`)+`,"content":"c"`, ``),
+		args(strings.Replace(call(`"bb"`), `}}]}`, `}},{"index":2,"function":{"arguments":"c"}}]}`, 1), ``),
+		args(strings.Replace(call(`"bb"`), `"function"`, `"id":"call_1","type":"function","function"`, 1), ``),
+		strings.Replace(args(call(`"bb"`), ``), `"finish_reason":null`, `"finish_reason":"tool_calls"`, 1),
+		strings.Replace(args(call(`"bb"`), ``), `"usage":null`, `"usage":{"prompt_tokens":1}`, 1),
+		strings.Replace(args(call(`"bb"`), ``), `"index":0,"delta"`, `"index":1,"delta"`, 1),
+		strings.Replace(args(call(`"bb"`), ``), `"choices":[{`, `"choices":[{"index":1,"delta":{"content":"z"}},{`, 1),
+		strings.Replace(args(call(`"bb"`), ``), `,"finish_reason":null`, `,"finish_reason":null,"index":0`, 1),
+		strings.Replace(args(call(`"bb"`), ``), `"id":"c",`, `"x":{"delta":{"tool_calls":[{"index":1,"function":{"arguments":"q"}}]}},"id":"c",`, 1),
+	} {
+		// v again around other arguments: read by the frame v left, if any
+		again := strings.Replace(v, `"bb"`, `"cc"`, 1)
+		calls = append(calls, chunk(`"a"`, ``), first, args(call(`"{\"a\":"`), `,"obfuscation":"abc"`), v, again)
+		out[fmt.Sprintf("recorded OpenAI call frame %02d", len(calls)/5)] = []byte(sseStream(calls[len(calls)-5:]...))
+	}
+	out["recorded OpenAI call frames"] = []byte(sseStream(append(calls, "data: [DONE]")...))
 	// whole Gemini chunks around their text (wire.Memo.Chunk), each
 	// variant after a chunk that sets the memo again
 	gchunk := func(text, after string) string {

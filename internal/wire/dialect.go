@@ -301,6 +301,9 @@ type Memo struct {
 	// repeat stops keeping them: MemoMisses).
 	FrameOdd, FrameNull bool
 	FrameMisses         int
+	// FrameTool (OpenAI) says the frame's hole is a tool call's
+	// arguments, not the content.
+	FrameTool bool
 	// Tail is what followed the usage in a chunk, to the end of its data
 	// (Gemini: modelVersion, responseId and the close), when the walk
 	// read nothing there but the model; TailModel is where the model's

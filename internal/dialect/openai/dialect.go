@@ -117,6 +117,7 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventIn
 	// plain: one choice, index 0, whose delta holds at most a content
 	// string and a role, and no usage: what the resumer reads (withText).
 	plain, choiceKeys, n := withText, 0, 0
+	single := true // one choice, index 0, each of its members once
 	var usage []byte
 	usageOdd := false
 	for it.Next() {
@@ -166,7 +167,7 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventIn
 					}
 				}
 				if !ok || !choice.IsObject() || index != 0 || keys[0] > 1 || keys[1] > 1 || keys[2] > 1 {
-					plain = false
+					plain, single = false, false
 				}
 				if ok {
 					choices.Leave(&choice)
@@ -194,7 +195,7 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventIn
 	case info.By != "":
 		info.Class = wire.EvOutput
 		if withText {
-			rememberFrame(data, &info, cs)
+			rememberFrame(data, &info, cs, single && choiceKeys == 1 && n == 1)
 		}
 	}
 	if !askedText {

@@ -53,7 +53,10 @@ func inspectFramed(data []byte, withText bool, cs *wire.ChoiceSet) (info wire.Ev
 	m.FrameMisses = 0
 	cs.Note(0, false)
 	info.Class, info.By, info.UsageRead = wire.EvOutput, "content", true
-	if withText {
+	switch {
+	case m.FrameTool: // a tool call's arguments: no text, not plain, as the walk reads it
+		info.By = "tool_calls"
+	case withText:
 		info.Text, info.Plain = text, true
 	}
 	if m.FrameNull {
@@ -64,10 +67,26 @@ func inspectFramed(data []byte, withText bool, cs *wire.ChoiceSet) (info wire.Ev
 
 // rememberFrame keeps the frame of a chunk the walk read (with the text)
 // as one choice's content delta and nothing else: choice 0, unfinished,
-// no error, no usage but null.
-func rememberFrame(data []byte, info *wire.EventInfo, cs *wire.ChoiceSet) {
-	if info.Class != wire.EvOutput || info.By != "content" || !info.Plain || info.ErrVal != nil || !info.UsageRead ||
-		info.Usage != nil && !jsonscan.IsNull(info.Usage) || len(info.Text) <= 2 || cs == nil {
+// no error, no usage but null. single says the chunk is one such choice
+// whatever its delta holds: then a delta of one tool call's arguments
+// (toolArguments) leaves its frame too, around the arguments.
+func rememberFrame(data []byte, info *wire.EventInfo, cs *wire.ChoiceSet, single bool) {
+	if info.Class != wire.EvOutput || info.ErrVal != nil || !info.UsageRead ||
+		info.Usage != nil && !jsonscan.IsNull(info.Usage) || cs == nil {
+		return
+	}
+	t, e, tool := -1, -1, false
+	switch {
+	case info.By == "content" && info.Plain && len(info.Text) > 2:
+		if t = jsonscan.OffsetOf(data, info.Text); t >= 0 {
+			e = t + len(info.Text)
+		}
+	case info.By == "tool_calls" && single:
+		if t, e = toolArguments(data); t < 0 {
+			return // a call's first chunk (its id and name), or another shape
+		}
+		tool = true
+	default:
 		return
 	}
 	if cs.Memo == nil {
@@ -77,12 +96,12 @@ func rememberFrame(data []byte, info *wire.EventInfo, cs *wire.ChoiceSet) {
 	if !wire.KeepFrame(&m.FrameMisses, &m.FrameSplit) {
 		return // this stream's chunks do not repeat
 	}
-	t := jsonscan.OffsetOf(data, info.Text)
 	if t < 0 {
 		m.FrameSplit = 0
 		return
 	}
-	before, after := data[:t], data[t+len(info.Text):]
+	m.FrameTool = tool
+	before, after := data[:t], data[e:]
 	odd := false
 	if k := bytes.LastIndex(after, obfuscationMember); k >= 0 {
 		j := jsonscan.StringEnd(after, k+len(obfuscationMember))
@@ -92,4 +111,37 @@ func rememberFrame(data []byte, info *wire.EventInfo, cs *wire.ChoiceSet) {
 	}
 	m.RememberFrame(before, after)
 	m.FrameOdd, m.FrameNull = odd, info.Usage != nil
+}
+
+var (
+	toolHead = []byte(`"delta":{"tool_calls":[{"index":`)
+	toolMid  = []byte(`,"function":{"arguments":`)
+	toolEnd  = []byte(`}}]}`)
+)
+
+// toolArguments finds in data (a valid chunk) a delta that is one tool
+// call's arguments and nothing else, {"tool_calls":[{"index":n,
+// "function":{"arguments":"..."}}]}, and returns where its non-empty
+// arguments string starts and ends; -1, -1 when there is none. Whatever
+// that string holds, the walk reads the chunk alike: the call's index and
+// the delta's one member stand in the frame's bytes.
+func toolArguments(data []byte) (t, e int) {
+	i := bytes.Index(data, toolHead)
+	if i < 0 {
+		return -1, -1
+	}
+	i += len(toolHead)
+	digits := i
+	for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+		i++
+	}
+	if i == digits || !bytes.HasPrefix(data[i:], toolMid) {
+		return -1, -1
+	}
+	t = i + len(toolMid)
+	e = jsonscan.StringEnd(data, t)
+	if e-t <= 2 || !bytes.HasPrefix(data[e:], toolEnd) {
+		return -1, -1
+	}
+	return t, e
 }

@@ -93,3 +93,31 @@ func TestInspectFramedGivesUp(t *testing.T) {
 		}
 	}
 }
+
+// A tool call's argument chunks leave their frame around the arguments:
+// the next one is read by it as the walk reads it (output, tool_calls, no
+// text); a call's first chunk (its id and name) leaves none.
+func TestInspectFramedToolArguments(t *testing.T) {
+	chunk := func(call string) []byte {
+		return []byte(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[` +
+			call + `]},"finish_reason":null}],"usage":null,"obfuscation":"ab"}`)
+	}
+	var cs wire.ChoiceSet
+	first := inspectOpenAI(sse.Event{Data: chunk(`{"index":0,"id":"call_1","type":"function","function":{"name":"read","arguments":""}}`)}, true, &cs)
+	if first.By != "tool_calls" || cs.Memo != nil && cs.Memo.FrameSplit != 0 {
+		t.Fatalf("a call's first chunk: %+v, memo %+v", first, cs.Memo)
+	}
+	inspectOpenAI(sse.Event{Data: chunk(`{"index":0,"function":{"arguments":"{\"pa"}}`)}, true, &cs)
+	if cs.Memo == nil || cs.Memo.FrameSplit == 0 || !cs.Memo.FrameTool || !cs.Memo.FrameOdd || !cs.Memo.FrameNull {
+		t.Fatalf("no tool frame: %+v", cs.Memo)
+	}
+	next := chunk(`{"index":0,"function":{"arguments":"th\": \"a\"}"}}`)
+	for _, withText := range []bool{true, false} {
+		got, ok := inspectFramed(next, withText, &cs)
+		walked := inspectOpenAI(sse.Event{Data: next}, withText, nil)
+		if !ok || got.Class != walked.Class || got.By != "tool_calls" || got.By != walked.By || got.Text != nil || walked.Text != nil ||
+			got.Plain || walked.Plain || got.UsageRead != walked.UsageRead || string(got.Usage) != string(walked.Usage) {
+			t.Fatalf("with text %v: framed %v %+v, walked %+v", withText, ok, got, walked)
+		}
+	}
+}
