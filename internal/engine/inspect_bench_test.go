@@ -53,17 +53,31 @@ func BenchmarkInspectResponsesDelta(b *testing.B) {
 // call's argument chunks as the relay does, with the stream's memo: the
 // first is walked, the rest are read by the frame it leaves.
 func BenchmarkInspectChatToolArguments(b *testing.B) {
+	benchmarkInspectChatRun(b, "tool_calls", func(i int) string {
+		return `{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\": \"src/m` + string(rune('a'+i%26)) + `\"}"}}]}`
+	})
+}
+
+// BenchmarkInspectChatReasoning: the same for a run of reasoning chunks
+// (DeepSeek's spelling, with "content":null).
+func BenchmarkInspectChatReasoning(b *testing.B) {
+	benchmarkInspectChatRun(b, "reasoning_content", func(i int) string {
+		return `{"content":null,"reasoning_content":" the user wants the config read ` + string(rune('a'+i%26)) + `"}`
+	})
+}
+
+func benchmarkInspectChatRun(b *testing.B, by string, delta func(i int) string) {
 	const n = 64
 	evs := make([]sse.Event, n)
 	for i := range evs {
-		evs[i] = sse.Event{Data: []byte(`{"id":"chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_eb9dce56a8","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\": \"src/m` +
-			string(rune('a'+i%26)) + `\"}"}}]},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"x1"}`)}
+		evs[i] = sse.Event{Data: []byte(`{"id":"chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_eb9dce56a8","choices":[{"index":0,"delta":` +
+			delta(i) + `,"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"x1"}`)}
 	}
 	b.ReportAllocs()
 	for b.Loop() {
 		var cs wire.ChoiceSet
 		for _, ev := range evs {
-			if info := dialectOpenAI.Inspect(ev, true, &cs); info.By != "tool_calls" {
+			if info := dialectOpenAI.Inspect(ev, true, &cs); info.By != by {
 				b.Fatalf("%+v", info)
 			}
 		}

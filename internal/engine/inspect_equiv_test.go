@@ -181,6 +181,24 @@ func equivStreams(t testing.TB) map[string][]byte {
 		out[fmt.Sprintf("recorded OpenAI call frame %02d", len(calls)/5)] = []byte(sseStream(calls[len(calls)-5:]...))
 	}
 	out["recorded OpenAI call frames"] = []byte(sseStream(append(calls, "data: [DONE]")...))
+	// and around a reasoning or refusal string (DeepSeek's reasoning
+	// chunks hold "content":null before it)
+	var thoughts []string
+	for _, v := range []string{args(`{"reasoning_content":"bb"}`, ``), args(`{"content":null,"reasoning_content":"bb"}`, `,"obfuscation":"x"`),
+		args(`{"reasoning":"bb"}`, ``), args(`{"refusal":"bb"}`, ``), args(`{"reasoning_content":""}`, ``),
+		args(`{"content":"","reasoning_content":"bb"}`, ``), args(`{"content":"c","reasoning_content":"bb"}`, ``),
+		args(`{"reasoning_content":"bb","content":"c"}`, ``), args(`{"reasoning_content":"bb","reasoning_content":"d"}`, ``),
+		args(`{"reasoning_content":"bb","tool_calls":[{"index":0,"function":{"arguments":"x"}}]}`, ``),
+		args(`{"reasoning_content":"bb","role":"assistant"}`, ``), args(`{"reasoning_content":5}`, ``),
+		strings.Replace(args(`{"reasoning_content":"bb"}`, ``), `"finish_reason":null`, `"finish_reason":"stop"`, 1),
+		strings.Replace(args(`{"reasoning_content":"bb"}`, ``), `"usage":null`, `"usage":{"prompt_tokens":1}`, 1),
+		strings.Replace(args(`{"reasoning_content":"bb"}`, ``), `"choices":[{`, `"choices":[{"index":1,"delta":{"content":"z"}},{`, 1),
+	} {
+		again := strings.Replace(v, `"bb"`, `"cc"`, 1)
+		thoughts = append(thoughts, chunk(`"a"`, ``), args(`{"reasoning_content":"r"}`, ``), v, again)
+		out[fmt.Sprintf("recorded OpenAI reasoning frame %02d", len(thoughts)/4)] = []byte(sseStream(thoughts[len(thoughts)-4:]...))
+	}
+	out["recorded OpenAI reasoning frames"] = []byte(sseStream(append(thoughts, "data: [DONE]")...))
 	// whole Gemini chunks around their text (wire.Memo.Chunk), each
 	// variant after a chunk that sets the memo again
 	gchunk := func(text, after string) string {

@@ -301,9 +301,11 @@ type Memo struct {
 	// repeat stops keeping them: MemoMisses).
 	FrameOdd, FrameNull bool
 	FrameMisses         int
-	// FrameTool (OpenAI) says the frame's hole is a tool call's
-	// arguments, not the content.
-	FrameTool bool
+	// FrameBy (OpenAI) names the delta member whose value holds the
+	// frame's hole when it is not the content: tool_calls (a call's
+	// arguments), reasoning_content, reasoning or refusal; such chunks
+	// give no text.
+	FrameBy string
 	// Tail is what followed the usage in a chunk, to the end of its data
 	// (Gemini: modelVersion, responseId and the close), when the walk
 	// read nothing there but the model; TailModel is where the model's

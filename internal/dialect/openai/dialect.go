@@ -117,7 +117,8 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventIn
 	// plain: one choice, index 0, whose delta holds at most a content
 	// string and a role, and no usage: what the resumer reads (withText).
 	plain, choiceKeys, n := withText, 0, 0
-	single := true // one choice, index 0, each of its members once
+	single := true   // one choice, index 0, each of its members once
+	var byVal []byte // the value of the member info.By names
 	var usage []byte
 	usageOdd := false
 	for it.Next() {
@@ -157,7 +158,7 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventIn
 					case choice.KeyIs("delta"):
 						keys[2]++
 						if delta, ok := choice.Enter(); ok {
-							if !openAIDelta(&delta, &info, withText) || !delta.IsObject() {
+							if !openAIDelta(&delta, &info, withText, &byVal) || !delta.IsObject() {
 								plain = false
 							}
 							choice.Leave(&delta)
@@ -195,7 +196,7 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventIn
 	case info.By != "":
 		info.Class = wire.EvOutput
 		if withText {
-			rememberFrame(data, &info, cs, single && choiceKeys == 1 && n == 1)
+			rememberFrame(data, &info, cs, single && choiceKeys == 1 && n == 1, byVal)
 		}
 	}
 	if !askedText {
@@ -205,9 +206,10 @@ func inspectOpenAI(ev sse.Event, withText bool, cs *wire.ChoiceSet) wire.EventIn
 }
 
 // openAIDelta notes which member of a choice's delta carries output (the
-// first one, for the commit log) and the raw content string. plain (with
-// the text) says the delta holds at most one content string and a role.
-func openAIDelta(delta *jsonscan.Iter, info *wire.EventInfo, withText bool) (plain bool) {
+// first one, for the commit log; its value in byVal) and the raw content
+// string. plain (with the text) says the delta holds at most one content
+// string and a role.
+func openAIDelta(delta *jsonscan.Iter, info *wire.EventInfo, withText bool, byVal *[]byte) (plain bool) {
 	plain = withText
 	contents := 0
 	for delta.IsObject() && delta.Next() {
@@ -242,7 +244,7 @@ func openAIDelta(delta *jsonscan.Iter, info *wire.EventInfo, withText bool) (pla
 			plain = false
 		}
 		if info.By == "" && jsonscan.NonEmpty(v) {
-			info.By = name
+			info.By, *byVal = name, v
 		}
 		if withText && name == "content" && info.Text == nil && jsonscan.IsString(v) {
 			info.Text = v

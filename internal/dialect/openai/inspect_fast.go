@@ -54,8 +54,8 @@ func inspectFramed(data []byte, withText bool, cs *wire.ChoiceSet) (info wire.Ev
 	cs.Note(0, false)
 	info.Class, info.By, info.UsageRead = wire.EvOutput, "content", true
 	switch {
-	case m.FrameTool: // a tool call's arguments: no text, not plain, as the walk reads it
-		info.By = "tool_calls"
+	case m.FrameBy != "": // another member's hole: no text, not plain, as the walk reads it
+		info.By = m.FrameBy
 	case withText:
 		info.Text, info.Plain = text, true
 	}
@@ -69,13 +69,15 @@ func inspectFramed(data []byte, withText bool, cs *wire.ChoiceSet) (info wire.Ev
 // as one choice's content delta and nothing else: choice 0, unfinished,
 // no error, no usage but null. single says the chunk is one such choice
 // whatever its delta holds: then a delta of one tool call's arguments
-// (toolArguments) leaves its frame too, around the arguments.
-func rememberFrame(data []byte, info *wire.EventInfo, cs *wire.ChoiceSet, single bool) {
+// (toolArguments) leaves its frame too, around the arguments, and so does
+// one whose output is a reasoning or refusal string (byVal, the value of
+// the member info.By names) and no content string, around that string.
+func rememberFrame(data []byte, info *wire.EventInfo, cs *wire.ChoiceSet, single bool, byVal []byte) {
 	if info.Class != wire.EvOutput || info.ErrVal != nil || !info.UsageRead ||
 		info.Usage != nil && !jsonscan.IsNull(info.Usage) || cs == nil {
 		return
 	}
-	t, e, tool := -1, -1, false
+	t, e, by := -1, -1, ""
 	switch {
 	case info.By == "content" && info.Plain && len(info.Text) > 2:
 		if t = jsonscan.OffsetOf(data, info.Text); t >= 0 {
@@ -85,7 +87,13 @@ func rememberFrame(data []byte, info *wire.EventInfo, cs *wire.ChoiceSet, single
 		if t, e = toolArguments(data); t < 0 {
 			return // a call's first chunk (its id and name), or another shape
 		}
-		tool = true
+		by = info.By
+	case (info.By == "reasoning_content" || info.By == "reasoning" || info.By == "refusal") && single &&
+		info.Text == nil && jsonscan.IsString(byVal) && len(byVal) > 2:
+		if t = jsonscan.OffsetOf(data, byVal); t < 0 {
+			return
+		}
+		e, by = t+len(byVal), info.By
 	default:
 		return
 	}
@@ -100,7 +108,7 @@ func rememberFrame(data []byte, info *wire.EventInfo, cs *wire.ChoiceSet, single
 		m.FrameSplit = 0
 		return
 	}
-	m.FrameTool = tool
+	m.FrameBy = by
 	before, after := data[:t], data[e:]
 	odd := false
 	if k := bytes.LastIndex(after, obfuscationMember); k >= 0 {

@@ -108,7 +108,7 @@ func TestInspectFramedToolArguments(t *testing.T) {
 		t.Fatalf("a call's first chunk: %+v, memo %+v", first, cs.Memo)
 	}
 	inspectOpenAI(sse.Event{Data: chunk(`{"index":0,"function":{"arguments":"{\"pa"}}`)}, true, &cs)
-	if cs.Memo == nil || cs.Memo.FrameSplit == 0 || !cs.Memo.FrameTool || !cs.Memo.FrameOdd || !cs.Memo.FrameNull {
+	if cs.Memo == nil || cs.Memo.FrameSplit == 0 || cs.Memo.FrameBy != "tool_calls" || !cs.Memo.FrameOdd || !cs.Memo.FrameNull {
 		t.Fatalf("no tool frame: %+v", cs.Memo)
 	}
 	next := chunk(`{"index":0,"function":{"arguments":"th\": \"a\"}"}}`)
