@@ -68,10 +68,10 @@ func inspectFramed(data []byte, withText bool, cs *wire.ChoiceSet) (info wire.Ev
 // rememberFrame keeps the frame of a chunk the walk read (with the text)
 // as one choice's content delta and nothing else: choice 0, unfinished,
 // no error, no usage but null. single says the chunk is one such choice
-// whatever its delta holds: then a delta of one tool call's arguments
-// (toolArguments) leaves its frame too, around the arguments, and so does
-// one whose output is a reasoning or refusal string (byVal, the value of
-// the member info.By names) and no content string, around that string.
+// whatever its delta holds: then a chunk whose output is a tool call's
+// arguments, or a reasoning or refusal string, with no content string,
+// leaves its frame too, around that string (holeIn: byVal is the value of
+// the member info.By names).
 func rememberFrame(data []byte, info *wire.EventInfo, cs *wire.ChoiceSet, single bool, byVal []byte) {
 	if info.Class != wire.EvOutput || info.ErrVal != nil || !info.UsageRead ||
 		info.Usage != nil && !jsonscan.IsNull(info.Usage) || cs == nil {
@@ -83,17 +83,13 @@ func rememberFrame(data []byte, info *wire.EventInfo, cs *wire.ChoiceSet, single
 		if t = jsonscan.OffsetOf(data, info.Text); t >= 0 {
 			e = t + len(info.Text)
 		}
-	case info.By == "tool_calls" && single:
-		if t, e = toolArguments(data); t < 0 {
-			return // a call's first chunk (its id and name), or another shape
+	case single && info.Text == nil:
+		h, k := holeIn(info.By, byVal)
+		at := jsonscan.OffsetOf(data, byVal)
+		if h < 0 || at < 0 {
+			return // a call's first chunk (its id and name), or another output
 		}
-		by = info.By
-	case (info.By == "reasoning_content" || info.By == "reasoning" || info.By == "refusal") && single &&
-		info.Text == nil && jsonscan.IsString(byVal) && len(byVal) > 2:
-		if t = jsonscan.OffsetOf(data, byVal); t < 0 {
-			return
-		}
-		e, by = t+len(byVal), info.By
+		t, e, by = at+h, at+k, info.By
 	default:
 		return
 	}
@@ -122,34 +118,39 @@ func rememberFrame(data []byte, info *wire.EventInfo, cs *wire.ChoiceSet, single
 }
 
 var (
-	toolHead = []byte(`"delta":{"tool_calls":[{"index":`)
+	toolHead = []byte(`[{"index":`)
 	toolMid  = []byte(`,"function":{"arguments":`)
-	toolEnd  = []byte(`}}]}`)
+	toolEnd  = []byte(`}}]`)
 )
 
-// toolArguments finds in data (a valid chunk) a delta that is one tool
-// call's arguments and nothing else, {"tool_calls":[{"index":n,
-// "function":{"arguments":"..."}}]}, and returns where its non-empty
-// arguments string starts and ends; -1, -1 when there is none. Whatever
-// that string holds, the walk reads the chunk alike: the call's index and
-// the delta's one member stand in the frame's bytes.
-func toolArguments(data []byte) (t, e int) {
-	i := bytes.Index(data, toolHead)
-	if i < 0 {
-		return -1, -1
+// holeIn returns where, in v (the value of the delta member by), stands
+// the string a run of such chunks repeats their frame around: a reasoning
+// or refusal string itself, or the arguments of one tool call,
+// [{"index":n,"function":{"arguments":"..."}}] (a call's later chunks);
+// -1, -1 for any other member or shape, or an empty string. Whatever that
+// string holds, the walk reads the chunk alike.
+func holeIn(by string, v []byte) (h, k int) {
+	switch by {
+	case "reasoning_content", "reasoning", "refusal":
+		if jsonscan.IsString(v) && len(v) > 2 {
+			return 0, len(v)
+		}
+	case "tool_calls":
+		if !bytes.HasPrefix(v, toolHead) {
+			break
+		}
+		i := len(toolHead)
+		for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+			i++
+		}
+		if i == len(toolHead) || !bytes.HasPrefix(v[i:], toolMid) {
+			break
+		}
+		h = i + len(toolMid)
+		k = jsonscan.StringEnd(v, h)
+		if k-h > 2 && string(v[k:]) == string(toolEnd) {
+			return h, k
+		}
 	}
-	i += len(toolHead)
-	digits := i
-	for i < len(data) && data[i] >= '0' && data[i] <= '9' {
-		i++
-	}
-	if i == digits || !bytes.HasPrefix(data[i:], toolMid) {
-		return -1, -1
-	}
-	t = i + len(toolMid)
-	e = jsonscan.StringEnd(data, t)
-	if e-t <= 2 || !bytes.HasPrefix(data[e:], toolEnd) {
-		return -1, -1
-	}
-	return t, e
+	return -1, -1
 }
