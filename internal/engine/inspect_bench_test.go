@@ -84,3 +84,28 @@ func benchmarkInspectChatRun(b *testing.B, by string, delta func(i int) string) 
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
 }
+
+// BenchmarkInspectGeminiThoughts reads a Gemini stream's run of thought
+// chunks (a thinking model's with includeThoughts, as Gemini CLI asks)
+// as the relay does, with the stream's memo, then its run of text.
+func BenchmarkInspectGeminiThoughts(b *testing.B) {
+	const n = 64
+	evs := make([]sse.Event, n)
+	for i := range evs {
+		part := `"text": "**Reading the config** The user wants the file ` + string(rune('a'+i%26)) + ` read first.","thought": true`
+		if i >= n/2 {
+			part = `"text": "I'll read the file ` + string(rune('a'+i%26)) + ` to see what it holds."`
+		}
+		evs[i] = sse.Event{Data: []byte(`{"candidates": [{"content": {"parts": [{` + part + `}],"role": "model"},"index": 0}],"usageMetadata": {"promptTokenCount": 5210,"totalTokenCount": 5290,"promptTokensDetails": [{"modality": "TEXT","tokenCount": 5210}],"thoughtsTokenCount": 80},"modelVersion": "gemini-2.5-pro","responseId": "nKqAaMzXFoWe1MkP5rW4yQo"}`)}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var cs wire.ChoiceSet
+		for i, ev := range evs {
+			if info := dialectGemini.Inspect(ev, true, &cs); info.Class != wire.EvOutput || (info.By == "thought") != (i < n/2) {
+				b.Fatalf("%d: %+v", i, info)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
+}

@@ -85,7 +85,22 @@ func equivStreams(t testing.TB) map[string][]byte {
 		`{"candidates":[{"content":{"parts":[{"text":"a","thoughtSignature":null}]}}]}`,
 		`{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"candidates":[{"content":{"parts":[{"text":"b"}]}}]}`,
 		`{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"error":{"code":500}}`,
-		`{"candidates":[{"content":{"parts":[{"text":"a"}]}}]`))
+		`{"candidates":[{"content":{"parts":[{"text":"a"}]}}]`,
+		// a thought part's spellings at the edge of the scan
+		`{"candidates":[{"content":{"parts":[{"text":"a","thought":true}],"role":"model"},"index":0}],"modelVersion":"m"}`,
+		`{ "candidates" : [ { "content" : { "parts" : [ { "thought" : true , "thoughtSignature" : "c2ln" , "text" : "a\u00e9" } ] } } ] }`,
+		`{"candidates":[{"content":{"parts":[{"text":"","thought":true}]},"index":0}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a","thought":tru}]},"index":0}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a","thought":truex}]},"index":0}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a","thought":true1}]},"index":0}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a","thought":"true"}]},"index":0}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a","thought":1}]},"index":0}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a","thought":null}]},"index":0}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a","thought":true,"thought":false}]},"index":0}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a","thought":true},{"text":"b"}]},"index":0}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a","thought":true}]},"index":0,"finishReason":"STOP"}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a","thou\u0067ht":true}]},"index":0}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a","thought":true]},"index":0}]}`))
 	// A stream's plain chunks share their frame around the text
 	// (wire.Memo.Frame): chunks that keep it, and chunks that differ
 	// from it in every way the frame's shortcut must notice.
@@ -98,7 +113,13 @@ func equivStreams(t testing.TB) map[string][]byte {
 		`{"candidates":[{"content":{"parts":[{"text":"k"}],"role":"model"},"index":0,"finishReason":"STOP"}]}`,
 		`{"candidates":[{"content":{"parts":[{"text":"l"}],"role":"model"},"index":0}],"candidates":null}`,
 		frame(`"m"`, `,"usageMetadata":{"promptTokenCount":5}`), frame(`"n"`, `,"usageMetadata":{"promptTokenCount":5}`),
-		frame(`"o"`, `,"usageMetadata":{"promptTokenCount":6}`), frame(`"p"`, `,"usageMetadata":{"promptTokenCount":5,"x":[}`)))
+		frame(`"o"`, `,"usageMetadata":{"promptTokenCount":6}`), frame(`"p"`, `,"usageMetadata":{"promptTokenCount":5,"x":[}`),
+		// a thinking model's thoughts share theirs, which says "thought"
+		frame(`"q","thought":true`, `,"modelVersion":"m"`), frame(`"r","thought":true`, `,"modelVersion":"m"`),
+		frame(`"s"`, `,"modelVersion":"m"`), frame(`"t","thought":true`, `,"modelVersion":"m"`), frame(`"","thought":true`, `,"modelVersion":"m"`),
+		frame(`"u","thought":false`, `,"modelVersion":"m"`), frame(`"v","thought":true`, `,"modelVersion":"m"`),
+		frame(`"w","thought":truex`, `,"modelVersion":"m"`), frame(`"x","thought":true`, `,"error":{"code":503}`),
+		frame(`"y","thought":true`, `,"modelVersion":"m"`), frame(`"z"`, `,"modelVersion":"m"`), frame(`"a"`, `,"modelVersion":"m"`)))
 	// What follows usageMetadata repeats too (wire.Memo.Tail): chunks
 	// that repeat it, and chunks that differ from it in every way its
 	// shortcut must notice, the model and the usage's own reading included.
@@ -220,6 +241,18 @@ func equivStreams(t testing.TB) map[string][]byte {
 		out[fmt.Sprintf("recorded Gemini chunk %02d", len(gchunks)/2)] = []byte(geminiSSE(a, a, v))
 	}
 	out["recorded Gemini chunks"] = []byte(geminiSSE(gchunks...))
+	// the same for a thought's chunks, whose memo says "thought"
+	var tchunks []string
+	for _, v := range []string{gchunk(`"b","thought":true`, `,"modelVersion":"m","responseId":"r"`), gchunk(`"b"`, `,"modelVersion":"m","responseId":"r"`),
+		gchunk(`"","thought":true`, `,"modelVersion":"m","responseId":"r"`), gchunk(`"b","thought":false`, `,"modelVersion":"m","responseId":"r"`),
+		gchunk(`"b","thought":true`, `,"modelVersion":"n","responseId":"r"`), gchunk(`"b","thought":true`, `,"modelVersion":"m","responseId":"r"`) + "}",
+		strings.Replace(gchunk(`"b","thought":true`, `,"modelVersion":"m","responseId":"r"`), `"index":0}`, `"index":0,"finishReason":"STOP"}`, 1)} {
+		a := gchunk(`"a","thought":true`, `,"modelVersion":"m","responseId":"r"`)
+		tchunks = append(tchunks, a, v)
+		// and the answer's text after the thoughts (a plain chunk)
+		out[fmt.Sprintf("recorded Gemini thought chunk %02d", len(tchunks)/2)] = []byte(geminiSSE(a, a, v, gchunk(`"z"`, `,"modelVersion":"m","responseId":"r"`)))
+	}
+	out["recorded Gemini thought chunks"] = []byte(geminiSSE(append(tchunks, gchunk(`"z"`, `,"modelVersion":"m","responseId":"r"`))...))
 	out["recorded Responses"] = []byte(responsesStream(rCreated, rInProgress, rItemAdded, rPartAdded, rTextDelta, rTextDelta2, rTextDone, rPartDone,
 		rItemDone, rCompleted, rIncomplete, rFailed, rError, rErrorObj, rFnAdded, rFnDelta, rRsAdded, rRsPart, rRsDelta, rRsDone, rRefusal))
 	// Deltas that end in their sequence_number (the simulator's, and

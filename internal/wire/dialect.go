@@ -301,9 +301,10 @@ type Memo struct {
 	// repeat stops keeping them: MemoMisses).
 	FrameOdd, FrameNull bool
 	FrameMisses         int
-	// FrameBy (OpenAI) names the delta member whose value holds the
-	// frame's hole when it is not the content: tool_calls (a call's
-	// arguments), reasoning_content, reasoning or refusal; such chunks
+	// FrameBy names what the frame's hole holds when it is not the
+	// answer's text: (OpenAI) the delta member whose value holds it,
+	// tool_calls (a call's arguments), reasoning_content, reasoning or
+	// refusal; (Gemini) "thought", a thought part's text. Such chunks
 	// give no text.
 	FrameBy string
 	// Tail is what followed the usage in a chunk, to the end of its data
@@ -321,7 +322,8 @@ type Memo struct {
 	ChunkSplit             int
 	ChunkUsage, ChunkModel [2]int
 	ChunkCounts            UsageCounts
-	ChunkMisses            int // as FrameMisses
+	ChunkMisses            int    // as FrameMisses
+	ChunkBy                string // as FrameBy: "thought" for a thought's chunk
 }
 
 // MemoMisses is how many frames (or chunks) a stream keeps, one after

@@ -23,11 +23,18 @@ type geminiCandidates struct {
 	plain bool
 }
 
-// plainText is what scan finds in one candidate, candidate 0, whose
-// content is one part of non-empty text (plainCandidates).
-func (sc *geminiCandidates) plainText(text []byte, withText bool) {
-	sc.n, sc.by, sc.plain = 1, "text", withText
+// plainPart is what scan finds in one candidate, candidate 0, whose
+// content is one part of non-empty text (plainCandidates): "text" output,
+// plain; or, for a thought, "thought" output without the text, not plain
+// (geminiScanPart).
+func (sc *geminiCandidates) plainPart(text []byte, thought, withText bool) {
+	sc.n = 1
 	sc.notes.Note(0, false)
+	if thought {
+		sc.by = "thought"
+		return
+	}
+	sc.by, sc.plain = "text", withText
 	if withText {
 		sc.text = text
 	}

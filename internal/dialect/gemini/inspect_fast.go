@@ -10,15 +10,17 @@ import (
 // candidate, index 0, whose content is one part of non-empty text and a
 // role: [{"content": {"parts": [{"text": "…"}],"role": "model"},"index": 0}]
 // (members in any order, any whitespace between tokens, a
-// thoughtSignature beside the text). plainCandidates reads that shape
-// token by token, each string validated as the walk validates it, and
-// returns the text and the index past the array; ok is false for any
+// thoughtSignature beside the text, or "thought": true for a thinking
+// model's thought). plainCandidates reads that shape token by token, each
+// string validated as the walk validates it, and returns the text, whether
+// it is a thought, and the index past the array; ok is false for any
 // other candidates value (a finishReason, other parts, several
 // candidates), which takes the walk. Its reading is the walk's: one
-// candidate, candidate 0, not finished, "text" output, plain.
-func plainCandidates(data []byte, i int) (text []byte, end int, ok bool) {
+// candidate, candidate 0, not finished, and "text" output, plain, or
+// "thought" output, without the text and not plain.
+func plainCandidates(data []byte, i int) (text []byte, thought bool, end int, ok bool) {
 	if i = token(data, i, '['); i < 0 {
-		return nil, 0, false
+		return nil, false, 0, false
 	}
 	o := openObject(data, i)
 	var content, index bool
@@ -30,34 +32,34 @@ func plainCandidates(data []byte, i int) (text []byte, end int, ok bool) {
 		switch string(key) {
 		case "content":
 			if content {
-				return nil, 0, false
+				return nil, false, 0, false
 			}
 			content = true
-			text, o.i = plainContent(data, j)
+			text, thought, o.i = plainContent(data, j)
 		case "index":
 			j = jsonscan.SkipSpace(data, j)
 			if index || j >= len(data) || data[j] != '0' {
-				return nil, 0, false
+				return nil, false, 0, false
 			}
 			index, o.i = true, j+1
 		default:
-			return nil, 0, false
+			return nil, false, 0, false
 		}
 	}
 	if o.bad || !content {
-		return nil, 0, false
+		return nil, false, 0, false
 	}
 	if i = token(data, o.i, ']'); i < 0 {
-		return nil, 0, false
+		return nil, false, 0, false
 	}
-	return text, i, true
+	return text, thought, i, true
 }
 
 // plainContent reads {"parts": [{"text": "…"}], "role": "…"} at data[i]
 // (parts once, role at most once, either order) and returns the text (a
-// non-empty string) and the index past the object; -1 for any other
-// content.
-func plainContent(data []byte, i int) (text []byte, end int) {
+// non-empty string), whether it is a thought, and the index past the
+// object; -1 for any other content.
+func plainContent(data []byte, i int) (text []byte, thought bool, end int) {
 	o := openObject(data, i)
 	var parts, role bool
 	for {
@@ -68,25 +70,26 @@ func plainContent(data []byte, i int) (text []byte, end int) {
 		switch {
 		case string(key) == "parts" && !parts:
 			parts = true
-			text, o.i = plainParts(data, j)
+			text, thought, o.i = plainParts(data, j)
 		case string(key) == "role" && !role:
 			role = true
 			_, o.i = stringValue(data, j)
 		default:
-			return nil, -1
+			return nil, false, -1
 		}
 	}
 	if o.bad || !parts {
-		return nil, -1
+		return nil, false, -1
 	}
-	return text, o.i
+	return text, thought, o.i
 }
 
 // plainParts reads [{"text": "…"}] at data[i], with an optional
-// thoughtSignature string beside the text.
-func plainParts(data []byte, i int) (text []byte, end int) {
+// thoughtSignature string and an optional "thought": true beside the
+// text (any other thought value takes the walk).
+func plainParts(data []byte, i int) (text []byte, thought bool, end int) {
 	if i = token(data, i, '['); i < 0 {
-		return nil, -1
+		return nil, false, -1
 	}
 	o := openObject(data, i)
 	var sig bool
@@ -98,22 +101,28 @@ func plainParts(data []byte, i int) (text []byte, end int) {
 		switch {
 		case string(key) == "text" && text == nil:
 			if text, o.i = stringValue(data, j); len(text) <= 2 {
-				return nil, -1 // "" carries no output: the walk decides
+				return nil, false, -1 // "" carries no output: the walk decides
 			}
 		case string(key) == "thoughtSignature" && !sig:
 			sig = true
 			_, o.i = stringValue(data, j)
+		case string(key) == "thought" && !thought:
+			j = jsonscan.SkipSpace(data, j)
+			if !bytes.HasPrefix(data[j:], []byte("true")) {
+				return nil, false, -1
+			}
+			thought, o.i = true, j+len("true") // next wants ',' or '}' after it
 		default:
-			return nil, -1
+			return nil, false, -1
 		}
 	}
 	if o.bad || text == nil {
-		return nil, -1
+		return nil, false, -1
 	}
 	if i = token(data, o.i, ']'); i < 0 {
-		return nil, -1
+		return nil, false, -1
 	}
-	return text, i
+	return text, thought, i
 }
 
 // object reads the members of an object one by one: next returns a

@@ -57,10 +57,10 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 	if start == len(data) {
 		return info // no payload: a comment or keepalive
 	}
-	if text, usage, model, counts, ok := st.framedChunk(data); ok {
+	if text, usage, model, thought, counts, ok := st.framedChunk(data); ok {
 		// the stream's last plain chunk around another text (stream_memo.go)
 		var sc geminiCandidates
-		sc.plainText(text, withText)
+		sc.plainPart(text, thought, withText)
 		info.Counts = counts
 		st.finish(&info, &sc, 1, usage, model, false, nil, withText)
 		return info
@@ -79,6 +79,7 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 	var frame [3]int                       // plain candidates read token by token: where they start, where their text starts and ends
 	frameEnd := 0                          // and where they end
 	textAt, textEnd := 0, 0                // plain candidates' text, read either way
+	thought := false                       // and whether it is a thought
 	tailAt, tailPlain := -1, false         // where the members after usageMetadata start; they told nothing but the model
 	var tailModel [2]int                   // where the model's value stands in them
 	for it.Next() {
@@ -131,21 +132,21 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 			tailPlain = false
 			candidateKeys++
 			sc = geminiCandidates{} // the last of duplicate keys counts
-			if text, end, ok := st.framedText(data, it.Pos); ok {
+			if text, th, end, ok := st.framedText(data, it.Pos); ok {
 				it.SkipValue(end) // the last plain chunk's candidates around another text
-				sc.plainText(text, withText)
+				sc.plainPart(text, th, withText)
 				if at := jsonscan.OffsetOf(data, text); at > 0 {
-					textAt, textEnd = at, at+len(text)
+					textAt, textEnd, thought = at, at+len(text), th
 				}
 				continue
 			}
-			if text, end, ok := plainCandidates(data, it.Pos); ok {
+			if text, th, end, ok := plainCandidates(data, it.Pos); ok {
 				if at := jsonscan.OffsetOf(data, text); at > 0 {
 					frame, frameEnd = [3]int{it.Pos, at, at + len(text)}, end
-					textAt, textEnd = at, at+len(text)
+					textAt, textEnd, thought = at, at+len(text), th
 				}
 				it.SkipValue(end)
-				sc.plainText(text, withText)
+				sc.plainPart(text, th, withText)
 				continue
 			}
 			arr, ok := it.Enter()
@@ -183,7 +184,7 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 		st.ownMemo().RememberTail(data[tailAt:], tailModel)
 	}
 	if frameEnd > 0 && candidateKeys == 1 && st != nil {
-		st.rememberFrame(data[frame[0]:frame[1]], data[frame[2]:frameEnd])
+		st.rememberFrame(data[frame[0]:frame[1]], data[frame[2]:frameEnd], thought)
 	}
 	st.finish(&info, &sc, candidateKeys, usage, model, usageOdd, feedback, withText)
 	// Kept once its usage has repeated (the usage memo matched it, or it
@@ -191,7 +192,7 @@ func InspectGeminiStream(ev sse.Event, withText bool, st *Stream) wire.EventInfo
 	// for a copy and a failed comparison.
 	if textEnd-textAt > 2 && candidateKeys == 1 && !usageOdd && feedback == nil && info.Class == wire.EvOutput && st != nil &&
 		(usageSeen || usage == nil) {
-		st.rememberChunk(data, textAt, textEnd, usage, model, info.Counts)
+		st.rememberChunk(data, textAt, textEnd, usage, model, thought, info.Counts)
 	}
 	return info
 }
