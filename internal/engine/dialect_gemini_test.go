@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -212,6 +213,11 @@ func geminiRead(r io.Reader) geminiOutcome {
 	}
 }
 
+// gThoughtN is gThought with another thought's text.
+func gThoughtN(n int) string {
+	return strings.Replace(gThought, "The user said hi.", fmt.Sprintf("Thought %d of the plan.", n), 1)
+}
+
 // Every stream, cut into two reads at every byte offset and read one byte
 // at a time, gives the same classes, gate decision, end state and usage as
 // read whole, and those are the expected ones.
@@ -238,6 +244,19 @@ func TestGeminiGateEverySplit(t *testing.T) {
 			stream:  sseStream("data: "+gSigOnly, ": ping", "data: "+gThought, "data: "+gText1, "data: "+gText2),
 			classes: "ppoof", decided: 2, class: wire.EvOutput, by: "thought", done: true,
 			u: wire.Usage{Input: 5, Output: 34, Model: "gemini-2.5-flash"},
+		},
+		{
+			// a run of thoughts is read by the frame the first leaves
+			name:    "thoughts in a run, then the answer",
+			stream:  geminiSSE(gThought, gThoughtN(2), gThoughtN(3), gText1, gText2),
+			classes: "oooof", decided: 0, class: wire.EvOutput, by: "thought", done: true,
+			u: wire.Usage{Input: 5, Output: 34, Model: "gemini-2.5-flash"},
+		},
+		{
+			name:    "cut in the thoughts",
+			stream:  geminiSSE(gThought, gThoughtN(2), gThoughtN(3)),
+			classes: "ooo", decided: 0, class: wire.EvOutput, by: "thought",
+			u: wire.Usage{Input: 5, Output: 24, Model: "gemini-2.5-flash"},
 		},
 		{
 			name:    "tool call",
