@@ -19,19 +19,25 @@ import (
 // data is a valid object; without an error, response, code or message
 // member and with one string delta, its class, name, text and sequence
 // number are those of the walk. Any other spelling takes the walk.
-var textDeltaHead = deltaHeads[0].head
+var textDeltaHead = deltaHeads[0]
 
-// deltaHeads are the delta events read by a flat scan, text first: the
-// start of their data, and the name the walk gives them (responsesClass).
-var deltaHeads = [...]struct {
-	head []byte
-	by   string
-}{
-	{[]byte(`{"type":"response.output_text.delta"`), "response.output_text.delta"},
-	{[]byte(`{"type":"response.function_call_arguments.delta"`), "response.function_call_arguments.delta"},
-	{[]byte(`{"type":"response.reasoning_summary_text.delta"`), "response.reasoning_summary_text.delta"},
-	{[]byte(`{"type":"response.reasoning_text.delta"`), "response.reasoning_text.delta"},
-}
+// deltaKinds are the delta events read by a flat scan, text first, by the
+// name the walk gives them (responsesClass); deltaHeads are the start of
+// their data.
+var (
+	deltaKinds = [...]string{
+		"response.output_text.delta",
+		"response.function_call_arguments.delta",
+		"response.reasoning_summary_text.delta",
+		"response.reasoning_text.delta",
+	}
+	deltaHeads = func() (h [len(deltaKinds)][]byte) {
+		for k, by := range deltaKinds {
+			h[k] = []byte(`{"type":"` + by + `"`)
+		}
+		return h
+	}()
+)
 
 // inspectTextDelta is InspectResponses of a delta (deltaHeads) in its
 // usual shape; ok is false for any other event. Only a text delta gives
@@ -49,14 +55,14 @@ func inspectTextDelta(ev sse.Event, withText bool, memo *wire.Memo) (info wire.E
 	}
 	data := ev.Data
 	kind := 0
-	for kind < len(deltaHeads) && !bytes.HasPrefix(data, deltaHeads[kind].head) {
+	for kind < len(deltaHeads) && !bytes.HasPrefix(data, deltaHeads[kind]) {
 		kind++
 	}
 	if kind == len(deltaHeads) {
 		return info, false
 	}
 	var delta, seq []byte
-	i := len(deltaHeads[kind].head)
+	i := len(deltaHeads[kind])
 	deltaAt, seqAt, seqEnd := -1, -1, -1 // where the delta value starts; a sequence_number before it
 	deltaEnd, lastSeq := -1, -1          // past the delta; a sequence_number after it that ends the event
 	if j, n := memoDelta(data, memo); j > 0 {
@@ -135,7 +141,7 @@ read:
 		memo.RememberAround(data[:seqAt], data[seqEnd:deltaAt])
 	}
 	// UsageRead as the walk sets it for a valid event: it holds no response object.
-	info.Class, info.By, info.Seq, info.UsageRead = wire.EvOutput, deltaHeads[kind].by, seq, true
+	info.Class, info.By, info.Seq, info.UsageRead = wire.EvOutput, deltaKinds[kind], seq, true
 	if withText && kind == 0 {
 		info.Text = delta
 	}
