@@ -53,7 +53,7 @@ type attempt struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	tailWait stream.Deadline // bounds the read of a complete stream's tail (reuseConn)
-	upConn   *upconn.Conn    // the cleartext HTTP/1.1 connection the response came on, if any
+	upConn   answerConn      // the cleartext HTTP/1.1 connection the response came on, if any (attempt_conn.go)
 
 	// outcome, written by the attempt's goroutine before it reports
 	resp       *http.Response
@@ -105,7 +105,7 @@ func (h *Engine) run(a *attempt, req *wire.Request, r *http.Request, done chan<-
 		WroteRequest: func(info httptrace.WroteRequestInfo) { sent.Store(info.Err == nil) },
 		GotConn: func(info httptrace.GotConnInfo) {
 			if c, ok := info.Conn.(*upconn.Conn); ok {
-				a.upConn = c
+				a.upConn.c = c
 			}
 		},
 		PutIdleConn: a.connIdle,
@@ -250,26 +250,6 @@ func (h *Engine) readUpstreamError(a *attempt, d wire.Dialect, clientCtx context
 		c = wire.ClassClientAbort
 	}
 	a.fail(c, fmt.Errorf("provider %s: status %d: %s", a.p.name, resp.StatusCode, wire.UpstreamMessage(a.errBody)))
-}
-
-// connIdle is the trace's PutIdleConn: the body has ended and the
-// transport takes the connection back, so the relay's flush at a wait
-// (set only around its reads) must not run on the transport's next read.
-func (a *attempt) connIdle(error) {
-	if a.upConn != nil {
-		a.upConn.Idle()
-	}
-}
-
-// directConn is the cleartext connection the relay's reads of the body
-// wait on, or nil. A Bedrock decoder or a translation between them reads
-// it only inside the relay's reads (and the Waiter is set only around
-// those), so a wait of the connection is one the relay's read waits on.
-func (a *attempt) directConn() stream.Upstream {
-	if a.upConn == nil || a.resp == nil {
-		return nil
-	}
-	return a.upConn
 }
 
 // bodyReadsAhead: the answer is an HTTP/1.x chunked body, whose reader

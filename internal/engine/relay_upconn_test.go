@@ -63,7 +63,7 @@ func roundTripPooled(t *testing.T, ctx context.Context, addr string) (*http.Resp
 	var uc *upconn.Conn
 	a := &attempt{}
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn:     func(i httptrace.GotConnInfo) { uc, _ = i.Conn.(*upconn.Conn); a.upConn = uc },
+		GotConn:     func(i httptrace.GotConnInfo) { uc, _ = i.Conn.(*upconn.Conn); a.upConn.c = uc },
 		PutIdleConn: a.connIdle,
 	})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/messages", strings.NewReader("{}"))
@@ -243,7 +243,7 @@ func TestRelayBurstBeforePause(t *testing.T) {
 func TestDirectConnWhenCleartext(t *testing.T) {
 	body := io.NopCloser(strings.NewReader(""))
 	uc := &upconn.Conn{}
-	a := &attempt{upConn: uc, resp: &http.Response{Body: body}}
+	a := &attempt{upConn: answerConn{c: uc}, resp: &http.Response{Body: body}}
 	if a.directConn() == nil {
 		t.Fatal("the transport's own body: not told")
 	}
@@ -251,7 +251,7 @@ func TestDirectConnWhenCleartext(t *testing.T) {
 	if a.directConn() == nil {
 		t.Fatal("a translated body: not told")
 	}
-	a.upConn = nil
+	a.upConn.c = nil
 	if a.directConn() != nil {
 		t.Fatal("no cleartext connection: told")
 	}
@@ -289,7 +289,7 @@ func TestConnIdleClearsTheRelaysWaiter(t *testing.T) {
 	defer uc.Close()
 	w := &relayWaiter{}
 	uc.BeforeWait(w)
-	a := &attempt{upConn: uc}
+	a := &attempt{upConn: answerConn{c: uc}}
 	a.connIdle(nil)
 	if _, err := uc.Read(make([]byte, 1)); err != nil { // waits 50 ms for the byte
 		t.Fatal(err)
@@ -376,5 +376,82 @@ func TestRelayIdleOverPooledConn(t *testing.T) {
 				t.Errorf("the client got %q, want the first event first", c.String())
 			}
 		})
+	}
+}
+
+// signalWaiter tells told each time a connection tells it a read waits.
+type signalWaiter struct{ told chan struct{} }
+
+func (w *signalWaiter) Waiting() {
+	select {
+	case w.told <- struct{}{}:
+	default:
+	}
+}
+
+// A Waiter set once the answer's body has ended is refused: the relay's
+// first read can come after a translation or a cloud's decoder read the
+// body to its end for the gate, and the transport, reading the connection
+// on its own goroutine for the next answer, must not flush this client
+// from there. While the body is open the Waiter is set.
+func TestNoWaiterAfterTheBodyEnded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(peer)
+			return
+		}
+		peer <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, ok := upconn.Wrap(c).(*upconn.Conn)
+	if !ok {
+		t.Skip("reads are not pooled on this platform")
+	}
+	defer uc.Close()
+	pc := <-peer
+	if pc == nil {
+		t.Fatal("accept failed")
+	}
+	defer pc.Close()
+
+	a := &attempt{upConn: answerConn{c: uc}, resp: &http.Response{}}
+	up := a.directConn()
+	// The body is open: the relay's Waiter is told where a read waits.
+	open := &signalWaiter{told: make(chan struct{}, 1)}
+	up.BeforeWait(open)
+	go func() {
+		<-open.told
+		pc.Write([]byte("x"))
+	}()
+	if _, err := uc.Read(make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	up.StopWaiting(open)
+
+	// The body ended (the transport's PutIdleConn), then the relay reads.
+	a.connIdle(nil)
+	late := &signalWaiter{told: make(chan struct{}, 1)}
+	up.BeforeWait(late)
+	defer up.StopWaiting(late)
+	// The transport's own read for the next answer waits; its deadline
+	// ends it (no byte comes).
+	uc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := uc.Read(make([]byte, 1)); err == nil {
+		t.Fatal("read a byte nobody sent")
+	}
+	select {
+	case <-late.told:
+		t.Fatal("a Waiter set after the body's end was told of the transport's read")
+	default:
 	}
 }

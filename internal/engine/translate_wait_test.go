@@ -104,7 +104,7 @@ func TestTranslationReadsOn(t *testing.T) {
 			a.resp.TransferEncoding = []string{"chunked"}
 		}
 		if tc.conn {
-			a.upConn = &upconn.Conn{}
+			a.upConn.c = &upconn.Conn{}
 		}
 		if got := a.translationReadsOn(); got != tc.want {
 			t.Errorf("%s: reads on %v, want %v", tc.name, got, tc.want)
