@@ -143,12 +143,19 @@ func TestDashboardDemo(t *testing.T) {
 	const metric = `(m => (document.querySelector('.card[data-metric="' + m + '"]') || {dataset: {}}).dataset.value || "")`
 	do("load the page at 1280x800", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(dashboardURL+"/llm_hedge/ui/"),
 		chromedp.WaitVisible(chromedp.CSS("tr.provider")))
-	do("the demo's events on the page", until(`(() => { const v = `+metric+`;
-		const kinds = (document.querySelector('.card[data-metric="rescued"]').dataset.kinds || "").split(" ");
-		return parseInt(v("requests")) > 0 && v("success") !== "" && v("first-event") !== "" &&
-			["failover", "hedge", "continuation"].every(k => kinds.includes(k)) &&
-			document.querySelectorAll("#charts figure").length === 3 &&
-			document.querySelector('#feed li[data-kind="breaker_closed"][data-provider="sim-flaky"] ~ li[data-kind="breaker_opened"][data-provider="sim-flaky"]') !== null })()`))
+	// What the page shows of the demo's events; on a timeout the test
+	// says which of them never came.
+	const state = `(() => { const v = ` + metric + `;
+		return {requests: v("requests"), success: v("success"), firstEvent: v("first-event"),
+			kinds: (document.querySelector('.card[data-metric="rescued"]').dataset.kinds || "").split(" "),
+			charts: document.querySelectorAll("#charts figure").length,
+			breakerCycle: document.querySelector('#feed li[data-kind="breaker_closed"][data-provider="sim-flaky"] ~ li[data-kind="breaker_opened"][data-provider="sim-flaky"]') !== null} })()`
+	if err := chromedp.Do(ctx, until(`(s => parseInt(s.requests) > 0 && s.success !== "" && s.firstEvent !== "" &&
+			["failover", "hedge", "continuation"].every(k => s.kinds.includes(k)) && s.charts === 3 && s.breakerCycle)(`+state+`)`)); err != nil {
+		var seen map[string]any
+		eval(state, &seen)
+		t.Fatalf("the demo's events on the page: %v; the page shows %v", err, seen)
+	}
 
 	// The overview strip: five figures, the spend's honest without prices.
 	var strip map[string]string
