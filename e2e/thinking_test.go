@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
+	"google.golang.org/genai"
 
 	"github.com/llmhedge/caddy-llm-hedge/sim"
 )
@@ -41,24 +44,32 @@ func thinkingProxy(t *testing.T, sc *streamScript, api string) (p *proxy, primar
 }
 
 // wantIneligibleCut checks that the second request's cut was not
-// continued: the third provider was never asked, and of the two requests'
-// log lines (in the order they ended) one notes a continuation, ineligible.
+// continued.
 func wantIneligibleCut(t *testing.T, p *proxy, other *upstream) {
+	t.Helper()
+	wantIneligibleCuts(t, p, other, 1)
+}
+
+// wantIneligibleCuts checks that, of the proxy's first two requests, cuts
+// were cut and none was continued: the third provider was never asked,
+// and the requests' log lines (in the order they ended) note cuts
+// continuations, each ineligible.
+func wantIneligibleCuts(t *testing.T, p *proxy, other *upstream, cuts int) {
 	t.Helper()
 	if n := len(other.Requests()); n != 0 {
 		t.Fatalf("the third provider saw %d requests, want no continuation attempt", n)
 	}
-	var resumes []any
+	var outcomes []any
 	for _, line := range streamLogLines(t, p, 2) {
 		chain, _ := line["chain"].([]any)
 		for _, e := range chain {
 			if m, _ := e.(map[string]any); m["event"] == "resume" {
-				resumes = append(resumes, m)
+				outcomes = append(outcomes, m["outcome"])
 			}
 		}
 	}
-	if len(resumes) != 1 || resumes[0].(map[string]any)["outcome"] != "ineligible" {
-		t.Fatalf("resume entries %v, want one ineligible", resumes)
+	if len(outcomes) != cuts || slices.ContainsFunc(outcomes, func(o any) bool { return o != "ineligible" }) {
+		t.Fatalf("continuation outcomes %v, want %d ineligible", outcomes, cuts)
 	}
 }
 
@@ -262,4 +273,45 @@ func TestChatReasoningThroughProxy(t *testing.T) {
 		t.Fatalf("cut inside the reasoning: reasoning %q, text %q before the error", reasoning, text)
 	}
 	wantIneligibleCut(t, p, other)
+}
+
+// A Gemini stream cut inside its thoughts (Gemini CLI's shape; the whole
+// stream and a cut after the thoughts: gemini_thoughts_test.go) is the
+// genai SDK's error and is not continued elsewhere.
+func TestGeminiThoughtsCutNotContinued(t *testing.T) {
+	chunk := func(part string) string {
+		return streamSSE("", `{"candidates": [{"content": {"parts": [{`+part+`}],"role": "model"},"index": 0}],`+
+			`"usageMetadata": {"promptTokenCount": 5,"totalTokenCount": 29,"thoughtsTokenCount": 24},"modelVersion": "gemini-2.5-pro","responseId": "r1"}`)
+	}
+	var thoughts []string
+	for i := range 4 {
+		thoughts = append(thoughts, chunk(fmt.Sprintf(`"text": "Step %d of the plan. ","thought": true`, i)))
+	}
+	sc := newStreamScript(t, func(r *http.Request, send func(...string) bool) {
+		send(thoughts...) // and the body ends: cut inside the thoughts
+	})
+	p, _, other := thinkingProxy(t, sc, "gemini")
+	for range 2 { // the log's first two lines are these requests'
+		var thought, text string
+		var err error
+		for resp, e := range geminiClient(t, p, "client-key").Models.GenerateContentStream(ctxTimeout(t, 15*time.Second), "gemini-test", genai.Text("hello"), nil) {
+			if err = e; err != nil {
+				break
+			}
+			for _, cand := range resp.Candidates {
+				for _, part := range cand.Content.Parts {
+					if part.Thought {
+						thought += part.Text
+					} else {
+						text += part.Text
+					}
+				}
+			}
+		}
+		var apiErr genai.APIError
+		if !errors.As(err, &apiErr) || apiErr.Code != http.StatusBadGateway || text != "" || !strings.HasPrefix(thought, "Step 0") {
+			t.Fatalf("cut inside the thoughts: thoughts %q, text %q, err %v; want the thoughts, then a 502 APIError", thought, text, err)
+		}
+	}
+	wantIneligibleCuts(t, p, other, 2)
 }
