@@ -10,7 +10,6 @@ import (
 	"net/http/httptrace"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -257,49 +256,6 @@ func TestDirectConnWhenCleartext(t *testing.T) {
 	}
 }
 
-// relayWaiter counts what a connection tells it.
-type relayWaiter struct{ told atomic.Int32 }
-
-func (w *relayWaiter) Waiting() { w.told.Add(1) }
-
-// Once the transport takes the connection back (httptrace's PutIdleConn,
-// after the body's end), the relay's Waiter is cleared: the transport's
-// own read for the next answer must not flush the last client's stream.
-func TestConnIdleClearsTheRelaysWaiter(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			time.Sleep(50 * time.Millisecond)
-			c.Write([]byte("x"))
-			c.Close()
-		}
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	uc, ok := upconn.Wrap(c).(*upconn.Conn)
-	if !ok {
-		t.Skip("reads are not pooled on this platform")
-	}
-	defer uc.Close()
-	w := &relayWaiter{}
-	uc.BeforeWait(w)
-	a := &attempt{upConn: answerConn{c: uc}}
-	a.connIdle(nil)
-	if _, err := uc.Read(make([]byte, 1)); err != nil { // waits 50 ms for the byte
-		t.Fatal(err)
-	}
-	if n := w.told.Load(); n != 0 {
-		t.Fatalf("the relay's Waiter was told %d times after the connection went idle", n)
-	}
-	(&attempt{}).connIdle(nil) // no cleartext connection: nothing to clear
-}
-
 // Over a pooled cleartext connection the relay's wait clock starts where
 // the connection says a read waits, not at every read: a provider that
 // goes silent, or trickles bytes without completing an event, still meets
@@ -398,12 +354,14 @@ func (w *signalWaiter) Waiting() {
 	}
 }
 
-// A Waiter set once the answer's body has ended is refused: the relay's
-// first read can come after a translation or a cloud's decoder read the
-// body to its end for the gate, and the transport, reading the connection
-// on its own goroutine for the next answer, must not flush this client
-// from there. While the body is open the Waiter is set.
-func TestNoWaiterAfterTheBodyEnded(t *testing.T) {
+// Once the transport takes the connection back (httptrace's PutIdleConn,
+// after the body's end), the relay's Waiter is cleared, and one set from
+// then on is refused: the transport's own read for the next answer, on
+// its own goroutine, must not flush the last client's stream. The relay's
+// first read can come after the body's end, when a translation or a
+// cloud's decoder read the body to its end for the gate. While the body
+// is open the Waiter is set.
+func TestConnIdleClearsTheRelaysWaiter(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -445,9 +403,11 @@ func TestNoWaiterAfterTheBodyEnded(t *testing.T) {
 	if _, err := uc.Read(make([]byte, 1)); err != nil {
 		t.Fatal(err)
 	}
-	up.StopWaiting(open)
 
-	// The body ended (the transport's PutIdleConn), then the relay reads.
+	// The body ends (the transport's PutIdleConn) with the relay's Waiter
+	// set; then a relay's first read sets one.
+	set := &signalWaiter{told: make(chan struct{}, 1)}
+	up.BeforeWait(set)
 	a.connIdle(nil)
 	late := &signalWaiter{told: make(chan struct{}, 1)}
 	up.BeforeWait(late)
@@ -458,9 +418,12 @@ func TestNoWaiterAfterTheBodyEnded(t *testing.T) {
 	if _, err := uc.Read(make([]byte, 1)); err == nil {
 		t.Fatal("read a byte nobody sent")
 	}
-	select {
-	case <-late.told:
-		t.Fatal("a Waiter set after the body's end was told of the transport's read")
-	default:
+	for what, w := range map[string]*signalWaiter{"set before": set, "set after": late} {
+		select {
+		case <-w.told:
+			t.Fatalf("the relay's Waiter %s the body's end was told of the transport's read", what)
+		default:
+		}
 	}
+	(&attempt{}).connIdle(nil) // no cleartext connection: nothing to clear
 }
