@@ -25,6 +25,7 @@ func responsesParams(model string) responses.ResponseNewParams {
 // responsesStreamed is what the openai-go SDK made of a Responses stream.
 type responsesStreamed struct {
 	text      string              // the output_text deltas joined
+	summary   string              // the reasoning summary's deltas joined
 	id        string              // from response.created
 	completed *responses.Response // from response.completed, or nil
 	err       error               // stream.Err()
@@ -41,6 +42,8 @@ func streamResponses(ctx context.Context, c *openai.Client, params responses.Res
 			got.id = ev.AsResponseCreated().Response.ID
 		case "response.output_text.delta":
 			got.text += ev.Delta
+		case "response.reasoning_summary_text.delta":
+			got.summary += ev.Delta
 		case "response.completed":
 			r := ev.AsResponseCompleted().Response
 			got.completed = &r

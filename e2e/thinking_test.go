@@ -177,26 +177,12 @@ func TestResponsesReasoningThroughProxy(t *testing.T) {
 	params.Store = openai.Bool(false)
 	params.Include = []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent}
 
-	ask := func() (summary string, got responsesStreamed) {
-		stream := openaiClient(p, "client-key").Responses.NewStreaming(ctxTimeout(t, 15*time.Second), params)
-		defer stream.Close()
-		for stream.Next() {
-			switch e := stream.Current(); e.Type {
-			case "response.reasoning_summary_text.delta":
-				summary += e.Delta
-			case "response.output_text.delta":
-				got.text += e.Delta
-			case "response.completed":
-				r := e.AsResponseCompleted().Response
-				got.completed = &r
-			}
-		}
-		got.err = stream.Err()
-		return summary, got
+	ask := func() responsesStreamed {
+		return streamResponses(ctxTimeout(t, 15*time.Second), openaiClient(p, "client-key"), params)
 	}
-	summary, got := ask()
-	if got.err != nil || summary != wantSummary || got.text != "Hello world." || got.completed == nil {
-		t.Fatalf("after the primary's 529: summary %q, text %q, completed %v, err %v", summary, got.text, got.completed != nil, got.err)
+	got := ask()
+	if got.err != nil || got.summary != wantSummary || got.text != "Hello world." || got.completed == nil {
+		t.Fatalf("after the primary's 529: summary %q, text %q, completed %v, err %v", got.summary, got.text, got.completed != nil, got.err)
 	}
 	out := got.completed.Output
 	if len(out) != 2 || out[0].Type != "reasoning" || out[0].EncryptedContent != encrypted ||
@@ -208,12 +194,12 @@ func TestResponsesReasoningThroughProxy(t *testing.T) {
 	}
 
 	cut.Store(true)
-	summary, got = ask()
+	got = ask()
 	if got.err == nil || got.completed != nil {
-		t.Fatalf("a stream cut inside its reasoning finished cleanly: summary %q, completed %v", summary, got.completed != nil)
+		t.Fatalf("a stream cut inside its reasoning finished cleanly: summary %q, completed %v", got.summary, got.completed != nil)
 	}
-	if !strings.HasPrefix(wantSummary, summary) || got.text != "" {
-		t.Fatalf("cut inside the reasoning: summary %q, text %q before the error", summary, got.text)
+	if !strings.HasPrefix(wantSummary, got.summary) || got.text != "" {
+		t.Fatalf("cut inside the reasoning: summary %q, text %q before the error", got.summary, got.text)
 	}
 	wantIneligibleCut(t, p, other)
 }
