@@ -54,6 +54,7 @@ type attempt struct {
 	cancel   context.CancelCauseFunc
 	tailWait stream.Deadline // bounds the read of a complete stream's tail (reuseConn)
 	upConn   answerConn      // the cleartext HTTP/1.1 connection the response came on, if any (attempt_conn.go)
+	header   http.Header     // the upstream request's header, built at launch (launchHeader)
 
 	// outcome, written by the attempt's goroutine before it reports
 	resp       *http.Response
@@ -83,6 +84,29 @@ type attempt struct {
 }
 
 func (a *attempt) ok() bool { return a.class == wire.ClassNone && a.err == nil }
+
+// secret is the configured key's secret, or "" (the client's own).
+func (a *attempt) secret() string {
+	if a.key == nil {
+		return ""
+	}
+	return a.key.Secret
+}
+
+// launchHeader builds the upstream request's header for the attempt, on
+// the request's goroutine (launch): header_up's placeholders read and
+// write the request's own state (Caddy's {http.request.uuid} makes the
+// request's id on first use and keeps it in the request's vars and access
+// log fields), and a hedge's attempt runs beside the first one. The
+// header is in the dialect the provider is sent: the translation's target
+// for a translated attempt.
+func (a *attempt) launchHeader(r *http.Request, req *wire.Request) {
+	d := req.Dialect
+	if xl := a.p.translation(d); xl != nil {
+		d = xl.target
+	}
+	a.header = a.p.upstreamHeader(r, d, a.secret())
+}
 
 // run performs the attempt until it is ready to commit or has failed, then
 // reports on done. It never writes to the client.
@@ -116,12 +140,8 @@ func (h *Engine) run(a *attempt, req *wire.Request, r *http.Request, done chan<-
 		return
 	}
 	up.GetBody = func() (io.ReadCloser, error) { return a.lease.Reader(body), nil }
-	var secret string
-	if a.key != nil {
-		secret = a.key.Secret
-	}
-	up.Header = a.p.upstreamHeader(r, req.Dialect, secret)
-	if a.xl != nil && secret == "" && a.p.proto == nil {
+	up.Header = a.header
+	if a.xl != nil && a.secret() == "" && a.p.proto == nil {
 		// A client's credential never crosses vendors. With a key of its
 		// own (translate requires one) upstreamHeader removed every
 		// dialect's credential headers before setting the provider's, and

@@ -385,6 +385,7 @@ func (st *requestState) launch(h *Engine, r *http.Request, a *attempt) {
 	traceAttempt(st, a)
 	req := st.requestFor(a.p)
 	a.xlReq = st.translated(a.p, a.model, req)
+	a.launchHeader(r, req)
 	if h.Stream.Resume > 0 && st.req.Stream && st.resuming == "" && a.p.translation(st.dialect) == nil {
 		// The resumer a commit would set up, told the events as the gate
 		// reads them (a continuation never crosses formats: none for a
