@@ -317,9 +317,22 @@ func (p *provider) upstreamHeader(r *http.Request, d wire.Dialect, key string) h
 		}
 		d.SetAuth(out, key)
 	}
-	if p.cfg.HeaderUp != nil {
-		p.cfg.HeaderUp(out, r)
+	return p.applyHeaderUp(out, r)
+}
+
+// applyHeaderUp applies the operator's header_up rules to out, an
+// attempt's header built from the client's. Its values are the client's
+// own slices until then, and Caddy's header operations write into a
+// value in place (replace) or append past its length (add): out gets
+// values of its own first, or the rules would rewrite the client's header
+// (and apply again to the rewritten value on the next attempt) and write
+// into the header of an attempt already under way.
+func (p *provider) applyHeaderUp(out http.Header, r *http.Request) http.Header {
+	if p.cfg.HeaderUp == nil {
+		return out
 	}
+	out = out.Clone()
+	p.cfg.HeaderUp(out, r)
 	return out
 }
 
@@ -348,10 +361,7 @@ func (p *provider) cloudHeader(r *http.Request, key string) http.Header {
 	if key != "" {
 		p.proto.SetKey(out, key)
 	}
-	if p.cfg.HeaderUp != nil {
-		p.cfg.HeaderUp(out, r)
-	}
-	return out
+	return p.applyHeaderUp(out, r)
 }
 
 // setURL points an upstream request at the provider's base URL joined with
