@@ -73,17 +73,30 @@ func wantIneligibleCuts(t *testing.T, p *proxy, other *upstream, cuts int) {
 	}
 }
 
+// thinkingSteps is a thinking model's n steps, each a JSON string given
+// to event (the step's event in the wire's shape), and the steps' text
+// joined, as the client must read it.
+func thinkingSteps(n int, event func(step string) string) (events []string, text string) {
+	for i := range n {
+		s := fmt.Sprintf("Step %d: read the file, then check the test. ", i)
+		events = append(events, event(jsonString(s)))
+		text += s
+	}
+	return events, text
+}
+
+// jsonString is s as a JSON string.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
 func TestAnthropicThinkingThroughProxy(t *testing.T) {
 	const signature = "EqQBCkYIBxgCKkDsig+/=="
-	ev := func(name, data string) string { return streamSSE(name, data) }
-	jsonStr := func(s string) string { b, _ := json.Marshal(s); return string(b) }
-	var deltas []string
-	var wantThinking string
-	for i := range 12 {
-		s := fmt.Sprintf("Step %d: read the file, then check the test. ", i)
-		deltas = append(deltas, ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":`+jsonStr(s)+`}}`))
-		wantThinking += s
-	}
+	ev := streamSSE
+	deltas, wantThinking := thinkingSteps(12, func(step string) string {
+		return ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":`+step+`}}`)
+	})
 	var cut atomic.Bool
 	sc := newStreamScript(t, func(r *http.Request, send func(...string) bool) {
 		if !send(ev("message_start", `{"type":"message_start","message":{"id":"msg_think","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":1}}}`),
@@ -134,19 +147,16 @@ func TestResponsesReasoningThroughProxy(t *testing.T) {
 	ev := func(typ, rest string) string {
 		return streamSSE(typ, `{"type":"`+typ+`",`+rest+`}`)
 	}
-	jsonStr := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	resp := func(status, output string) string {
 		return `"response":{"id":"resp_think","object":"response","created_at":1,"status":"` + status + `","model":"gpt-5-codex","output":[` + output + `],` +
 			`"usage":{"input_tokens":12,"input_tokens_details":{"cached_tokens":0},"output_tokens":150,"output_tokens_details":{"reasoning_tokens":128},"total_tokens":162}}`
 	}
-	var deltas []string
-	var wantSummary string
-	for i := range 12 {
-		s := fmt.Sprintf("Step %d: read the file, then check the test. ", i)
-		deltas = append(deltas, ev("response.reasoning_summary_text.delta", `"item_id":"rs_1","output_index":0,"summary_index":0,"delta":`+jsonStr(s)+`,"sequence_number":`+fmt.Sprint(4+i)))
-		wantSummary += s
-	}
-	reasoning := `{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":` + jsonStr(wantSummary) + `}],"encrypted_content":"` + encrypted + `"}`
+	seq := 3 // the events before the deltas are 0-3
+	deltas, wantSummary := thinkingSteps(12, func(step string) string {
+		seq++
+		return ev("response.reasoning_summary_text.delta", `"item_id":"rs_1","output_index":0,"summary_index":0,"delta":`+step+`,"sequence_number":`+fmt.Sprint(seq))
+	})
+	reasoning := `{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":` + jsonString(wantSummary) + `}],"encrypted_content":"` + encrypted + `"}`
 	message := `{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Hello world.","annotations":[]}]}`
 	var cut atomic.Bool
 	sc := newStreamScript(t, func(r *http.Request, send func(...string) bool) {
@@ -158,8 +168,8 @@ func TestResponsesReasoningThroughProxy(t *testing.T) {
 			return // cut inside the reasoning
 		}
 		send(deltas[6:]...)
-		send(ev("response.reasoning_summary_text.done", `"item_id":"rs_1","output_index":0,"summary_index":0,"text":`+jsonStr(wantSummary)+`,"sequence_number":16`),
-			ev("response.reasoning_summary_part.done", `"item_id":"rs_1","output_index":0,"summary_index":0,"part":{"type":"summary_text","text":`+jsonStr(wantSummary)+`},"sequence_number":17`),
+		send(ev("response.reasoning_summary_text.done", `"item_id":"rs_1","output_index":0,"summary_index":0,"text":`+jsonString(wantSummary)+`,"sequence_number":16`),
+			ev("response.reasoning_summary_part.done", `"item_id":"rs_1","output_index":0,"summary_index":0,"part":{"type":"summary_text","text":`+jsonString(wantSummary)+`},"sequence_number":17`),
 			ev("response.output_item.done", `"output_index":0,"item":`+reasoning+`,"sequence_number":18`),
 			ev("response.output_item.added", `"output_index":1,"item":{"type":"message","id":"msg_1","status":"in_progress","role":"assistant","content":[]},"sequence_number":19`),
 			ev("response.content_part.added", `"item_id":"msg_1","output_index":1,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]},"sequence_number":20`),
@@ -208,14 +218,7 @@ func TestResponsesReasoningThroughProxy(t *testing.T) {
 // DeepSeek and the OpenAI-compatible gateways opencode talks to send it):
 // the same after a 529, and the same when cut inside the reasoning.
 func TestChatReasoningThroughProxy(t *testing.T) {
-	jsonStr := func(s string) string { b, _ := json.Marshal(s); return string(b) }
-	var deltas []string
-	var wantReasoning string
-	for i := range 12 {
-		s := fmt.Sprintf("Step %d: read the file, then check the test. ", i)
-		deltas = append(deltas, streamOChunk(`{"reasoning_content":`+jsonStr(s)+`}`, "null"))
-		wantReasoning += s
-	}
+	deltas, wantReasoning := thinkingSteps(12, func(step string) string { return streamOChunk(`{"reasoning_content":`+step+`}`, "null") })
 	var cut atomic.Bool
 	sc := newStreamScript(t, func(r *http.Request, send func(...string) bool) {
 		if !send(streamORole) || !send(deltas[:6]...) || cut.Load() {

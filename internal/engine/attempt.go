@@ -93,17 +93,17 @@ func (a *attempt) secret() string {
 	return a.key.Secret
 }
 
-// launchHeader builds the upstream request's header for the attempt, on
-// the request's goroutine (launch): header_up's placeholders read and
-// write the request's own state (Caddy's {http.request.uuid} makes the
-// request's id on first use and keeps it in the request's vars and access
-// log fields), and a hedge's attempt runs beside the first one. The
-// header is in the dialect the provider is sent: the translation's target
-// for a translated attempt.
+// launchHeader sets what the attempt sends in, on the request's
+// goroutine (launch): its translation of the client's format, if any, and
+// the upstream request's header, in the dialect the provider is sent.
+// header_up's placeholders read and write the request's own state
+// (Caddy's {http.request.uuid} makes the request's id on first use and
+// keeps it in the request's vars and access log fields), and a hedge's
+// attempt runs beside the first one.
 func (a *attempt) launchHeader(r *http.Request, req *wire.Request) {
 	d := req.Dialect
-	if xl := a.p.translation(d); xl != nil {
-		d = xl.target
+	if a.xl = a.p.translation(d); a.xl != nil {
+		d = a.xl.target
 	}
 	a.header = a.p.upstreamHeader(r, d, a.secret())
 }
@@ -114,7 +114,7 @@ func (h *Engine) run(a *attempt, req *wire.Request, r *http.Request, done chan<-
 	defer func() { a.elapsed = time.Since(a.start); done <- a }()
 	client := req.Dialect
 	path, query := req.Dialect.UpstreamPath(r.URL.Path, a.model), a.p.upstreamQuery(r.URL.RawQuery)
-	if a.xl = a.p.translation(client); a.xl != nil {
+	if a.xl != nil { // set at launch (launchHeader)
 		treq, tpath, tquery, tr, err := a.xl.translateRequest(req, a.model, a.xlReq)
 		if err != nil {
 			a.fail(wire.ClassRequest, fmt.Errorf("provider %s: translating to %s: %w", a.p.name, a.xl.target, err))
