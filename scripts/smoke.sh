@@ -58,28 +58,31 @@ grep -q '"handler":"llm_hedge"' "$work/adapted.json" || fail "adapted JSON lacks
 bad=$work/typo.Caddyfile
 printf ':0 {\n\tllm_hedge {\n\t\tprovider a http://127.0.0.1:9001\n\t\tretyr 2\n\t}\n}\n' >"$bad"
 if out=$($CADDY adapt --config "$bad" --adapter caddyfile 2>&1); then fail "typo accepted"; fi
-echo "$out" | grep -Eq "retyr.*:4\b" || fail "typo error does not name line 4: $out"
+grep -Eq "retyr.*:4\b" <<<"$out" || fail "typo error does not name line 4: $out"
 
 $CADDY start --config "$config" --adapter caddyfile >"$work/start.log" 2>&1 || { cat "$work/start.log"; fail "start"; }
 trap '$CADDY stop --config "$config" --adapter caddyfile >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 for i in $(seq 1 50); do curl -fsS -o /dev/null "http://127.0.0.1:${sim_ports[0]}/v1/models" 2>/dev/null && break; sleep 0.1; done
 
+# Each check reads its answer from a here-string, not a pipe: under
+# pipefail, `echo | grep -q` fails when grep has its match and exits
+# before echo has written all of a long answer (a stream's first delta).
 stream=$(curl -sS -N --max-time 30 "$proxy/v1/messages" \
 	-H 'content-type: application/json' -H 'anthropic-version: 2023-06-01' -H 'x-api-key: sk-client' \
 	-d '{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hello"}]}')
-echo "$stream" | grep -q 'event: message_stop' || fail "stream lacks message_stop: $stream"
-echo "$stream" | grep -q 'content_block_delta' || fail "stream lacks deltas"
+grep -q 'event: message_stop' <<<"$stream" || fail "stream lacks message_stop: $stream"
+grep -q 'content_block_delta' <<<"$stream" || fail "stream lacks deltas"
 
 body=$(curl -sS --max-time 30 "$proxy/v1/chat/completions" \
 	-H 'content-type: application/json' -H 'authorization: Bearer sk-client' \
 	-d '{"model":"gpt-4o","messages":[{"role":"user","content":"hello"}]}')
-echo "$body" | grep -q '"chat.completion"' || fail "non-stream completion: $body"
+grep -q '"chat.completion"' <<<"$body" || fail "non-stream completion: $body"
 
 responses=$(curl -sS -N --max-time 30 "$proxy/v1/responses" \
 	-H 'content-type: application/json' -H 'authorization: Bearer sk-client' \
 	-d '{"model":"gpt-5-codex","stream":true,"input":"hello"}')
-echo "$responses" | grep -q 'response.completed' || fail "responses stream lacks response.completed: $responses"
-echo "$responses" | grep -q 'response.output_text.delta' || fail "responses stream lacks deltas"
+grep -q 'response.completed' <<<"$responses" || fail "responses stream lacks response.completed: $responses"
+grep -q 'response.output_text.delta' <<<"$responses" || fail "responses stream lacks deltas"
 
 status=$(curl -sS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$admin_port/llm_hedge/providers")
 [ "$status" = 200 ] || fail "admin providers: $status"
